@@ -1,0 +1,36 @@
+# One-command set-up for a fresh machine. `make test` creates .venv, installs the CPU torch
+# that lies on disk plus the peers, builds icl._C in place and runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BUILD := build/inplace
+
+.PHONY: venv build test bench run info clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements/dev.txt requirements/constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements/dev.txt
+	touch $@
+
+build: venv
+	$(PY) -m cmake -S . -B $(BUILD) -G Ninja -DICL_INPLACE=ON -DCMAKE_BUILD_TYPE=Release \
+	  -DPython_EXECUTABLE=$(abspath $(PY)) -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir) >/dev/null
+	$(PY) -m cmake --build $(BUILD)
+
+test: build
+	$(PY) -m pytest -q
+
+bench: build
+	$(PY) -m pytest --benchmark-only -q bench/
+
+run: build
+	$(PY) -m icl.run --fast
+
+info: build
+	$(PY) -m icl.info
+
+clean:
+	rm -rf build icl/_C*.so

@@ -1,0 +1,172 @@
+"""Backend dispatch for the public kernels.
+
+Each op declares its implementations, one per backend, each with a ``supports`` check that
+returns ``None`` when it can serve the call or a sentence saying why it cannot. Automatic
+selection walks the backends in preference order (``cpu`` before ``reference`` for CPU
+tensors, ``triton``/``cuda`` before ``reference`` for CUDA tensors) and logs why each
+skipped backend refused. ``ICL_BACKEND=name`` (or ``backend=`` on the call) forces one
+backend and raises :class:`BackendError` if it cannot serve.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable, Optional
+
+log = logging.getLogger("icl.ops")
+
+BACKENDS = ("reference", "cpu", "triton", "cuda")
+_CPU_ORDER = ("cpu", "reference")
+_CUDA_ORDER = ("triton", "cuda", "reference")
+
+
+class BackendError(RuntimeError):
+    """A requested backend cannot serve a call, or no backend can."""
+
+
+@lru_cache(maxsize=None)
+def backend_status(name: str) -> tuple[bool, str]:
+    """Whether backend ``name`` can run at all here, and why (not). Probed on first use."""
+    if name == "reference":
+        return True, "pure torch, always available"
+    if name == "cpu":
+        try:
+            mod = importlib.import_module("icl._C")
+        except ImportError as exc:
+            return False, f"native module icl._C is not built or failed to load ({exc})"
+        info = dict(mod.build_info)
+        omp = f"OpenMP, {mod.max_threads()} threads" if info.get("openmp") else "no OpenMP"
+        return True, f"icl._C ({info.get('compiler')}, {info.get('build_type')}, {omp})"
+    if name == "triton":
+        try:
+            import triton  # noqa: F401
+        except ImportError as exc:
+            return False, f"triton is not installed ({exc}); pip install 'icl[gpu]'"
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            return True, f"triton {triton.__version__} in interpreter mode (TRITON_INTERPRET=1)"
+        import torch
+
+        if not torch.cuda.is_available():
+            return False, "triton is installed but no CUDA device is visible"
+        return True, f"triton {triton.__version__} on {torch.cuda.get_device_name()}"
+    if name == "cuda":
+        try:
+            from numba import cuda
+        except ImportError as exc:
+            return False, f"numba is not installed ({exc}); pip install 'icl[gpu]'"
+        if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+            return True, "numba.cuda simulator (NUMBA_ENABLE_CUDASIM=1)"
+        try:
+            available = cuda.is_available()
+        except Exception as exc:  # numba raises several driver errors here
+            return False, f"numba.cuda cannot reach a driver ({exc})"
+        if not available:
+            return False, "numba is installed but no CUDA device is visible"
+        return True, "numba.cuda on a CUDA device"
+    raise BackendError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+
+
+Supports = Callable[..., Optional[str]]
+
+
+def _always(*args: Any, **kwargs: Any) -> Optional[str]:
+    return None
+
+
+@dataclass
+class Op:
+    """A public kernel with one implementation per backend."""
+
+    name: str
+    gpu_module: Optional[str] = None
+    impls: dict[str, tuple[Callable[..., Any], Supports]] = field(default_factory=dict)
+    _gpu_loaded: bool = False
+
+    def _load_gpu(self) -> None:
+        # GPU implementations live in their own module (icl.ops._gpu.*) and register
+        # themselves when imported; importing it must not import triton or numba.
+        if self._gpu_loaded or not self.gpu_module:
+            return
+        self._gpu_loaded = True
+        try:
+            importlib.import_module(self.gpu_module)
+        except ModuleNotFoundError as exc:
+            missing = exc.name or ""
+            if not (self.gpu_module == missing or self.gpu_module.startswith(missing + ".")):
+                raise
+
+    def register(self, backend: str, supports: Supports = _always) -> Callable:
+        """Decorator: register ``fn`` as this op's implementation on ``backend``."""
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}")
+
+        def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.impls[backend] = (fn, supports)
+            return fn
+
+        return deco
+
+    def refusal(self, backend: str, device_type: str, *args: Any, **kwargs: Any) -> Optional[str]:
+        """Why ``backend`` cannot serve this call, or None when it can."""
+        if backend not in self.impls:
+            return f"{self.name} has no {backend} implementation"
+        ok, why = backend_status(backend)
+        if not ok:
+            return why
+        if backend == "cpu" and device_type != "cpu":
+            return f"the cpu backend takes CPU tensors, got a {device_type} tensor"
+        if backend in ("triton", "cuda") and device_type != "cuda":
+            interp = os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+            if not interp:
+                return f"the {backend} backend takes CUDA tensors, got a {device_type} tensor"
+        return self.impls[backend][1](*args, **kwargs)
+
+    def select(self, device_type: str, *args: Any, backend: Optional[str] = None, **kwargs: Any) -> str:
+        """The backend that will serve this call (see the module docstring)."""
+        self._load_gpu()
+        forced = backend or os.environ.get("ICL_BACKEND") or None
+        if forced:
+            if forced not in BACKENDS:
+                raise BackendError(f"{self.name}: unknown backend {forced!r}; known: {', '.join(BACKENDS)}")
+            why = self.refusal(forced, device_type, *args, **kwargs)
+            if why is not None:
+                raise BackendError(f"{self.name}: backend {forced!r} was requested but cannot serve: {why}")
+            return forced
+        order = _CUDA_ORDER if device_type == "cuda" else _CPU_ORDER
+        reasons = []
+        for name in order:
+            why = self.refusal(name, device_type, *args, **kwargs)
+            if why is None:
+                if reasons:
+                    log.debug("%s: using %s (%s)", self.name, name, "; ".join(reasons))
+                return name
+            reasons.append(f"{name}: {why}")
+        raise BackendError(f"{self.name}: no backend can serve this call: " + "; ".join(reasons))
+
+    def __call__(self, device_type: str, *args: Any, backend: Optional[str] = None, **kwargs: Any) -> Any:
+        name = self.select(device_type, *args, backend=backend, **kwargs)
+        return self.impls[name][0](*args, **kwargs)
+
+
+_OPS: dict[str, Op] = {}
+
+
+def op(name: str, gpu_module: Optional[str] = None) -> Op:
+    """The op registered under ``name``, created on first use.
+
+    ``gpu_module`` names the module holding its triton/cuda implementations, imported on the
+    first dispatch.
+    """
+    if name not in _OPS:
+        _OPS[name] = Op(name, gpu_module=gpu_module)
+    elif gpu_module and not _OPS[name].gpu_module:
+        _OPS[name].gpu_module = gpu_module
+    return _OPS[name]
+
+
+def registered_ops() -> dict[str, Op]:
+    return dict(_OPS)

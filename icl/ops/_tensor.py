@@ -1,0 +1,68 @@
+"""Argument handling shared by the public kernels: torch/numpy in, the same kind out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def as_tensor(x: Any, name: str) -> tuple[torch.Tensor, bool]:
+    """``(tensor, was_numpy)``; numpy arrays are wrapped without a copy where possible."""
+    if isinstance(x, torch.Tensor):
+        return x, False
+    if isinstance(x, np.ndarray):
+        if x.dtype == np.bool_:
+            return torch.from_numpy(np.ascontiguousarray(x)), True
+        return torch.from_numpy(np.ascontiguousarray(x)), True
+    raise TypeError(f"{name}: expected a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
+
+
+def restore(x: Any, was_numpy: bool) -> Any:
+    """Return ``x`` as numpy when the caller passed numpy (recursing into tuples/dicts)."""
+    if not was_numpy:
+        return x
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    if isinstance(x, tuple):
+        return tuple(restore(v, True) for v in x)
+    if isinstance(x, list):
+        return [restore(v, True) for v in x]
+    if isinstance(x, dict):
+        return {k: restore(v, True) for k, v in x.items()}
+    return x
+
+
+def batch_images(x: torch.Tensor, name: str, channels: int = 3) -> tuple[torch.Tensor, bool]:
+    """Accept ``[H, W, C]`` or ``[B, H, W, C]``; return ``([B, H, W, C], was_single)``."""
+    if x.ndim == 3:
+        x, single = x.unsqueeze(0), True
+    elif x.ndim == 4:
+        single = False
+    else:
+        raise ValueError(f"{name}: expected [B, H, W, {channels}] or [H, W, {channels}], got shape {tuple(x.shape)}")
+    if x.shape[-1] != channels:
+        raise ValueError(f"{name}: expected {channels} channels in the last dimension, got shape {tuple(x.shape)}")
+    return x, single
+
+
+def check_finite(x: torch.Tensor, name: str) -> None:
+    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+
+
+def to_uint8(x: torch.Tensor, name: str) -> torch.Tensor:
+    """PROTOCOL §1.3: uint8 passes through; float in [0, 1] becomes ``round(255 * clip(x, 0, 1))``.
+
+    Values outside [0, 1] are clipped (the protocol's rule); NaN/inf raise ``ValueError``.
+    """
+    if x.dtype == torch.uint8:
+        return x
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name}: expected uint8 or a float dtype, got {x.dtype}")
+    check_finite(x, name)
+    # round half to even matches numpy/torch rounding; computed in float32 for half inputs.
+    return torch.round(x.float().clamp(0.0, 1.0) * 255.0).to(torch.uint8)
