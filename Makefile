@@ -21,7 +21,7 @@ build: venv
 	$(PY) -m cmake --build $(BUILD)
 
 test: build
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q tests
 
 bench: build
 	$(PY) -m pytest --benchmark-only -q bench/

@@ -1,0 +1,42 @@
+"""Run one of our kernels beside its peer in the same process and report the ratio."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+
+def time_call(fn: Callable[[], Any], rounds: int) -> float:
+    """Median wall time of ``fn`` over ``rounds`` calls (after one warm-up call)."""
+    fn()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def compare(benchmark: Any, ours: Callable[[], Any], peer: Callable[[], Any], *, peer_name: str,
+            items: int = 1, rounds: int = 5, peer_rounds: int | None = None) -> float:
+    """Benchmark ``ours`` with pytest-benchmark, time ``peer`` alike, print and record the ratio.
+
+    ``items`` is the number of images (or pairs) one call processes; throughput is reported
+    per item. Returns peer_time / our_time (> 1 means we are faster).
+    """
+    benchmark.pedantic(ours, rounds=rounds, iterations=1, warmup_rounds=1)
+    ours_s = benchmark.stats.stats.median
+    peer_s = time_call(peer, peer_rounds or rounds)
+    ratio = peer_s / ours_s
+    benchmark.extra_info.update(
+        peer=peer_name,
+        ours_median_s=ours_s,
+        peer_median_s=peer_s,
+        ratio_vs_peer=ratio,
+        items_per_s=items / ours_s,
+        peer_items_per_s=items / peer_s,
+    )
+    print(f"\n[{benchmark.name}] ours {ours_s * 1e3:.2f} ms ({items / ours_s:.1f}/s), "
+          f"{peer_name} {peer_s * 1e3:.2f} ms ({items / peer_s:.1f}/s), ratio {ratio:.1f}x")
+    return ratio

@@ -1,0 +1,1 @@
+"""Benchmarks live outside tests/; the repository root is on sys.path via pyproject."""
