@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from icl import ops
 from icl.data.dataset import DatasetMeta
 from icl.tasks.base import Task, resize_image
 
@@ -19,10 +18,10 @@ log = logging.getLogger("icl.tasks")
 def _lpips_or_nan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """LPIPS per image, or NaN with a loud warning when no weights are installed: the score is
     then missing, never silently dropped."""
-    from icl.ops.lpips import LPIPSWeightsNotFound
+    from icl.ops.lpips import LPIPSWeightsNotFound, lpips
 
     try:
-        return np.asarray(ops.lpips(a, b, net="alex"), np.float64).reshape(-1)
+        return np.asarray(lpips(a, b, net="alex"), np.float64).reshape(-1)
     except LPIPSWeightsNotFound as exc:
         msg = f"LPIPS weights not found, lpips is reported as NaN (missing): {exc}"
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
@@ -33,6 +32,9 @@ def _lpips_or_nan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def image_scores(preds: list[np.ndarray], targets: list[np.ndarray]) -> list[dict[str, float]]:
     """PSNR, SSIM and LPIPS per pair; predictions are resized to their targets first. Pairs of
     equal size are scored in one batch."""
+    from icl.ops.psnr import psnr as psnr_op
+    from icl.ops.ssim import ssim as ssim_op
+
     resized = [resize_image(p, t.shape[:2]) for p, t in zip(preds, targets)]
     out: list[dict[str, float]] = [{} for _ in preds]
     groups: dict[tuple[int, ...], list[int]] = {}
@@ -41,8 +43,8 @@ def image_scores(preds: list[np.ndarray], targets: list[np.ndarray]) -> list[dic
     for idx in groups.values():
         a = np.stack([resized[i] for i in idx])
         b = np.stack([np.ascontiguousarray(targets[i]) for i in idx])
-        psnr = np.asarray(ops.psnr(a, b), np.float64).reshape(-1)
-        ssim = np.asarray(ops.ssim(a, b), np.float64).reshape(-1)
+        psnr = np.asarray(psnr_op(a, b), np.float64).reshape(-1)
+        ssim = np.asarray(ssim_op(a, b), np.float64).reshape(-1)
         lp = _lpips_or_nan(a, b)
         for j, i in enumerate(idx):
             out[i] = {"psnr": float(psnr[j]), "ssim": float(ssim[j]), "lpips": float(lp[j])}

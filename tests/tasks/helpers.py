@@ -1,18 +1,19 @@
 """Helpers shared by the task tests."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 
-import icl.ops
 from icl.data.dataset import DatasetMeta, Sample
 
 BUILTINS = ("scenes-a", "scenes-b", "photos")
 
 
-def require_ops(*names: str):
-    """Skip until the named icl.ops kernels are merged (they are built by other helpers)."""
-    missing = [n for n in names if n not in icl.ops._EXPORTS]
-    return pytest.mark.skipif(bool(missing), reason=f"icl.ops kernels not available yet: {', '.join(missing)}")
+def require_ops(*modules: str):
+    """Skip until the named ``icl.ops.<module>`` kernels are merged (other helpers build them)."""
+    missing = [m for m in modules if importlib.util.find_spec(f"icl.ops.{m}") is None]
+    return pytest.mark.skipif(bool(missing), reason=f"icl.ops kernels not merged yet: {', '.join(missing)}")
 
 
 def make_sample(image, dataset="hand", sid="s0", **annotations):
