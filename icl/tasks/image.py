@@ -15,18 +15,27 @@ from icl.tasks.base import Task, resize_image
 log = logging.getLogger("icl.tasks")
 
 
+LPIPS_MIN_SIZE = 31  # AlexNet's trunk needs images at least this high and wide
+
+
+def _missing(msg: str, n: int) -> np.ndarray:
+    msg = f"lpips is reported as NaN (missing): {msg}"
+    warnings.warn(msg, RuntimeWarning, stacklevel=4)
+    log.warning(msg)
+    return np.full(n, np.nan)
+
+
 def _lpips_or_nan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """LPIPS per image, or NaN with a loud warning when no weights are installed: the score is
-    then missing, never silently dropped."""
+    """LPIPS per image, or NaN with a loud warning when no weights are installed or the images
+    are too small for AlexNet: the score is then missing, never silently dropped."""
     from icl.ops.lpips import LPIPSWeightsNotFound, lpips
 
+    if min(a.shape[1:3]) < LPIPS_MIN_SIZE:
+        return _missing(f"images of {a.shape[1]}x{a.shape[2]} are smaller than LPIPS-alex's {LPIPS_MIN_SIZE} px", len(a))
     try:
         return np.asarray(lpips(a, b, net="alex"), np.float64).reshape(-1)
     except LPIPSWeightsNotFound as exc:
-        msg = f"LPIPS weights not found, lpips is reported as NaN (missing): {exc}"
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
-        log.warning(msg)
-        return np.full(len(a), np.nan)
+        return _missing(f"LPIPS weights not found: {exc}", len(a))
 
 
 def image_scores(preds: list[np.ndarray], targets: list[np.ndarray]) -> list[dict[str, float]]:

@@ -75,8 +75,9 @@ def test_oracle_round_trip(builtin_root, dataset, name):
     # segmentation decodes among the classes of the context targets: the query's own target covers them
     scores = task.evaluate(encoded, targets, [[t] for t in targets], ds.meta)
     _check_perfect(task, ds, targets, scores)
-    as_float = [e.astype(np.float32) / 255 for e in encoded]
-    assert task.evaluate(as_float, targets, [[t] for t in targets], ds.meta) == scores
+    # the same predictions as floats in [0, 1] score the same (two samples keep this quick)
+    as_float = [e.astype(np.float32) / 255 for e in encoded[:2]]
+    assert task.evaluate(as_float, targets[:2], [[t] for t in targets[:2]], ds.meta) == scores[:2]
 
 
 LABEL_TASKS = [pytest.param(t, marks=require_ops(*KERNELS[t]), id=t) for t in KERNELS]

@@ -58,10 +58,10 @@ def test_flip_identity_scores_psnr_of_query_and_its_flip():
 @require_ops("psnr", "ssim", "lpips")
 def test_image_prediction_is_resized_bilinear():
     gen = np.random.default_rng(6)
-    target = gen.integers(0, 256, (20, 30, 3), dtype=np.uint8)
-    small = gen.integers(0, 256, (10, 15, 3), dtype=np.uint8)
+    target = gen.integers(0, 256, (40, 50, 3), dtype=np.uint8)
+    small = gen.integers(0, 256, (20, 25, 3), dtype=np.uint8)
     s = get_task("denoising").evaluate([small, target], [target, target], [[], []], HAND_META)
-    up = cv2.resize(small, (30, 20), interpolation=cv2.INTER_LINEAR)
+    up = cv2.resize(small, (50, 40), interpolation=cv2.INTER_LINEAR)
     assert s[0]["psnr"] == pytest.approx(_psnr(up, target), rel=1e-5)
     assert s[1]["psnr"] == math.inf
 
@@ -74,10 +74,18 @@ def test_missing_lpips_weights_give_nan_and_a_warning(monkeypatch):
         raise lp.LPIPSWeightsNotFound("looked in: nowhere (test)")
 
     monkeypatch.setattr(lp, "lpips", missing)
-    img = np.zeros((16, 16, 3), np.uint8)
+    img = np.zeros((32, 40, 3), np.uint8)
     with pytest.warns(RuntimeWarning, match="LPIPS weights not found"):
         s = get_task("colorization").evaluate([img], [img], [[]], HAND_META)[0]
     assert math.isnan(s["lpips"]) and s["psnr"] == math.inf
+
+
+@require_ops("psnr", "ssim", "lpips")
+def test_images_too_small_for_lpips_give_nan_and_a_warning():
+    img = np.zeros((16, 40, 3), np.uint8)
+    with pytest.warns(RuntimeWarning, match="smaller than LPIPS"):
+        s = get_task("flip").evaluate([img], [img], [[]], HAND_META)[0]
+    assert math.isnan(s["lpips"]) and s["ssim"] == pytest.approx(1.0)
 
 
 @require_ops("palette")
@@ -114,8 +122,8 @@ def test_keypoints_by_hand():
     task = get_task("keypoints")
     target = PointsTarget(np.array([[10.0, 10.0], [40.0, 10.0], [25.0, 30.0]]), (40, 60))
     pred = np.zeros((40, 60, 3), np.uint8)
-    cv2.circle(pred, (18, 10), 3, (255, 0, 0), -1)  # 8 px from GT 0: matched (tau = 10)
-    cv2.circle(pred, (40, 22), 3, (255, 0, 0), -1)  # 12 px from GT 1: not matched
+    cv2.circle(pred, (18, 10), 3, (255, 0, 0), -1)  # top pixel 8.5 px from GT 0: matched (tau = 10)
+    cv2.circle(pred, (40, 25), 3, (255, 0, 0), -1)  # top pixel (first max) 12 px from GT 1: not matched
     cv2.circle(pred, (25, 30), 3, (255, 100, 100), -1)  # S = 155/255 > 0.5: detected, matched
     cv2.circle(pred, (50, 35), 3, (255, 140, 140), -1)  # S = 115/255 < 0.5: not detected
     s = task.evaluate([pred], [target], [[]], HAND_META)[0]
