@@ -254,7 +254,7 @@ class Dataset:
                     ann["paired"][kind] = read_rgb(path, sample_id)
                     side = path.with_suffix(".json")
                     ann["paired_info"][kind] = _read_json(side, sample_id) if side.exists() else {}
-                    self._check_paired_info(ann["paired_info"][kind], ann["paired"][kind].shape[:2], side, sample_id)
+                    self._check_paired_info(ann["paired_info"][kind], hw, side, sample_id)
                 continue
             path = self._path(part, sample_id)
             if not path.is_file():
