@@ -53,6 +53,7 @@ def test_flip_identity_scores_psnr_of_query_and_its_flip():
 
     ref = structural_similarity(img, img[:, ::-1], gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=255, channel_axis=-1)
     assert s["ssim"] == pytest.approx(ref, abs=1e-4)
+    assert math.isnan(s["lpips"]) or s["lpips"] > 0.01  # computed (NaN only without weights)
 
 
 @require_ops("psnr", "ssim", "lpips")
@@ -76,16 +77,17 @@ def test_missing_lpips_weights_give_nan_and_a_warning(monkeypatch):
     monkeypatch.setattr(lp, "lpips", missing)
     img = np.zeros((32, 40, 3), np.uint8)
     with pytest.warns(RuntimeWarning, match="LPIPS weights not found"):
-        s = get_task("colorization").evaluate([img], [img], [[]], HAND_META)[0]
-    assert math.isnan(s["lpips"]) and s["psnr"] == math.inf
+        s = get_task("colorization").evaluate([img + 1, img], [img, img], [[], []], HAND_META)
+    assert math.isnan(s[0]["lpips"]) and s[0]["psnr"] == pytest.approx(20 * np.log10(255))
+    assert s[1]["lpips"] == 0.0 and s[1]["psnr"] == math.inf  # identical images: LPIPS is 0 by definition
 
 
 @require_ops("psnr", "ssim", "lpips")
 def test_images_too_small_for_lpips_give_nan_and_a_warning():
     img = np.zeros((16, 40, 3), np.uint8)
     with pytest.warns(RuntimeWarning, match="smaller than LPIPS"):
-        s = get_task("flip").evaluate([img], [img], [[]], HAND_META)[0]
-    assert math.isnan(s["lpips"]) and s["ssim"] == pytest.approx(1.0)
+        s = get_task("flip").evaluate([img + 9], [img], [[]], HAND_META)[0]
+    assert math.isnan(s["lpips"]) and s["psnr"] == pytest.approx(20 * np.log10(255 / 9))
 
 
 @require_ops("palette")
