@@ -16,7 +16,12 @@ class FieldError(ValueError):
     """A field of a JSON line is missing or has the wrong type or value."""
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"field {field!r}: {message}" if message != "missing" else f"missing field {field!r}")
+        # "missing ..." reads "missing field 'name' ..."; anything else "field 'name': ..."
+        if message.startswith("missing"):
+            text = f"missing field {field!r}{message[len('missing'):]}"
+        else:
+            text = f"field {field!r}: {message}"
+        super().__init__(text)
         self.field = field
 
 
