@@ -213,3 +213,16 @@ def test_match_validation():
         greedy_match(np.zeros((2, 2)), threshold=float("nan"))
     with pytest.raises(TypeError, match="threshold"):
         greedy_match(np.zeros((2, 2)), threshold="0.5")
+
+
+def test_importing_the_op_module_does_not_shadow_the_function():
+    import importlib
+
+    importlib.import_module("icl.ops.greedy_match")
+    import icl.ops
+
+    assert callable(icl.ops.greedy_match) and icl.ops.greedy_match.__name__ == "greedy_match"
+    from icl.ops import greedy_match as fn
+    from icl.ops.greedy_match import pairwise_iou
+
+    assert fn is greedy_match and callable(pairwise_iou)
