@@ -133,12 +133,13 @@ def _boxes(x: Any, name: str) -> tuple[torch.Tensor, bool]:
     if t.dtype not in FLOAT_DTYPES + _INT_DTYPES:
         raise TypeError(f"{name}: expected a float or integer dtype, got {t.dtype}")
     t = t.detach().cpu().to(torch.float64).contiguous()
-    if not bool(torch.isfinite(t).all()):
+    a = t.numpy()  # checks in numpy: torch's threaded reductions are slow on many small inputs
+    if not np.isfinite(a).all():
         raise ValueError(f"{name}: contains NaN or infinite values")
-    bad = (t[:, 2] < t[:, 0]) | (t[:, 3] < t[:, 1])
-    if bool(bad.any()):
-        i = int(bad.nonzero()[0, 0])
-        raise ValueError(f"{name}: box {i} {t[i].tolist()} has x1 < x0 or y1 < y0")
+    bad = (a[:, 2] < a[:, 0]) | (a[:, 3] < a[:, 1])
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}: box {i} {a[i].tolist()} has x1 < x0 or y1 < y0")
     return t, was_numpy
 
 
@@ -151,9 +152,10 @@ def _offsets(x: Any, name: str, rows: int) -> torch.Tensor:
     if t.dtype not in _INT_DTYPES:
         raise TypeError(f"{name}: expected an integer dtype, got {t.dtype}")
     t = t.detach().cpu().to(torch.int64).contiguous()
-    if int(t[0]) != 0 or int(t[-1]) != rows or bool((t[1:] < t[:-1]).any()):
-        raise ValueError(f"{name}: expected non-decreasing offsets from 0 to {rows} (the number of boxes), "
-                         f"got {t.tolist() if t.numel() <= 8 else '[' + str(int(t[0])) + ', ..., ' + str(int(t[-1])) + ']'}")
+    a = t.numpy()
+    if a[0] != 0 or a[-1] != rows or (a[1:] < a[:-1]).any():
+        shown = a.tolist() if a.size <= 8 else f"[{a[0]}, ..., {a[-1]}]"
+        raise ValueError(f"{name}: expected non-decreasing offsets from 0 to {rows} (the number of boxes), got {shown}")
     return t
 
 
@@ -173,12 +175,13 @@ def greedy_match(iou: Union[torch.Tensor, np.ndarray], threshold: float = 0.5, *
     if t.dtype not in FLOAT_DTYPES:
         raise TypeError(f"iou: expected a float dtype, got {t.dtype}")
     thr = _threshold(threshold, "threshold")
-    t64 = t.detach().to(torch.float64)
-    if not bool(torch.isfinite(t64).all()):
+    t64 = t.detach().to(torch.float64).cpu().contiguous()
+    a = t64.numpy()
+    if not np.isfinite(a).all():
         raise ValueError("iou: contains NaN or infinite values")
-    if t64.numel() and (float(t64.min()) < 0.0 or float(t64.max()) > 1.0):
-        raise ValueError(f"iou: expected values in [0, 1], got [{float(t64.min())}, {float(t64.max())}]")
-    pred_idx, gt_idx = _MATCH(t.device.type, t64.cpu().contiguous(), thr, backend=backend)
+    if a.size and (a.min() < 0.0 or a.max() > 1.0):
+        raise ValueError(f"iou: expected values in [0, 1], got [{a.min()}, {a.max()}]")
+    pred_idx, gt_idx = _MATCH("cpu", t64, thr, backend=backend)  # computed on the CPU for any input device
     pred_idx, gt_idx = pred_idx.to(t.device), gt_idx.to(t.device)
     return restore((pred_idx, gt_idx, t[pred_idx, gt_idx]), was_numpy)
 

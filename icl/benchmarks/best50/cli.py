@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
 
 
 def _print_summary(scores: Any, out: Path) -> None:
-    print(f"best50 ({PROTOCOL_VERSION}): {len(scores.per_sample)} samples scored; results in {out}")
+    print(f"best50 ({PROTOCOL_VERSION}): {len(scores.records)} samples scored; results in {out}")
     print(f"{'K':>3}  {'group':<16}" + "".join(f"{m:>12}" for m in METRICS))
     for r in scores.rows:
         if r["kind"] == "pooled":

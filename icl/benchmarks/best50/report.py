@@ -46,8 +46,11 @@ def plot_metrics(scores: Scores, out: Path) -> list[Path]:
     ks = scores.ks
     paths = []
     classes = sorted({r["group"] for r in scores.rows if r["kind"] == "class"})
+    # one figure redrawn per metric, fixed margins (tight_layout costs more than the drawing)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=90)
+    fig.subplots_adjust(left=0.1, right=0.72, top=0.91, bottom=0.13)
     for metric, name in PLOT_FILES.items():
-        fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+        ax.cla()
         series = [(c, "class", c, dict(lw=1.2, marker="o", ms=3)) for c in classes]
         series += [("mean (all)", "mean", "all", dict(lw=2.4, color="black")),
                    ("pooled (clean7)", "pooled", "clean7", dict(lw=2.0, color="black", ls="--"))]
@@ -64,11 +67,10 @@ def plot_metrics(scores: Scores, out: Path) -> list[Path]:
         ax.set_title(f"best50: {metric} against K")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-        fig.tight_layout()
         path = out / name
         fig.savefig(path)
-        plt.close(fig)
         paths.append(path)
+    plt.close(fig)
     return paths
 
 
@@ -79,7 +81,7 @@ def write_report(out: str | Path, scores: Scores, meta: dict[str, Any], plots: b
     files = {"results.csv": out / "results.csv", "per_sample.csv": out / "per_sample.csv",
              "results.json": out / "results.json", "report.md": out / "report.md"}
     write_csv(files["results.csv"], scores.rows, _COLUMNS)
-    write_csv(files["per_sample.csv"], scores.per_sample,
+    write_csv(files["per_sample.csv"], scores.per_sample(),
               ("k", "class", "sample_id", "line", "n_pred", "n_gt", "tp@50", *METRICS))
     payload = {**meta, "rows": scores.rows}
     files["results.json"].write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")

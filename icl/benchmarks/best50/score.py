@@ -18,7 +18,7 @@ sum the counts of all samples. ``clean7`` = every class except ``square_cage``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import numpy as np
@@ -37,12 +37,14 @@ COUNTS = ("n_samples", "n_pred", "n_gt")
 class Scores:
     """``rows``: one dict per (k, kind, group), kind "class" (group = class name), "mean" or
     "pooled" (group "all" or "clean7"), with :data:`COUNTS`, :data:`METRICS` and
-    ``F1_by_threshold``/``tp_by_threshold`` lists. ``per_sample``: one dict per record."""
+    ``F1_by_threshold``/``tp_by_threshold`` lists. ``records`` and ``sample_metrics`` (arrays
+    ``[S]`` by metric name, plus n_pred, n_gt, tp@50) give each record's own scores."""
 
     rows: list[dict]
-    per_sample: list[dict]
     thresholds: tuple[float, ...]
     clean_exclude: tuple[str, ...]
+    records: Sequence[Record] = ()
+    sample_metrics: dict = field(default_factory=dict)
 
     def table(self, k: int) -> list[dict]:
         return [r for r in self.rows if r["k"] == k]
@@ -50,6 +52,12 @@ class Scores:
     @property
     def ks(self) -> list[int]:
         return sorted({r["k"] for r in self.rows})
+
+    def per_sample(self) -> list[dict]:
+        """One dict per record: k, class, sample_id, line, n_pred, n_gt, tp@50 and the metrics."""
+        cols = {name: v.tolist() for name, v in self.sample_metrics.items()}
+        return [{"k": r.k, "class": r.cls, "sample_id": r.sample_id, "line": r.line,
+                 **{name: v[i] for name, v in cols.items()}} for i, r in enumerate(self.records)]
 
 
 def _ratio(num: np.ndarray, den: np.ndarray, empty: np.ndarray) -> np.ndarray:
@@ -91,59 +99,63 @@ def score_records(records: Sequence[Record], thresholds: Sequence[float] = THRES
     if not thresholds:
         raise ValueError("score_records: thresholds must not be empty")
     all_t = thresholds + (() if 0.5 in thresholds else (0.5,))
-    i50, n_t = all_t.index(0.5), len(thresholds)
-    n_pred = np.fromiter((len(r.pred) for r in records), dtype=np.int64, count=len(records))
-    n_gt = np.fromiter((len(r.gt) for r in records), dtype=np.int64, count=len(records))
+    i50, n_t, n_all = all_t.index(0.5), len(thresholds), len(all_t)
+    s_count = len(records)
+    n_pred = np.fromiter((len(r.pred) for r in records), dtype=np.int64, count=s_count)
+    n_gt = np.fromiter((len(r.gt) for r in records), dtype=np.int64, count=s_count)
     zero = np.zeros((0, 4))
     pred = np.concatenate([zero] + [r.pred for r in records])
     gt = np.concatenate([zero] + [r.gt for r in records])
     offsets = lambda n: np.concatenate([[0], np.cumsum(n)])
     tp, tp_iou, best = greedy_match_counts(pred, offsets(n_pred), gt, offsets(n_gt), all_t, backend=backend)
-    best_sum = np.bincount(np.repeat(np.arange(len(records)), n_gt), weights=best, minlength=len(records))
+    best_sum = np.bincount(np.repeat(np.arange(s_count), n_gt), weights=best, minlength=s_count)
 
+    # Per-sample counts as columns [1, n_pred, n_gt, best_sum, tp (T'), tp_iou (T')], summed per
+    # (k, class) group; rows over groups are products with membership matrices. (bincount and
+    # einsum rather than BLAS: threaded BLAS is slow for these small products on a busy machine.)
     ks = sorted({r.k for r in records})
     classes = sorted({r.cls for r in records})
-    k_idx = np.searchsorted(ks, [r.k for r in records])
-    c_idx = np.searchsorted(classes, [r.cls for r in records])
-    group = k_idx * len(classes) + c_idx
-    n_groups = len(ks) * len(classes)
+    k_pos = {k: i for i, k in enumerate(ks)}
+    c_pos = {c: i for i, c in enumerate(classes)}
+    n_cls = len(classes)
+    group = np.fromiter((k_pos[r.k] * n_cls + c_pos[r.cls] for r in records), dtype=np.int64, count=s_count)
+    cols = np.column_stack([np.ones(s_count), n_pred, n_gt, best_sum, tp, tp_iou])
+    g_sums = np.stack([np.bincount(group, weights=c, minlength=len(ks) * n_cls) for c in cols.T], axis=1)
+    present = g_sums[:, 0] > 0
+    clean = np.array([c not in set(clean_exclude) for c in classes] * len(ks))
 
-    def by_group(values: np.ndarray) -> np.ndarray:
-        out = np.zeros((n_groups,) + values.shape[1:], dtype=values.dtype)
-        np.add.at(out, group, values)
-        return out
-
-    g_counts = {"n_samples": np.bincount(group, minlength=n_groups), "n_pred": by_group(n_pred),
-                "n_gt": by_group(n_gt), "tp": by_group(tp), "tp_iou": by_group(tp_iou), "best": by_group(best_sum)}
-    clean = np.array([c not in set(clean_exclude) for c in classes])
-
-    def metric_rows(counts: dict, keys: list[tuple[int, str, str]]) -> list[dict]:
-        m = compute_metrics(counts["n_pred"], counts["n_gt"], counts["tp"], counts["tp_iou"], counts["best"], n_t, i50)
-        return [{"k": k, "kind": kind, "group": name,
-                 **{c: int(counts[c][i]) for c in COUNTS}, **{x: float(m[x][i]) for x in METRICS},
-                 "F1_by_threshold": m["F1_t"][i].tolist(), "tp_by_threshold": counts["tp"][i].tolist()}
-                for i, (k, kind, name) in enumerate(keys)]
-
-    class_rows = metric_rows(g_counts, [(k, "class", c) for k in ks for c in classes])
-    rows: list[dict] = []
+    keys: list[tuple[int, str, str]] = []
+    select = []  # membership of each row over the class groups
+    eye = np.eye(len(ks) * n_cls)
     for ki, k in enumerate(ks):
-        present = g_counts["n_samples"][ki * len(classes):(ki + 1) * len(classes)] > 0
-        mine = class_rows[ki * len(classes):(ki + 1) * len(classes)]
-        rows += [r for r, ok in zip(mine, present) if ok]
-        for name, subset in (("all", present), (CLEAN_NAME, present & clean)):
-            if not subset.any():
-                continue
-            members = [r for r, ok in zip(mine, subset) if ok]
-            sl = slice(ki * len(classes), (ki + 1) * len(classes))
-            pooled = {c: v[sl][subset].sum(axis=0, keepdims=True) for c, v in g_counts.items()}
-            mean = {"k": k, "kind": "mean", "group": name, **{c: sum(r[c] for r in members) for c in COUNTS},
-                    **{x: float(np.mean([r[x] for r in members])) for x in METRICS},
-                    "F1_by_threshold": np.mean([r["F1_by_threshold"] for r in members], axis=0).tolist(),
-                    "tp_by_threshold": pooled["tp"][0].tolist()}
-            rows += [mean] + metric_rows(pooled, [(k, "pooled", name)])
+        in_k = np.zeros(len(ks) * n_cls, dtype=bool)
+        in_k[ki * n_cls:(ki + 1) * n_cls] = True
+        keys += [(k, "class", c) for ci, c in enumerate(classes) if present[ki * n_cls + ci]]
+        select += [eye[ki * n_cls + ci] for ci in range(n_cls) if present[ki * n_cls + ci]]
+        for name, subset in (("all", in_k & present), (CLEAN_NAME, in_k & present & clean)):
+            if subset.any():
+                keys += [(k, "mean", name), (k, "pooled", name)]
+                select += [subset / subset.sum(), subset.astype(np.float64)]
+    select_m = np.array(select)
+    # class and pooled rows from summed counts; mean rows average the class rows' metrics
+    sums = np.einsum("rg,gc->rc", select_m, g_sums)
+    m = compute_metrics(sums[:, 1], sums[:, 2], sums[:, 4:4 + n_all], sums[:, 4 + n_all:], sums[:, 3], n_t, i50)
+    g_metrics = compute_metrics(g_sums[:, 1], g_sums[:, 2], g_sums[:, 4:4 + n_all], g_sums[:, 4 + n_all:],
+                                g_sums[:, 3], n_t, i50)
+    is_mean = np.array([kind == "mean" for _, kind, _ in keys])
+    for name in (*METRICS, "F1_t"):
+        m[name][is_mean] = np.einsum("rg,g...->r...", select_m[is_mean], g_metrics[name])
+    pooled_counts = np.einsum("rg,gc->rc", (select_m > 0).astype(np.float64), g_sums)
+    rows = []
+    lists = {name: m[name].tolist() for name in METRICS}
+    f1_t = m["F1_t"].tolist()
+    tp_t = np.rint(pooled_counts[:, 4:4 + n_all]).astype(np.int64).tolist()
+    counts = np.rint(pooled_counts[:, :3]).astype(np.int64).tolist()
+    for i, (k, kind, name) in enumerate(keys):
+        rows.append({"k": k, "kind": kind, "group": name, **dict(zip(COUNTS, counts[i])),
+                     **{x: lists[x][i] for x in METRICS}, "F1_by_threshold": f1_t[i], "tp_by_threshold": tp_t[i]})
 
     per = compute_metrics(n_pred, n_gt, tp, tp_iou, best_sum, n_t, i50)
-    per_sample = [{"k": r.k, "class": r.cls, "sample_id": r.sample_id, "line": r.line,
-                   "n_pred": int(n_pred[i]), "n_gt": int(n_gt[i]), "tp@50": int(tp[i, i50]),
-                   **{x: float(per[x][i]) for x in METRICS}} for i, r in enumerate(records)]
-    return Scores(rows=rows, per_sample=per_sample, thresholds=thresholds, clean_exclude=tuple(clean_exclude))
+    sample_metrics = {"n_pred": n_pred, "n_gt": n_gt, "tp@50": tp[:, i50], **{x: per[x] for x in METRICS}}
+    return Scores(rows=rows, thresholds=thresholds, clean_exclude=tuple(clean_exclude), records=records,
+                  sample_metrics=sample_metrics)
