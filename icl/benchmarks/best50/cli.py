@@ -27,8 +27,8 @@ from icl.benchmarks.best50.run import BASELINES, AdapterError, predict, select_s
 from icl.benchmarks.best50.score import CLEAN_EXCLUDE, COUNTS, METRICS, THRESHOLDS, score_records
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m icl.benchmarks.best50", description=__doc__.split("\n\n")[0],
+def build_parser(prog: str = "python -m icl.benchmarks.best50") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--package", type=Path, help="package directory (inputs/inputs_k{K}.jsonl + images)")
     src = p.add_mutually_exclusive_group()
@@ -129,9 +129,11 @@ def _print_summary(scores: Any, out: Path) -> None:
             print(f"{r['k']:>3}  {'pooled ' + r['group']:<16}" + "".join(f"{r[m]:>12.4f}" for m in METRICS))
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Command-line entry; returns the exit status (2 for invalid input, with the reason on stderr)."""
-    args = build_parser().parse_args(argv)
+def main(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> int:
+    """Command-line entry; returns the exit status (2 for invalid input, with the reason on stderr).
+
+    ``prog`` names the command in usage messages (e.g. ``"python -m icl.run best50"``)."""
+    args = (build_parser(prog) if prog else build_parser()).parse_args(argv)
     try:
         run(args)
     except (PackageError, PredictionsError, FileNotFoundError, ValueError, AdapterError, LookupError) as exc:
