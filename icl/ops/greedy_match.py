@@ -199,7 +199,8 @@ def greedy_match_counts(pred_boxes: Any, pred_offsets: Any, gt_boxes: Any, gt_of
     Returns ``tp`` int64 ``[S, T]`` (true positives of sample s at threshold t),
     ``tp_iou_sum`` float64 ``[S, T]`` (sum of the IoU of those pairs, added in selection
     order) and ``best_iou`` float64 ``[G]`` (each ground truth's best IoU with any prediction of
-    its sample, 0 when the sample has none). numpy in (``pred_boxes``) -> numpy out.
+    its sample, 0 when the sample has none). numpy in (``pred_boxes``) -> numpy out; torch in ->
+    CPU tensors out (the matching runs on the CPU).
     """
     pred, was_numpy = _boxes(pred_boxes, "pred_boxes")
     gt, _ = _boxes(gt_boxes, "gt_boxes")

@@ -226,3 +226,22 @@ def test_importing_the_op_module_does_not_shadow_the_function():
     from icl.ops.greedy_match import pairwise_iou
 
     assert fn is greedy_match and callable(pairwise_iou)
+
+
+def test_cpu_parallel_path_equals_serial_chunks():
+    # >= 2**18 pairs in one call takes the OpenMP path; chunks of 16 samples stay serial (and the
+    # serial path is checked against brute force above).
+    ok, why = backend_status("cpu")
+    if not ok:
+        pytest.skip(why)
+    rng = np.random.default_rng(9)
+    cases = []
+    for _ in range(320):
+        n, m = rng.integers(30, 50, size=2)
+        xy = rng.integers(0, 200, size=(n + m, 2))
+        b = np.c_[xy, xy + rng.integers(1, 60, size=(n + m, 2))].astype(np.float64)
+        cases.append((b[:n], b[n:]))
+    whole = greedy_match_counts(*_ragged(cases), THRESHOLDS, backend="cpu")
+    parts = [greedy_match_counts(*_ragged(cases[i:i + 16]), THRESHOLDS, backend="cpu") for i in range(0, 320, 16)]
+    for j in range(3):
+        np.testing.assert_array_equal(whole[j], np.concatenate([p[j] for p in parts]))

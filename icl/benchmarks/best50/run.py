@@ -50,6 +50,8 @@ def _resume(path: Path, label: str) -> set[tuple[int, str]]:
         if obj.get("model") != label:
             raise ValueError(f"{path}:{line}: written by model {obj.get('model')!r}, not {label!r}; "
                              f"use another output directory")
+        if "k" not in obj or "sample_id" not in obj:
+            raise ValueError(f"{path}:{line}: a predictions line without 'k' or 'sample_id' cannot be resumed")
         done.add((obj["k"], obj["sample_id"]))
         kept.append(json.dumps(obj))
     path.write_text("".join(s + "\n" for s in kept), encoding="utf-8")

@@ -87,8 +87,7 @@ def _scene(rng: np.random.Generator, shapes: list[str], size: tuple[int, int]) -
 def _shapes(rng: np.random.Generator, cls: str, count: int, classes: Sequence[str]) -> list[str]:
     others = [c for c in classes if c != cls] or [cls]
     distractors = [others[int(i)] for i in rng.integers(len(others), size=int(rng.integers(0, 4)))]
-    order = [cls] * count + distractors
-    return order
+    return [cls] * count + distractors
 
 
 def _write(path: Path, rgb: np.ndarray) -> None:

@@ -37,8 +37,9 @@ def test_request_is_support_query_prompt_with_red_boxes(package_dir):
     assert support.dtype == np.uint8 and support.shape == (s.support_image_size[1], s.support_image_size[0], 3)
     assert query.shape == (s.query_image_size[1], s.query_image_size[0], 3)
     for x0, y0, x1, y1 in s.support_boxes_pixel.astype(int).tolist():
-        # the red outline sits 2 px outside the box (RGB order)
-        assert support[y0 - 2, (x0 + x1) // 2].tolist() == [255, 0, 0] or y0 < 2
+        # the red outline sits 2 px outside the box (clipped to the image), RGB order
+        assert support[max(0, y0 - 2), (x0 + x1) // 2].tolist() == [255, 0, 0]
+    assert not (query == [255, 0, 0]).all(axis=-1).any()  # the query carries no marks
 
 
 @pytest.mark.parametrize("ext", ["png", "jpg"])
