@@ -137,7 +137,8 @@ def _meta_from_json(raw: Any, path: Path) -> DatasetMeta:
     if "depth" in tasks and depth_range is None:
         raise bad("the depth task needs depth_range")
     pairs = raw.get("pairs", {})
-    if not isinstance(pairs, dict) or not all(isinstance(k, str) and isinstance(v, str) and _NAME.match(v) for k, v in pairs.items()):
+    names_ok = isinstance(pairs, dict) and all(isinstance(k, str) and isinstance(v, str) and _NAME.match(v) for k, v in pairs.items())
+    if not names_ok:
         raise bad("pairs must map task names to paired/<kind> directory names")
     for task in tasks:
         if "paired" in TASK_PARTS[task] and task not in pairs:

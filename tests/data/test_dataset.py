@@ -32,7 +32,10 @@ def _sample(gen, h=9, w=13):
         keypoints=np.array([[1.0, 2.0, 2], [5.5, 3.0, 1], [40.0, 40.0, 0]]),
         boxes=np.array([[0.0, 0.0, 4.5, 3.0], [2.0, 1.0, 13.0, 9.0]]),
         box_classes=np.array([1, 2]),
-        paired={"rain": gen.integers(0, 256, (h, w, 3), dtype=np.uint8), "removed": gen.integers(0, 256, (h, w, 3), dtype=np.uint8)},
+        paired={
+            "rain": gen.integers(0, 256, (h, w, 3), dtype=np.uint8),
+            "removed": gen.integers(0, 256, (h, w, 3), dtype=np.uint8),
+        },
         paired_info={"removed": {"box": [2, 1, 6, 5]}},
     )
 

@@ -6,7 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from icl.tasks.palette import ade20k_palette, class_colours, lightness, max_classes, spread_order
+from icl.tasks.palette import (
+    ade20k_palette,
+    class_colours,
+    lightness,
+    max_classes,
+    spread_order,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 # ../shared beside the repository root (a worktree sits one level deeper), or shared/ inside it

@@ -5,7 +5,13 @@ import pytest
 import torch
 
 from icl.tasks import PredictionError, get_task
-from icl.tasks.base import precision_recall_f1, resize_nearest, scale_boxes, scale_points, validate_prediction
+from icl.tasks.base import (
+    precision_recall_f1,
+    resize_nearest,
+    scale_boxes,
+    scale_points,
+    validate_prediction,
+)
 from tests.tasks.helpers import HAND_META
 
 

@@ -51,7 +51,9 @@ def test_flip_identity_scores_psnr_of_query_and_its_flip():
     assert s["psnr"] == pytest.approx(_psnr(img, img[:, ::-1]), rel=1e-5)
     from skimage.metrics import structural_similarity
 
-    ref = structural_similarity(img, img[:, ::-1], gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=255, channel_axis=-1)
+    ref = structural_similarity(
+        img, img[:, ::-1], gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=255, channel_axis=-1
+    )
     assert s["ssim"] == pytest.approx(ref, abs=1e-4)
     assert math.isnan(s["lpips"]) or s["lpips"] > 0.01  # computed (NaN only without weights)
 
