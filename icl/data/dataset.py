@@ -137,8 +137,8 @@ def _meta_from_json(raw: Any, path: Path) -> DatasetMeta:
     if "depth" in tasks and depth_range is None:
         raise bad("the depth task needs depth_range")
     pairs = raw.get("pairs", {})
-    names_ok = isinstance(pairs, dict) and all(isinstance(k, str) and isinstance(v, str) and _NAME.match(v) for k, v in pairs.items())
-    if not names_ok:
+    valid_kind = lambda v: isinstance(v, str) and _NAME.match(v)  # noqa: E731
+    if not isinstance(pairs, dict) or not all(isinstance(k, str) and valid_kind(v) for k, v in pairs.items()):
         raise bad("pairs must map task names to paired/<kind> directory names")
     for task in tasks:
         if "paired" in TASK_PARTS[task] and task not in pairs:
