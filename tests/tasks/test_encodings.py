@@ -180,3 +180,19 @@ def test_episode_builds_context_outputs():
         np.testing.assert_array_equal(out, c.image[:, ::-1])
     assert task.target_size(ep.target) == (5, 7)
     assert get_task("keypoints").target_size(PointsTarget(np.zeros((0, 2)), (3, 8))) == (3, 8)
+
+
+def test_samples_that_cannot_be_scored_are_filtered():
+    img = np.zeros((3, 4, 3), np.uint8)
+    seg_task, depth_task = get_task("segmentation"), get_task("depth")
+    assert "no valid" in seg_task.check_sample(make_sample(img, segmentation=np.full((3, 4), 255, np.uint8)), HAND_META)
+    assert seg_task.check_sample(make_sample(img, segmentation=np.zeros((3, 4), np.uint8)), HAND_META) is None
+    assert "no valid" in depth_task.check_sample(make_sample(img, depth=np.full((3, 4), -1.0, np.float32)), HAND_META)
+    assert depth_task.check_sample(make_sample(img, depth=np.ones((3, 4), np.float32)), HAND_META) is None
+
+
+def test_semantic_tasks_match_the_context_selector():
+    from icl.data.contexts import SEMANTIC_PARTS
+
+    assert {n for n in list_tasks() if get_task(n).semantic} == set(SEMANTIC_PARTS)
+    assert all(SEMANTIC_PARTS[n] in get_task(n).parts for n in SEMANTIC_PARTS)
