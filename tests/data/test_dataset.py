@@ -173,3 +173,14 @@ def test_grey_and_rgba_images_become_rgb(tmp_path):
     ds = load_dataset(tmp_path)
     assert (ds.load("grey").image == 77).all()
     assert ds.load("rgba").image.shape == (4, 5, 3) and (ds.load("rgba").image[..., 0] == 200).all()
+
+
+def test_cli_validate(tiny, capsys):
+    from icl.data.__main__ import main
+
+    root, _ = tiny
+    assert main(["validate", str(root)]) == 0
+    assert "tiny 1: 3 samples" in capsys.readouterr().out
+    (root / "edges" / "a2.png").write_bytes(b"junk")
+    assert main(["validate", str(root)]) == 1
+    assert "edges/a2.png" in capsys.readouterr().err
