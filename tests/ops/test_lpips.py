@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import os
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +12,9 @@ import torch
 from torch import nn
 
 from icl.ops import _lpips_weights as lw
-from icl.ops.lpips import lpips as lpips_fn
 from icl.ops._dispatch import BackendError
 from icl.ops.lpips import LPIPSWeightsNotFound
+from icl.ops.lpips import lpips as lpips_fn  # not `from icl.ops import lpips`: that can be the module
 from tests.tolerances import ATOL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -226,4 +225,4 @@ def test_forced_backend_rules(alex, monkeypatch):
     with pytest.raises(BackendError, match="cpu"):
         lpips_fn(x, x)
     monkeypatch.setenv("ICL_BACKEND", "reference")
-    assert float(lpips_fn(x, x)[0]) == 0.0
+    assert abs(float(lpips_fn(x, x)[0])) <= 1e-6
