@@ -28,7 +28,7 @@ _HALF = (torch.float16, torch.bfloat16)
 _PAIR_PIXELS = {"cpu": 1 << 20, "cuda": 1 << 24}
 
 _lock = threading.Lock()
-_host: dict[tuple, tuple[dict, str]] = {}  # (net, weights) -> (numpy params, source)
+_host: dict[tuple, tuple[dict, str]] = {}  # (net, weights, $ICL_LPIPS_WEIGHTS) -> (numpy params, source)
 _dev: dict[tuple, dict[str, torch.Tensor]] = {}  # (net, source, device, dtype) -> tensors
 
 
@@ -61,8 +61,9 @@ def _scaled(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 @_OP.register("reference")
 def _reference(a: torch.Tensor, b: torch.Tensor, params: dict[str, torch.Tensor], net: str,
                dtype: torch.dtype, batch_size: int) -> torch.Tensor:
-    out = []
-    with torch.inference_mode():
+    out = [torch.zeros(0, device=a.device)]
+    # no_grad, not inference_mode: callers may update the result in place
+    with torch.no_grad():
         for s in range(0, a.shape[0], batch_size):
             out.append(nets.distance(_scaled(a[s:s + batch_size], dtype), _scaled(b[s:s + batch_size], dtype), params, net))
     return torch.cat(out)

@@ -145,6 +145,7 @@ def test_identity_symmetry_and_batching(net, request):
     d = lpips_fn(ta, tb, net)
     assert isinstance(d, torch.Tensor) and d.dtype == torch.float32 and d.shape == (3,)
     assert (d > 0).all()
+    lpips_fn(ta[:1], tb[:1], net).add_(1)  # an ordinary tensor: not an inference-mode one, which refuses in-place updates
     assert lpips_fn(ta, ta, net).abs().max() <= 1e-6
     torch.testing.assert_close(lpips_fn(tb, ta, net), d, rtol=0, atol=1e-6)
     one_by_one = torch.stack([lpips_fn(ta[i], tb[i], net) for i in range(3)])
@@ -159,6 +160,8 @@ def test_layouts_and_dtypes_agree(alex):
     # channels-first input, float in [0, 1], single images
     np.testing.assert_allclose(lpips_fn(a.transpose(0, 3, 1, 2), b.transpose(0, 3, 1, 2)), d, atol=1e-6)
     np.testing.assert_allclose(lpips_fn(a / 255.0, b.astype(np.float32) / 255), d, atol=1e-5)
+    empty = lpips_fn(a[:0], b[:0])
+    assert empty.shape == (0,) and empty.dtype == np.float32
     single = lpips_fn(a[1], b[1])
     assert single.shape == () and abs(float(single) - d[1]) <= 1e-5
     # [B, 3, H, 3] is read as channels-last (documented rule): here that is a 3x3 image, too small
