@@ -14,7 +14,7 @@ from torch import nn
 from icl.ops import _lpips_weights as lw
 from icl.ops._dispatch import BackendError
 from icl.ops.lpips import LPIPSWeightsNotFound
-from icl.ops.lpips import lpips as lpips_fn  # not `from icl.ops import lpips`: that can be the module
+from icl.ops.lpips import lpips as lpips_fn
 from tests.tolerances import ATOL
 
 REPO = Path(__file__).resolve().parents[2]
