@@ -67,16 +67,16 @@ struct Stat {
   int32_t ay, ax;
 };
 
-// One run of one shared component, kept for the ordered reduction after the parallel pass.
+// One run of a component that crosses stripes, kept for the ordered reduction afterwards.
 struct SharedRun {
-  int32_t label, y, x0, x1, ax;
-  bool root;
+  int32_t root, y, x0, x1, ax;
+  bool first, deferred;  // first: the component's first run; deferred: labels not yet written
   double sum, vmax;
 };
 
 struct Stripe {
   int y0 = 0, y1 = 0;
-  int64_t base = 0;                // global index of the stripe's first run
+  int32_t base = 0;                // global index of the stripe's first run
   std::vector<int32_t> x0, x1;     // runs, in raster order
   std::vector<int32_t> row_start;  // local index of each row's first run, plus the end
   std::vector<SharedRun> shared;
@@ -88,16 +88,19 @@ struct Buffer {  // grows, never initialises: pages are touched only where runs 
   std::unique_ptr<T[]> data;
   size_t size = 0;
   T* get(size_t n) {
-    if (n > size) { data.reset(new T[n]); size = n; }
+    if (n > size) {
+      data.reset(new T[n]);
+      size = n;
+    }
     return data.get();
   }
 };
 
 struct Scratch {
   std::vector<Stripe> stripes;
-  Buffer<int32_t> parent, lab;
-  std::vector<uint8_t> shared;
-  std::vector<int32_t> crossing;
+  Buffer<int32_t> parent, code, root_label;
+  std::vector<uint8_t> shared_root;  // by run index; all zero between calls
+  std::vector<int32_t> crossing, flagged;
 };
 
 inline int32_t find(int32_t* parent, int32_t x) {
@@ -108,17 +111,20 @@ inline int32_t find(int32_t* parent, int32_t x) {
   return x;
 }
 
-inline void unite(int32_t* parent, int32_t a, int32_t b) {
+// Joins the sets of a and b under the lower root; returns the root that stopped being one, or -1.
+inline int32_t unite(int32_t* parent, int32_t a, int32_t b) {
   a = find(parent, a);
   b = find(parent, b);
-  if (a < b) parent[b] = a;
-  else if (b < a) parent[a] = b;
+  if (a == b) return -1;
+  if (a > b) std::swap(a, b);
+  parent[b] = a;
+  return b;
 }
 
 // Calls fn(p, c) for every run p of the upper row touching a run c of the lower row.
 template <typename Fn>
-inline void touching(const int32_t* px0, const int32_t* px1, int32_t pbase, int32_t np,
-                     const int32_t* cx0, const int32_t* cx1, int32_t cbase, int32_t nc, int d, Fn fn) {
+inline void touching(const int32_t* px0, const int32_t* px1, int32_t pbase, int32_t np, const int32_t* cx0,
+                     const int32_t* cx1, int32_t cbase, int32_t nc, int d, Fn fn) {
   int32_t i = 0;
   for (int32_t c = 0; c < nc; ++c) {
     while (i < np && px1[i] + d <= cx0[c]) ++i;
@@ -132,6 +138,7 @@ void label_stripe(Stripe& s, const uint8_t* mask, int w, int d, int32_t* parent)
   s.x1.clear();
   s.row_start.assign(1, 0);
   s.shared.clear();
+  int64_t links = 0;
   for (int y = s.y0; y < s.y1; ++y) {
     const uint8_t* row = mask + static_cast<int64_t>(y) * w;
     const int32_t first = static_cast<int32_t>(s.x0.size());
@@ -142,21 +149,21 @@ void label_stripe(Stripe& s, const uint8_t* mask, int w, int d, int32_t* parent)
       x = e;
     }
     const int32_t last = static_cast<int32_t>(s.x0.size());
-    const int32_t base = static_cast<int32_t>(s.base);
-    for (int32_t c = first; c < last; ++c) parent[base + c] = base + c;
+    for (int32_t c = first; c < last; ++c) parent[s.base + c] = s.base + c;
     if (y > s.y0) {
       const int32_t prev = s.row_start[s.row_start.size() - 2];
-      touching(s.x0.data() + prev, s.x1.data() + prev, base + prev, first - prev, s.x0.data() + first,
-               s.x1.data() + first, base + first, last - first, d,
-               [&](int32_t p, int32_t c) { unite(parent, p, c); });
+      touching(s.x0.data() + prev, s.x1.data() + prev, s.base + prev, first - prev, s.x0.data() + first,
+               s.x1.data() + first, s.base + first, last - first, d,
+               [&](int32_t p, int32_t c) { links += unite(parent, p, c) >= 0; });
     }
     s.row_start.push_back(last);
   }
+  s.roots = static_cast<int64_t>(s.x0.size()) - links;
 }
 
 template <typename V, bool kValues>
-inline void add_run(Stat& st, bool root, int32_t y, int32_t x0, int32_t x1, double sum, V vmax, int32_t ax) {
-  if (root) {
+inline void add_run(Stat& st, bool first, int32_t y, int32_t x0, int32_t x1, double sum, V vmax, int32_t ax) {
+  if (first) {
     st.area = x1 - x0;
     st.x0 = x0;
     st.y0 = y;
@@ -184,11 +191,14 @@ inline void add_run(Stat& st, bool root, int32_t y, int32_t x0, int32_t x1, doub
   }
 }
 
-// Writes the labels of one stripe and accumulates its runs into the statistics.
+// Numbers the stripe's roots, writes its labels and accumulates its runs in raster order.
+// code[i] is a run's label, or -1 - root for a component that crosses stripes; those runs go
+// to the stripe's shared list, and their labels wait when the root lies in an earlier stripe.
 template <typename V, bool kValues>
-void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* lab, const uint8_t* shared,
-                   int32_t* labels, const V* values, Stat* stats) {
-  const int32_t base = static_cast<int32_t>(s.base);
+void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* code, const uint8_t* shared_root,
+                   int32_t* root_label, int32_t* labels, const V* values, Stat* stats) {
+  const int32_t base = s.base;
+  int32_t next = static_cast<int32_t>(s.label_base);
   for (int y = s.y0; y < s.y1; ++y) {
     int32_t* lrow = labels + static_cast<int64_t>(y) * w;
     const V* vrow = kValues ? values + static_cast<int64_t>(y) * w : nullptr;
@@ -197,17 +207,27 @@ void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* lab, const 
     for (int32_t k = s.row_start[r]; k < s.row_start[r + 1]; ++k) {
       const int32_t i = base + k;
       const int32_t x0 = s.x0[k], x1 = s.x1[k];
-      const bool root = parent[i] == i;
-      if (!root) {
-        int32_t p = parent[i];
-        if (p < base) {  // another stripe: its non-roots are being labelled concurrently
-          while (parent[p] != p) p = parent[p];
+      const bool first = parent[i] == i;
+      int32_t c;
+      if (first) {
+        c = ++next;
+        if (shared_root[i]) {
+          root_label[i] = c;
+          c = -1 - i;
         }
-        lab[i] = lab[p];
+      } else if (parent[i] >= base) {
+        c = code[parent[i]];
+      } else {  // the root lies in an earlier stripe: follow parents, which no thread writes now
+        int32_t p = parent[i];
+        while (parent[p] != p) p = parent[p];
+        c = -1 - p;
       }
-      const int32_t label = lab[i];
+      code[i] = c;
+      const int32_t root = -1 - c;
+      const bool deferred = c < 0 && root < base;
+      const int32_t label = c > 0 ? c : deferred ? 0 : root_label[root];
       std::fill(lrow + prev, lrow + x0, 0);
-      std::fill(lrow + x0, lrow + x1, label);
+      if (!deferred) std::fill(lrow + x0, lrow + x1, label);
       prev = x1;
       double sum = 0.0;
       V vmax{};
@@ -223,10 +243,10 @@ void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* lab, const 
           }
         }
       }
-      if (shared[label]) {
-        s.shared.push_back({label, y, x0, x1, ax, root, sum, static_cast<double>(vmax)});
+      if (c > 0) {
+        add_run<V, kValues>(stats[c - 1], first, y, x0, x1, sum, vmax, ax);
       } else {
-        add_run<V, kValues>(stats[label - 1], root, y, x0, x1, sum, vmax, ax);
+        s.shared.push_back({root, y, x0, x1, ax, first, deferred, sum, static_cast<double>(vmax)});
       }
     }
     std::fill(lrow + prev, lrow + w, 0);
@@ -238,69 +258,74 @@ template <typename V, bool kValues>
 std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values, int32_t* labels, int h, int w,
                               int d, int nstripes) {
   const int64_t cap = (static_cast<int64_t>(w) + 1) / 2;  // most runs a row can hold
-  int32_t* parent = sc.parent.get(static_cast<size_t>(h * cap));
-  int32_t* lab = sc.lab.get(static_cast<size_t>(h * cap));
+  const size_t nidx = static_cast<size_t>(h * cap);
+  int32_t* parent = sc.parent.get(nidx);
+  int32_t* code = sc.code.get(nidx);
+  int32_t* root_label = sc.root_label.get(nidx);
+  if (sc.shared_root.size() < nidx) sc.shared_root.resize(nidx, 0);
+  uint8_t* shared_root = sc.shared_root.data();
   sc.stripes.resize(nstripes);
   for (int s = 0; s < nstripes; ++s) {
     Stripe& st = sc.stripes[s];
     st.y0 = static_cast<int>(static_cast<int64_t>(h) * s / nstripes);
     st.y1 = static_cast<int>(static_cast<int64_t>(h) * (s + 1) / nstripes);
-    st.base = st.y0 * cap;  // indices stay increasing in raster order across stripes
+    st.base = static_cast<int32_t>(st.y0 * cap);  // increasing in raster order across stripes
   }
   const bool par = nstripes > 1;
 #pragma omp parallel for schedule(static) if (par)
   for (int s = 0; s < nstripes; ++s) label_stripe(sc.stripes[s], mask, w, d, parent);
 
+  // Join the stripes at their borders; a root that stops being one leaves its stripe's count.
   sc.crossing.clear();
   for (int s = 1; s < nstripes; ++s) {
     Stripe& up = sc.stripes[s - 1];
     Stripe& lo = sc.stripes[s];
     const size_t ur = up.row_start.size() - 2;
     const int32_t p0 = up.row_start[ur], p1 = up.row_start[ur + 1];
-    touching(up.x0.data() + p0, up.x1.data() + p0, static_cast<int32_t>(up.base) + p0, p1 - p0, lo.x0.data(),
-             lo.x1.data(), static_cast<int32_t>(lo.base), lo.row_start[1], d, [&](int32_t p, int32_t c) {
-               unite(parent, p, c);
+    touching(up.x0.data() + p0, up.x1.data() + p0, up.base + p0, p1 - p0, lo.x0.data(), lo.x1.data(), lo.base,
+             lo.row_start[1], d, [&](int32_t p, int32_t c) {
+               const int32_t gone = unite(parent, p, c);
+               if (gone >= 0) {
+                 int t = s;
+                 while (sc.stripes[t].base > gone) --t;
+                 --sc.stripes[t].roots;
+               }
                sc.crossing.push_back(c);
              });
   }
-
-#pragma omp parallel for schedule(static) if (par)
-  for (int s = 0; s < nstripes; ++s) {
-    Stripe& st = sc.stripes[s];
-    const int32_t b = static_cast<int32_t>(st.base), e = b + static_cast<int32_t>(st.x0.size());
-    int64_t n = 0;
-    for (int32_t i = b; i < e; ++i) n += parent[i] == i;
-    st.roots = n;
+  sc.flagged.clear();
+  for (int32_t c : sc.crossing) {
+    const int32_t r = find(parent, c);
+    if (!shared_root[r]) {
+      shared_root[r] = 1;
+      sc.flagged.push_back(r);
+    }
   }
   int64_t total = 0;
   for (Stripe& st : sc.stripes) {
     st.label_base = total;
     total += st.roots;
   }
-#pragma omp parallel for schedule(static) if (par)
-  for (int s = 0; s < nstripes; ++s) {
-    Stripe& st = sc.stripes[s];
-    const int32_t b = static_cast<int32_t>(st.base), e = b + static_cast<int32_t>(st.x0.size());
-    int32_t next = static_cast<int32_t>(st.label_base);
-    for (int32_t i = b; i < e; ++i)
-      if (parent[i] == i) lab[i] = ++next;
-  }
-
-  sc.shared.assign(static_cast<size_t>(total) + 1, 0);
-  for (int32_t c : sc.crossing) sc.shared[lab[find(parent, c)]] = 1;
 
   std::vector<Stat> stats(static_cast<size_t>(total));
 #pragma omp parallel for schedule(static) if (par)
   for (int s = 0; s < nstripes; ++s)
-    finish_stripe<V, kValues>(sc.stripes[s], w, parent, lab, sc.shared.data(), labels, values, stats.data());
-  for (const Stripe& st : sc.stripes)
-    for (const SharedRun& r : st.shared)
-      add_run<double, kValues>(stats[r.label - 1], r.root, r.y, r.x0, r.x1, r.sum, r.vmax, r.ax);
+    finish_stripe<V, kValues>(sc.stripes[s], w, parent, code, shared_root, root_label, labels, values,
+                              stats.data());
+  // Runs of crossing components, in stripe order, hence in raster order.
+  for (const Stripe& st : sc.stripes) {
+    for (const SharedRun& r : st.shared) {
+      const int32_t label = root_label[r.root];
+      if (r.deferred) std::fill(labels + static_cast<int64_t>(r.y) * w + r.x0, labels + static_cast<int64_t>(r.y) * w + r.x1, label);
+      add_run<double, kValues>(stats[label - 1], r.first, r.y, r.x0, r.x1, r.sum, r.vmax, r.ax);
+    }
+  }
+  for (int32_t r : sc.flagged) shared_root[r] = 0;
   return stats;
 }
 
 template <typename V, bool kValues>
-py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* values) {
+py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* values, int stripes) {
   const int64_t b = mask.shape(0), h = mask.shape(1), w = mask.shape(2);
   if (h * ((w + 1) / 2) >= std::numeric_limits<int32_t>::max())
     throw std::invalid_argument("mask: image too large for int32 run indices");
@@ -313,10 +338,11 @@ py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* value
   {
     py::gil_scoped_release release;
     const int threads = icl::max_threads();
-    if (hw > 0 && b < threads && hw >= (int64_t{1} << 16)) {
-      // Few large images: stripes of at least 32 rows, one per thread.
+    if (hw > 0 && (stripes > 0 || (b < threads && hw >= (int64_t{1} << 16)))) {
+      // Few large images: stripes of at least 32 rows, one per thread (or as many as asked).
       static thread_local Scratch sc;
-      const int nstripes = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, h / 32)));
+      const int64_t want = stripes > 0 ? stripes : std::min<int64_t>(threads, h / 32);
+      const int nstripes = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, h)));
       for (int64_t i = 0; i < b; ++i)
         stats[i] = label_image<V, kValues>(sc, m + i * hw, kValues ? values + i * hw : nullptr, l + i * hw,
                                            static_cast<int>(h), static_cast<int>(w), d, nstripes);
@@ -366,19 +392,20 @@ py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* value
   return py::make_tuple(labels, num, image, area, box, vsum, vmean, argmax);
 }
 
-py::tuple connected_components(const icl::carray<uint8_t>& mask, int connectivity, const py::object& values) {
+py::tuple connected_components(const icl::carray<uint8_t>& mask, int connectivity, const py::object& values,
+                               int stripes) {
   icl::require_ndim(mask, 3, "mask");
   if (connectivity != 4 && connectivity != 8) throw std::invalid_argument("connectivity: expected 4 or 8");
-  if (values.is_none()) return run<float, false>(mask, connectivity, nullptr);
+  if (values.is_none()) return run<float, false>(mask, connectivity, nullptr, stripes);
   const py::array v = py::reinterpret_borrow<py::array>(values);
   icl::require_ndim(v, 3, "values");
   for (int a = 0; a < 3; ++a)
     if (v.shape(a) != mask.shape(a)) throw std::invalid_argument("values: expected the shape of mask");
   if (!(v.flags() & py::array::c_style)) throw std::invalid_argument("values: expected a C-contiguous array");
   if (v.dtype().is(py::dtype::of<float>()))
-    return run<float, true>(mask, connectivity, static_cast<const float*>(v.data()));
+    return run<float, true>(mask, connectivity, static_cast<const float*>(v.data()), stripes);
   if (v.dtype().is(py::dtype::of<double>()))
-    return run<double, true>(mask, connectivity, static_cast<const double*>(v.data()));
+    return run<double, true>(mask, connectivity, static_cast<const double*>(v.data()), stripes);
   throw std::invalid_argument("values: expected float32 or float64");
 }
 
@@ -386,7 +413,8 @@ py::tuple connected_components(const icl::carray<uint8_t>& mask, int connectivit
 
 ICL_REGISTER_BINDINGS(components) {
   m.def("connected_components", &connected_components, py::arg("mask"), py::arg("connectivity"),
-        py::arg("values") = py::none(),
+        py::arg("values") = py::none(), py::arg("stripes") = 0,
         "Labels uint8 masks [B,H,W] (nonzero = foreground) with 4/8 connectivity; returns (labels int32, num, "
-        "image, area, box int32 [N,4] x0 y0 x1 y1, value_sum, value_mean, argmax [N,2] y x).");
+        "image, area, box int32 [N,4] x0 y0 x1 y1, value_sum, value_mean, argmax [N,2] y x). stripes > 0 cuts each image into that many row stripes "
+        "(else chosen from the threads), which changes nothing in the results.");
 }
