@@ -272,7 +272,7 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
     st.base = static_cast<int32_t>(st.y0 * cap);  // increasing in raster order across stripes
   }
   const bool par = nstripes > 1;
-#pragma omp parallel for schedule(static) if (par)
+#pragma omp parallel for schedule(dynamic, 1) if (par)
   for (int s = 0; s < nstripes; ++s) label_stripe(sc.stripes[s], mask, w, d, parent);
 
   // Join the stripes at their borders; a root that stops being one leaves its stripe's count.
@@ -308,7 +308,7 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
   }
 
   std::vector<Stat> stats(static_cast<size_t>(total));
-#pragma omp parallel for schedule(static) if (par)
+#pragma omp parallel for schedule(dynamic, 1) if (par)
   for (int s = 0; s < nstripes; ++s)
     finish_stripe<V, kValues>(sc.stripes[s], w, parent, code, shared_root, root_label, labels, values,
                               stats.data());
@@ -324,6 +324,17 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
   return stats;
 }
 
+// Lets the OpenMP runtime shrink our teams while the machine is oversubscribed (libgomp uses
+// the load average): the stripes of one image meet at barriers, and a barrier waiting for a
+// descheduled thread costs far more than the thread gains.
+struct DynamicTeams {
+#ifdef ICL_WITH_OPENMP
+  int saved = omp_get_dynamic();
+  DynamicTeams() { omp_set_dynamic(1); }
+  ~DynamicTeams() { omp_set_dynamic(saved); }
+#endif
+};
+
 template <typename V, bool kValues>
 py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* values, int stripes) {
   const int64_t b = mask.shape(0), h = mask.shape(1), w = mask.shape(2);
@@ -337,6 +348,7 @@ py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* value
   const int64_t hw = h * w;
   {
     py::gil_scoped_release release;
+    const DynamicTeams dynamic_teams;
     const int threads = icl::max_threads();
     if (hw > 0 && (stripes > 0 || (b < threads && hw >= (int64_t{1} << 16)))) {
       // Few large images: stripes of at least 32 rows, one per thread (or as many as asked).
