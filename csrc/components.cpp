@@ -10,6 +10,7 @@
 // that are labelled in parallel and joined at their borders. Components that cross a border
 // ("shared") have their runs collected per stripe and reduced in stripe order afterwards.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -17,6 +18,10 @@
 
 #include "common.h"
 #include "registry.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace {
 namespace py = pybind11;
@@ -26,37 +31,46 @@ inline int ctz64(uint64_t v) {
   return __builtin_ctzll(v);
 #else
   int n = 0;
-  while (!(v & 1)) { v >>= 1; ++n; }
+  for (; !(v & 1); v >>= 1) ++n;
   return n;
 #endif
 }
 
-// High bit of every nonzero byte of w (SWAR, exact, no carries across bytes).
-inline uint64_t nonzero_bytes(uint64_t w) {
-  const uint64_t lo7 = 0x7F7F7F7F7F7F7F7FULL;
-  return (((w & lo7) + lo7) | w) & ~lo7;
+// bits[k] bit j = (row[64k + j] != 0); bits past w are zero.
+inline void row_bits(const uint8_t* row, int w, uint64_t* bits) {
+  int x = 0;
+#if defined(__SSE2__)
+  const __m128i zero = _mm_setzero_si128();
+  for (; x + 64 <= w; x += 64) {
+    uint64_t b = 0;
+    for (int q = 0; q < 4; ++q) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + x + 16 * q));
+      const uint32_t z = static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)));
+      b |= static_cast<uint64_t>(~z & 0xFFFFu) << (16 * q);
+    }
+    bits[x >> 6] = b;
+  }
+#endif
+  for (; x < w; x += 64) {
+    uint64_t b = 0;
+    const int n = std::min(64, w - x);
+    for (int j = 0; j < n; ++j) b |= static_cast<uint64_t>(row[x + j] != 0) << j;
+    bits[x >> 6] = b;
+  }
 }
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-constexpr bool kSwar = true;
-#else
-constexpr bool kSwar = false;
-#endif
-
-// First x >= from with (row[x] != 0) == want, or w when there is none.
-template <bool want>
-inline int scan(const uint8_t* row, int x, int w) {
-  if (kSwar) {
-    for (; x + 8 <= w; x += 8) {
-      uint64_t word;
-      std::memcpy(&word, row + x, 8);
-      uint64_t hits = nonzero_bytes(word);
-      if (!want) hits ^= 0x8080808080808080ULL;
-      if (hits) return x + (ctz64(hits) >> 3);
-    }
+// Appends the runs [x0, x1) of one row, found as 0->1 and 1->0 transitions of its bits.
+inline void row_runs(const uint64_t* bits, int w, std::vector<int32_t>& x0, std::vector<int32_t>& x1) {
+  uint64_t carry = 0;  // whether the pixel left of the word is foreground
+  const int words = (w + 63) >> 6;
+  for (int k = 0; k < words; ++k) {
+    const uint64_t b = bits[k];
+    const uint64_t left = (b << 1) | carry;
+    carry = b >> 63;
+    for (uint64_t t = b & ~left; t; t &= t - 1) x0.push_back(64 * k + ctz64(t));
+    for (uint64_t t = ~b & left; t; t &= t - 1) x1.push_back(64 * k + ctz64(t));
   }
-  while (x < w && (row[x] != 0) != want) ++x;
-  return x;
+  if (carry) x1.push_back(w);  // only when w is a multiple of 64 and the row ends in foreground
 }
 
 struct Stat {
@@ -80,6 +94,7 @@ struct Stripe {
   std::vector<int32_t> x0, x1;     // runs, in raster order
   std::vector<int32_t> row_start;  // local index of each row's first run, plus the end
   std::vector<SharedRun> shared;
+  std::vector<uint64_t> bits;  // one row of the mask, a bit per pixel
   int64_t roots = 0, label_base = 0;
 };
 
@@ -134,20 +149,17 @@ inline void touching(const int32_t* px0, const int32_t* px1, int32_t pbase, int3
 
 // Runs and local unions of one stripe; run indices start at the stripe's base.
 void label_stripe(Stripe& s, const uint8_t* mask, int w, int d, int32_t* parent) {
+  s.bits.resize((static_cast<size_t>(w) + 63) / 64);
+  uint64_t* bits = s.bits.data();
   s.x0.clear();
   s.x1.clear();
   s.row_start.assign(1, 0);
   s.shared.clear();
   int64_t links = 0;
   for (int y = s.y0; y < s.y1; ++y) {
-    const uint8_t* row = mask + static_cast<int64_t>(y) * w;
     const int32_t first = static_cast<int32_t>(s.x0.size());
-    for (int x = scan<true>(row, 0, w); x < w; x = scan<true>(row, x, w)) {
-      const int e = scan<false>(row, x, w);
-      s.x0.push_back(x);
-      s.x1.push_back(e);
-      x = e;
-    }
+    row_bits(mask + static_cast<int64_t>(y) * w, w, bits);
+    row_runs(bits, w, s.x0, s.x1);
     const int32_t last = static_cast<int32_t>(s.x0.size());
     for (int32_t c = first; c < last; ++c) parent[s.base + c] = s.base + c;
     if (y > s.y0) {
@@ -188,6 +200,32 @@ inline void add_run(Stat& st, bool first, int32_t y, int32_t x0, int32_t x1, dou
       st.ay = y;
       st.ax = ax;
     }
+  }
+}
+
+// Sum (four partial sums in double), max and first position of the max of vrow[x0, x1).
+template <typename V>
+inline void run_values(const V* vrow, int32_t x0, int32_t x1, double& sum, V& vmax, int32_t& ax) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;  // independent chains: 4x the throughput
+  V m0 = vrow[x0], m1 = m0, m2 = m0, m3 = m0;
+  int32_t x = x0;
+  for (; x + 4 <= x1; x += 4) {
+    s0 += static_cast<double>(vrow[x]);
+    s1 += static_cast<double>(vrow[x + 1]);
+    s2 += static_cast<double>(vrow[x + 2]);
+    s3 += static_cast<double>(vrow[x + 3]);
+    m0 = std::max(m0, vrow[x]);
+    m1 = std::max(m1, vrow[x + 1]);
+    m2 = std::max(m2, vrow[x + 2]);
+    m3 = std::max(m3, vrow[x + 3]);
+  }
+  for (; x < x1; ++x) {
+    s0 += static_cast<double>(vrow[x]);
+    m0 = std::max(m0, vrow[x]);
+  }
+  sum = (s0 + s1) + (s2 + s3);
+  vmax = std::max(std::max(m0, m1), std::max(m2, m3));
+  for (ax = x0; ax + 1 < x1 && vrow[ax] != vmax; ++ax) {  // bounded: NaN never compares equal
   }
 }
 
@@ -232,17 +270,7 @@ void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* code, const
       double sum = 0.0;
       V vmax{};
       int32_t ax = x0;
-      if (kValues) {
-        vmax = vrow[x0];
-        for (int32_t x = x0; x < x1; ++x) {
-          const V v = vrow[x];
-          sum += static_cast<double>(v);
-          if (v > vmax) {
-            vmax = v;
-            ax = x;
-          }
-        }
-      }
+      if (kValues) run_values(vrow, x0, x1, sum, vmax, ax);
       if (c > 0) {
         add_run<V, kValues>(stats[c - 1], first, y, x0, x1, sum, vmax, ax);
       } else {
