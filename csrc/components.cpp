@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "common.h"
@@ -96,6 +97,7 @@ struct Stripe {
   std::vector<SharedRun> shared;
   std::vector<uint64_t> bits;  // one row of the mask, a bit per pixel
   int64_t roots = 0, label_base = 0;
+  bool finite = true;  // the stripe's values hold no NaN or infinity
 };
 
 template <typename T>
@@ -155,6 +157,7 @@ void label_stripe(Stripe& s, const uint8_t* mask, int w, int d, int32_t* parent)
   s.x1.clear();
   s.row_start.assign(1, 0);
   s.shared.clear();
+  s.finite = true;
   int64_t links = 0;
   for (int y = s.y0; y < s.y1; ++y) {
     const int32_t first = static_cast<int32_t>(s.x0.size());
@@ -203,6 +206,20 @@ inline void add_run(Stat& st, bool first, int32_t y, int32_t x0, int32_t x1, dou
   }
 }
 
+// Whether no value is NaN or infinite; tests the exponent bits, which vectorises.
+template <typename V>
+bool all_finite(const V* v, int64_t n) {
+  using U = std::conditional_t<sizeof(V) == 4, uint32_t, uint64_t>;
+  const U exponent = sizeof(V) == 4 ? U(0x7F800000u) : U(0x7FF0000000000000ull);
+  U bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    U bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    bad |= static_cast<U>((bits & exponent) == exponent);
+  }
+  return bad == 0;
+}
+
 // Sum (four partial sums in double), max and first position of the max of vrow[x0, x1).
 template <typename V>
 inline void run_values(const V* vrow, int32_t x0, int32_t x1, double& sum, V& vmax, int32_t& ax) {
@@ -240,6 +257,7 @@ void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* code, const
   for (int y = s.y0; y < s.y1; ++y) {
     int32_t* lrow = labels + static_cast<int64_t>(y) * w;
     const V* vrow = kValues ? values + static_cast<int64_t>(y) * w : nullptr;
+    if (kValues && !all_finite(vrow, w)) s.finite = false;  // the whole row, now in cache
     int32_t prev = 0;
     const int r = y - s.y0;
     for (int32_t k = s.row_start[r]; k < s.row_start[r + 1]; ++k) {
@@ -281,10 +299,11 @@ void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* code, const
   }
 }
 
-// Labels one image into `labels` and returns its statistics (index = label - 1).
+// Labels one image into `labels` and returns its statistics (index = label - 1); clears
+// `finite` when a value is NaN or infinite.
 template <typename V, bool kValues>
 std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values, int32_t* labels, int h, int w,
-                              int d, int nstripes) {
+                              int d, int nstripes, char& finite) {
   const int64_t cap = (static_cast<int64_t>(w) + 1) / 2;  // most runs a row can hold
   const size_t nidx = static_cast<size_t>(h * cap);
   int32_t* parent = sc.parent.get(nidx);
@@ -301,7 +320,10 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
   }
   const bool par = nstripes > 1;
 #pragma omp parallel for schedule(dynamic, 1) if (par)
-  for (int s = 0; s < nstripes; ++s) label_stripe(sc.stripes[s], mask, w, d, parent);
+  for (int s = 0; s < nstripes; ++s) {
+    Stripe& st = sc.stripes[s];
+    label_stripe(st, mask, w, d, parent);
+  }
 
   // Join the stripes at their borders; a root that stops being one leaves its stripe's count.
   sc.crossing.clear();
@@ -349,6 +371,7 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
     }
   }
   for (int32_t r : sc.flagged) shared_root[r] = 0;
+  for (const Stripe& st : sc.stripes) finite = finite && st.finite;
   return stats;
 }
 
@@ -370,6 +393,7 @@ py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* value
     throw std::invalid_argument("mask: image too large for int32 run indices");
   icl::carray<int32_t> labels({b, h, w});
   std::vector<std::vector<Stat>> stats(static_cast<size_t>(b));
+  std::vector<char> finite(static_cast<size_t>(b), 1);
   const uint8_t* m = mask.data();
   int32_t* l = labels.mutable_data();
   const int d = connectivity == 8 ? 1 : 0;
@@ -385,16 +409,18 @@ py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* value
       const int nstripes = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, h)));
       for (int64_t i = 0; i < b; ++i)
         stats[i] = label_image<V, kValues>(sc, m + i * hw, kValues ? values + i * hw : nullptr, l + i * hw,
-                                           static_cast<int>(h), static_cast<int>(w), d, nstripes);
+                                           static_cast<int>(h), static_cast<int>(w), d, nstripes, finite[i]);
     } else if (hw > 0) {
 #pragma omp parallel for schedule(dynamic)
       for (int64_t i = 0; i < b; ++i) {
         static thread_local Scratch sc;
         stats[i] = label_image<V, kValues>(sc, m + i * hw, kValues ? values + i * hw : nullptr, l + i * hw,
-                                           static_cast<int>(h), static_cast<int>(w), d, 1);
+                                           static_cast<int>(h), static_cast<int>(w), d, 1, finite[i]);
       }
     }
   }
+  if (std::find(finite.begin(), finite.end(), 0) != finite.end())
+    throw std::invalid_argument("values: contains NaN or infinite values");
   int64_t n = 0;
   py::array_t<int64_t> num(b);
   for (int64_t i = 0; i < b; ++i) {

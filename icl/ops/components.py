@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from icl.ops._dispatch import op
-from icl.ops._tensor import FLOAT_DTYPES, as_tensor, check_finite, restore
+from icl.ops._tensor import FLOAT_DTYPES, as_tensor, check_finite
 
 _OP = op("connected_components", gpu_module="icl.ops._gpu.components")
 
@@ -89,6 +89,7 @@ def _reference(mask: torch.Tensor, connectivity: int, values: Optional[torch.Ten
     box = box.to(torch.int32)
     if values is None:
         return Components(labels, num, image, area, box, None, None, None)
+    check_finite(values, "values")
     v = values.reshape(-1)[fgf].double()
     total = torch.zeros(n, dtype=torch.float64, device=dev).index_add_(0, comp, v)
     vmax = reduce(v, "amax")
@@ -108,29 +109,16 @@ def _cpu_supports(mask: torch.Tensor, connectivity: int, values: Optional[torch.
 
 @_OP.register("cpu", supports=_cpu_supports)
 def _cpu(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor]) -> Components:
+    """Fields are numpy arrays (the public function hands them out as torch or numpy)."""
     from icl import _C
 
-    m = mask.contiguous().view(torch.uint8).numpy()  # bool and uint8 alike: nonzero = foreground
+    m = mask.contiguous()
+    m = (m if m.dtype == torch.uint8 else m.view(torch.uint8)).numpy()  # nonzero = foreground
     v = None
     if values is not None:
         v = values if values.dtype in (torch.float32, torch.float64) else values.float()
         v = v.contiguous().numpy()
-    out = _C.connected_components(m, connectivity, v)
-    return Components(*(None if a is None else torch.from_numpy(a) for a in out))
-
-
-def _check_finite(values: torch.Tensor) -> None:
-    """ValueError naming ``values`` on NaN or inf.
-
-    A finite sum proves every value finite at a fraction of the cost of ``isfinite().all()``;
-    on CPU numpy sums in the calling thread, leaving torch's thread pool idle for the kernel.
-    """
-    if values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64):
-        finite = bool(np.isfinite(values.contiguous().numpy().sum()))
-    else:
-        finite = bool(torch.isfinite(values.sum()))
-    if not finite:
-        check_finite(values, "values")
+    return Components(*_C.connected_components(m, connectivity, v))
 
 
 def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *,
@@ -138,8 +126,9 @@ def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *
     """Connected components of ``mask`` with per-component statistics.
 
     mask: ``[B, H, W]`` or ``[H, W]`` (a batch of one), bool or integer (nonzero = foreground).
-    connectivity: 4 or 8. values: optional float tensor of the mask's shape; the sum and mean
-    are accumulated in float64 and returned as float32, the argmax is the (y, x) of the largest
+    connectivity: 4 or 8. values: optional float tensor of the mask's shape, finite (each
+    backend checks, in its own pass: NaN or inf raise ``ValueError``); the sum and mean are
+    accumulated in float64 and returned as float32, the argmax is the (y, x) of the largest
     value, the first in raster order on ties.
     Returns :class:`Components`; ``labels`` is always ``[B, H, W]`` int32, components are
     numbered 1..n per image in raster order of their first pixel, and the per-component fields
@@ -164,7 +153,8 @@ def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *
             raise ValueError(f"values: expected the shape of mask {tuple(x.shape)}, got {tuple(vals.shape)}")
         if vals.device != x.device:
             raise ValueError(f"values: expected a tensor on {x.device} like mask, got {vals.device}")
-        _check_finite(vals)
         vals = vals.reshape(m.shape)
     out = _OP(m.device.type, m, int(connectivity), vals, backend=backend)
-    return Components(*restore(tuple(out), was_numpy))
+    if was_numpy:
+        return Components(*(a.cpu().numpy() if isinstance(a, torch.Tensor) else a for a in out))
+    return Components(*(torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in out))

@@ -283,10 +283,17 @@ def test_validation():
         connected_components(m, values=np.ones((4, 3), np.float32))
     with pytest.raises(TypeError, match="values"):
         connected_components(m, values=np.ones((3, 4), np.int32))
-    for bad in (np.nan, np.inf):
-        v = np.ones((3, 4), np.float32)
-        v[1, 2] = bad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_non_finite_values(backend):
+    _need(backend)
+    m = np.zeros((70, 90), bool)
+    m[10:20, 5:9] = True
+    for bad, dtype, where in ((np.nan, np.float32, (12, 6)), (-np.inf, np.float64, (0, 0)), (np.inf, np.float16, (69, 89))):
+        v = np.ones(m.shape, dtype)
+        v[where] = bad  # inside a component or in the background alike
         with pytest.raises(ValueError, match="values"):
-            connected_components(m, values=v)
-    big = np.full((3, 4), 6e4, np.float16)  # its float16 sum overflows, yet every value is finite
-    assert connected_components(m, values=big, backend="reference").value_mean.tolist() == [60000.0]
+            connected_components(m, values=v, backend=backend)
+    big = np.full(m.shape, 6e4, np.float16)  # its float16 sum overflows, yet every value is finite
+    assert connected_components(m, values=big, backend=backend).value_mean.tolist() == [60000.0]
