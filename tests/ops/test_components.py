@@ -250,6 +250,10 @@ def test_cpu_stripes_change_nothing(stripes):
             whole = _C.connected_components(m[None], connectivity, v[None], stripes=1)
             for x, y in zip(got[5:], whole[5:]):
                 np.testing.assert_array_equal(x, y)  # bitwise: sums run in the same order
+    v = np.ones((64, 50), np.float32)
+    v[63, 49] = np.nan  # in the last stripe
+    with pytest.raises(ValueError, match="values"):
+        _C.connected_components(cases[3][None], 8, v[None], stripes=stripes)
 
 
 def test_io_kinds_and_shapes():
@@ -262,6 +266,11 @@ def test_io_kinds_and_shapes():
     assert isinstance(t.labels, torch.Tensor) and t.labels.dtype == torch.int32 and t.num.tolist() == [1]
     half = connected_components(m, values=torch.ones(2, 3, dtype=torch.float16).numpy())
     assert half.value_sum.tolist() == [2.0] and half.argmax.tolist() == [[0, 1]]
+    rng = np.random.default_rng(3)
+    big = rng.random((2, 40, 60)) < 0.5
+    vals = torch.from_numpy(rng.integers(0, 3, (2, 60, 40)).astype(np.float32)).transpose(1, 2)
+    strided = connected_components(torch.from_numpy(big)[:, ::2, ::3], 4, vals[:, ::2, ::3])  # not contiguous
+    check(strided, big[:, ::2, ::3], vals[:, ::2, ::3].numpy(), 4)
     empty = connected_components(np.zeros((0, 4, 5), bool), values=np.zeros((0, 4, 5)))
     assert empty.labels.shape == (0, 4, 5) and empty.area.shape == (0,) and empty.argmax.shape == (0, 2)
 
