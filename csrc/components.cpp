@@ -11,6 +11,7 @@
 // ("shared") have their runs collected per stripe and reduced in stripe order afterwards.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -377,11 +378,13 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
 
 // Lets the OpenMP runtime shrink our teams while the machine is oversubscribed (libgomp uses
 // the load average): the stripes of one image meet at barriers, and a barrier waiting for a
-// descheduled thread costs far more than the thread gains.
+// descheduled thread costs far more than the thread gains. OMP_DYNAMIC, when set, decides.
 struct DynamicTeams {
 #ifdef ICL_WITH_OPENMP
   int saved = omp_get_dynamic();
-  DynamicTeams() { omp_set_dynamic(1); }
+  DynamicTeams() {
+    if (!std::getenv("OMP_DYNAMIC")) omp_set_dynamic(1);
+  }
   ~DynamicTeams() { omp_set_dynamic(saved); }
 #endif
 };
