@@ -367,7 +367,8 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
   for (const Stripe& st : sc.stripes) {
     for (const SharedRun& r : st.shared) {
       const int32_t label = root_label[r.root];
-      if (r.deferred) std::fill(labels + static_cast<int64_t>(r.y) * w + r.x0, labels + static_cast<int64_t>(r.y) * w + r.x1, label);
+      int32_t* lrow = labels + static_cast<int64_t>(r.y) * w;
+      if (r.deferred) std::fill(lrow + r.x0, lrow + r.x1, label);
       add_run<double, kValues>(stats[label - 1], r.first, r.y, r.x0, r.x1, r.sum, r.vmax, r.ax);
     }
   }
@@ -483,7 +484,8 @@ py::tuple connected_components(const icl::carray<uint8_t>& mask, int connectivit
 ICL_REGISTER_BINDINGS(components) {
   m.def("connected_components", &connected_components, py::arg("mask"), py::arg("connectivity"),
         py::arg("values") = py::none(), py::arg("stripes") = 0,
-        "Labels uint8 masks [B,H,W] (nonzero = foreground) with 4/8 connectivity; returns (labels int32, num, "
-        "image, area, box int32 [N,4] x0 y0 x1 y1, value_sum, value_mean, argmax [N,2] y x). stripes > 0 cuts each image into that many row stripes "
-        "(else chosen from the threads), which changes nothing in the results.");
+        "Labels uint8 masks [B,H,W] (nonzero = foreground) with 4/8 connectivity; returns (labels int32, "
+        "num, image, area, box int32 [N,4] x0 y0 x1 y1, value_sum, value_mean, argmax [N,2] y x). "
+        "stripes > 0 cuts each image into that many row stripes (else chosen from the threads), which "
+        "changes nothing in the results.");
 }
