@@ -11,7 +11,13 @@ from typing import Any
 from icl.ops._dispatch import BackendError, backend_status
 
 # public name -> module (relative to icl.ops) that defines it
-_EXPORTS: dict[str, str] = {}
+_EXPORTS: dict[str, str] = {
+    "box_iou": "box_iou",
+    "average_precision": "average_precision",
+    "detection_matches": "average_precision",
+    "DetectionMatches": "average_precision",
+    "match_points": "match_points",
+}
 
 __all__ = ["BackendError", "backend_status", *_EXPORTS]
 
