@@ -183,17 +183,23 @@ double ap_from_ranked(const std::vector<unsigned char>& tp, i64 num_gt, int inte
     rec[k] = static_cast<double>(ntp) / static_cast<double>(num_gt);
   }
   for (std::size_t k = n; k-- > 1;) prec[k - 1] = std::max(prec[k - 1], prec[k]);
-  double sum = 0;
+  // Neumaier-compensated sum: the result does not drift with the number of terms.
+  double sum = 0, comp = 0;
+  auto add = [&](double x) {
+    const double t = sum + x;
+    comp += std::fabs(sum) >= std::fabs(x) ? (sum - t) + x : (x - t) + sum;
+    sum = t;
+  };
   if (interpolation == 0) {
     for (std::size_t k = 0; k < n; ++k)
-      if (tp[k]) sum += prec[k];
-    return sum / static_cast<double>(num_gt);
+      if (tp[k]) add(prec[k]);
+    return (sum + comp) / static_cast<double>(num_gt);
   }
   for (i64 t = 0; t < n_thrs; ++t) {
     const std::size_t k = std::lower_bound(rec.begin(), rec.end(), rec_thrs[t]) - rec.begin();
-    if (k < n) sum += prec[k];
+    if (k < n) add(prec[k]);
   }
-  return sum / static_cast<double>(n_thrs);
+  return (sum + comp) / static_cast<double>(n_thrs);
 }
 
 void check_inputs(const py::array_t<double>& pbox, const py::array_t<double>& pscore, const py::array_t<i64>& pimg,
