@@ -91,6 +91,22 @@ void radix_sort(std::vector<std::uint64_t>& key, std::vector<i64>& item) {
   }
 }
 
+// Stable sort of prediction indices by descending score; insertion sort for the short
+// per-image runs (no allocation), std::stable_sort beyond.
+void sort_by_score(i64* first, i64* last, const double* score) {
+  if (last - first > 32) {
+    std::stable_sort(first, last, [&](i64 a, i64 b) { return score[a] > score[b]; });
+    return;
+  }
+  for (i64* it = first + 1; it < last; ++it) {
+    const i64 v = *it;
+    const double s = score[v];
+    i64* j = it;
+    for (; j > first && score[*(j - 1)] < s; --j) *j = *(j - 1);
+    *j = v;
+  }
+}
+
 struct Ranked {
   std::vector<i64> matched;  // per prediction (input order): GT index or -1
   std::vector<i64> order;    // kept predictions by rank
@@ -116,40 +132,39 @@ Ranked match_and_rank(const py::array_t<double>& pbox, const py::array_t<double>
   const double thr = std::min(threshold, 1.0 - 1e-10);
 #pragma omp parallel if (np > 4096)
   {
-    std::vector<Box<double>> g;
-    std::vector<double> garea;
-    std::vector<unsigned char> used;
+    // Per-image GT as coordinate arrays so that each IoU row is one vectorised loop; a
+    // matched GT gets a penalty of -2, which puts it below any threshold.
+    std::vector<double> gx0, gy0, gx1, gy1, garea, penalty, iou;
 #pragma omp for schedule(dynamic, 64)
     for (i64 im = 0; im < nimg; ++im) {
       i64* first = porder.data() + poff[im];
       i64* last = porder.data() + poff[im + 1];
       // Within an image: descending score, ties in input order (numpy mergesort is stable).
-      std::stable_sort(first, last, [&](i64 a, i64 b) { return ps[a] > ps[b]; });
+      sort_by_score(first, last, ps);
       if (max_det > 0 && last - first > max_det) last = first + max_det;
       const i64 g0 = goff[im], gn = goff[im + 1] - g0;
-      g.resize(gn);
-      garea.resize(gn);
-      used.assign(gn, 0);
+      for (auto* v : {&gx0, &gy0, &gx1, &gy1, &garea, &iou}) v->resize(gn);
+      penalty.assign(gn, 0.0);
       for (i64 k = 0; k < gn; ++k) {
         const double* q = gb + 4 * gorder[g0 + k];
-        g[k] = {q[0], q[1], q[2], q[3]};
-        garea[k] = g[k].area();
+        gx0[k] = q[0], gy0[k] = q[1], gx1[k] = q[2], gy1[k] = q[3];
+        garea[k] = (q[2] - q[0]) * (q[3] - q[1]);
       }
       for (i64* it = first; it != last; ++it) {
         kept[*it] = 1;
+        if (gn == 0) continue;
         const double* q = pb + 4 * *it;
-        const Box<double> p{q[0], q[1], q[2], q[3]};
-        const double parea = p.area();
+        iou_row(Box<double>{q[0], q[1], q[2], q[3]}, gx0.data(), gy0.data(), gx1.data(), gy1.data(), garea.data(),
+                gn, iou.data());
         double best = thr;
         i64 m = -1;
         for (i64 k = 0; k < gn; ++k) {
-          if (used[k]) continue;
-          const double iou = box_pair_iou(p, parea, g[k], garea[k]);
+          const double v = iou[k] + penalty[k];
           // ">=": among equal IoUs the later GT wins, as in pycocotools' evaluateImg.
-          if (iou >= best) best = iou, m = k;
+          if (v >= best) best = v, m = k;
         }
         if (m >= 0) {
-          used[m] = 1;
+          penalty[m] = -2.0;
           r.matched[*it] = gorder[g0 + m];
         }
       }

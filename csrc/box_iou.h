@@ -12,17 +12,8 @@ struct Box {
   T area() const { return (x1 - x0) * (y1 - y0); }
 };
 
-// Disjoint pairs and zero-area boxes give exactly 0 (never 0 / 0).
-template <typename T>
-inline T box_pair_iou(const Box<T>& a, T area_a, const Box<T>& b, T area_b) {
-  const T w = (a.x1 < b.x1 ? a.x1 : b.x1) - (a.x0 > b.x0 ? a.x0 : b.x0);
-  const T h = (a.y1 < b.y1 ? a.y1 : b.y1) - (a.y0 > b.y0 ? a.y0 : b.y0);
-  if (w <= 0 || h <= 0) return 0;
-  const T inter = w * h;
-  return inter / (area_a + area_b - inter);
-}
-
 // One row of the IoU matrix: box a against m boxes given as separate coordinate arrays.
+// Disjoint pairs and zero-area boxes give exactly 0 (never 0 / 0).
 template <typename T>
 inline void iou_row(const Box<T>& a, const T* bx0, const T* by0, const T* bx1, const T* by1,
                     const T* barea, std::ptrdiff_t m, T* out) {

@@ -6,6 +6,8 @@ Names resolve lazily so importing one kernel never loads the others.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 from icl.ops._dispatch import BackendError, backend_status
@@ -39,3 +41,17 @@ def load_all() -> None:
     """Import every op module so each op's implementations are registered."""
     for module in sorted(set(_EXPORTS.values())):
         importlib.import_module(f"icl.ops.{module}")
+
+
+class _Package(types.ModuleType):
+    """Keeps a public function bound on the package when its module has the same name
+    (``box_iou.py`` defines ``box_iou``): importing the submodule would otherwise bind the
+    module over the function. Reach such modules with ``importlib.import_module``."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and value.__name__ == f"{__name__}.{name}" and _EXPORTS.get(name) == name:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -28,10 +28,9 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 import torch
 
+from icl.ops._boxes import check_boxes, host_numpy, iou_matrix
 from icl.ops._dispatch import op
 from icl.ops._tensor import as_tensor, restore
-from icl.ops.box_iou import _reference as _iou_reference
-from icl.ops.box_iou import boxes_tensor
 
 _OP = op("average_precision", gpu_module="icl.ops._gpu.average_precision")
 _MATCH_OP = op("detection_matches", gpu_module="icl.ops._gpu.average_precision")
@@ -70,7 +69,7 @@ def _reference_matches(pb: np.ndarray, ps: np.ndarray, pi: np.ndarray, gb: np.nd
         gts = gt_order[lo:hi]
         if len(gts) == 0:
             continue
-        iou = _iou_reference(torch.from_numpy(pb[group]), torch.from_numpy(gb[gts])).numpy()
+        iou = iou_matrix(torch.from_numpy(pb[group]), torch.from_numpy(gb[gts])).numpy()
         used = np.zeros(len(gts), dtype=bool)
         for row, p in zip(iou, group):
             cand = np.where(used, -1.0, row)
@@ -129,15 +128,18 @@ def _cpu(pb: np.ndarray, ps: np.ndarray, pi: np.ndarray, gb: np.ndarray, gi: np.
 
 def _prepare(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, gt_image: Any,
              iou_threshold: float, max_detections: Optional[int]) -> tuple[tuple, bool]:
-    pb, was_numpy = boxes_tensor(pred_boxes, "pred_boxes", torch.float64)
-    gb, _ = boxes_tensor(gt_boxes, "gt_boxes", torch.float64)
+    """Validate; return host arrays (float64 boxes and scores, int64 ids), threshold, cap."""
+    pb, was_numpy = as_tensor(pred_boxes, "pred_boxes")
+    gb, _ = as_tensor(gt_boxes, "gt_boxes")
+    check_boxes(pb, "pred_boxes")
+    check_boxes(gb, "gt_boxes")
     ps, _ = as_tensor(pred_scores, "pred_scores")
     if ps.dtype == torch.bool or ps.is_complex():
         raise TypeError(f"pred_scores: expected a real numeric dtype, got {ps.dtype}")
     if ps.shape != (pb.shape[0],):
         raise ValueError(f"pred_scores: expected shape [{pb.shape[0]}] (one per box), got {tuple(ps.shape)}")
-    ps = ps.to(torch.float64)
-    if bool(torch.isnan(ps).any()):
+    scores = np.ascontiguousarray(host_numpy(ps), dtype=np.float64)
+    if np.isnan(scores).any():
         raise ValueError("pred_scores: contains NaN")
     images = []
     for x, name, n in ((pred_image, "pred_image", pb.shape[0]), (gt_image, "gt_image", gb.shape[0])):
@@ -146,7 +148,7 @@ def _prepare(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, 
             raise TypeError(f"{name}: expected an integer dtype (image ids), got {t.dtype}")
         if t.shape != (n,):
             raise ValueError(f"{name}: expected shape [{n}] (one image id per box), got {tuple(t.shape)}")
-        images.append(t.to(torch.int64))
+        images.append(np.ascontiguousarray(host_numpy(t), dtype=np.int64))
     thr = float(iou_threshold)
     if not 0.0 <= thr <= 1.0:
         raise ValueError(f"iou_threshold: expected a value in [0, 1], got {iou_threshold}")
@@ -157,8 +159,8 @@ def _prepare(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, 
     else:
         max_det = int(max_detections)
     # The matching is sequential: every backend runs it on host arrays (CUDA inputs are copied).
-    args = tuple(np.ascontiguousarray(t.detach().cpu().numpy()) for t in (pb, ps, images[0], gb, images[1]))
-    return (*args, thr, max_det), was_numpy
+    boxes = [np.ascontiguousarray(host_numpy(t), dtype=np.float64) for t in (pb, gb)]
+    return (boxes[0], scores, images[0], boxes[1], images[1], thr, max_det), was_numpy
 
 
 def average_precision(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, gt_image: Any,

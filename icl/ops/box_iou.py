@@ -6,46 +6,16 @@ from typing import Any, Optional
 
 import torch
 
+from icl.ops._boxes import check_boxes, iou_matrix
 from icl.ops._dispatch import op
-from icl.ops._tensor import as_tensor, check_finite, restore
+from icl.ops._tensor import as_tensor, restore
 
 _OP = op("box_iou", gpu_module="icl.ops._gpu.box_iou")
 
 
-def boxes_tensor(x: Any, name: str, dtype: Optional[torch.dtype] = None) -> tuple[torch.Tensor, bool]:
-    """Validate ``[N, 4]`` xyxy boxes; return ``(boxes, was_numpy)``.
-
-    Raises ``TypeError`` for a non-numeric dtype and ``ValueError`` for a wrong shape,
-    NaN/infinite coordinates or an inverted box (``x1 < x0`` or ``y1 < y0``). Integer and
-    half-precision boxes become float32 unless ``dtype`` is given.
-    """
-    t, was_numpy = as_tensor(x, name)
-    if t.dtype == torch.bool or t.is_complex():
-        raise TypeError(f"{name}: expected a real numeric dtype, got {t.dtype}")
-    if t.ndim != 2 or t.shape[1] != 4:
-        raise ValueError(f"{name}: expected boxes of shape [N, 4] (x0, y0, x1, y1), got {tuple(t.shape)}")
-    if dtype is None:
-        dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
-    t = t.to(dtype)
-    check_finite(t, name)
-    bad = (t[:, 2] < t[:, 0]) | (t[:, 3] < t[:, 1])
-    if bool(bad.any()):
-        i = int(bad.nonzero()[0, 0])
-        raise ValueError(f"{name}: box {i} is inverted (x1 < x0 or y1 < y0): {t[i].tolist()}")
-    return t, was_numpy
-
-
 @_OP.register("reference")
 def _reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    # Same operation order as pycocotools' bbIou: union = area_a + area_b - inter.
-    w = (torch.minimum(a[:, None, 2], b[None, :, 2]) - torch.maximum(a[:, None, 0], b[None, :, 0])).clamp_min(0)
-    h = (torch.minimum(a[:, None, 3], b[None, :, 3]) - torch.maximum(a[:, None, 1], b[None, :, 1])).clamp_min(0)
-    inter = w * h
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    union = area_a[:, None] + area_b[None, :] - inter
-    # inter > 0 implies union > 0; where inter is 0 (disjoint or zero-area) the result is 0 / 1.
-    return inter / torch.where(inter > 0, union, 1.0)
+    return iou_matrix(a, b)
 
 
 @_OP.register("cpu")
@@ -67,9 +37,10 @@ def box_iou(a: Any, b: Any, *, backend: Optional[str] = None) -> Any:
     """
     ta, np_a = as_tensor(a, "a")
     tb, _ = as_tensor(b, "b")
+    check_boxes(ta, "a")
+    check_boxes(tb, "b")
     dtype = torch.float64 if torch.float64 in (ta.dtype, tb.dtype) else torch.float32
-    ta, _ = boxes_tensor(ta, "a", dtype)
-    tb, _ = boxes_tensor(tb, "b", dtype)
+    ta, tb = ta.to(dtype), tb.to(dtype)
     if ta.device != tb.device:
         raise ValueError(f"a and b must be on the same device, got {ta.device} and {tb.device}")
     out = _OP(ta.device.type, ta, tb, backend=backend)

@@ -6,10 +6,12 @@ import math
 import numbers
 from typing import Any, Optional
 
+import numpy as np
 import torch
 
+from icl.ops._boxes import host_numpy
 from icl.ops._dispatch import op
-from icl.ops._tensor import as_tensor, check_finite, restore
+from icl.ops._tensor import as_tensor, restore
 
 _OP = op("match_points", gpu_module="icl.ops._gpu.match_points")
 
@@ -48,9 +50,10 @@ def _points(x: Any, name: str) -> tuple[torch.Tensor, bool]:
         raise TypeError(f"{name}: expected a real numeric dtype, got {t.dtype}")
     if t.ndim != 2 or t.shape[1] != 2:
         raise ValueError(f"{name}: expected points of shape [N, 2] (x, y), got {tuple(t.shape)}")
-    t = t.to(torch.float64)
-    check_finite(t, name)
-    return t.detach().cpu().contiguous(), was_numpy
+    h = np.ascontiguousarray(host_numpy(t), dtype=np.float64)
+    if not np.isfinite(h).all():
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    return torch.from_numpy(h), was_numpy
 
 
 def match_points(pred: Any, gt: Any, radius: float, *,

@@ -1,3 +1,7 @@
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -128,3 +132,13 @@ def test_wrong_types_raise():
         box_iou(np.zeros((1, 4), bool), np.zeros((1, 4)))
     with pytest.raises(TypeError, match="b: "):
         box_iou(np.zeros((1, 4)), [[0, 0, 1, 1]])
+
+
+def test_submodule_import_does_not_shadow_function():
+    # box_iou.py defines box_iou: importing the submodule first must leave the function bound.
+    code = (
+        "import icl.ops.box_iou, icl.ops.match_points, icl.ops.average_precision\n"
+        "from icl.ops import box_iou, match_points, average_precision\n"
+        "assert all(callable(f) for f in (box_iou, match_points, average_precision))\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
