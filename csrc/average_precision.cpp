@@ -1,8 +1,9 @@
 // Detection matching and average precision over many images (PROTOCOL §1.3).
 //
-// Predictions are grouped by image once (counting sort on dense image ids), each image's
-// predictions are ordered by descending score and matched greedily to its GT in parallel
-// over images, then one global stable radix sort by score ranks the kept predictions.
+// Predictions are ranked once (counting sort on dense image ids, then a stable radix sort by
+// score), regrouped by image with a stable counting pass, which leaves each image's
+// predictions in descending score order, and matched greedily to its GT in parallel over
+// images.
 // Orders and tie rules are pycocotools' (see icl/ops/average_precision.py).
 #include <algorithm>
 #include <cmath>
@@ -91,22 +92,6 @@ void radix_sort(std::vector<std::uint64_t>& key, std::vector<i64>& item) {
   }
 }
 
-// Stable sort of prediction indices by descending score; insertion sort for the short
-// per-image runs (no allocation), std::stable_sort beyond.
-void sort_by_score(i64* first, i64* last, const double* score) {
-  if (last - first > 32) {
-    std::stable_sort(first, last, [&](i64 a, i64 b) { return score[a] > score[b]; });
-    return;
-  }
-  for (i64* it = first + 1; it < last; ++it) {
-    const i64 v = *it;
-    const double s = score[v];
-    i64* j = it;
-    for (; j > first && score[*(j - 1)] < s; --j) *j = *(j - 1);
-    *j = v;
-  }
-}
-
 struct Ranked {
   std::vector<i64> matched;  // per prediction (input order): GT index or -1
   std::vector<i64> order;    // kept predictions by rank
@@ -125,8 +110,21 @@ Ranked match_and_rank(const py::array_t<double>& pbox, const py::array_t<double>
   r.matched.assign(np, -1);
   std::vector<i64> pd, gd, porder, poff, gorder, goff;
   const i64 nimg = dense_images(pimg.data(), np, gimg.data(), ng, pd, gd);
-  counting_sort(pd, nimg, porder, poff);
   counting_sort(gd, nimg, gorder, goff);
+  // Global rank: group by image (stable), then a stable sort by descending score, giving
+  // (score desc, image id asc, index asc), pycocotools' order of its concatenated images.
+  counting_sort(pd, nimg, porder, poff);
+  std::vector<std::uint64_t> key(np);
+  for (i64 k = 0; k < np; ++k) key[k] = descending_key(ps[porder[k]]);
+  std::vector<i64> ranked = std::move(porder);
+  radix_sort(key, ranked);
+  // Regroup by image, stably: each image's predictions by descending score, ties in input
+  // order (numpy's mergesort in evaluateImg).
+  porder.resize(np);
+  {
+    std::vector<i64> fill(poff.begin(), poff.end() - 1);
+    for (i64 p : ranked) porder[fill[pd[p]]++] = p;
+  }
   std::vector<unsigned char> kept(np, 0);
   // pycocotools clamps the threshold so that t = 1 still matches boxes equal up to rounding.
   const double thr = std::min(threshold, 1.0 - 1e-10);
@@ -139,8 +137,6 @@ Ranked match_and_rank(const py::array_t<double>& pbox, const py::array_t<double>
     for (i64 im = 0; im < nimg; ++im) {
       i64* first = porder.data() + poff[im];
       i64* last = porder.data() + poff[im + 1];
-      // Within an image: descending score, ties in input order (numpy mergesort is stable).
-      sort_by_score(first, last, ps);
       if (max_det > 0 && last - first > max_det) last = first + max_det;
       const i64 g0 = goff[im], gn = goff[im + 1] - g0;
       for (auto* v : {&gx0, &gy0, &gx1, &gy1, &garea, &iou}) v->resize(gn);
@@ -170,17 +166,9 @@ Ranked match_and_rank(const py::array_t<double>& pbox, const py::array_t<double>
       }
     }
   }
-  // Kept predictions in (image, -score, index) order, then a stable sort by descending
-  // score: ties across images go to the lower image id, then the lower index (pycocotools).
-  std::vector<std::uint64_t> key;
-  key.reserve(np);
   r.order.reserve(np);
-  for (i64 p : porder) {
-    if (!kept[p]) continue;
-    key.push_back(descending_key(ps[p]));
-    r.order.push_back(p);
-  }
-  radix_sort(key, r.order);
+  for (i64 p : ranked)
+    if (kept[p]) r.order.push_back(p);
   return r;
 }
 
