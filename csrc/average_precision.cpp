@@ -130,38 +130,42 @@ Ranked match_and_rank(const py::array_t<double>& pbox, const py::array_t<double>
   const double thr = std::min(threshold, 1.0 - 1e-10);
 #pragma omp parallel if (np > 4096)
   {
-    // Per-image GT as coordinate arrays so that each IoU row is one vectorised loop; a
-    // matched GT gets a penalty of -2, which puts it below any threshold.
-    std::vector<double> gx0, gy0, gx1, gy1, garea, penalty, iou;
+    // Per image: the image's predictions as coordinate arrays, so that each GT's IoU row
+    // over them is one vectorised loop (IoU is symmetric bit for bit: + commutes), then the
+    // greedy pass. A matched GT gets a penalty of -2, which puts it below any threshold.
+    std::vector<double> px0, py0, px1, py1, parea, penalty, iou;
 #pragma omp for schedule(dynamic, 64)
     for (i64 im = 0; im < nimg; ++im) {
-      i64* first = porder.data() + poff[im];
-      i64* last = porder.data() + poff[im + 1];
-      if (max_det > 0 && last - first > max_det) last = first + max_det;
+      const i64* first = porder.data() + poff[im];
+      i64 n = poff[im + 1] - poff[im];
+      if (max_det > 0 && n > max_det) n = max_det;
+      for (i64 i = 0; i < n; ++i) kept[first[i]] = 1;
       const i64 g0 = goff[im], gn = goff[im + 1] - g0;
-      for (auto* v : {&gx0, &gy0, &gx1, &gy1, &garea, &iou}) v->resize(gn);
-      penalty.assign(gn, 0.0);
+      if (gn == 0 || n == 0) continue;
+      for (auto* v : {&px0, &py0, &px1, &py1, &parea}) v->resize(n);
+      for (i64 i = 0; i < n; ++i) {
+        const double* q = pb + 4 * first[i];
+        px0[i] = q[0], py0[i] = q[1], px1[i] = q[2], py1[i] = q[3];
+        parea[i] = (q[2] - q[0]) * (q[3] - q[1]);
+      }
+      iou.resize(gn * n);
       for (i64 k = 0; k < gn; ++k) {
         const double* q = gb + 4 * gorder[g0 + k];
-        gx0[k] = q[0], gy0[k] = q[1], gx1[k] = q[2], gy1[k] = q[3];
-        garea[k] = (q[2] - q[0]) * (q[3] - q[1]);
+        iou_row(Box<double>{q[0], q[1], q[2], q[3]}, px0.data(), py0.data(), px1.data(), py1.data(), parea.data(),
+                n, iou.data() + k * n);
       }
-      for (i64* it = first; it != last; ++it) {
-        kept[*it] = 1;
-        if (gn == 0) continue;
-        const double* q = pb + 4 * *it;
-        iou_row(Box<double>{q[0], q[1], q[2], q[3]}, gx0.data(), gy0.data(), gx1.data(), gy1.data(), garea.data(),
-                gn, iou.data());
+      penalty.assign(gn, 0.0);
+      for (i64 i = 0; i < n; ++i) {
         double best = thr;
         i64 m = -1;
         for (i64 k = 0; k < gn; ++k) {
-          const double v = iou[k] + penalty[k];
+          const double v = iou[k * n + i] + penalty[k];
           // ">=": among equal IoUs the later GT wins, as in pycocotools' evaluateImg.
           if (v >= best) best = v, m = k;
         }
         if (m >= 0) {
           penalty[m] = -2.0;
-          r.matched[*it] = gorder[g0 + m];
+          r.matched[first[i]] = gorder[g0 + m];
         }
       }
     }
