@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 #include "box_iou.h"
@@ -20,8 +19,8 @@ namespace {
 
 using i64 = std::int64_t;
 
-// Stable grouping of ids[i] into dense buckets: returns (order, offsets), order lists the
-// indices of bucket 0 first, each bucket in increasing index order.
+// Stable grouping of indices by dense key: order lists the indices with key 0 first, each
+// bucket in increasing index order; bucket b is order[offsets[b] .. offsets[b + 1]).
 void counting_sort(const std::vector<i64>& key, i64 buckets, std::vector<i64>& order, std::vector<i64>& offsets) {
   offsets.assign(buckets + 1, 0);
   for (i64 k : key) ++offsets[k + 1];
@@ -66,7 +65,8 @@ inline std::uint64_t descending_key(double s) {
   return ~u;
 }
 
-// Stable LSD radix sort of items by key (11-bit digits, passes with one digit value skipped).
+// Stable LSD radix sort of items by key, 11-bit digits; a pass where every key has the same
+// digit is skipped.
 void radix_sort(std::vector<std::uint64_t>& key, std::vector<i64>& item) {
   const std::size_t n = key.size();
   std::vector<std::uint64_t> key2(n);
@@ -116,11 +116,10 @@ Ranked match_and_rank(const py::array_t<double>& pbox, const py::array_t<double>
   counting_sort(pd, nimg, porder, poff);
   std::vector<std::uint64_t> key(np);
   for (i64 k = 0; k < np; ++k) key[k] = descending_key(ps[porder[k]]);
-  std::vector<i64> ranked = std::move(porder);
+  std::vector<i64> ranked = porder;
   radix_sort(key, ranked);
   // Regroup by image, stably: each image's predictions by descending score, ties in input
   // order (numpy's mergesort in evaluateImg).
-  porder.resize(np);
   {
     std::vector<i64> fill(poff.begin(), poff.end() - 1);
     for (i64 p : ranked) porder[fill[pd[p]]++] = p;
