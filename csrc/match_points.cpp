@@ -29,7 +29,8 @@ py::tuple match_points(const carray<double>& pred, const carray<double>& gt, dou
   require_ndim(pred, 2, "pred");
   require_ndim(gt, 2, "gt");
   if (pred.shape(1) != 2 || gt.shape(1) != 2) throw std::invalid_argument("match_points: points must be [N, 2]");
-  if (!(radius >= 0) || !std::isfinite(radius)) throw std::invalid_argument("match_points: radius must be finite and >= 0");
+  if (!(radius >= 0) || !std::isfinite(radius))
+    throw std::invalid_argument("match_points: radius must be finite and >= 0");
   const i64 n = pred.shape(0), m = gt.shape(0);
   const double* pp = pred.data();
   const double* gp = gt.data();

@@ -49,7 +49,8 @@ class _Package(types.ModuleType):
     module over the function. Reach such modules with ``importlib.import_module``."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and value.__name__ == f"{__name__}.{name}" and _EXPORTS.get(name) == name:
+        same_name = _EXPORTS.get(name) == name and isinstance(value, types.ModuleType)
+        if same_name and value.__name__ == f"{__name__}.{name}":
             value = getattr(value, name)
         super().__setattr__(name, value)
 

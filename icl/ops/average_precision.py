@@ -50,6 +50,7 @@ class DetectionMatches(NamedTuple):
     num_gt: int
 
 
+@_MATCH_OP.register("reference")
 def _reference_matches(pb: np.ndarray, ps: np.ndarray, pi: np.ndarray, gb: np.ndarray, gi: np.ndarray,
                        threshold: float, max_det: int) -> tuple[np.ndarray, np.ndarray]:
     n = len(ps)
@@ -65,8 +66,8 @@ def _reference_matches(pb: np.ndarray, ps: np.ndarray, pi: np.ndarray, gb: np.nd
     kept_images = pi[keep]
     bounds = np.flatnonzero(np.diff(kept_images)) + 1
     for group in np.split(keep, bounds) if n else []:
-        lo, hi = np.searchsorted(gt_images, pi[group[0]], side="left"), np.searchsorted(gt_images, pi[group[0]], side="right")
-        gts = gt_order[lo:hi]
+        image = pi[group[0]]
+        gts = gt_order[np.searchsorted(gt_images, image, "left"):np.searchsorted(gt_images, image, "right")]
         if len(gts) == 0:
             continue
         iou = iou_matrix(torch.from_numpy(pb[group]), torch.from_numpy(gb[gts])).numpy()
@@ -94,12 +95,6 @@ def _ap_from_ranked(tp: np.ndarray, num_gt: int, interpolation: str) -> float:
     rec = ntp / float(num_gt)
     idx = np.searchsorted(rec, COCO_RECALL_THRESHOLDS, side="left")
     return float(prec[idx[idx < len(tp)]].sum() / len(COCO_RECALL_THRESHOLDS))
-
-
-@_MATCH_OP.register("reference")
-def _matches_reference(pb: np.ndarray, ps: np.ndarray, pi: np.ndarray, gb: np.ndarray, gi: np.ndarray,
-                       threshold: float, max_det: int) -> tuple[np.ndarray, np.ndarray]:
-    return _reference_matches(pb, ps, pi, gb, gi, threshold, max_det)
 
 
 @_MATCH_OP.register("cpu")
