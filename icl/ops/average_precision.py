@@ -1,7 +1,8 @@
 """Average precision of scored box detections over many images (PROTOCOL §1.3).
 
 The matching and ranking follow pycocotools' ``COCOeval`` (single category, no crowd or
-ignored GT, area range "all") to the bit, so that ``interpolation="coco101"`` equals its AP:
+ignored GT, area range "all", whose only effect there is to ignore boxes of area > 1e10)
+to the bit, so that ``interpolation="coco101"`` equals its AP:
 
 * Within an image, predictions are taken by descending score, ties in input order (numpy's
   stable mergesort); with ``max_detections`` only the first ``max_detections`` of each image
