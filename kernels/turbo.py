@@ -1,0 +1,63 @@
+"""Triton turbo decoding through a full RGB lookup table.
+
+kernel -> launcher -> (public functions in ``icl.ops.turbo``).
+
+The turbo table is fixed, so the nearest bin of every one of the 2^24 RGB colours is computed
+once per device (16 MiB, built by the exact palette kernel) and decoding becomes one gather
+per pixel, which keeps the table in L2 and the kernel bound by image bandwidth.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .palette import nearest_palette_triton
+
+_LUTS: dict[torch.device, torch.Tensor] = {}
+
+
+def turbo_lut(table: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """uint8 [2^24]: nearest turbo bin of colour ``(r << 16) | (g << 8) | b`` (ties lower bin)."""
+    lut = _LUTS.get(device)
+    if lut is None:
+        levels = torch.arange(256, device=device, dtype=torch.uint8)
+        r, g, b = torch.meshgrid(levels, levels, levels, indexing="ij")
+        cube = torch.stack([r, g, b], dim=-1).reshape(1, 4096, 4096, 3)
+        lut = nearest_palette_triton(cube, table.to(device), None).reshape(-1).to(torch.uint8)
+        _LUTS[device] = lut
+    return lut
+
+
+@triton.jit
+def _lut_decode_kernel(img_ptr, lut_ptr, bins_ptr, depth_ptr, n, d_min, scale,
+                       WRITE_DEPTH: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    m = offs < n
+    r = tl.load(img_ptr + offs * 3, mask=m, other=0).to(tl.int32)
+    g = tl.load(img_ptr + offs * 3 + 1, mask=m, other=0).to(tl.int32)
+    b = tl.load(img_ptr + offs * 3 + 2, mask=m, other=0).to(tl.int32)
+    bins = tl.load(lut_ptr + ((r << 16) | (g << 8) | b), mask=m, other=0).to(tl.int32)
+    if WRITE_DEPTH:
+        tl.store(depth_ptr + offs, d_min + (bins.to(tl.float32) + 0.5) * scale, mask=m)
+    else:
+        tl.store(bins_ptr + offs, bins, mask=m)
+
+
+def turbo_lookup_triton(images: torch.Tensor, lut: torch.Tensor, d_range: tuple[float, float] | None,
+                        block: int = 1024) -> torch.Tensor:
+    """Launcher. images uint8 [B, H, W, 3]; lut uint8 [2^24]. Returns int32 bins [B, H, W], or
+    float32 depth ``d_min + (bin + 0.5) / 256 * (d_max - d_min)`` when ``d_range`` is given."""
+    bsz, h, w, _ = images.shape
+    n = bsz * h * w
+    if d_range is None:
+        out = torch.empty((bsz, h, w), dtype=torch.int32, device=images.device)
+        d_min, scale = 0.0, 0.0
+    else:
+        out = torch.empty((bsz, h, w), dtype=torch.float32, device=images.device)
+        d_min, scale = float(d_range[0]), (float(d_range[1]) - float(d_range[0])) / 256.0
+    if n:
+        _lut_decode_kernel[(triton.cdiv(n, block),)](
+            images.contiguous(), lut, out, out, n, d_min, scale, WRITE_DEPTH=d_range is not None, BLOCK=block)
+    return out
