@@ -31,7 +31,7 @@ def turbo_lut(table: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 
 @triton.jit
-def _lut_decode_kernel(img_ptr, lut_ptr, bins_ptr, depth_ptr, n, d_min, scale,
+def _lut_decode_kernel(img_ptr, lut_ptr, bins_ptr, depth_ptr, depth_of_bin_ptr, n,
                        WRITE_DEPTH: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     m = offs < n
@@ -40,24 +40,21 @@ def _lut_decode_kernel(img_ptr, lut_ptr, bins_ptr, depth_ptr, n, d_min, scale,
     b = tl.load(img_ptr + offs * 3 + 2, mask=m, other=0).to(tl.int32)
     bins = tl.load(lut_ptr + ((r << 16) | (g << 8) | b), mask=m, other=0).to(tl.int32)
     if WRITE_DEPTH:
-        tl.store(depth_ptr + offs, d_min + (bins.to(tl.float32) + 0.5) * scale, mask=m)
+        tl.store(depth_ptr + offs, tl.load(depth_of_bin_ptr + bins, mask=m, other=0.0), mask=m)
     else:
         tl.store(bins_ptr + offs, bins, mask=m)
 
 
-def turbo_lookup_triton(images: torch.Tensor, lut: torch.Tensor, d_range: tuple[float, float] | None,
+def turbo_lookup_triton(images: torch.Tensor, lut: torch.Tensor, depth_of_bin: torch.Tensor | None,
                         block: int = 1024) -> torch.Tensor:
     """Launcher. images uint8 [B, H, W, 3]; lut uint8 [2^24]. Returns int32 bins [B, H, W], or
-    float32 depth ``d_min + (bin + 0.5) / 256 * (d_max - d_min)`` when ``d_range`` is given."""
+    float32 depth ``depth_of_bin[bin]`` when the float32 [256] table of bin centres is given."""
     bsz, h, w, _ = images.shape
     n = bsz * h * w
-    if d_range is None:
-        out = torch.empty((bsz, h, w), dtype=torch.int32, device=images.device)
-        d_min, scale = 0.0, 0.0
-    else:
-        out = torch.empty((bsz, h, w), dtype=torch.float32, device=images.device)
-        d_min, scale = float(d_range[0]), (float(d_range[1]) - float(d_range[0])) / 256.0
+    write_depth = depth_of_bin is not None
+    out = torch.empty((bsz, h, w), dtype=torch.float32 if write_depth else torch.int32, device=images.device)
+    table = depth_of_bin.contiguous() if write_depth else out
     if n:
         _lut_decode_kernel[(triton.cdiv(n, block),)](
-            images.contiguous(), lut, out, out, n, d_min, scale, WRITE_DEPTH=d_range is not None, BLOCK=block)
+            images.contiguous(), lut, out, out, table, n, WRITE_DEPTH=write_depth, BLOCK=block)
     return out
