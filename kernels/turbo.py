@@ -9,6 +9,8 @@ per pixel, which keeps the table in L2 and the kernel bound by image bandwidth.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import triton
 import triton.language as tl
@@ -18,14 +20,21 @@ from .palette import nearest_palette_triton
 _LUTS: dict[torch.device, torch.Tensor] = {}
 
 
-def turbo_lut(table: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """uint8 [2^24]: nearest turbo bin of colour ``(r << 16) | (g << 8) | b`` (ties lower bin)."""
+def rgb_cube(device: torch.device) -> torch.Tensor:
+    """All 2^24 colours as one uint8 image [1, 4096, 4096, 3], in LUT index order."""
+    levels = torch.arange(256, device=device, dtype=torch.uint8)
+    r, g, b = torch.meshgrid(levels, levels, levels, indexing="ij")
+    return torch.stack([r, g, b], dim=-1).reshape(1, 4096, 4096, 3)
+
+
+def turbo_lut(table: torch.Tensor, device: torch.device,
+              nearest: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = lambda img, pal: nearest_palette_triton(img, pal, None)
+              ) -> torch.Tensor:
+    """uint8 [2^24]: nearest turbo bin of colour ``(r << 16) | (g << 8) | b`` (ties lower bin),
+    computed once per device by ``nearest`` (the exact palette kernel by default)."""
     lut = _LUTS.get(device)
     if lut is None:
-        levels = torch.arange(256, device=device, dtype=torch.uint8)
-        r, g, b = torch.meshgrid(levels, levels, levels, indexing="ij")
-        cube = torch.stack([r, g, b], dim=-1).reshape(1, 4096, 4096, 3)
-        lut = nearest_palette_triton(cube, table.to(device), None).reshape(-1).to(torch.uint8)
+        lut = nearest(rgb_cube(device), table.to(device)).reshape(-1).to(torch.uint8)
         _LUTS[device] = lut
     return lut
 
