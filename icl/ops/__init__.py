@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "greedy_match_counts": "greedy_match",
     "lpips": "lpips",
     "match_points": "match_points",
+    "redness": "redness",
 }
 
 __all__ = ["BackendError", "backend_status", *_EXPORTS]
