@@ -11,7 +11,10 @@ from typing import Any
 from icl.ops._dispatch import BackendError, backend_status
 
 # public name -> module (relative to icl.ops) that defines it
-_EXPORTS: dict[str, str] = {}
+_EXPORTS: dict[str, str] = {
+    "psnr": "psnr",
+    "ssim": "ssim",
+}
 
 __all__ = ["BackendError", "backend_status", *_EXPORTS]
 
