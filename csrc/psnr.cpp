@@ -14,10 +14,12 @@ namespace {
 
 namespace py = pybind11;
 
-constexpr int64_t kChunk = 1 << 16;  // elements per task
+constexpr int64_t kChunk = 1 << 16;     // elements per task
+constexpr int64_t kParallelMin = 1 << 20;  // below this, waking threads costs more than it saves
 
 #if defined(__GNUC__) && defined(__x86_64__)
-#define ICL_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define ICL_SIMD_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define ICL_SIMD_CLONES
 #endif
@@ -40,6 +42,7 @@ ICL_SIMD_CLONES int64_t sse_chunk(const uint8_t* a, const uint8_t* b, int64_t n)
 
 ICL_SIMD_CLONES double sse_chunk(const float* a, const float* b, int64_t n) {
   double total = 0.0;
+#pragma omp simd reduction(+ : total)
   for (int64_t j = 0; j < n; ++j) {
     const float d = a[j] - b[j];
     total += static_cast<double>(d * d);
@@ -49,6 +52,7 @@ ICL_SIMD_CLONES double sse_chunk(const float* a, const float* b, int64_t n) {
 
 ICL_SIMD_CLONES double sse_chunk(const double* a, const double* b, int64_t n) {
   double total = 0.0;
+#pragma omp simd reduction(+ : total)
   for (int64_t j = 0; j < n; ++j) {
     const double d = a[j] - b[j];
     total += d * d;
@@ -58,7 +62,8 @@ ICL_SIMD_CLONES double sse_chunk(const double* a, const double* b, int64_t n) {
 
 template <typename In>
 py::array_t<double> mse_impl(icl::carray<In> a, icl::carray<In> b) {
-  if (a.ndim() < 1 || a.ndim() != b.ndim()) throw std::invalid_argument("a and b must have the same shape [B, ...]");
+  if (a.ndim() < 1 || a.ndim() != b.ndim())
+    throw std::invalid_argument("a and b must have the same shape [B, ...]");
   for (int d = 0; d < a.ndim(); ++d)
     if (a.shape(d) != b.shape(d)) throw std::invalid_argument("a and b must have the same shape");
   const int64_t B = a.shape(0);
@@ -71,7 +76,7 @@ py::array_t<double> mse_impl(icl::carray<In> a, icl::carray<In> b) {
   const In* pb = b.data();
   {
     py::gil_scoped_release nogil;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (B * n >= kParallelMin)
     for (int64_t t = 0; t < ntask; ++t) {
       const int64_t bi = t / nchunk, s = (t % nchunk) * kChunk;
       const int64_t e = std::min(n, s + kChunk);
