@@ -15,7 +15,9 @@ namespace {
 namespace py = pybind11;
 
 constexpr int64_t kChunk = 1 << 16;     // elements per task
-constexpr int64_t kParallelMin = 1 << 20;  // below this, waking threads costs more than it saves
+// Memory-bound: one thread streams ~16M elements in a few ms, less than waking a team can
+// cost on a busy machine, so smaller inputs stay on the calling thread.
+constexpr int64_t kParallelMin = 1 << 24;
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #define ICL_SIMD_CLONES \
