@@ -24,7 +24,9 @@ _EXPORTS: dict[str, str] = {
     "greedy_match_counts": "greedy_match",
     "lpips": "lpips",
     "match_points": "match_points",
+    "psnr": "psnr",
     "redness": "redness",
+    "ssim": "ssim",
 }
 
 __all__ = ["BackendError", "backend_status", *_EXPORTS]
