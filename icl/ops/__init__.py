@@ -11,7 +11,13 @@ from typing import Any
 from icl.ops._dispatch import BackendError, backend_status
 
 # public name -> module (relative to icl.ops) that defines it
-_EXPORTS: dict[str, str] = {}
+_EXPORTS: dict[str, str] = {
+    "nearest_palette": "palette",
+    "TURBO_TABLE": "turbo",
+    "turbo_encode": "turbo",
+    "turbo_bins": "turbo",
+    "turbo_decode": "turbo",
+}
 
 __all__ = ["BackendError", "backend_status", *_EXPORTS]
 
