@@ -15,37 +15,47 @@ namespace icl {
 namespace palette {
 namespace {
 
-// Finer grids cost more to build (~0.5 ms for 16^3, ~3 ms for 64^3 at 150 colours) and less
-// per pixel (fewer pixels in cells with several candidates); measured break-even points.
+// Finer grids cost more to build (~0.6, 1.4, 3.7 ms for 16^3, 32^3, 64^3 cells at 150
+// colours on one core) and less per pixel (fewer pixels fall in cells with several
+// candidates): the measured break-even points, by the pixels a candidate set serves.
 int fine_bits_for(int64_t pixels) {
-  if (pixels < (int64_t(1) << 17)) return 4;
-  if (pixels < (int64_t(1) << 19)) return 5;
+  if (pixels < (int64_t(1) << 19)) return 4;
+  if (pixels < (int64_t(1) << 21)) return 5;
   return 6;
 }
 
 // Grids of recent candidate sets, reused across calls: evaluation decodes many predictions
-// against the same palette and often the same candidate sets.
-std::shared_ptr<const Grid> cached_grid(const std::vector<uint32_t>& colours, int fine_bits) {
+// against the same palette and often the same candidate sets. A set's grid is refined as the
+// pixels it has served (over all calls) pass the break-even points.
+std::shared_ptr<const Grid> grid_for(const std::vector<uint32_t>& colours, int64_t pixels) {
   struct Entry {
     std::vector<uint32_t> colours;
-    int fine_bits;
+    int64_t pixels;
     std::shared_ptr<const Grid> grid;
   };
   constexpr size_t kEntries = 16;
   static std::mutex mutex;
   static std::list<Entry> recent;  // most recent first
+  int bits = fine_bits_for(pixels);
   {
     std::lock_guard<std::mutex> lock(mutex);
     for (auto it = recent.begin(); it != recent.end(); ++it) {
-      if (it->fine_bits == fine_bits && it->colours == colours) {
-        recent.splice(recent.begin(), recent, it);
-        return it->grid;
-      }
+      if (it->colours != colours) continue;
+      recent.splice(recent.begin(), recent, it);
+      it->pixels += pixels;
+      bits = fine_bits_for(it->pixels);
+      if (it->grid->bits >= bits) return it->grid;
+      break;
     }
   }
-  auto grid = std::make_shared<const Grid>(build_grid(colours, fine_bits));
+  auto grid = std::make_shared<const Grid>(build_grid(colours, bits));
   std::lock_guard<std::mutex> lock(mutex);
-  recent.push_front(Entry{colours, fine_bits, grid});
+  for (auto& entry : recent) {
+    if (entry.colours != colours) continue;
+    if (entry.grid->bits < grid->bits) entry.grid = grid;
+    return grid;
+  }
+  recent.push_front(Entry{colours, pixels, grid});
   if (recent.size() > kEntries) recent.pop_back();
   return grid;
 }
@@ -53,16 +63,26 @@ std::shared_ptr<const Grid> cached_grid(const std::vector<uint32_t>& colours, in
 // Direct-mapped cache of exact colours for pixels in cells with several candidates:
 // predictions repeat colours a lot. An entry is rgb << 8 | label; every slot starts as
 // black's entry, which is valid whatever slot a lookup of black lands in, so no "empty"
-// marker is needed.
-constexpr int kCacheBits = 14;
+// marker is needed. Noisy images repeat few colours; the cache is then switched off for a
+// while (a miss costs more than it saves).
+struct ColourCache {
+  static constexpr int kBits = 14;
+  static constexpr int kRetry = 32;  // rows without the cache before trying it again
+  std::vector<uint32_t> slots = std::vector<uint32_t>(size_t(1) << kBits);
+  int skip = 0;
 
-inline uint32_t cache_slot(uint32_t key) { return (key * 0x9E3779B1u) >> (32 - kCacheBits); }
+  static uint32_t slot_of(uint32_t key) { return (key * 0x9E3779B1u) >> (32 - kBits); }
+  void reset(uint32_t black_label) {
+    std::fill(slots.begin(), slots.end(), black_label);
+    skip = 0;
+  }
+};
 
 // One image row in two passes: the first writes every single-colour cell's label and queues
 // the other pixels without branching on the data; the second resolves the queue.
 template <int BITS>
 void label_row(const uint8_t* px, int32_t* out, int64_t width, const Grid& grid, int32_t* queue,
-               uint32_t* cache) {
+               ColourCache& cache) {
   constexpr int kShift = 8 - BITS;
   const uint32_t* cells = grid.cell.data();
   const uint32_t* lists = grid.lists.data();
@@ -74,19 +94,31 @@ void label_row(const uint8_t* px, int32_t* out, int64_t width, const Grid& grid,
     queue[queued] = int32_t(x);
     queued += e >> 31;
   }
+  if (cache.skip > 0) {
+    --cache.skip;
+    for (int64_t i = 0; i < queued; ++i) {
+      const int64_t x = queue[i];
+      out[x] = Grid::scan(lists + (uint32_t(out[x]) & ~Grid::kMulti), px[3 * x], px[3 * x + 1], px[3 * x + 2]);
+    }
+    return;
+  }
+  int64_t hits = 0;
+  uint32_t* slots = cache.slots.data();
   for (int64_t i = 0; i < queued; ++i) {
     const int64_t x = queue[i];
     const int r = px[3 * x], g = px[3 * x + 1], b = px[3 * x + 2];
     const uint32_t key = uint32_t(r) | (uint32_t(g) << 8) | (uint32_t(b) << 16);
-    uint32_t& slot = cache[cache_slot(key)];
+    uint32_t& slot = slots[ColourCache::slot_of(key)];
     if ((slot >> 8) == key) {
       out[x] = int32_t(slot & 255u);
+      ++hits;
       continue;
     }
     const int label = Grid::scan(lists + (uint32_t(out[x]) & ~Grid::kMulti), r, g, b);
     slot = (key << 8) | uint32_t(label);
     out[x] = label;
   }
+  if (queued >= 64 && hits * 4 < queued) cache.skip = ColourCache::kRetry;
 }
 
 void label_images(const uint8_t* img, int32_t* dst, int64_t B, int64_t H, int64_t W,
@@ -96,7 +128,7 @@ void label_images(const uint8_t* img, int32_t* dst, int64_t B, int64_t H, int64_
 #pragma omp parallel if (rows * W >= 16384)
 #endif
   {
-    std::vector<uint32_t> cache(size_t(1) << kCacheBits);
+    ColourCache cache;
     std::vector<int32_t> queue(static_cast<size_t>(W));
     int current = -1;
 #ifdef ICL_WITH_OPENMP
@@ -106,11 +138,11 @@ void label_images(const uint8_t* img, int32_t* dst, int64_t B, int64_t H, int64_
       const int s = set_of[size_t(row / H)];
       const Grid& grid = *grids[size_t(s)];
       if (s != current) {
-        std::fill(cache.begin(), cache.end(), uint32_t(grid.lookup(0, 0, 0)));
+        cache.reset(uint32_t(grid.lookup(0, 0, 0)));
         current = s;
       }
       auto* fn = grid.bits == 6 ? &label_row<6> : grid.bits == 5 ? &label_row<5> : &label_row<4>;
-      fn(img + row * W * 3, dst + row * W, W, grid, queue.data(), cache.data());
+      fn(img + row * W * 3, dst + row * W, W, grid, queue.data(), cache);
     }
   }
 }
@@ -169,7 +201,7 @@ py::array_t<int32_t> nearest_palette(carray<uint8_t> images, carray<uint8_t> pal
     std::vector<int64_t> pixels(colours.size(), 0);
     for (int64_t b = 0; b < B; ++b) pixels[size_t(set_of[size_t(b)])] += H * W;
     std::vector<std::shared_ptr<const Grid>> grids;
-    for (size_t s = 0; s < colours.size(); ++s) grids.push_back(cached_grid(colours[s], fine_bits_for(pixels[s])));
+    for (size_t s = 0; s < colours.size(); ++s) grids.push_back(grid_for(colours[s], pixels[s]));
     label_images(img, dst, B, H, W, set_of, grids);
   }
   return out;

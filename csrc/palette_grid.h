@@ -269,21 +269,34 @@ inline Grid refine_exact(int bits, const Grid& parent) {
             }
         }
       }
+      // Children of one cell have few distinct masks: each distinct list is stored once.
+      uint32_t seen_mask[16], seen_entry[16];
+      int seen = 0;
       for (int i = 0; i < side; ++i)
         for (int j = 0; j < side; ++j)
           for (int k = 0; k < side; ++k) {
             const uint32_t m = alive[(i * side + j) * side + k];
-            const int c = child_index(p, i, j, k);
-            if ((m & (m - 1)) == 0) {
-              g.cell[size_t(c)] = uint32_t(index_of(pl[1 + __builtin_ctz(m)]));
+            uint32_t& ce = g.cell[size_t(child_index(p, i, j, k))];
+            int s = 0;
+            while (s < seen && seen_mask[s] != m) ++s;
+            if (s < seen) {
+              ce = seen_entry[s];
               continue;
             }
-            g.cell[size_t(c)] = Grid::kMulti | uint32_t(part.size());
-            const size_t head = part.size();
-            part.push_back(0);
-            for (uint32_t r = m; r; r &= r - 1) part.push_back(pl[1 + __builtin_ctz(r)]);
-            part[head] = uint32_t(part.size() - head - 1);
-            pad_list(part, int(part[head]));
+            if ((m & (m - 1)) == 0) {
+              ce = uint32_t(index_of(pl[1 + __builtin_ctz(m)]));
+            } else {
+              ce = Grid::kMulti | uint32_t(part.size());
+              const size_t head = part.size();
+              part.push_back(0);
+              for (uint32_t r = m; r; r &= r - 1) part.push_back(pl[1 + __builtin_ctz(r)]);
+              part[head] = uint32_t(part.size() - head - 1);
+              pad_list(part, int(part[head]));
+            }
+            if (seen < 16) {
+              seen_mask[seen] = m;
+              seen_entry[seen++] = ce;
+            }
           }
     }
 #ifdef ICL_WITH_OPENMP
