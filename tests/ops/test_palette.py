@@ -4,6 +4,7 @@ cross-checked with SciPy's cKDTree distances."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +148,27 @@ def test_palette_changes_between_calls(backend: str) -> None:
     first, second = rng.integers(0, 256, (2, 30, 3), dtype=np.uint8)
     for palette in (first, second, first):
         check(images, palette, nearest_palette(images, palette, backend=backend))
+
+
+def test_repeated_set_gets_finer_grids(backend: str) -> None:
+    # The cpu backend refines a set's grid as the pixels it serves over calls add up (16^3,
+    # then 32^3, then 64^3 cells); every stage must stay exact.
+    rng = np.random.default_rng(13)
+    palette = rng.integers(0, 256, (60, 3), dtype=np.uint8)
+    images = np.clip(palette[rng.integers(0, 60, (512, 512))] + rng.normal(0, 6, (512, 512, 3)), 0, 255)
+    images = images.round().astype(np.uint8)
+    for _ in range(10 if backend == "cpu" else 1):  # 2.6 million pixels in all
+        check(images, palette, nearest_palette(images, palette, backend=backend))
+
+
+def test_concurrent_calls(backend: str) -> None:
+    rng = np.random.default_rng(14)
+    palettes = rng.integers(0, 256, (6, 25, 3), dtype=np.uint8)
+    images = rng.integers(0, 256, (6, 200, 300, 3), dtype=np.uint8)
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda i: nearest_palette(images[i], palettes[i], backend=backend), range(6)))
+    for i, got in enumerate(results):
+        check(images[i], palettes[i], got)
 
 
 @pytest.mark.parametrize(
