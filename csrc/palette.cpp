@@ -1,5 +1,6 @@
 // nearest_palette: exact nearest palette colour per pixel (squared RGB distance, ties to the
 // lower palette index), with an optional candidate subset per image. See palette_grid.h.
+#include <algorithm>
 #include <list>
 #include <map>
 #include <memory>
@@ -124,25 +125,31 @@ void label_row(const uint8_t* px, int32_t* out, int64_t width, const Grid& grid,
 void label_images(const uint8_t* img, int32_t* dst, int64_t B, int64_t H, int64_t W,
                   const std::vector<int>& set_of, const std::vector<std::shared_ptr<const Grid>>& grids) {
   const int64_t rows = B * H;
+  const int64_t chunk_rows = std::max<int64_t>(1, 16384 / std::max<int64_t>(W, 1));
+  const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
 #ifdef ICL_WITH_OPENMP
-#pragma omp parallel if (rows * W >= 16384)
+#pragma omp parallel if (chunks > 1)
 #endif
   {
     ColourCache cache;
     std::vector<int32_t> queue(static_cast<size_t>(W));
     int current = -1;
+    // Dynamic chunks of rows (about 16K pixels): a thread descheduled on a busy machine does
+    // not hold the others up.
 #ifdef ICL_WITH_OPENMP
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
 #endif
-    for (int64_t row = 0; row < rows; ++row) {
-      const int s = set_of[size_t(row / H)];
-      const Grid& grid = *grids[size_t(s)];
-      if (s != current) {
-        cache.reset(uint32_t(grid.lookup(0, 0, 0)));
-        current = s;
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      for (int64_t row = chunk * chunk_rows; row < std::min(rows, (chunk + 1) * chunk_rows); ++row) {
+        const int s = set_of[size_t(row / H)];
+        const Grid& grid = *grids[size_t(s)];
+        if (s != current) {
+          cache.reset(uint32_t(grid.lookup(0, 0, 0)));
+          current = s;
+        }
+        auto* fn = grid.bits == 6 ? &label_row<6> : grid.bits == 5 ? &label_row<5> : &label_row<4>;
+        fn(img + row * W * 3, dst + row * W, W, grid, queue.data(), cache);
       }
-      auto* fn = grid.bits == 6 ? &label_row<6> : grid.bits == 5 ? &label_row<5> : &label_row<4>;
-      fn(img + row * W * 3, dst + row * W, W, grid, queue.data(), cache);
     }
   }
 }

@@ -15,10 +15,6 @@
 #include <cstdint>
 #include <vector>
 
-#ifdef ICL_WITH_OPENMP
-#include <omp.h>
-#endif
-
 namespace icl {
 namespace palette {
 
@@ -148,20 +144,6 @@ struct Grid {
   }
 };
 
-// Calls fn(begin, end, tid) on contiguous ranges of [0, n) in thread order.
-template <typename Fn>
-void split_range(int n, bool parallel, Fn fn) {
-#ifdef ICL_WITH_OPENMP
-#pragma omp parallel if (parallel)
-  {
-    const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
-    fn(int(int64_t(n) * tid / nt), int(int64_t(n) * (tid + 1) / nt), tid, nt);
-  }
-#else
-  fn(0, n, 0, 1);
-#endif
-}
-
 // The coarsest level, 2^bits cells per axis, with exact lists from `colours` (packed, index
 // order). Few cells, so no threads.
 inline Grid build_root(int bits, const std::vector<uint32_t>& colours) {
@@ -196,19 +178,25 @@ inline Grid refine_exact(int bits, const Grid& parent) {
   Grid g;
   g.bits = bits;
   g.cell.resize(size_t(1) << (3 * bits));
-  std::vector<std::vector<uint32_t>> parts;
-  std::vector<size_t> base;
   auto child_index = [&](int p, int i, int j, int k) {
     const int pb = parent.bits, mask = (1 << pb) - 1;
     const int r = ((p >> (2 * pb)) << up) + i, gg = (((p >> pb) & mask) << up) + j, b = ((p & mask) << up) + k;
     return (r << (2 * bits)) | (gg << bits) | b;
   };
-  split_range(parents, true, [&](int begin, int end, int tid, int nt) {
+  // Pieces of parent cells, taken dynamically by the threads (a thread descheduled on a busy
+  // machine does not hold the others up); each piece stores its lists with piece-local
+  // offsets, fixed up once all pieces are done.
+  const int pieces = std::min(parents, 64);
+  std::vector<std::vector<uint32_t>> parts(static_cast<size_t>(pieces));
+  auto piece_range = [&](int piece) {
+    return std::make_pair(int(int64_t(parents) * piece / pieces), int(int64_t(parents) * (piece + 1) / pieces));
+  };
 #ifdef ICL_WITH_OPENMP
-#pragma omp single
+#pragma omp parallel for schedule(dynamic, 1)
 #endif
-    parts.resize(size_t(nt));
-    std::vector<uint32_t>& part = parts[size_t(tid)];
+  for (int piece = 0; piece < pieces; ++piece) {
+    const auto [begin, end] = piece_range(piece);
+    std::vector<uint32_t>& part = parts[size_t(piece)];
     std::vector<uint32_t> list;
     uint32_t alive[512];
     int lo[3][8];
@@ -299,26 +287,27 @@ inline Grid refine_exact(int bits, const Grid& parent) {
             }
           }
     }
+  }
+  std::vector<size_t> base(parts.size() + 1, 0);
+  for (size_t t = 0; t < parts.size(); ++t) base[t + 1] = base[t] + parts[t].size();
+  g.lists.resize(base.back());
 #ifdef ICL_WITH_OPENMP
-#pragma omp barrier
-#pragma omp single
+#pragma omp parallel for schedule(dynamic, 1)
 #endif
-    {
-      base.assign(parts.size(), 0);
-      for (size_t t = 1; t < parts.size(); ++t) base[t] = base[t - 1] + parts[t - 1].size();
-      g.lists.resize(base.back() + parts.back().size());
-    }
-    std::copy(part.begin(), part.end(), g.lists.begin() + base[size_t(tid)]);
+  for (int piece = 0; piece < pieces; ++piece) {
+    const auto [begin, end] = piece_range(piece);
+    const uint32_t shift = uint32_t(base[size_t(piece)]);
+    std::copy(parts[size_t(piece)].begin(), parts[size_t(piece)].end(), g.lists.begin() + base[size_t(piece)]);
     for (int p = begin; p < end; ++p) {
       if (!(parent.cell[size_t(p)] & Grid::kMulti)) continue;
       for (int i = 0; i < side; ++i)
         for (int j = 0; j < side; ++j)
           for (int k = 0; k < side; ++k) {
             uint32_t& ce = g.cell[size_t(child_index(p, i, j, k))];
-            if (ce & Grid::kMulti) ce += uint32_t(base[size_t(tid)]);
+            if (ce & Grid::kMulti) ce += shift;
           }
     }
-  });
+  }
   return g;
 }
 

@@ -1,6 +1,7 @@
 // Turbo depth encoding (PROTOCOL §1.2) and decoding (§1.3). Decoding is the nearest of the
 // 256 turbo colours (ties to the lower bin), read from a full 2^24-entry lookup table (16 MB)
 // built once, exactly, from the palette grid of palette_grid.h.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -70,11 +71,15 @@ template <typename Fn>
 void for_each_bin(const carray<uint8_t>& images, const uint8_t* lut, Fn fn) {
   const uint8_t* px = images.data();
   const int64_t n = images.shape(0) * images.shape(1) * images.shape(2);
+  constexpr int64_t kChunk = 16384;  // dynamic chunks: a descheduled thread holds no one up
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
 #ifdef ICL_WITH_OPENMP
-#pragma omp parallel for schedule(static) if (n >= 16384)
+#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1)
 #endif
-  for (int64_t i = 0; i < n; ++i) {
-    fn(lut[(uint32_t(px[3 * i]) << 16) | (uint32_t(px[3 * i + 1]) << 8) | px[3 * i + 2]], i);
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+      fn(lut[(uint32_t(px[3 * i]) << 16) | (uint32_t(px[3 * i + 1]) << 8) | px[3 * i + 2]], i);
+    }
   }
 }
 

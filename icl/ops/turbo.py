@@ -115,7 +115,7 @@ def turbo_encode(depth: Any, d_min: float, d_max: float, *, backend: Optional[st
     if d.ndim < 2:
         raise ValueError(f"depth: expected [..., H, W], got shape {tuple(d.shape)}")
     lo, hi = _check_range(d_min, d_max)
-    d = d.to(torch.float64).contiguous()
+    d = d.detach().to(torch.float64).contiguous()
     return restore(_ENCODE(d.device.type, d, lo, hi, backend=backend), was_numpy)
 
 
