@@ -41,7 +41,7 @@ def _cpu(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch
     return torch.from_numpy(_C.nearest_palette(images.numpy(), palette.numpy(), cand))
 
 
-def check_palette(palette: Any, device: torch.device) -> torch.Tensor:
+def _check_palette(palette: Any, device: torch.device) -> torch.Tensor:
     """``palette`` as contiguous uint8 ``[P, 3]`` on ``device``; integer dtypes with values in
     0..255 (or a nested list of ints) are accepted, 1 <= P <= 256."""
     if isinstance(palette, (list, tuple)):
@@ -87,7 +87,7 @@ def nearest_palette(images: Any, palette: Any, candidates: Any = None, *, backen
     x, was_numpy = as_tensor(images, "images")
     x, single = batch_images(x, "images")
     x = to_uint8(x, "images").contiguous()
-    pal = check_palette(palette, x.device)
+    pal = _check_palette(palette, x.device)
     cand = _check_candidates(candidates, x.shape[0], pal.shape[0], x.device)
     out = _OP(x.device.type, x, pal, cand, backend=backend)
     return restore(out[0] if single else out, was_numpy)
