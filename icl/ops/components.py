@@ -1,0 +1,160 @@
+"""Connected components of binary masks, with per-component area, box, value sum/mean, argmax."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from icl.ops._dispatch import op
+from icl.ops._tensor import FLOAT_DTYPES, as_tensor, check_finite
+
+_OP = op("connected_components", gpu_module="icl.ops._gpu.components")
+
+_NEIGHBOURS = {
+    4: ((-1, 0), (1, 0), (0, -1), (0, 1)),
+    8: ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1)),
+}
+
+
+class Components(NamedTuple):
+    """Labels and per-component statistics; components flattened over the batch in (image, label) order."""
+
+    labels: Any  # int32 [B, H, W]: 0 background, 1..n in raster order of each component's first pixel
+    num: Any  # int64 [B]: components per image
+    image: Any  # int64 [N]: image of each component
+    area: Any  # int64 [N]
+    box: Any  # int32 [N, 4]: x0, y0, x1, y1 (x1, y1 exclusive)
+    value_sum: Any  # float32 [N] or None
+    value_mean: Any  # float32 [N] or None
+    argmax: Any  # int64 [N, 2]: (y, x) of the max value, first in raster order on ties; or None
+
+
+def _min_labels(fg: torch.Tensor, connectivity: int) -> torch.Tensor:
+    """Each foreground pixel's component as the flat index of its first pixel (raster order)."""
+    b, h, w = fg.shape
+    big = b * h * w
+    idx = torch.arange(big, device=fg.device, dtype=torch.int64).view(b, h, w)
+    lab = torch.where(fg, idx, big)
+    while True:
+        padded = F.pad(lab, (1, 1, 1, 1), value=big)
+        low = lab
+        for dy, dx in _NEIGHBOURS[connectivity]:
+            low = torch.minimum(low, padded[:, 1 + dy : 1 + dy + h, 1 + dx : 1 + dx + w])
+        low = torch.where(fg, low, big).reshape(-1)
+        # Pointer jumping: a label is a pixel of the same component, so adopt that pixel's label.
+        table = torch.cat([low, low.new_tensor([big])])
+        while True:
+            jumped = table[low]
+            if torch.equal(jumped, low):
+                break
+            low = jumped
+            table[:-1] = low
+        low = low.view(b, h, w)
+        if torch.equal(low, lab):
+            return lab
+        lab = low
+
+
+@_OP.register("reference")
+def _reference(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor]) -> Components:
+    fg = mask if mask.dtype == torch.bool else mask != 0
+    b, h, w = fg.shape
+    dev = fg.device
+    lab = _min_labels(fg, connectivity)
+    flat = lab.reshape(-1)
+    pix = torch.arange(flat.numel(), device=dev)
+    is_first = fg.reshape(-1) & (flat == pix)
+    ordinal = is_first.view(b, h * w).cumsum(1).reshape(-1)
+    fgf = fg.reshape(-1)
+    labels = torch.zeros(b * h * w, dtype=torch.int32, device=dev)
+    labels[fgf] = ordinal[flat[fgf]].to(torch.int32)
+    labels = labels.view(b, h, w)
+    num = is_first.view(b, h * w).sum(1)
+    n = int(num.sum())
+    image = torch.repeat_interleave(torch.arange(b, device=dev), num)
+    offsets = torch.cumsum(num, 0) - num
+    pos = pix[fgf]
+    comp = offsets[pos // (h * w)] + labels.reshape(-1)[fgf].long() - 1  # global component id per fg pixel
+    ys = (pos % (h * w)) // w
+    xs = pos % w
+    area = torch.bincount(comp, minlength=n)
+
+    def reduce(src: torch.Tensor, how: str) -> torch.Tensor:
+        return torch.zeros(n, dtype=src.dtype, device=dev).scatter_reduce_(0, comp, src, how, include_self=False)
+
+    box = torch.stack([reduce(xs, "amin"), reduce(ys, "amin"), reduce(xs, "amax") + 1, reduce(ys, "amax") + 1], 1)
+    box = box.to(torch.int32)
+    if values is None:
+        return Components(labels, num, image, area, box, None, None, None)
+    check_finite(values, "values")
+    v = values.reshape(-1)[fgf].double()
+    total = torch.zeros(n, dtype=torch.float64, device=dev).index_add_(0, comp, v)
+    vmax = reduce(v, "amax")
+    hit = v == vmax[comp]
+    first = reduce(torch.where(hit, pos % (h * w), h * w), "amin")
+    argmax = torch.stack([first // w, first % w], 1)
+    mean = total / area.clamp(min=1)
+    return Components(labels, num, image, area, box, total.float(), mean.float(), argmax)
+
+
+def _cpu_supports(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor]) -> Optional[str]:
+    _, h, w = mask.shape
+    if h * ((w + 1) // 2) >= 2**31 - 1:
+        return f"an image of {h}x{w} pixels has too many runs for int32 indices"
+    return None
+
+
+@_OP.register("cpu", supports=_cpu_supports)
+def _cpu(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor]) -> Components:
+    """Fields are numpy arrays (the public function hands them out as torch or numpy)."""
+    from icl import _C
+
+    m = mask.contiguous()
+    m = (m if m.dtype == torch.uint8 else m.view(torch.uint8)).numpy()  # nonzero = foreground
+    v = None
+    if values is not None:
+        v = values if values.dtype in (torch.float32, torch.float64) else values.float()
+        v = v.contiguous().numpy()
+    return Components(*_C.connected_components(m, connectivity, v))
+
+
+def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *,
+                         backend: Optional[str] = None) -> Components:
+    """Connected components of ``mask`` with per-component statistics.
+
+    mask: ``[B, H, W]`` or ``[H, W]`` (a batch of one), bool or integer (nonzero = foreground).
+    connectivity: 4 or 8. values: optional float tensor of the mask's shape, finite (each
+    backend checks, in its own pass: NaN or inf raise ``ValueError``); the sum and mean are
+    accumulated in float64 and returned as float32, the argmax is the (y, x) of the largest
+    value, the first in raster order on ties.
+    Returns :class:`Components`; ``labels`` is always ``[B, H, W]`` int32, components are
+    numbered 1..n per image in raster order of their first pixel, and the per-component fields
+    are flattened over the batch in (image, label) order. Numpy in gives numpy out.
+    """
+    x, was_numpy = as_tensor(mask, "mask")
+    if x.dtype.is_floating_point or x.dtype.is_complex:
+        raise TypeError(f"mask: expected bool or an integer dtype (nonzero = foreground), got {x.dtype}")
+    if x.ndim not in (2, 3):
+        raise ValueError(f"mask: expected [B, H, W] or [H, W], got shape {tuple(x.shape)}")
+    if isinstance(connectivity, bool) or connectivity not in (4, 8):
+        raise ValueError(f"connectivity: expected 4 or 8, got {connectivity!r}")
+    m = x if x.dtype in (torch.bool, torch.uint8) else x != 0
+    if m.ndim == 2:
+        m = m.unsqueeze(0)
+    vals = None
+    if values is not None:
+        vals, _ = as_tensor(values, "values")
+        if vals.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"values: expected a float dtype, got {vals.dtype}")
+        if tuple(vals.shape) != tuple(x.shape):
+            raise ValueError(f"values: expected the shape of mask {tuple(x.shape)}, got {tuple(vals.shape)}")
+        if vals.device != x.device:
+            raise ValueError(f"values: expected a tensor on {x.device} like mask, got {vals.device}")
+        vals = vals.reshape(m.shape)
+    out = _OP(m.device.type, m, int(connectivity), vals, backend=backend)
+    if was_numpy:
+        return Components(*(a.cpu().numpy() if isinstance(a, torch.Tensor) else a for a in out))
+    return Components(*(torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in out))
