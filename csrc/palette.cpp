@@ -25,15 +25,56 @@ int fine_bits_for(int64_t pixels) {
   return 6;
 }
 
+// A grid compiled for per-pixel lookup with 2 bytes per cell (64^3 cells: 512 KB, in L2): a
+// cell below 256 is the label, else 256 + the id of its candidate list.
+struct Table {
+  static constexpr size_t kMaxLists = 65536 - 256;
+  int bits = 0;
+  std::vector<uint16_t> cell;
+  std::vector<uint32_t> offset;  // list id -> position in `lists`
+  std::vector<uint32_t> lists;   // as in Grid
+
+  const uint32_t* list(uint32_t e) const { return lists.data() + offset[e - 256]; }
+  int lookup(int r, int g, int b) const {
+    const int shift = 8 - bits;
+    const uint32_t e = cell[size_t(((r >> shift) << (2 * bits)) | ((g >> shift) << bits) | (b >> shift))];
+    return e < 256 ? int(e) : Grid::scan(list(e), r, g, b);
+  }
+};
+
+// The table of `colours` with 2^bits cells per axis, or coarser when the finer grid has more
+// lists than 2-byte cells can name (a 16^3 grid has at most 4096).
+std::shared_ptr<const Table> build_table(const std::vector<uint32_t>& colours, int bits) {
+  for (;; bits -= 1) {
+    const Grid grid = build_grid(colours, bits);
+    auto table = std::make_shared<Table>();
+    std::vector<uint32_t> id(grid.lists.size());
+    for (size_t at = 0; at < grid.lists.size(); at += 1 + std::max<size_t>(grid.lists[at], kScan)) {
+      id[at] = uint32_t(table->offset.size());
+      table->offset.push_back(uint32_t(at));
+    }
+    if (table->offset.size() > Table::kMaxLists) continue;
+    table->bits = grid.bits;
+    table->lists = grid.lists;
+    table->cell.resize(grid.cell.size());
+    for (size_t c = 0; c < grid.cell.size(); ++c) {
+      const uint32_t e = grid.cell[c];
+      table->cell[c] = uint16_t(e & Grid::kMulti ? 256 + id[e & ~Grid::kMulti] : e);
+    }
+    return table;
+  }
+}
+
 // Grids of recent candidate sets, reused across calls: evaluation decodes many predictions
-// against the same palette and often the same candidate sets. A set's grid is refined as the
+// against the same palette and often the same candidate sets. A set's table is refined as the
 // pixels it has served (over all calls) pass the break-even points. At most 16 sets are
-// kept (a 64^3 grid takes about 1.2 MB).
-std::shared_ptr<const Grid> grid_for(const std::vector<uint32_t>& colours, int64_t pixels) {
+// kept (a 64^3 table takes about 0.7 MB).
+std::shared_ptr<const Table> table_for(const std::vector<uint32_t>& colours, int64_t pixels) {
   struct Entry {
     std::vector<uint32_t> colours;
     int64_t pixels;
-    std::shared_ptr<const Grid> grid;
+    int bits;  // requested; the table may be coarser (see build_table)
+    std::shared_ptr<const Table> table;
   };
   constexpr size_t kEntries = 16;
   static std::mutex mutex;
@@ -46,20 +87,23 @@ std::shared_ptr<const Grid> grid_for(const std::vector<uint32_t>& colours, int64
       recent.splice(recent.begin(), recent, it);
       it->pixels += pixels;
       bits = fine_bits_for(it->pixels);
-      if (it->grid->bits >= bits) return it->grid;
+      if (it->bits >= bits) return it->table;
       break;
     }
   }
-  auto grid = std::make_shared<const Grid>(build_grid(colours, bits));
+  std::shared_ptr<const Table> table = build_table(colours, bits);
   std::lock_guard<std::mutex> lock(mutex);
   for (auto& entry : recent) {
     if (entry.colours != colours) continue;
-    if (entry.grid->bits < grid->bits) entry.grid = grid;
-    return grid;
+    if (entry.bits < bits) {
+      entry.bits = bits;
+      entry.table = table;
+    }
+    return table;
   }
-  recent.push_front(Entry{colours, pixels, grid});
+  recent.push_front(Entry{colours, pixels, bits, table});
   if (recent.size() > kEntries) recent.pop_back();
-  return grid;
+  return table;
 }
 
 // Direct-mapped cache of exact colours for pixels in cells with several candidates:
@@ -83,24 +127,23 @@ struct ColourCache {
 // One image row in two passes: the first writes every single-colour cell's label and queues
 // the other pixels without branching on the data; the second resolves the queue.
 template <int BITS>
-void label_row(const uint8_t* px, int32_t* out, int64_t width, const Grid& grid, int32_t* queue,
+void label_row(const uint8_t* px, int32_t* out, int64_t width, const Table& table, int32_t* queue,
                ColourCache& cache) {
   constexpr int kShift = 8 - BITS;
-  const uint32_t* cells = grid.cell.data();
-  const uint32_t* lists = grid.lists.data();
+  const uint16_t* cells = table.cell.data();
   int64_t queued = 0;
   for (int64_t x = 0; x < width; ++x) {
     const uint32_t e = cells[((px[3 * x] >> kShift) << (2 * BITS)) | ((px[3 * x + 1] >> kShift) << BITS) |
                              (px[3 * x + 2] >> kShift)];
     out[x] = int32_t(e);
     queue[queued] = int32_t(x);
-    queued += e >> 31;
+    queued += e > 255;
   }
   if (cache.skip > 0) {
     --cache.skip;
     for (int64_t i = 0; i < queued; ++i) {
       const int64_t x = queue[i];
-      out[x] = Grid::scan(lists + (uint32_t(out[x]) & ~Grid::kMulti), px[3 * x], px[3 * x + 1], px[3 * x + 2]);
+      out[x] = Grid::scan(table.list(uint32_t(out[x])), px[3 * x], px[3 * x + 1], px[3 * x + 2]);
     }
     return;
   }
@@ -116,7 +159,7 @@ void label_row(const uint8_t* px, int32_t* out, int64_t width, const Grid& grid,
       ++hits;
       continue;
     }
-    const int label = Grid::scan(lists + (uint32_t(out[x]) & ~Grid::kMulti), r, g, b);
+    const int label = Grid::scan(table.list(uint32_t(out[x])), r, g, b);
     slot = (key << 8) | uint32_t(label);
     out[x] = label;
   }
@@ -124,7 +167,7 @@ void label_row(const uint8_t* px, int32_t* out, int64_t width, const Grid& grid,
 }
 
 void label_images(const uint8_t* img, int32_t* dst, int64_t B, int64_t H, int64_t W,
-                  const std::vector<int>& set_of, const std::vector<std::shared_ptr<const Grid>>& grids) {
+                  const std::vector<int>& set_of, const std::vector<std::shared_ptr<const Table>>& tables) {
   const int64_t rows = B * H;
   const int64_t chunk_rows = std::max<int64_t>(1, 16384 / std::max<int64_t>(W, 1));
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
@@ -143,13 +186,13 @@ void label_images(const uint8_t* img, int32_t* dst, int64_t B, int64_t H, int64_
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
       for (int64_t row = chunk * chunk_rows; row < std::min(rows, (chunk + 1) * chunk_rows); ++row) {
         const int s = set_of[size_t(row / H)];
-        const Grid& grid = *grids[size_t(s)];
+        const Table& table = *tables[size_t(s)];
         if (s != current) {
-          cache.reset(uint32_t(grid.lookup(0, 0, 0)));
+          cache.reset(uint32_t(table.lookup(0, 0, 0)));
           current = s;
         }
-        auto* fn = grid.bits == 6 ? &label_row<6> : grid.bits == 5 ? &label_row<5> : &label_row<4>;
-        fn(img + row * W * 3, dst + row * W, W, grid, queue.data(), cache);
+        auto* fn = table.bits == 6 ? &label_row<6> : table.bits == 5 ? &label_row<5> : &label_row<4>;
+        fn(img + row * W * 3, dst + row * W, W, table, queue.data(), cache);
       }
     }
   }
@@ -206,11 +249,12 @@ py::array_t<int32_t> nearest_palette(carray<uint8_t> images, carray<uint8_t> pal
   int32_t* dst = out.mutable_data();
   {
     py::gil_scoped_release release;
+    const LoadAwareTeams teams;
     std::vector<int64_t> pixels(colours.size(), 0);
     for (int64_t b = 0; b < B; ++b) pixels[size_t(set_of[size_t(b)])] += H * W;
-    std::vector<std::shared_ptr<const Grid>> grids;
-    for (size_t s = 0; s < colours.size(); ++s) grids.push_back(grid_for(colours[s], pixels[s]));
-    label_images(img, dst, B, H, W, set_of, grids);
+    std::vector<std::shared_ptr<const Table>> tables;
+    for (size_t s = 0; s < colours.size(); ++s) tables.push_back(table_for(colours[s], pixels[s]));
+    label_images(img, dst, B, H, W, set_of, tables);
   }
   return out;
 }

@@ -13,10 +13,31 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
+
+#ifdef ICL_WITH_OPENMP
+#include <omp.h>
+#endif
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 namespace icl {
 namespace palette {
+
+// While alive, lets the OpenMP runtime size our teams by the load average: on an
+// oversubscribed machine a fork-join waiting for a descheduled thread (and idle workers
+// spinning) costs far more than the second thread gains. OMP_DYNAMIC, when set, decides.
+struct LoadAwareTeams {
+#ifdef ICL_WITH_OPENMP
+  int saved = omp_get_dynamic();
+  LoadAwareTeams() {
+    if (!std::getenv("OMP_DYNAMIC")) omp_set_dynamic(1);
+  }
+  ~LoadAwareTeams() { omp_set_dynamic(saved); }
+#endif
+};
 
 // A palette entry packed as r | g << 8 | b << 16 | index << 24 (index < 256).
 inline uint32_t pack(int r, int g, int b, int index) {
@@ -117,10 +138,33 @@ struct Grid {
     return ((r >> shift) << (2 * bits)) | ((g >> shift) << bits) | (b >> shift);
   }
 
-  // The nearest colour of a count-prefixed, padded list; strict comparisons in index order
-  // keep the lower index on ties. Branch-free, as the comparisons are unpredictable.
+  // The nearest colour of a count-prefixed, padded list; ties keep the lower index (lists
+  // are in index order). Branch-free, as the comparisons are unpredictable.
   static int scan(const uint32_t* list, int r, int g, int b) {
-    const int n = int(list[0]);
+#ifdef __SSE2__
+    // The first four at once: 16-bit channel differences, squares summed by madd, then the
+    // minimum of distance * 4 + position, so equal distances keep the earlier position.
+    const __m128i rgb = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(list + 1)),
+                                      _mm_set1_epi32(0x00FFFFFF));
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i pixel = _mm_set_epi16(0, short(b), short(g), short(r), 0, short(b), short(g), short(r));
+    const __m128i d01 = _mm_sub_epi16(_mm_unpacklo_epi8(rgb, zero), pixel);
+    const __m128i d23 = _mm_sub_epi16(_mm_unpackhi_epi8(rgb, zero), pixel);
+    const __m128 sq01 = _mm_castsi128_ps(_mm_madd_epi16(d01, d01));  // r^2+g^2, b^2 per entry
+    const __m128 sq23 = _mm_castsi128_ps(_mm_madd_epi16(d23, d23));
+    const __m128i dist = _mm_add_epi32(_mm_castps_si128(_mm_shuffle_ps(sq01, sq23, _MM_SHUFFLE(2, 0, 2, 0))),
+                                       _mm_castps_si128(_mm_shuffle_ps(sq01, sq23, _MM_SHUFFLE(3, 1, 3, 1))));
+    static_assert(kScan == 4, "the SSE2 path scans four entries");
+    auto keep_min = [](__m128i key, __m128i other) {
+      const __m128i less = _mm_cmplt_epi32(other, key);
+      return _mm_or_si128(_mm_and_si128(less, other), _mm_andnot_si128(less, key));
+    };
+    __m128i key = _mm_or_si128(_mm_slli_epi32(dist, 2), _mm_set_epi32(3, 2, 1, 0));
+    key = keep_min(key, _mm_shuffle_epi32(key, _MM_SHUFFLE(1, 0, 3, 2)));
+    key = keep_min(key, _mm_shuffle_epi32(key, _MM_SHUFFLE(2, 3, 0, 1)));
+    const int k = _mm_cvtsi128_si32(key);
+    int best = k >> 2, label = index_of(list[1 + (k & 3)]);
+#else
     int best = dist2(list[1], r, g, b), label = index_of(list[1]);
     for (int k = 2; k <= kScan; ++k) {
       const int d = dist2(list[k], r, g, b);
@@ -128,9 +172,11 @@ struct Grid {
       best = nearer ? d : best;
       label = nearer ? index_of(list[k]) : label;
     }
+#endif
+    const int n = int(list[0]);
     for (int k = kScan + 1; k <= n; ++k) {
       const int d = dist2(list[k], r, g, b);
-      const bool nearer = d < best;
+      const bool nearer = d < best;  // strict: later entries have higher indices
       best = nearer ? d : best;
       label = nearer ? index_of(list[k]) : label;
     }
