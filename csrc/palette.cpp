@@ -249,7 +249,6 @@ py::array_t<int32_t> nearest_palette(carray<uint8_t> images, carray<uint8_t> pal
   int32_t* dst = out.mutable_data();
   {
     py::gil_scoped_release release;
-    const LoadAwareTeams teams;
     std::vector<int64_t> pixels(colours.size(), 0);
     for (int64_t b = 0; b < B; ++b) pixels[size_t(set_of[size_t(b)])] += H * W;
     std::vector<std::shared_ptr<const Table>> tables;

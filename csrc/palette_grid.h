@@ -13,31 +13,14 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <vector>
 
-#ifdef ICL_WITH_OPENMP
-#include <omp.h>
-#endif
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
 namespace icl {
 namespace palette {
-
-// While alive, lets the OpenMP runtime size our teams by the load average: on an
-// oversubscribed machine a fork-join waiting for a descheduled thread (and idle workers
-// spinning) costs far more than the second thread gains. OMP_DYNAMIC, when set, decides.
-struct LoadAwareTeams {
-#ifdef ICL_WITH_OPENMP
-  int saved = omp_get_dynamic();
-  LoadAwareTeams() {
-    if (!std::getenv("OMP_DYNAMIC")) omp_set_dynamic(1);
-  }
-  ~LoadAwareTeams() { omp_set_dynamic(saved); }
-#endif
-};
 
 // A palette entry packed as r | g << 8 | b << 16 | index << 24 (index < 256).
 inline uint32_t pack(int r, int g, int b, int index) {

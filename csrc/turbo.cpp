@@ -90,7 +90,6 @@ py::array_t<int32_t> turbo_bins(carray<uint8_t> images, carray<uint8_t> table) {
   int32_t* dst = out.mutable_data();
   {
     py::gil_scoped_release release;
-    const palette::LoadAwareTeams teams;
     const uint8_t* lut = lut_for(table.data());
     for_each_bin(images, lut, [dst](uint8_t bin, int64_t i) { dst[i] = bin; });
   }
@@ -107,7 +106,6 @@ py::array_t<float> turbo_decode(carray<uint8_t> images, carray<uint8_t> table, c
   const float* depth = depth_of_bin.data();
   {
     py::gil_scoped_release release;
-    const palette::LoadAwareTeams teams;
     const uint8_t* lut = lut_for(table.data());
     for_each_bin(images, lut, [dst, depth](uint8_t bin, int64_t i) { dst[i] = depth[bin]; });
   }
@@ -129,7 +127,6 @@ py::array_t<uint8_t> turbo_encode(carray<double> depth, double d_min, double d_m
   const uint8_t* tab = table.data();
   {
     py::gil_scoped_release release;
-    const palette::LoadAwareTeams teams;
     const double range = d_max - d_min;
 #ifdef ICL_WITH_OPENMP
 #pragma omp parallel for schedule(static) if (n >= 16384)
