@@ -116,11 +116,6 @@ struct Grid {
     return Box{{lo[0], lo[1], lo[2]}, {lo[0] + w - 1, lo[1] + w - 1, lo[2] + w - 1}};
   }
 
-  int cell_of(int r, int g, int b) const {
-    const int shift = 8 - bits;
-    return ((r >> shift) << (2 * bits)) | ((g >> shift) << bits) | (b >> shift);
-  }
-
   // The nearest colour of a count-prefixed, padded list; ties keep the lower index (lists
   // are in index order). Branch-free, as the comparisons are unpredictable.
   static int scan(const uint32_t* list, int r, int g, int b) {
@@ -164,12 +159,6 @@ struct Grid {
       label = nearer ? index_of(list[k]) : label;
     }
     return label;
-  }
-
-  int lookup(int r, int g, int b) const {
-    const uint32_t e = cell[cell_of(r, g, b)];
-    if (!(e & kMulti)) return int(e);
-    return scan(lists.data() + (e & ~kMulti), r, g, b);
   }
 };
 
