@@ -44,8 +44,8 @@ def _cpu(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch
 def _check_palette(palette: Any, device: torch.device) -> torch.Tensor:
     """``palette`` as contiguous uint8 ``[P, 3]`` on ``device``; integer dtypes with values in
     0..255 (or a nested list of ints) are accepted, 1 <= P <= 256."""
-    if isinstance(palette, (list, tuple)):
-        palette = np.asarray(palette)
+    if isinstance(palette, (list, tuple, np.ndarray)):
+        palette = np.array(palette)  # a small copy; read-only arrays (TURBO_TABLE) are fine
     pal, _ = as_tensor(palette, "palette")
     if pal.dtype == torch.bool or pal.is_floating_point() or pal.is_complex():
         raise TypeError(f"palette: expected an integer dtype with values in 0..255, got {pal.dtype}")
