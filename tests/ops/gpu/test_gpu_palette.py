@@ -55,7 +55,7 @@ def test_triton_turbo_equals_cpu(device, triton_backend, cpu_backend):
 def test_triton_box_iou_equals_cpu(device, triton_backend, cpu_backend):
     rng = np.random.default_rng(3)
     a = rng.integers(0, 40, (37, 2)).astype(np.float32)
-    a = np.concatenate([a, a + rng.integers(0, 20, (37, 2))], 1)  # some zero-area boxes
+    a = np.concatenate([a, a + rng.integers(0, 20, (37, 2))], 1).astype(np.float32)  # some zero-area boxes
     b = np.concatenate([a[:5], a[5:29] + 3], 0)
     ref = box_iou(a, b, backend="cpu")
     got = box_iou(torch.from_numpy(a).to(device), torch.from_numpy(b).to(device), backend="triton")
