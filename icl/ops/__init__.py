@@ -24,6 +24,14 @@ _EXPORTS: dict[str, str] = {
     "greedy_match_counts": "greedy_match",
     "lpips": "lpips",
     "match_points": "match_points",
+    "nearest_palette": "palette",
+    "psnr": "psnr",
+    "redness": "redness",
+    "ssim": "ssim",
+    "TURBO_TABLE": "turbo",
+    "turbo_bins": "turbo",
+    "turbo_decode": "turbo",
+    "turbo_encode": "turbo",
 }
 
 __all__ = ["BackendError", "backend_status", *_EXPORTS]

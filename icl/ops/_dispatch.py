@@ -34,6 +34,10 @@ def backend_status(name: str) -> tuple[bool, str]:
     if name == "reference":
         return True, "pure torch, always available"
     if name == "cpu":
+        # Idle OpenMP threads spin by default; on small shared machines a spinning team steals
+        # the core its partner needs (measured 2-4x slower). libgomp reads this once, when the
+        # native module first loads it; a user's own setting wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             mod = importlib.import_module("icl._C")
         except ImportError as exc:

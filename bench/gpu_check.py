@@ -1,0 +1,209 @@
+"""Device check: GPU parity tests, then every GPU kernel beside its GPU peers.
+
+Run on a CUDA machine: ``python bench/gpu_check.py [--out DIR] [--batch N] [--quick]``.
+Prints one line per kernel (images/s at 1024x1024, ratio to each peer, fraction of the
+device's memory bandwidth reached) and writes ``gpu_check.json``. Finishes within 8 minutes
+on one H200 (the parity tests are bounded by a pytest timeout-free selection of small shapes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# nominal HBM bandwidth by device name; the measured copy bandwidth is reported beside it
+NOMINAL_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.0e12}
+
+
+def cuda_time(fn: Callable[[], Any], rounds: int = 10, warmup: int = 2) -> float:
+    """Median seconds per call, timed with CUDA events."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return float(np.median(times))
+
+
+def copy_bandwidth() -> float:
+    """Achievable bytes/s of a device-to-device copy (read + write)."""
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    s = cuda_time(lambda: y.copy_(x), rounds=10)
+    return 2 * x.numel() / s
+
+
+def nominal_bandwidth() -> float | None:
+    name = torch.cuda.get_device_name()
+    for key, value in NOMINAL_BANDWIDTH.items():
+        if key in name:
+            return value
+    return None
+
+
+def noisy_palette_images(batch: int, size: int, palette: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    idx = torch.randint(0, palette.shape[0], (batch, size // 32, size // 32), generator=gen, device="cuda")
+    img = palette.cuda()[idx].repeat_interleave(32, 1).repeat_interleave(32, 2).float()
+    img += 8.0 * torch.randn(img.shape, generator=gen, device="cuda")
+    return img.clamp(0, 255).round().to(torch.uint8)
+
+
+def torch_nearest(images: torch.Tensor, palette: torch.Tensor) -> torch.Tensor:
+    """Plain torch peer: chunked squared distances and argmin."""
+    pal = palette.float().cuda()
+    flat = images.reshape(-1, 3).float()
+    out = torch.empty(flat.shape[0], dtype=torch.int64, device="cuda")
+    chunk = 1 << 22
+    for s in range(0, flat.shape[0], chunk):
+        d = torch.cdist(flat[s:s + chunk], pal, compute_mode="donot_use_mm_for_euclid_dist")
+        out[s:s + chunk] = d.argmin(dim=1)
+    return out
+
+
+def torch_ssim(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Plain torch peer: separable Gaussian with conv2d over [B*C, 1, H, W], valid region."""
+    from icl.ops.ssim import gaussian_window
+
+    w = gaussian_window(torch.float32).cuda()
+    c = x.shape[-1]
+    xs = x.permute(0, 3, 1, 2).reshape(-1, 1, x.shape[1], x.shape[2]).float()
+    ys = y.permute(0, 3, 1, 2).reshape(-1, 1, y.shape[1], y.shape[2]).float()
+
+    def filt(t: torch.Tensor) -> torch.Tensor:
+        t = torch.nn.functional.conv2d(t, w.view(1, 1, 1, -1))
+        return torch.nn.functional.conv2d(t, w.view(1, 1, -1, 1))
+
+    mx, my = filt(xs), filt(ys)
+    vx, vy, vxy = filt(xs * xs) - mx * mx, filt(ys * ys) - my * my, filt(xs * ys) - mx * my
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    s = (2 * mx * my + c1) * (2 * vxy + c2) / ((mx * mx + my * my + c1) * (vx + vy + c2))
+    return s.flatten(1).mean(1).view(-1, c).mean(1)
+
+
+def run_parity_tests(out: Path) -> int:
+    """The GPU parity tests on real CUDA tensors (tests/ops/gpu), with the log kept."""
+    log = out / "gpu_parity.log"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", str(ROOT / "tests" / "ops" / "gpu"), "-p", "no:cacheprovider"]
+    env = dict(os.environ, ICL_GPU_TESTS_DEVICE="cuda")
+    env.pop("TRITON_INTERPRET", None)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    start = time.time()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    log.write_text(proc.stdout + proc.stderr)
+    tail = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+    print(f"parity tests: exit {proc.returncode} in {time.time() - start:.0f}s: {tail}")
+    return proc.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for gpu_check.json and logs")
+    parser.add_argument("--batch", type=int, default=64, help="images per call at 1024x1024")
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--skip-tests", action="store_true")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("no CUDA device: the device check needs a GPU")
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    import icl
+    from icl.info import collect
+
+    info = collect()
+    report: dict[str, Any] = {
+        "icl": icl.__version__, "torch": torch.__version__, "device": torch.cuda.get_device_name(),
+        "platform": platform.platform(), "backends": info["backends"], "kernels": {},
+    }
+    print(f"device: {report['device']}; torch {torch.__version__}")
+    for name, st in info["backends"].items():
+        print(f"  backend {name}: {'yes' if st['available'] else 'no'} ({st['why']})")
+    report["parity_exit"] = None if args.skip_tests else run_parity_tests(out)
+    bw = copy_bandwidth()
+    nominal = nominal_bandwidth()
+    report["copy_bandwidth_Bps"], report["nominal_bandwidth_Bps"] = bw, nominal
+    print(f"copy bandwidth {bw / 1e12:.2f} TB/s" + (f" (nominal {nominal / 1e12:.2f} TB/s)" if nominal else ""))
+
+    from icl import ops
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    b, s = args.batch, args.size
+    palette = torch.tensor(json.loads((ROOT / "icl" / "data" / "ade20k_palette.json").read_text())["palette"]
+                           if (ROOT / "icl" / "data" / "ade20k_palette.json").exists()
+                           else np.random.default_rng(0).integers(0, 256, (150, 3)), dtype=torch.uint8)
+    images = noisy_palette_images(b, s, palette, gen)
+    other = (images.float() + 6 * torch.randn(images.shape, generator=gen, device="cuda")).clamp(0, 255).to(torch.uint8)
+    pix = b * s * s
+
+    def record(kernel: str, fn: Callable[[], Any], bytes_moved: int, peers: dict[str, Callable[[], Any]]) -> None:
+        t = cuda_time(fn)
+        row: dict[str, Any] = {"images_per_s": b / t, "seconds": t, "bytes_per_s": bytes_moved / t,
+                               "fraction_of_copy_bandwidth": bytes_moved / t / bw}
+        if nominal:
+            row["fraction_of_nominal_bandwidth"] = bytes_moved / t / nominal
+        line = f"{kernel:<28} {b / t:>10.0f} img/s  {bytes_moved / t / 1e12:5.2f} TB/s ({100 * bytes_moved / t / bw:4.1f}% of copy)"
+        for peer, pfn in peers.items():
+            try:
+                pt = cuda_time(pfn, rounds=3, warmup=1)
+            except Exception as exc:  # a peer that cannot run is reported, not fatal
+                row[f"peer_{peer}"] = f"failed: {exc}"
+                line += f"  | {peer}: failed ({type(exc).__name__})"
+                continue
+            row[f"ratio_vs_{peer}"] = pt / t
+            line += f"  | {pt / t:6.1f}x {peer}"
+        report["kernels"][kernel] = row
+        print(line, flush=True)
+
+    record("nearest_palette[150]", lambda: ops.nearest_palette(images, palette, backend="triton"),
+           pix * 3 + pix * 4, {"torch-cdist": lambda: torch_nearest(images, palette)})
+    turbo_img = ops.turbo_encode(torch.rand((b, s, s), generator=gen, device="cuda") * 10, 0.0, 10.0)
+    record("turbo_decode", lambda: ops.turbo_decode(turbo_img, 0.0, 10.0, backend="triton"),
+           pix * 3 + pix * 4, {"torch-cdist": lambda: torch_nearest(turbo_img, ops.TURBO_TABLE)})
+    record("ssim[rgb]", lambda: ops.ssim(images, other, backend="triton"), 2 * pix * 3,
+           {"torch-conv2d": lambda: torch_ssim(images, other)})
+    record("psnr[rgb]", lambda: ops.psnr(images, other, backend="triton"), 2 * pix * 3,
+           {"torch": lambda: 10 * torch.log10(255.0 ** 2 / ((images.float() - other.float()) ** 2).flatten(1).mean(1))})
+    mask = (torch.nn.functional.avg_pool2d(torch.rand((b, 1, s, s), generator=gen, device="cuda"), 9, 1, 4) > 0.52)[:, 0]
+    values = torch.rand((b, s, s), generator=gen, device="cuda")
+    peers: dict[str, Callable[[], Any]] = {}
+    try:
+        import cupy
+        from cupyx.scipy import ndimage as cnd
+
+        cmask = cupy.asarray(mask)
+        structure = cupy.ones((1, 3, 3), dtype=bool)  # 8-connected within each image, none across
+        peers["cupyx-label(no stats)"] = lambda: cnd.label(cmask, structure=structure)
+    except ImportError:
+        print("  (cupy not installed: no cupyx.scipy.ndimage.label peer)")
+    record("connected_components+stats", lambda: ops.connected_components(mask, 8, values, backend="cuda"),
+           pix * (1 + 4 + 4), peers)
+    boxes = torch.rand((4096, 4), generator=gen, device="cuda") * 512
+    boxes[:, 2:] += boxes[:, :2]
+    record("box_iou[4096x4096]", lambda: ops.box_iou(boxes, boxes, backend="triton"), 4096 * 4096 * 4,
+           {"torch": lambda: ops.box_iou(boxes, boxes, backend="reference")})
+    (out / "gpu_check.json").write_text(json.dumps(report, indent=2))
+    print(f"wrote {out / 'gpu_check.json'}")
+    return 0 if not report["parity_exit"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

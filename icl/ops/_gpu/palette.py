@@ -1,0 +1,15 @@
+"""Triton backend of ``nearest_palette`` (kernel in ``icl.kernels.palette``)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from icl.ops._gpu import kernels_module
+from icl.ops.palette import _OP
+
+
+@_OP.register("triton")
+def _triton(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch.Tensor]) -> torch.Tensor:
+    return kernels_module("palette").nearest_palette_triton(images, palette, candidates)

@@ -1,0 +1,13 @@
+"""Triton backend of ``redness`` (kernel in ``icl.kernels.redness``)."""
+
+from __future__ import annotations
+
+import torch
+
+from icl.ops._gpu import kernels_module
+from icl.ops.redness import _OP
+
+
+@_OP.register("triton")
+def _triton(images: torch.Tensor, threshold: float) -> tuple[torch.Tensor, torch.Tensor]:
+    return kernels_module("redness").redness_triton(images, threshold)

@@ -1,0 +1,31 @@
+"""Triton backends of ``turbo_bins`` and ``turbo_decode``: one gather per pixel through the
+full RGB lookup table (``icl.kernels.turbo``). ``turbo_encode`` is a table gather that the
+torch reference already does on the device."""
+
+from __future__ import annotations
+
+import torch
+
+from icl.ops._gpu import kernels_module
+from icl.ops.turbo import _BINS, _DECODE, _depth_of_bin, _torch_table
+
+
+def _lut(device: torch.device) -> torch.Tensor:
+    turbo = kernels_module("turbo")
+    if device.type == "cuda":
+        return turbo.turbo_lut(_torch_table(device), device)
+    # interpreter mode (tests): the 2^24-colour table is built by the native CPU kernel
+    from icl.ops.palette import nearest_palette
+
+    return turbo.turbo_lut(_torch_table(device), device, lambda img, pal: nearest_palette(img, pal))
+
+
+@_BINS.register("triton")
+def _bins_triton(images: torch.Tensor) -> torch.Tensor:
+    return kernels_module("turbo").turbo_lookup_triton(images, _lut(images.device), None)
+
+
+@_DECODE.register("triton")
+def _decode_triton(images: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor:
+    centres = torch.from_numpy(_depth_of_bin(d_min, d_max)).to(images.device)
+    return kernels_module("turbo").turbo_lookup_triton(images, _lut(images.device), centres)

@@ -1,0 +1,37 @@
+"""Keypoint redness (PROTOCOL §1.3): ``S = clip(R - max(G, B), 0, 1)`` on [0, 1] channels and
+the mask ``S > threshold``; the keypoint decoder labels the mask and takes each component's
+max-S pixel."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from icl.ops._dispatch import op
+from icl.ops._tensor import as_tensor, batch_images, restore, to_uint8
+
+_OP = op("redness", gpu_module="icl.ops._gpu.redness")
+
+
+@_OP.register("reference")
+def _reference(images: torch.Tensor, threshold: float) -> tuple[torch.Tensor, torch.Tensor]:
+    x = images.to(torch.float32) / 255.0
+    s = (x[..., 0] - torch.maximum(x[..., 1], x[..., 2])).clamp(0.0, 1.0)
+    return s, s > threshold
+
+
+def redness(images: Any, threshold: float = 0.5, *, backend: Optional[str] = None) -> Any:
+    """Redness ``S`` float32 ``[B, H, W]`` and mask ``S > threshold`` bool ``[B, H, W]``.
+
+    images: ``[B, H, W, 3]`` or ``[H, W, 3]`` uint8 or float in [0, 1] (float becomes uint8 by
+    ``round(255 * clip(x, 0, 1))`` first, as every decoder does); channels are levels / 255.
+    Single images give ``[H, W]`` outputs; numpy in, numpy out.
+    """
+    x, was_numpy = as_tensor(images, "images")
+    x, single = batch_images(x, "images")
+    x = to_uint8(x, "images").contiguous()
+    s, mask = _OP(x.device.type, x, float(threshold), backend=backend)
+    if single:
+        s, mask = s[0], mask[0]
+    return restore((s, mask), was_numpy)

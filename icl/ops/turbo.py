@@ -1,0 +1,144 @@
+"""Turbo depth encoding (PROTOCOL §1.2) and decoding (§1.3).
+
+``TURBO_TABLE`` (uint8 ``[256, 3]``, read-only) is ``round(255 * turbo(i / 255))`` from
+matplotlib's 256-entry turbo colormap, built on first access.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from icl.ops._dispatch import op
+from icl.ops._tensor import FLOAT_DTYPES, as_tensor, batch_images, restore, to_uint8
+from icl.ops.palette import _reference as _palette_reference
+
+_ENCODE = op("turbo_encode", gpu_module="icl.ops._gpu.turbo")
+_BINS = op("turbo_bins", gpu_module="icl.ops._gpu.turbo")
+_DECODE = op("turbo_decode", gpu_module="icl.ops._gpu.turbo")
+
+
+@lru_cache(maxsize=1)
+def _table() -> np.ndarray:
+    from matplotlib import colormaps
+
+    rgba = colormaps["turbo"](np.arange(256) / 255.0)
+    table = np.round(255.0 * rgba[:, :3]).astype(np.uint8)
+    table.flags.writeable = False
+    return table
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TURBO_TABLE":
+        return _table()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _torch_table(device: torch.device) -> torch.Tensor:
+    return torch.tensor(_table(), device=device)
+
+
+def _depth_of_bin(d_min: float, d_max: float) -> np.ndarray:
+    """float32 ``[256]``: ``d_min + (bin + 0.5) / 256 * (d_max - d_min)``, computed in float64."""
+    return (d_min + (np.arange(256) + 0.5) / 256.0 * (d_max - d_min)).astype(np.float32)
+
+
+def _check_range(d_min: Any, d_max: Any) -> tuple[float, float]:
+    for name, v in (("d_min", d_min), ("d_max", d_max)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{name}: expected a real number, got {type(v).__name__}")
+        if not math.isfinite(float(v)):
+            raise ValueError(f"{name}: expected a finite value, got {v}")
+    if not float(d_max) > float(d_min):
+        raise ValueError(f"d_min, d_max: expected d_max > d_min, got {d_min}, {d_max}")
+    return float(d_min), float(d_max)
+
+
+@_ENCODE.register("reference")
+def _encode_reference(depth: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor:
+    valid = depth > 0  # False for NaN
+    bins = torch.floor((depth - d_min) / (d_max - d_min) * 256.0).clamp(0, 255)
+    bins = torch.where(valid, bins, torch.zeros_like(bins)).to(torch.int64)
+    out = _torch_table(depth.device)[bins]
+    out[~valid] = 0
+    return out
+
+
+@_ENCODE.register("cpu")
+def _encode_cpu(depth: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor:
+    from icl import _C
+
+    flat = depth.reshape(-1).numpy()
+    out = _C.turbo_encode(flat, d_min, d_max, _table())
+    return torch.from_numpy(out).reshape(*depth.shape, 3)
+
+
+@_BINS.register("reference")
+def _bins_reference(images: torch.Tensor) -> torch.Tensor:
+    return _palette_reference(images, _torch_table(images.device), None)
+
+
+@_BINS.register("cpu")
+def _bins_cpu(images: torch.Tensor) -> torch.Tensor:
+    from icl import _C
+
+    return torch.from_numpy(_C.turbo_bins(images.numpy(), _table()))
+
+
+@_DECODE.register("reference")
+def _decode_reference(images: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor:
+    depth = torch.from_numpy(_depth_of_bin(d_min, d_max)).to(images.device)
+    return depth[_bins_reference(images).to(torch.int64)]
+
+
+@_DECODE.register("cpu")
+def _decode_cpu(images: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor:
+    from icl import _C
+
+    return torch.from_numpy(_C.turbo_decode(images.numpy(), _table(), _depth_of_bin(d_min, d_max)))
+
+
+def turbo_encode(depth: Any, d_min: float, d_max: float, *, backend: Optional[str] = None) -> Any:
+    """Turbo colour per depth value.
+
+    depth: float ``[..., H, W]`` (at least 2 dimensions) in metres. ``bin = clip(floor((d -
+    d_min) / (d_max - d_min) * 256), 0, 255)`` in float64, colour ``TURBO_TABLE[bin]``; NaN or
+    ``d <= 0`` is invalid and drawn black. Returns uint8 ``[..., H, W, 3]``; numpy in, numpy out.
+    """
+    d, was_numpy = as_tensor(depth, "depth")
+    if d.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"depth: expected a float dtype, got {d.dtype}")
+    if d.ndim < 2:
+        raise ValueError(f"depth: expected [..., H, W], got shape {tuple(d.shape)}")
+    lo, hi = _check_range(d_min, d_max)
+    d = d.detach().to(torch.float64).contiguous()
+    return restore(_ENCODE(d.device.type, d, lo, hi, backend=backend), was_numpy)
+
+
+def _images(images: Any) -> tuple[torch.Tensor, bool, bool]:
+    x, was_numpy = as_tensor(images, "images")
+    x, single = batch_images(x, "images")
+    return to_uint8(x, "images").contiguous(), single, was_numpy
+
+
+def turbo_bins(images: Any, *, backend: Optional[str] = None) -> Any:
+    """Index of the nearest of the 256 turbo colours per pixel (squared RGB distance, ties to
+    the lower bin). images: ``[B, H, W, 3]``/``[H, W, 3]`` uint8 or float in [0, 1]. Returns
+    int32 ``[B, H, W]``/``[H, W]``; numpy in, numpy out."""
+    x, single, was_numpy = _images(images)
+    out = _BINS(x.device.type, x, backend=backend)
+    return restore(out[0] if single else out, was_numpy)
+
+
+def turbo_decode(images: Any, d_min: float, d_max: float, *, backend: Optional[str] = None) -> Any:
+    """Depth per pixel from a turbo image: the nearest turbo bin (as :func:`turbo_bins`) mapped
+    to its centre ``d_min + (bin + 0.5) / 256 * (d_max - d_min)``, float32 ``[B, H, W]``/``[H, W]``
+    (computed in float64, rounded once); numpy in, numpy out."""
+    lo, hi = _check_range(d_min, d_max)
+    x, single, was_numpy = _images(images)
+    out = _DECODE(x.device.type, x, lo, hi, backend=backend)
+    return restore(out[0] if single else out, was_numpy)

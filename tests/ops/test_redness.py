@@ -1,0 +1,29 @@
+import numpy as np
+import pytest
+
+from icl.ops import redness
+
+
+def test_redness_matches_numpy_formula():
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 256, (2, 7, 13, 3), dtype=np.uint8)
+    img[0, 0, 0] = (255, 127, 0)  # S = (255 - 127) / 255 ~ 0.502: just above the threshold
+    img[0, 0, 1] = (255, 128, 0)  # S ~ 0.498: just below
+    s, mask = redness(img)
+    x = img.astype(np.float32) / np.float32(255)
+    ref = np.clip(x[..., 0] - np.maximum(x[..., 1], x[..., 2]), 0, 1)
+    np.testing.assert_array_equal(s, ref)
+    np.testing.assert_array_equal(mask, ref > 0.5)
+    assert mask[0, 0, 0] and not mask[0, 0, 1]
+
+
+def test_redness_float_input_and_single_image():
+    img = np.zeros((4, 5, 3), np.float32)
+    img[1, 2] = (1.0, 0.2, 0.1)
+    s, mask = redness(img)
+    assert s.shape == (4, 5) and mask.sum() == 1 and mask[1, 2]
+
+
+def test_redness_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="images"):
+        redness(np.zeros((4, 5, 4), np.uint8))
