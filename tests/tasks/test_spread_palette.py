@@ -1,6 +1,7 @@
 """The spread ADE20K palette (PROTOCOL §1.2)."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +16,10 @@ from icl.tasks.palette import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-# ../shared beside the repository root (a worktree sits one level deeper), or shared/ inside it
-CANDIDATES = [base / "shared" / "data" / "ade20k_palette.json" for base in (ROOT.parent, ROOT, ROOT.parent.parent)]
+# $ICL_SHARED_DIR, else ../shared beside the repository root (a worktree sits one level deeper)
+SHARED = [Path(os.environ["ICL_SHARED_DIR"])] if os.environ.get("ICL_SHARED_DIR") else []
+SHARED += [base / "shared" for base in (ROOT.parent, ROOT, ROOT.parent.parent)]
+CANDIDATES = [base / "data" / "ade20k_palette.json" for base in SHARED]
 
 
 def test_spread_order_starts_with_the_protocol_colours():
