@@ -184,3 +184,12 @@ def test_cli_validate(tiny, capsys):
     (root / "edges" / "a2.png").write_bytes(b"junk")
     assert main(["validate", str(root)]) == 1
     assert "edges/a2.png" in capsys.readouterr().err
+
+
+def test_image_removed_after_opening(tiny):
+    root, _ = tiny
+    ds = load_dataset(root)
+    (root / "images" / "a0.png").unlink()
+    with pytest.raises(DataError, match="missing image") as err:
+        ds.load("a0")
+    assert err.value.sample_id == "a0" and err.value.path.endswith("images/a0.png")
