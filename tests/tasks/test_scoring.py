@@ -159,3 +159,19 @@ def test_detection_by_hand():
     assert task.evaluate([np.zeros((40, 60, 3), np.uint8)], [empty_gt], [[]], HAND_META)[0]["ap50"] == 1.0
     assert task.evaluate([pred], [empty_gt], [[]], HAND_META)[0]["ap50"] == 0.0
     assert task.evaluate([np.zeros((40, 60, 3), np.uint8)], [target], [[]], HAND_META)[0]["ap50"] == 0.0
+
+
+@require_ops("redness", "components")
+def test_keypoint_mask_agrees_with_the_redness_op():
+    from icl.ops.redness import redness
+    from icl.tasks.keypoints import decode_points
+
+    gen = np.random.default_rng(9)
+    img = gen.integers(0, 256, (23, 31, 3), dtype=np.uint8)
+    img[..., 0] = np.maximum(img[..., 0], gen.integers(120, 256, (23, 31)).astype(np.uint8))
+    s, mask = redness(img)
+    rgb = img.astype(np.int16)
+    ours = np.clip(rgb[..., 0] - np.maximum(rgb[..., 1], rgb[..., 2]), 0, 255)
+    np.testing.assert_array_equal(ours >= 128, mask)
+    np.testing.assert_allclose(ours / 255.0, s, atol=1e-6)
+    assert len(decode_points(img)) >= 1
