@@ -99,6 +99,9 @@ def rank_heatmap(table: RankTable, path: Path) -> Optional[Path]:
 
 
 def read_rgb(path: Path) -> Optional[np.ndarray]:
+    """An RGB uint8 image, or None when the file is absent or unreadable."""
+    if not path.is_file():
+        return None
     img = cv2.imread(str(path), cv2.IMREAD_COLOR)
     return None if img is None else img[..., ::-1]
 
