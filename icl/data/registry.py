@@ -1,0 +1,77 @@
+"""Dataset registry: built-ins, registered factories, and canonical directories on disk.
+
+``get_dataset(name)`` resolves, in order: a registered factory (built-ins included), a
+directory ``{root}/{name}`` holding ``meta.json``, or ``name`` itself as a path to such a
+directory. The data root is ``root``, else ``$ICL_DATA_ROOT``, else ``~/.cache/icl/data``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from icl.data.dataset import DataError, Dataset, load_dataset
+
+Factory = Callable[[Path, bool], Dataset]  # (data root, fast) -> Dataset
+
+_FACTORIES: dict[str, Factory] = {}
+
+
+def data_root(root: str | Path | None = None) -> Path:
+    """The data root: ``root``, else ``$ICL_DATA_ROOT``, else ``~/.cache/icl/data``."""
+    if root is not None:
+        return Path(root).expanduser()
+    env = os.environ.get("ICL_DATA_ROOT")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "icl" / "data"
+
+
+def register_dataset(name: str, factory: Factory, *, overwrite: bool = False) -> None:
+    """Register ``factory(root, fast) -> Dataset`` under ``name``."""
+    if name in _FACTORIES and not overwrite:
+        raise ValueError(f"dataset {name!r} is already registered (pass overwrite=True to replace it)")
+    _FACTORIES[name] = factory
+
+
+def _builtin_factory(name: str) -> Factory:
+    def factory(root: Path, fast: bool) -> Dataset:
+        from icl.data.builtin import builtin_dataset
+
+        return builtin_dataset(name, root, fast)
+
+    return factory
+
+
+def _register_builtins() -> None:
+    from icl.data.builtin import BUILTINS
+
+    for name in BUILTINS:
+        _FACTORIES.setdefault(name, _builtin_factory(name))
+
+
+def list_datasets(root: str | Path | None = None) -> list[str]:
+    """Registered dataset names plus canonical directories found directly under the data root."""
+    names = set(_FACTORIES)
+    base = data_root(root)
+    if base.is_dir():
+        names.update(p.name for p in base.iterdir() if not p.name.startswith("_") and (p / "meta.json").is_file())
+    return sorted(names)
+
+
+def get_dataset(name: str, root: str | Path | None = None, fast: bool = False) -> Dataset:
+    """Open dataset ``name`` (see module docstring). ``fast`` selects the small variant of a
+    built-in; datasets on disk have one size and ignore it."""
+    base = data_root(root)
+    factory = _FACTORIES.get(name)
+    if factory is not None:
+        return factory(base, fast)
+    for candidate in (base / name, Path(name).expanduser()):
+        if (candidate / "meta.json").is_file():
+            return load_dataset(candidate)
+    raise DataError(
+        f"unknown dataset {name!r}: not registered ({', '.join(sorted(_FACTORIES))}) and no meta.json "
+        f"under {base / name}"
+    )
+
+
+_register_builtins()

@@ -1,0 +1,84 @@
+"""Write datasets in the canonical format (docs/data-format.md): converters and built-ins use this.
+
+Files are written deterministically (same arrays -> same bytes) so a regenerated dataset is
+byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from icl.data.dataset import DatasetMeta
+
+
+def _write_png(path: Path, arr: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if arr.ndim == 3:
+        arr = cv2.cvtColor(np.ascontiguousarray(arr), cv2.COLOR_RGB2BGR)
+    if not cv2.imwrite(str(path), arr, [cv2.IMWRITE_PNG_COMPRESSION, 3]):
+        raise OSError(f"cannot write {path}")
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+class DatasetWriter:
+    """Writes ``meta.json`` and per-sample files under ``root``.
+
+    ``add`` takes the same annotation arrays that :class:`icl.data.dataset.Sample` carries.
+    """
+
+    def __init__(self, root: str | Path, meta: DatasetMeta):
+        self.root = Path(root)
+        self.meta = meta
+        self.root.mkdir(parents=True, exist_ok=True)
+        _write_json(self.root / "meta.json", meta.to_json())
+
+    def add(
+        self,
+        sample_id: str,
+        image: np.ndarray,
+        *,
+        segmentation: np.ndarray | None = None,
+        depth: np.ndarray | None = None,
+        edges: np.ndarray | None = None,
+        keypoints: np.ndarray | None = None,
+        boxes: np.ndarray | None = None,
+        box_classes: np.ndarray | None = None,
+        paired: dict[str, np.ndarray] | None = None,
+        paired_info: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Write one sample: image uint8 [H, W, 3]; segmentation uint8 [H, W]; depth float [H, W]
+        metres (-1 invalid; stored as float32 .npy); edges bool [H, W]; keypoints [N, 3] (x, y, v);
+        boxes [N, 4] xyxy with box_classes [N]; paired {kind: uint8 [h, w, 3]} with optional
+        paired_info {kind: JSON object}."""
+        if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+            raise ValueError(f"image: expected uint8 [H, W, 3], got {image.dtype} {image.shape}")
+        _write_png(self.root / "images" / f"{sample_id}.png", image)
+        if segmentation is not None:
+            _write_png(self.root / "segmentation" / f"{sample_id}.png", segmentation.astype(np.uint8))
+        if depth is not None:
+            path = self.root / "depth" / f"{sample_id}.npy"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, np.ascontiguousarray(depth, dtype=np.float32), allow_pickle=False)
+        if edges is not None:
+            _write_png(self.root / "edges" / f"{sample_id}.png", np.where(edges, 255, 0).astype(np.uint8))
+        if keypoints is not None:
+            pts = [[float(x), float(y), int(v)] for x, y, v in np.asarray(keypoints).reshape(-1, 3)]
+            _write_json(self.root / "keypoints" / f"{sample_id}.json", {"points": pts})
+        if boxes is not None:
+            boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+            classes = np.zeros(len(boxes), np.int64) if box_classes is None else np.asarray(box_classes)
+            items = [{"box": [float(v) for v in b], "class": int(c)} for b, c in zip(boxes, classes)]
+            _write_json(self.root / "boxes" / f"{sample_id}.json", {"boxes": items})
+        for kind, img in (paired or {}).items():
+            _write_png(self.root / "paired" / kind / f"{sample_id}.png", img)
+        for kind, info in (paired_info or {}).items():
+            _write_json(self.root / "paired" / kind / f"{sample_id}.json", info)
