@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from icl.report.aggregate import PSNR_CAP, Aggregate, RankTable, TaskSpec, aggregate, rank_models, rank_values
 from icl.report.plots import qualitative_grid, radar_plot, rank_heatmap, safe_name
-from icl.report.tables import (markdown_report, missing_lines, rank_rows, summary_text, write_json,
+from icl.report.tables import (markdown_report, missing_lines, missing_summary, rank_rows, summary_text, write_json,
                                write_ranks_csv, write_results_csv)
 
 __all__ = [
@@ -27,18 +27,19 @@ class Report:
     ranks: list[RankTable]
     summary: str
     missing: list[str]
+    missing_summary: list[str]
     files: list[Path] = field(default_factory=list)
 
 
 def write_report(out: Path, rows: Sequence, specs: Mapping[str, TaskSpec], meta: Mapping[str, Any],
                  compute: Sequence[Mapping[str, Any]] = (), failures: Sequence[str] = (),
-                 plots: bool = True, qualitative_dir: Path | None = None) -> Report:
+                 plots: bool = True, qualitative_dir: Path | None = None, model_order: Sequence[str] = ()) -> Report:
     """Write every report file for ``rows`` (``SampleResult``) into ``out``; ``meta`` goes into
     results.json as is (protocol, git revision, versions, seeds, context hash, timings...)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     aggs = aggregate(rows, specs)
-    tables = rank_models(aggs, specs)
+    tables = rank_models(aggs, specs, model_order)
     files = [out / "results.csv", out / "ranks.csv", out / "results.json", out / "report.md"]
     write_results_csv(aggs, files[0])
     write_ranks_csv(tables, files[1])
@@ -56,7 +57,8 @@ def write_report(out: Path, rows: Sequence, specs: Mapping[str, TaskSpec], meta:
         if qualitative_dir is not None and qualitative_dir.is_dir() and tables:
             shots = tables[0].shots
             models = tables[0].models
-            for task_dir in sorted(p for p in qualitative_dir.iterdir() if p.is_dir()):
+            names = {safe_name(t) for t in specs}
+            for task_dir in sorted(p for p in qualitative_dir.iterdir() if p.is_dir() and p.name in names):
                 samples = sorted(p for p in task_dir.iterdir() if p.is_dir())
                 p = qualitative_grid(samples, models, shots, plot_dir / f"qualitative_{task_dir.name}.png")
                 plot_files += [p] if p else []
@@ -75,4 +77,4 @@ def write_report(out: Path, rows: Sequence, specs: Mapping[str, TaskSpec], meta:
     write_json(data, files[2])
     rel_plots = [str(p.relative_to(out)) for p in plot_files]
     files[3].write_text(markdown_report(meta, aggs, tables, list(failures), compute, rel_plots))
-    return Report(aggs, tables, summary_text(tables), missing, files + plot_files)
+    return Report(aggs, tables, summary_text(tables), missing, missing_summary(aggs), files + plot_files)

@@ -114,16 +114,19 @@ def rank_values(values: Sequence[float], lower_is_better: bool) -> list[float]:
     return ranks
 
 
-def rank_models(aggs: Iterable[Aggregate], specs: Mapping[str, TaskSpec]) -> list[RankTable]:
-    """One ``RankTable`` per shot count present in ``aggs``."""
+def rank_models(aggs: Iterable[Aggregate], specs: Mapping[str, TaskSpec],
+                model_order: Sequence[str] = ()) -> list[RankTable]:
+    """One ``RankTable`` per shot count present in ``aggs``; models listed in ``model_order``
+    first (in that order), the others after them, sorted."""
     by_shots: dict[int, list[Aggregate]] = defaultdict(list)
     for a in aggs:
         by_shots[a.shots].append(a)
-    return [_rank_one(shots, by_shots[shots], specs) for shots in sorted(by_shots)]
+    return [_rank_one(shots, by_shots[shots], specs, model_order) for shots in sorted(by_shots)]
 
 
-def _rank_one(shots: int, aggs: list[Aggregate], specs: Mapping[str, TaskSpec]) -> RankTable:
-    models = sorted({a.model for a in aggs})
+def _rank_one(shots: int, aggs: list[Aggregate], specs: Mapping[str, TaskSpec], order: Sequence[str]) -> RankTable:
+    present = {a.model for a in aggs}
+    models = [m for m in order if m in present] + sorted(present - set(order))
     tasks = sorted({a.task for a in aggs if a.task in specs})
     cell = {(a.model, a.task, a.dataset, a.metric): a.mean for a in aggs}
     table = RankTable(shots, models, tasks)

@@ -88,6 +88,24 @@ def missing_lines(aggs: Iterable[Aggregate]) -> list[str]:
     return lines
 
 
+def missing_summary(aggs: Iterable[Aggregate]) -> list[str]:
+    """One line per metric with missing values: how many samples, which models and tasks."""
+    by_metric: dict[str, list[Aggregate]] = {}
+    for a in aggs:
+        if a.n_missing or a.n == 0:
+            by_metric.setdefault(a.metric, []).append(a)
+    lines = []
+    for metric, rows in sorted(by_metric.items()):
+        n_missing = sum(a.n_missing for a in rows)
+        total = sum(a.n for a in rows)
+        empty = sum(a.n == 0 for a in rows)
+        lines.append(f"{metric}: {n_missing}/{total} scored samples have no value"
+                     + (f", {empty} groups have no scored sample" if empty else "")
+                     + f"; models {', '.join(sorted({a.model for a in rows}))}; "
+                     f"tasks {', '.join(sorted({a.task for a in rows}))}")
+    return lines
+
+
 def _num(v: float, digits: int = 3) -> str:
     if math.isnan(v):
         return "missing"

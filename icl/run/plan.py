@@ -121,7 +121,7 @@ def make_plan(config: RunConfig) -> Plan:
     if not config.shots or min(config.shots) < 1:
         raise ConfigError(f"--shots must be positive integers, got {config.shots}")
     task_names = _pick("tasks", config.tasks, sorted(list_tasks()))
-    dataset_names = _pick("datasets", config.datasets, sorted(list_datasets()))
+    dataset_names = _pick("datasets", config.datasets, sorted(list_datasets(config.data_root)))
     models = load_models(config)
     tasks = {name: get_task(name) for name in task_names}
     datasets = {name: get_dataset(name, root=config.data_root, fast=config.fast) for name in dataset_names}
@@ -138,14 +138,13 @@ def make_plan(config: RunConfig) -> Plan:
             queries = sorted(splits["test"])[: config.limit]
             if not queries:
                 continue
-            selected = select_contexts(ds, task, queries, sorted(splits["train"]), k, config.seed)
+            try:
+                selected = select_contexts(ds, task, queries, splits["train"], k, config.seed)
+            except ValueError as exc:  # fewer train samples than shots
+                raise ConfigError(f"dataset {dname!r}, task {tname!r}: {exc}") from exc
             contexts: dict[str, list[str]] = {q: [] for q in queries}
             for row in sorted(selected, key=lambda r: (r.query_id, r.rank)):
                 contexts[row.query_id].append(row.context_id)
-            short = [q for q in queries if len(contexts[q]) < k]
-            if short:
-                raise ConfigError(f"dataset {dname!r}, task {tname!r}: only {len(contexts[short[0]])} contexts "
-                                  f"for query {short[0]!r}, {k} shots asked (train split too small)")
             groups.append(Group(dname, tname, queries, contexts))
             rows.extend(selected)
     if not groups:

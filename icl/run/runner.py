@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Optional, TextIO
 
 from icl.report import Report, TaskSpec, write_report
 from icl.run.compute import ComputeMeter
@@ -45,8 +46,9 @@ def _settings(config: RunConfig) -> dict[str, Any]:
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
 
 
-def run(config: RunConfig, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> Outcome:
-    """Run the benchmark described by ``config``; prints the summary, returns the outcome."""
+def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> Outcome:
+    """Run the benchmark described by ``config``; prints the summary (stdout) and failures
+    (stderr), returns the outcome."""
     t0 = time.perf_counter()
     plan = make_plan(config)
     t_plan = time.perf_counter()
@@ -80,11 +82,19 @@ def run(config: RunConfig, stdout: TextIO = sys.stdout, stderr: TextIO = sys.std
         timings=timings,
     )
     report = write_report(config.out_dir, rows, task_specs(plan), meta, compute, failures, plots=config.plots,
-                          qualitative_dir=config.out_dir / "qualitative")
+                          qualitative_dir=config.out_dir / "qualitative", model_order=list(plan.models))
     timings.update(report_s=time.perf_counter() - t_exec, total_s=time.perf_counter() - t0)
+    _record_timings(config.out_dir / "results.json", timings)
     outcome = Outcome(config.out_dir, run_id, stats, report, failures, len(failed_rows), timings)
-    _print_summary(outcome, failed_rows, stdout, stderr)
+    _print_summary(outcome, failed_rows, stdout or sys.stdout, stderr or sys.stderr)
     return outcome
+
+
+def _record_timings(path: Path, timings: dict[str, float]) -> None:
+    """Put the final timings (known only once the report is written) into results.json."""
+    data = json.loads(path.read_text())
+    data["timings"] = timings
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def _print_summary(o: Outcome, failed_rows: list, stdout: TextIO, stderr: TextIO) -> None:
@@ -94,9 +104,9 @@ def _print_summary(o: Outcome, failed_rows: list, stdout: TextIO, stderr: TextIO
           f"{o.timings['total_s']:.1f} s (plan {o.timings['plan_s']:.1f}, execute {o.timings['execute_s']:.1f}, "
           f"report {o.timings['report_s']:.1f}); files in {o.out_dir}", file=stdout)
     if o.report.missing:
-        print(f"WARNING: {len(o.report.missing)} metric aggregates are missing (NaN values, shown as 'missing'):",
-              file=stderr)
-        for line in o.report.missing[:MAX_FAILURES_SHOWN]:
+        print(f"WARNING: {len(o.report.missing)} metric aggregates are missing (shown as 'missing'; "
+              "details in report.md):", file=stderr)
+        for line in o.report.missing_summary:
             print(f"  {line}", file=stderr)
     if failed_rows or o.failures:
         print(f"FAILED: {len(failed_rows)} samples failed; {len(o.failures)} failures in this run:", file=stderr)

@@ -77,3 +77,10 @@ def test_best50_missing_is_a_clear_message(monkeypatch, capsys):
 def test_context_hash_is_order_sensitive():
     assert context_hash(["a", "b"]) != context_hash(["b", "a"])
     assert context_hash(["a", "b"]) == context_hash(["a", "b"]) and len(context_hash([])) == 16
+
+
+def test_protocol_matches_context_csv():
+    from icl.data.contexts import PROTOCOL as data_protocol
+    from icl.run import PROTOCOL
+
+    assert PROTOCOL == data_protocol == "vibe-1"

@@ -1,0 +1,114 @@
+"""Bad data and bad models: failures recorded with file, model, task and sample; run completes."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from icl.data.contexts import split_ids
+from icl.data.registry import get_dataset
+from icl.models import register_model
+from icl.models.registry import unregister_model
+from icl.run.__main__ import main
+from icl.store import Store
+from tests.run._adapters import BadShape, Crashing
+
+TASK = "flip"
+
+
+def _args(data, out, models="identity,oracle", extra=()):
+    return ["--fast", "--datasets", "scenes-a", "--tasks", TASK, "--models", models, "--data-root", str(data),
+            "--out", str(out), "--no-plots", "--no-progress", "--qualitative", "0", *extra]
+
+
+def _image_path(ds, sample_id):
+    return next(p for p in (ds.root / "images").iterdir() if p.stem == sample_id)
+
+
+def _rows(out):
+    with Store(out / "store.sqlite") as store:
+        return store.results(), store.failures()
+
+
+def test_corrupt_query_and_context_images(data_copy, tmp_path, capsys):
+    ds = get_dataset("scenes-a", root=data_copy, fast=True)
+    splits = split_ids(ds.ids(), 0, "scenes-a")
+    query, context = splits["test"][0], splits["train"][0]
+    bad_query, bad_context = _image_path(ds, query), _image_path(ds, context)
+    bad_query.write_bytes(b"this is not a png")
+    bad_context.write_bytes(bad_context.read_bytes()[:40])  # truncated
+
+    assert main(_args(data_copy, tmp_path / "out")) == 1
+    err = capsys.readouterr().err
+    assert "FAILED" in err and str(bad_query) in err and repr(query) in err and str(bad_context) in err
+
+    rows, failures = _rows(tmp_path / "out")
+    by_q = {}
+    for r in rows:
+        by_q.setdefault(r.key.query_id, set()).add(r.status)
+    assert by_q[query] == {"failed"}
+    assert any(s == {"ok"} for s in by_q.values()), "the rest of the run did not complete"
+    f = next(f for f in failures if f.query_id == query)
+    assert f.stage == "data" and f.path == str(bad_query) and f.dataset == "scenes-a" and f.task == TASK
+    assert any(f.query_id == context and f.path == str(bad_context) for f in failures)
+    failed = [r for r in rows if r.status == "failed"]
+    assert all(r.error for r in failed)
+    # queries whose first context is the corrupt one failed too, naming that file
+    assert any(str(bad_context) in r.error for r in failed if r.key.query_id != query)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Failures" in report and str(bad_query) in report
+
+
+def test_bad_shape_names_model_task_sample(fast_data, tmp_path, capsys):
+    register_model("bad-shape-local", BadShape)
+    try:
+        assert main(_args(fast_data, tmp_path / "out", models="bad-shape-local,identity")) == 1
+    finally:
+        unregister_model("bad-shape-local")
+    err = capsys.readouterr().err
+    rows, failures = _rows(tmp_path / "out")
+    bad = [r for r in rows if r.status == "failed"]
+    assert bad and all(r.key.model == "bad-shape-local" for r in bad)
+    for r in bad:
+        assert "'bad-shape-local'" in r.error and f"'{TASK}'" in r.error and repr(r.key.query_id) in r.error
+        assert repr(r.key.query_id) in err or len(bad) > 20
+    assert {f.stage for f in failures} == {"score"}
+    # every other prediction of the bad model was scored, and identity is untouched
+    ok_bad = [r for r in rows if r.key.model == "bad-shape-local" and r.status == "ok"]
+    assert ok_bad and all(r.status == "ok" for r in rows if r.key.model == "identity")
+
+
+def test_crashing_model_recorded_others_run(fast_data, tmp_path, capsys):
+    register_model("crashing-local", Crashing)
+    try:
+        assert main(_args(fast_data, tmp_path / "out", models="crashing-local,oracle")) == 1
+    finally:
+        unregister_model("crashing-local")
+    assert "weights exploded" in capsys.readouterr().err
+    rows, failures = _rows(tmp_path / "out")
+    assert {r.status for r in rows if r.key.model == "crashing-local"} == {"failed"}
+    assert {r.status for r in rows if r.key.model == "oracle"} == {"ok"}
+    assert all(f.stage == "model" and "crashing-local" in f.message for f in failures)
+
+
+@pytest.mark.parametrize("flag,value,known", [("--models", "nope", "oracle"), ("--tasks", "nope", TASK),
+                                              ("--datasets", "nope", "scenes-a")])
+def test_unknown_names_exit_2(fast_data, tmp_path, capsys, flag, value, known):
+    args = _args(fast_data, tmp_path / "out")
+    args[args.index(flag) + 1] = value
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "'nope'" in err and known in err
+
+
+def test_store_rows_and_parallel_data_jobs(fast_data, tmp_path):
+    assert main(_args(fast_data, tmp_path / "one")) == 0
+    con = sqlite3.connect(tmp_path / "one" / "store.sqlite")
+    n, n_ok = con.execute("SELECT COUNT(*), SUM(status='ok') FROM samples").fetchone()
+    assert n == n_ok > 0
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
+    assert main(_args(fast_data, tmp_path / "two", extra=["--jobs", "2"])) == 0
+    for name in ("results.csv", "ranks.csv", "contexts.csv"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
