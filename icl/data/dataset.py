@@ -94,7 +94,8 @@ class Sample:
     ``segmentation`` uint8 [H, W] (255 void), ``depth`` float32 [H, W] metres (-1 invalid),
     ``edges`` bool [H, W], ``keypoints`` float64 [N, 3] (x, y, v; v=2 visible), ``boxes`` float64
     [N, 4] (x0, y0, x1, y1 in pixels, x1/y1 exclusive) with ``box_classes`` int64 [N],
-    ``paired`` {kind: uint8 [h, w, 3]} and ``paired_info`` {kind: dict}."""
+    ``paired`` {kind: uint8 [h, w, 3]}, ``paired_info`` {kind: dict} and ``pair_kinds``
+    {task: kind} (which paired image each task uses, from ``meta.pairs``)."""
 
     dataset: str
     id: str
@@ -247,6 +248,7 @@ class Dataset:
                 raise ValueError(f"parts: unknown part {part!r}; known: {PARTS}")
             if part == "paired":
                 ann["paired"], ann["paired_info"] = {}, {}
+                ann["pair_kinds"] = dict(self.meta.pairs)
                 for kind in self._kinds():
                     path = self._path(part, sample_id, kind)
                     ann["paired"][kind] = read_rgb(path, sample_id)

@@ -8,15 +8,17 @@
 - ``photos``: crops of the colour photographs bundled with scikit-image; inpainting,
   denoising, colorization, rotation, flip and artifact removal (low-light pairs).
 
-Each is written once in the canonical format (``{root}/_builtin/{name}-{fast|full}-g{N}``)
+Each is written once in the canonical format (``{root}/_builtin/{name}-g{N}.{source hash}-{fast|full}``)
 and then read back through the same validating loader as real data.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import uuid
+from functools import lru_cache
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -117,8 +119,21 @@ BUILTINS: dict[str, Builtin] = {
 }
 
 
+@lru_cache(maxsize=1)
+def generator_hash() -> str:
+    """Short SHA-256 of the generator's source: any change to it regenerates the cache."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:10]
+
+
+def data_version(fast: bool) -> str:
+    return f"g{GENERATOR_VERSION}.{generator_hash()}-{'fast' if fast else 'full'}"
+
+
 def cache_path(name: str, root: Path, fast: bool) -> Path:
-    return root / "_builtin" / f"{name}-{'fast' if fast else 'full'}-g{GENERATOR_VERSION}"
+    return root / "_builtin" / f"{name}-{data_version(fast)}"
 
 
 def builtin_dataset(name: str, root: Path, fast: bool) -> Dataset:
@@ -128,8 +143,7 @@ def builtin_dataset(name: str, root: Path, fast: bool) -> Dataset:
     if not (final / "meta.json").is_file():
         tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         try:
-            version = f"g{GENERATOR_VERSION}-{'fast' if fast else 'full'}"
-            spec.build(DatasetWriter(tmp, spec.meta(name, version)), spec, fast)
+            spec.build(DatasetWriter(tmp, spec.meta(name, data_version(fast))), spec, fast)
             try:
                 os.rename(tmp, final)
             except OSError:

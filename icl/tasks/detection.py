@@ -1,0 +1,101 @@
+"""Object detection: boxes <-> filled rectangles packed into R, G, B; AP at IoU 0.5."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from icl import ops
+from icl.data.dataset import DatasetMeta, Sample
+from icl.tasks.base import BoxesTarget, EncodingError, Task, scale_boxes
+
+IOU_THRESHOLD = 0.5
+
+
+def pixel_rects(boxes: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Drawn pixel extent (x0, y0, x1, y1), x1/y1 exclusive, int64 [N, 4]: edges rounded half
+    up, at least one pixel, inside the image."""
+    h, w = size
+    r = np.floor(np.asarray(boxes, np.float64).reshape(-1, 4) + 0.5).astype(np.int64)
+    r[:, 0] = np.clip(r[:, 0], 0, w - 1)
+    r[:, 1] = np.clip(r[:, 1], 0, h - 1)
+    r[:, 2] = np.clip(np.maximum(r[:, 2], r[:, 0] + 1), 1, w)
+    r[:, 3] = np.clip(np.maximum(r[:, 3], r[:, 1] + 1), 1, h)
+    return r
+
+
+def pack_channels(rects: np.ndarray) -> list[int] | str:
+    """Channel (0 R, 1 G, 2 B) per box in annotation order: the first channel where the box
+    neither overlaps nor touches (8-neighbour) a box already drawn there, since touching
+    boxes would merge into one component. A reason string when a box fits no channel."""
+    placed: list[list[np.ndarray]] = [[], [], []]
+    out: list[int] = []
+    for i, r in enumerate(rects):
+        for c in range(3):
+            # touching = the rectangles grown by one pixel overlap
+            if all(r[0] > q[2] or q[0] > r[2] or r[1] > q[3] or q[1] > r[3] for q in placed[c]):
+                placed[c].append(r)
+                out.append(c)
+                break
+        else:
+            return f"box {i} {r.tolist()} overlaps or touches a box in each of R, G and B"
+    return out
+
+
+def decode_boxes(pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes float64 [N, 4] (pixel extent, exclusive ends) and confidences float64 [N] of a uint8
+    prediction: per channel value >= 128, 8-connected components, confidence = mean channel
+    value in [0, 1] over the component; channels R, G, B pooled in that order."""
+    chans = np.ascontiguousarray(np.moveaxis(pred, 2, 0))
+    mask = chans >= 128
+    if not mask.any():
+        return np.zeros((0, 4), np.float64), np.zeros(0, np.float64)
+    comps = ops.connected_components(mask, connectivity=8, values=(chans / 255.0).astype(np.float32))
+    boxes = np.asarray(comps.box, np.float64).reshape(-1, 4)
+    return boxes, np.asarray(comps.value_mean, np.float64).reshape(-1)
+
+
+class Detection(Task):
+    name = "detection"
+    metrics = ("ap50",)
+    rank_metrics = ("ap50",)
+    semantic = True
+    paper_task = "object detection"
+
+    def check_sample(self, sample: Sample, meta: DatasetMeta) -> str | None:
+        packed = pack_channels(pixel_rects(sample.annotations["boxes"], sample.image.shape[:2]))
+        return packed if isinstance(packed, str) else None
+
+    def make_pair(self, sample: Sample, global_seed: int, *, query: Sample | None = None) -> tuple[np.ndarray, Any]:
+        ann = sample.annotations
+        target = BoxesTarget(ann["boxes"].astype(np.float64), ann["box_classes"].astype(np.int64), tuple(sample.image.shape[:2]))
+        return sample.image, target
+
+    def encode(self, target: BoxesTarget, meta: DatasetMeta) -> np.ndarray:
+        rects = pixel_rects(target.boxes, target.size)
+        packed = pack_channels(rects)
+        if isinstance(packed, str):
+            raise EncodingError(f"detection target cannot be encoded: {packed}")
+        img = np.zeros((*target.size, 3), np.uint8)
+        for (x0, y0, x1, y1), c in zip(rects, packed):
+            img[y0:y1, x0:x1, c] = 255
+        return img
+
+    def _score(self, preds, targets, context_targets, meta) -> list[dict[str, float]]:
+        out = []
+        for pred, target in zip(preds, targets):
+            boxes, scores = decode_boxes(pred)
+            boxes = scale_boxes(boxes, pred.shape[:2], target.size)
+            gt = np.asarray(target.boxes, np.float64).reshape(-1, 4)
+            if len(gt) == 0 or len(boxes) == 0:
+                ap = 1.0 if len(gt) == len(boxes) else 0.0
+            else:
+                ap = float(
+                    ops.average_precision(
+                        boxes, scores, np.zeros(len(boxes), np.int64), gt, np.zeros(len(gt), np.int64),
+                        iou_threshold=IOU_THRESHOLD, interpolation="all",
+                    )
+                )
+            out.append({"ap50": ap})
+        return out

@@ -1,0 +1,35 @@
+"""Edge detection: binary edge map <-> white on black; pixel precision, recall, F1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from icl.data.dataset import DatasetMeta, Sample
+from icl.tasks.base import Task, precision_recall_f1, resize_nearest
+
+
+def decode_edges(pred: np.ndarray) -> np.ndarray:
+    """Edge where the mean of the three channels is >= 128 (exactly: R + G + B >= 384)."""
+    return pred.astype(np.int32).sum(axis=2) >= 384
+
+
+class Edges(Task):
+    name = "edges"
+    metrics = ("precision", "recall", "f1")
+    rank_metrics = ("f1",)
+    paper_task = "edge detection"
+
+    def make_pair(self, sample: Sample, global_seed: int, *, query: Sample | None = None) -> tuple[np.ndarray, Any]:
+        return sample.image, sample.annotations["edges"]
+
+    def encode(self, target: np.ndarray, meta: DatasetMeta) -> np.ndarray:
+        return np.repeat(np.where(target, 255, 0).astype(np.uint8)[:, :, None], 3, axis=2)
+
+    def _score(self, preds, targets, context_targets, meta) -> list[dict[str, float]]:
+        out = []
+        for pred, gt in zip(preds, targets):
+            mask = resize_nearest(decode_edges(pred), gt.shape)
+            out.append(precision_recall_f1(int((mask & gt).sum()), int(mask.sum()), int(gt.sum())))
+        return out

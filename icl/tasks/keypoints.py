@@ -1,0 +1,63 @@
+"""Keypoint detection: visible points <-> red discs; point precision, recall, F1 within tau."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cv2
+import numpy as np
+
+from icl import ops
+from icl.data.dataset import DatasetMeta, Sample
+from icl.tasks.base import PointsTarget, Task, precision_recall_f1, scale_points
+
+RADIUS = 5
+TAU = 2 * RADIUS  # match radius in pixels at target resolution
+
+
+def round_half_up(v: float) -> int:
+    return int(np.floor(v + 0.5))
+
+
+def decode_points(pred: np.ndarray) -> np.ndarray:
+    """Points (x, y) float64 [N, 2] of a uint8 prediction: ``S = clip(R - max(G, B), 0, 1)`` on
+    [0, 1] channels, mask ``S > 0.5``, one point per 8-connected component at its max-S pixel
+    (first in raster order on ties), in raster order of the components."""
+    rgb = pred.astype(np.int16)
+    s = np.clip(rgb[:, :, 0] - np.maximum(rgb[:, :, 1], rgb[:, :, 2]), 0, 255)
+    mask = s >= 128  # S > 0.5 exactly, as S = s / 255 with integer s
+    if not mask.any():
+        return np.zeros((0, 2), np.float64)
+    comps = ops.connected_components(mask, connectivity=8, values=(s / 255.0).astype(np.float32))
+    yx = np.asarray(comps.argmax, np.float64).reshape(-1, 2)
+    return yx[:, ::-1].copy()
+
+
+class Keypoints(Task):
+    name = "keypoints"
+    metrics = ("precision", "recall", "f1")
+    rank_metrics = ("f1",)
+    paper_task = "keypoint detection"
+
+    def make_pair(self, sample: Sample, global_seed: int, *, query: Sample | None = None) -> tuple[np.ndarray, Any]:
+        kp = sample.annotations["keypoints"]
+        pts = kp[kp[:, 2] == 2, :2].astype(np.float64)
+        return sample.image, PointsTarget(pts, tuple(sample.image.shape[:2]))
+
+    def encode(self, target: PointsTarget, meta: DatasetMeta) -> np.ndarray:
+        img = np.zeros((*target.size, 3), np.uint8)
+        for x, y in target.points:
+            cv2.circle(img, (round_half_up(x), round_half_up(y)), RADIUS, (255, 0, 0), thickness=-1, lineType=cv2.LINE_8)
+        return img
+
+    def _score(self, preds, targets, context_targets, meta) -> list[dict[str, float]]:
+        out = []
+        for pred, target in zip(preds, targets):
+            pts = scale_points(decode_points(pred), pred.shape[:2], target.size)
+            gt = np.asarray(target.points, np.float64).reshape(-1, 2)
+            tp = 0
+            if len(pts) and len(gt):
+                pred_idx, _ = ops.match_points(pts, gt, float(TAU))
+                tp = len(pred_idx)
+            out.append(precision_recall_f1(tp, len(pts), len(gt)))
+        return out
