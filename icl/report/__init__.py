@@ -50,7 +50,8 @@ def write_report(out: Path, rows: Sequence, specs: Mapping[str, TaskSpec], meta:
         plot_dir.mkdir(exist_ok=True)
         for t in tables:
             for task in t.tasks:
-                p = radar_plot(specs[task], aggs, t.shots, plot_dir / f"radar_{safe_name(task)}_k{t.shots}.png")
+                p = radar_plot(specs[task], aggs, t.shots, plot_dir / f"radar_{safe_name(task)}_k{t.shots}.png",
+                               t.models)
                 plot_files += [p] if p else []
             p = rank_heatmap(t, plot_dir / f"ranks_k{t.shots}.png")
             plot_files += [p] if p else []

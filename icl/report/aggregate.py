@@ -127,7 +127,8 @@ def rank_models(aggs: Iterable[Aggregate], specs: Mapping[str, TaskSpec],
 def _rank_one(shots: int, aggs: list[Aggregate], specs: Mapping[str, TaskSpec], order: Sequence[str]) -> RankTable:
     present = {a.model for a in aggs}
     models = [m for m in order if m in present] + sorted(present - set(order))
-    tasks = sorted({a.task for a in aggs if a.task in specs})
+    present_tasks = {a.task for a in aggs}
+    tasks = [t for t in specs if t in present_tasks]  # the order of ``specs``
     cell = {(a.model, a.task, a.dataset, a.metric): a.mean for a in aggs}
     table = RankTable(shots, models, tasks)
     for task in tasks:

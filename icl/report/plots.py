@@ -31,7 +31,8 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "_"
 
 
-def radar_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path) -> Optional[Path]:
+def radar_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path,
+               models: Sequence[str] = ()) -> Optional[Path]:
     """One panel per rank metric: datasets on the axes, one polygon per model (a grouped bar
     chart when the task has fewer than three datasets). Missing values are drawn at 0 and
     marked 'missing' in the legend."""
@@ -40,7 +41,8 @@ def radar_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path
         return None
     plt = _pyplot()
     datasets = sorted({a.dataset for a in rows})
-    models = sorted({a.model for a in rows})
+    present = {a.model for a in rows}
+    models = [m for m in models if m in present] + sorted(present - set(models))
     metrics = [m for m in task.rank_metrics if any(a.metric == m for a in rows)]
     value = {(a.model, a.dataset, a.metric): a.mean for a in rows}
     polar = len(datasets) >= 3

@@ -1,20 +1,22 @@
-"""Execute a plan in batches: prepare data, predict, decode and score, commit per batch.
+"""Execute a plan in batches: build episodes, predict, decode and score, commit per batch.
 
-Loop order: (dataset, task) groups -> chunks of queries (each query and context is loaded,
-turned into its pair and encoded once per chunk, contexts cached across the group) -> models
--> shot counts -> batches of the model's ``batch_size``. Every batch is one store transaction,
-so a killed run loses at most the batch in flight, and a rerun computes only what is missing
-or failed. A sample that cannot be loaded, predicted or scored is recorded as failed (with
-the file, model, task and sample named) and the run goes on.
+Loop order: (dataset, task) groups -> chunks of queries (each query's episode, i.e. its input,
+target and context pairs at the largest shot count, is built once per chunk; loaded context
+samples are cached across the group) -> models -> shot counts -> batches of the model's
+``batch_size``. Every batch is one store transaction, so a killed run loses at most the batch
+in flight, and a rerun computes only what is missing or failed. A sample that cannot be
+loaded, predicted or scored is recorded as failed (naming the file, model, task and sample)
+and the run goes on.
 """
 
 from __future__ import annotations
 
 import sys
 import traceback
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -25,29 +27,19 @@ from icl.run.errors import ModelOutputError
 from icl.run.plan import PROTOCOL, Group, Plan, context_hash
 from icl.store import Failure, SampleKey, SampleResult, Store
 
-CHUNK = 32
-
-
-@dataclass
-class Pair:
-    """One sample turned into what models see: input image, target structure, encoded target."""
-
-    input: Optional[np.ndarray] = None
-    target: Any = None
-    encoded: Optional[np.ndarray] = None
-    error: Optional[str] = None
-    path: Optional[str] = None
+CHUNK = 32  # queries whose episodes are built together
+CACHE = 256  # loaded context samples kept per group
 
 
 @dataclass
 class Item:
-    query_id: str
-    query: Pair
-    contexts: list[Pair]
+    """One query: its episode (at the largest shot count) and encoded target, or the error."""
 
-    def error(self, shots: int) -> Optional[Pair]:
-        """The first failed pair among the query and its first ``shots`` contexts."""
-        return next((p for p in [self.query, *self.contexts[:shots]] if p.error is not None), None)
+    query_id: str
+    episode: Any = None
+    encoded: Optional[np.ndarray] = None
+    error: Optional[str] = None
+    path: Optional[str] = None
 
 
 @dataclass
@@ -59,25 +51,22 @@ class ExecStats:
     failed_models: list[str] = field(default_factory=list)
 
 
-def _short_trace(exc: BaseException) -> str:
+def short_trace(exc: BaseException) -> str:
+    """``Type: message [at file:line in func; ...]`` (the last two frames)."""
     frames = traceback.extract_tb(exc.__traceback__)[-2:]
     where = "; ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in frames)
     return f"{type(exc).__name__}: {exc}" + (f" [at {where}]" if where else "")
 
 
-def _as_array(pred: Any) -> Any:
-    if hasattr(pred, "detach"):  # a torch tensor: bf16/fp16 become float32 for numpy
-        pred = pred.detach()
-        pred = (pred.float() if pred.is_floating_point() else pred).cpu().numpy()
-    return pred
-
-
-def _to_uint8(pred: np.ndarray) -> Optional[np.ndarray]:
+def _to_uint8(pred: Any) -> Optional[np.ndarray]:
+    """A displayable copy of a prediction (for the qualitative grids), or None."""
+    if hasattr(pred, "detach"):
+        pred = pred.detach().float().cpu().numpy()
     if not isinstance(pred, np.ndarray) or pred.ndim != 3 or pred.shape[2] != 3:
         return None
     if pred.dtype == np.uint8:
         return pred
-    return np.round(255 * np.clip(pred.astype(np.float32), 0, 1)).astype(np.uint8)
+    return np.rint(255 * np.clip(np.nan_to_num(pred.astype(np.float32)), 0, 1)).astype(np.uint8)
 
 
 class Executor:
@@ -88,7 +77,6 @@ class Executor:
         self.cfg = plan.config
         self.stats = ExecStats()
         self._loaded: set[str] = set()
-        self._pool = ThreadPoolExecutor(self.cfg.jobs) if self.cfg.jobs > 1 else None
         self.qual_dir = self.cfg.out_dir / "qualitative"
 
     def key(self, g: Group, q: str, model: str, shots: int) -> SampleKey:
@@ -116,57 +104,66 @@ class Executor:
 
         pending = [self._pending(g) for g in self.plan.groups]
         total = sum(len(q) for p in pending for q in p.values())
+        pool = ThreadPoolExecutor(self.cfg.jobs) if self.cfg.jobs > 1 else None
         try:
             with tqdm(total=total, unit="sample", file=sys.stderr, disable=not self.cfg.progress,
                       dynamic_ncols=True) as progress:
                 for g, p in zip(self.plan.groups, pending):
-                    self._run_group(g, p, progress)
+                    self._run_group(g, p, progress, pool)
         finally:
-            if self._pool is not None:
-                self._pool.shutdown()
+            if pool is not None:
+                pool.shutdown()
         return self.stats
 
+    def _sample_dir(self, g: Group, query_id: str):
+        return self.qual_dir / safe_name(g.task) / safe_name(f"{g.dataset}__{query_id}")
+
     # -- data ------------------------------------------------------------------------------
-    def _make_pair(self, g: Group, sample_id: str) -> Pair:
+    def _item(self, g: Group, q: str, load_context: Callable[[str], Any]) -> Item:
         ds, task = self.plan.datasets[g.dataset], self.plan.tasks[g.task]
         try:
-            sample = ds.load(sample_id)
-            image, target = task.make_pair(sample, self.cfg.seed)
-            return Pair(image, target, task.encode(target, ds.meta))
+            query = ds.load(q, parts=task.parts)
+            contexts = [load_context(c) for c in g.contexts[q][: max(self.cfg.shots)]]
+            episode = task.make_episode(query, contexts, self.cfg.seed, ds.meta)
+            item = Item(q, episode, task.encode(episode.target, ds.meta))
         except Exception as exc:  # any bad sample is recorded, the run goes on
             path = getattr(exc, "path", None)
-            msg = f"dataset {g.dataset!r}, task {g.task!r}, sample {sample_id!r}: {_short_trace(exc)}"
-            self.store.add_failures([Failure("data", msg, None, g.dataset, g.task, sample_id, None, path, self.run_id)])
-            return Pair(error=msg, path=path)
+            msg = f"dataset {g.dataset!r}, task {g.task!r}, query {q!r}: {short_trace(exc)}"
+            self.store.add_failures([Failure("data", msg, None, g.dataset, g.task, q, None, path, self.run_id)])
+            return Item(q, error=msg, path=path)
+        if (g.dataset, g.task, q) in self.plan.qualitative:
+            d = self._sample_dir(g, q)
+            write_rgb(d / "query.png", episode.query_input)
+            write_rgb(d / "target.png", item.encoded)
+            write_rgb(d / "context_in_0.png", episode.context_inputs[0])
+            write_rgb(d / "context_out_0.png", episode.context_outputs[0])
+        return item
 
-    def _prepare(self, g: Group, queries: list[str], cache: dict[str, Pair]) -> list[Item]:
-        k = max(self.cfg.shots)
-        needed = list(dict.fromkeys([*queries, *(c for q in queries for c in g.contexts[q][:k])]))
-        fresh = [s for s in needed if s not in cache]
-        with self.meter.measure("*", "data", len(fresh)):
-            pairs = self._pool.map(lambda s: self._make_pair(g, s), fresh) if self._pool else map(
-                lambda s: self._make_pair(g, s), fresh)
-            cache.update(zip(fresh, pairs))
-        items = [Item(q, cache[q], [cache[c] for c in g.contexts[q][:k]]) for q in queries]
-        for it in items:
-            if (g.dataset, g.task, it.query_id) in self.plan.qualitative and it.error(k) is None:
-                d = self.qual_dir / safe_name(g.task) / safe_name(f"{g.dataset}__{it.query_id}")
-                write_rgb(d / "query.png", it.query.input)
-                write_rgb(d / "target.png", it.query.encoded)
-                write_rgb(d / "context_in_0.png", it.contexts[0].input)
-                write_rgb(d / "context_out_0.png", it.contexts[0].encoded)
-        return items
+    def _prepare(self, g: Group, queries: list[str], cache: OrderedDict, pool: Optional[ThreadPoolExecutor]) -> list[Item]:
+        ds, task = self.plan.datasets[g.dataset], self.plan.tasks[g.task]
 
-    def _run_group(self, g: Group, pending: dict[tuple[str, int], set[str]], progress: Any) -> None:
+        def load_context(sample_id: str) -> Any:
+            # racing threads may load a sample twice; both copies are equal
+            if sample_id in cache:
+                cache.move_to_end(sample_id)
+                return cache[sample_id]
+            sample = ds.load(sample_id, parts=task.parts)
+            cache[sample_id] = sample
+            while len(cache) > CACHE:
+                cache.popitem(last=False)
+            return sample
+
+        with self.meter.measure("*", "data", len(queries)):
+            if pool is None:
+                return [self._item(g, q, load_context) for q in queries]
+            return list(pool.map(lambda q: self._item(g, q, load_context), queries))
+
+    def _run_group(self, g: Group, pending: dict[tuple[str, int], set[str]], progress: Any,
+                   pool: Optional[ThreadPoolExecutor]) -> None:
         todo = [q for q in g.queries if any(q in p for p in pending.values())]
-        if not todo:
-            return
-        cache: dict[str, Pair] = {}
+        cache: OrderedDict = OrderedDict()
         for start in range(0, len(todo), CHUNK):
-            chunk = todo[start:start + CHUNK]
-            items = self._prepare(g, chunk, cache)
-            for q in chunk:  # queries (test split) are never contexts (train split)
-                cache.pop(q, None)
+            items = self._prepare(g, todo[start:start + CHUNK], cache, pool)
             for (model, shots), waiting in pending.items():
                 mine = [it for it in items if it.query_id in waiting]
                 if not mine:
@@ -187,27 +184,26 @@ class Executor:
             model.load(self.cfg.device)
         except Exception as exc:
             self.stats.failed_models.append(name)
-            msg = f"model {name!r} failed to load on {self.cfg.device!r}: {_short_trace(exc)}"
+            msg = f"model {name!r} failed to load on {self.cfg.device!r}: {short_trace(exc)}"
             self.store.add_failures([Failure("load", msg, name, run_id=self.run_id)])
             return msg
         self._loaded.add(name)
         return None
 
     def _run_batch(self, g: Group, name: str, shots: int, batch: Sequence[Item]) -> None:
-        model, task, meta = self.plan.models[name], self.plan.tasks[g.task], self.plan.datasets[g.dataset].meta
+        model = self.plan.models[name]
         results: list[SampleResult] = []
         failures: list[Failure] = []
 
-        def fail(it: Item, stage: str, msg: str, path: Optional[str] = None, event: bool = True) -> None:
+        def fail(it: Item, stage: str, msg: str, event: bool = True) -> None:
             results.append(SampleResult(self.key(g, it.query_id, name, shots), "failed", {}, msg, run_id=self.run_id))
             if event:
-                failures.append(Failure(stage, msg, name, g.dataset, g.task, it.query_id, shots, path, self.run_id))
+                failures.append(Failure(stage, msg, name, g.dataset, g.task, it.query_id, shots, it.path, self.run_id))
 
         live = []
         for it in batch:
-            bad = it.error(shots)
-            if bad is not None:  # the data failure itself was recorded when the pair was made
-                fail(it, "data", bad.error or "", bad.path, event=False)
+            if it.error is not None:  # the data failure itself was recorded when the episode was built
+                fail(it, "data", it.error, event=False)
             else:
                 live.append(it)
         load_error = self._load(name, model) if live else None
@@ -218,10 +214,10 @@ class Executor:
         preds: list = []
         model_s = 0.0
         if live:
-            reqs = [AnalogyRequest(g.task, g.dataset, it.query_id, [c.input for c in it.contexts[:shots]],
-                                   [c.encoded for c in it.contexts[:shots]], it.query.input,
-                                   tuple(it.query.encoded.shape[:2]),
-                                   it.query.encoded if model.privileged else None) for it in live]
+            reqs = [AnalogyRequest(g.task, g.dataset, it.query_id, it.episode.context_inputs[:shots],
+                                   it.episode.context_outputs[:shots], it.episode.query_input,
+                                   tuple(it.encoded.shape[:2]), it.encoded if model.privileged else None)
+                    for it in live]
             try:
                 with self.meter.measure(name, "model", len(live)) as timing:
                     self.stats.model_calls += 1
@@ -231,35 +227,35 @@ class Executor:
             except Exception as exc:
                 for it in live:
                     fail(it, "model", f"model {name!r} failed on task {g.task!r}, dataset {g.dataset!r}, "
-                                      f"sample {it.query_id!r}: {_short_trace(exc)}")
+                                      f"sample {it.query_id!r}: {short_trace(exc)}")
                 live, preds = [], []
             model_s = timing.elapsed / len(reqs)
-        self._score(g, name, shots, task, meta, live, [_as_array(p) for p in preds], model_s, results, fail)
+        self._score(g, name, shots, live, preds, model_s, results, fail)
         self.store.write_batch(results, failures)
         n_ok = sum(r.status == "ok" for r in results)
         self.stats.computed += n_ok
         self.stats.failed += len(results) - n_ok
 
-    def _score(self, g: Group, name: str, shots: int, task: Any, meta: Any, live: list[Item], preds: list,
-               model_s: float, results: list[SampleResult], fail: Any) -> None:
+    def _score(self, g: Group, name: str, shots: int, live: list[Item], preds: list, model_s: float,
+               results: list[SampleResult], fail: Callable[..., None]) -> None:
         from icl.tasks import PredictionError
 
+        task, meta = self.plan.tasks[g.task], self.plan.datasets[g.dataset].meta
         while live:
             try:
                 with self.meter.measure(name, "score", len(live)) as timing:
-                    scores = task.evaluate(preds, [it.query.target for it in live],
-                                           [[c.target for c in it.contexts[:shots]] for it in live], meta)
+                    scores = task.evaluate(preds, [it.episode.target for it in live],
+                                           [it.episode.context_targets[:shots] for it in live], meta)
             except PredictionError as exc:
-                i = getattr(exc, "index", exc.args[0] if exc.args else 0)
-                it = live[i]
-                err = ModelOutputError(name, g.task, g.dataset, it.query_id, getattr(exc, "message", str(exc)))
-                fail(it, "score", str(err))
+                i = exc.index
+                err = ModelOutputError(name, g.task, g.dataset, live[i].query_id, exc.message)
+                fail(live[i], "score", str(err))
                 live, preds = live[:i] + live[i + 1:], preds[:i] + preds[i + 1:]
                 continue
             except Exception as exc:
                 for it in live:
                     fail(it, "score", f"scoring failed for model {name!r}, task {g.task!r}, dataset {g.dataset!r}, "
-                                      f"sample {it.query_id!r}: {_short_trace(exc)}")
+                                      f"sample {it.query_id!r}: {short_trace(exc)}")
                 return
             score_s = timing.elapsed / len(live)
             for it, pred, metrics in zip(live, preds, scores):
@@ -269,6 +265,5 @@ class Executor:
                 if (g.dataset, g.task, it.query_id) in self.plan.qualitative:
                     img = _to_uint8(pred)
                     if img is not None:
-                        d = self.qual_dir / safe_name(g.task) / safe_name(f"{g.dataset}__{it.query_id}")
-                        write_rgb(d / f"pred_k{shots}_{safe_name(name)}.png", img)
+                        write_rgb(self._sample_dir(g, it.query_id) / f"pred_k{shots}_{safe_name(name)}.png", img)
             return

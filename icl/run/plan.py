@@ -1,7 +1,9 @@
 """Plan a run: which (dataset, task) groups, queries, contexts and models.
 
-Queries are the test split (``icl.data.contexts.split_ids``), in sorted id order, the first
-``limit`` of them when a limit is set. Contexts are selected once per (dataset, task) for the
+Queries are the test split (``icl.data.contexts.split_ids``), in sorted id order, after
+screening (``icl.run.screen``: samples a task rejects or that cannot be loaded are left out;
+the latter are recorded as failures), the first ``limit`` of them when a limit is set; context
+candidates are the screened train split. Contexts are selected once per (dataset, task) for the
 largest shot count (``icl.data.contexts.select_contexts``); a K-shot sample uses the first K
 contexts of that list. Every context list goes into one CSV (``contexts.csv``) whose SHA-256
 is recorded with the results.
@@ -16,6 +18,7 @@ from typing import Any, Optional
 
 from icl.models import Adapter, get_model, list_models
 from icl.run.errors import ConfigError
+from icl.run.screen import DataIssue, screen
 
 PROTOCOL = "vibe-1"
 DEFAULT_MODELS = ("oracle", "copy-target", "identity")
@@ -78,6 +81,8 @@ class Plan:
     context_csv: Path
     context_sha256: str
     qualitative: set[tuple[str, str, str]] = field(default_factory=set)
+    issues: list[DataIssue] = field(default_factory=list)
+    filtered: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
 
     @property
     def n_samples(self) -> int:
@@ -111,7 +116,7 @@ def load_models(config: RunConfig) -> dict[str, Adapter]:
 
 
 def make_plan(config: RunConfig) -> Plan:
-    """Resolve names, open datasets, split, select contexts and write ``contexts.csv``."""
+    """Resolve names, open datasets, split, screen samples, select contexts, write ``contexts.csv``."""
     from icl.data.contexts import select_contexts, split_ids, write_context_csv
     from icl.data.registry import get_dataset, list_datasets
     from icl.tasks.registry import get_task, list_tasks
@@ -120,32 +125,38 @@ def make_plan(config: RunConfig) -> Plan:
         raise ConfigError(f"--limit must be >= 1, got {config.limit}")
     if not config.shots or min(config.shots) < 1:
         raise ConfigError(f"--shots must be positive integers, got {config.shots}")
-    task_names = _pick("tasks", config.tasks, sorted(list_tasks()))
+    task_names = _pick("tasks", config.tasks, list(list_tasks()))
     dataset_names = _pick("datasets", config.datasets, sorted(list_datasets(config.data_root)))
     models = load_models(config)
     tasks = {name: get_task(name) for name in task_names}
     datasets = {name: get_dataset(name, root=config.data_root, fast=config.fast) for name in dataset_names}
     k = max(config.shots)
-    groups, rows = [], []
+    groups, rows, issues = [], [], []
+    filtered: dict[str, dict[str, dict[str, str]]] = {}
     for dname in dataset_names:
         ds = datasets[dname]
-        splits = None
-        for tname in task_names:
-            task = tasks[tname]
-            if not task.applies_to(ds.meta):
-                continue
-            splits = splits or split_ids(ds.ids(), config.seed, dname)
-            queries = sorted(splits["test"])[: config.limit]
+        mine = [tasks[t] for t in task_names if tasks[t].applies_to(ds.meta)]
+        if not mine:
+            continue
+        splits = split_ids(ds.ids(), config.seed, dname)
+        test = screen(ds, mine, splits["test"], config.limit)
+        train = screen(ds, mine, splits["train"])
+        issues += test.issues + train.issues
+        for task in mine:
+            queries = test.usable[task.name][: config.limit]
+            dropped = {**test.filtered[task.name], **train.filtered[task.name]}
+            if dropped:
+                filtered.setdefault(dname, {})[task.name] = dict(sorted(dropped.items()))
             if not queries:
                 continue
             try:
-                selected = select_contexts(ds, task, queries, splits["train"], k, config.seed)
-            except ValueError as exc:  # fewer train samples than shots
-                raise ConfigError(f"dataset {dname!r}, task {tname!r}: {exc}") from exc
+                selected = select_contexts(ds, task, queries, train.usable[task.name], k, config.seed)
+            except ValueError as exc:  # fewer usable train samples than shots
+                raise ConfigError(f"dataset {dname!r}, task {task.name!r}: {exc}") from exc
             contexts: dict[str, list[str]] = {q: [] for q in queries}
             for row in sorted(selected, key=lambda r: (r.query_id, r.rank)):
                 contexts[row.query_id].append(row.context_id)
-            groups.append(Group(dname, tname, queries, contexts))
+            groups.append(Group(dname, task.name, queries, contexts))
             rows.extend(selected)
     if not groups:
         raise ConfigError(f"no (dataset, task) pair to run: tasks {task_names} apply to none of {dataset_names}")
@@ -153,7 +164,8 @@ def make_plan(config: RunConfig) -> Plan:
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "contexts.csv"
     sha = write_context_csv(rows, csv_path)
-    return Plan(config, datasets, tasks, models, groups, csv_path, sha, _qualitative(groups, config.qualitative))
+    return Plan(config, datasets, tasks, models, groups, csv_path, sha, _qualitative(groups, config.qualitative),
+                issues, filtered)
 
 
 def _qualitative(groups: list[Group], per_task: int) -> set[tuple[str, str, str]]:

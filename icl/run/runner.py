@@ -14,7 +14,7 @@ from icl.run.compute import ComputeMeter
 from icl.run.execute import ExecStats, Executor
 from icl.run.meta import git_revision, package_versions
 from icl.run.plan import PROTOCOL, Plan, RunConfig, make_plan
-from icl.store import Store
+from icl.store import Failure, Store
 
 MAX_FAILURES_SHOWN = 20
 
@@ -55,6 +55,10 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     meter = ComputeMeter(config.device, trace_memory=config.trace_memory)
     with Store(config.store_path) as store:
         run_id = store.start_run(dict(settings=_settings(config), protocol=PROTOCOL, context_sha256=plan.context_sha256))
+        store.add_failures([Failure("data", f"dataset {i.dataset!r}, sample {i.sample_id!r} (tasks "
+                                            f"{', '.join(i.tasks)}): {i.message}", None, i.dataset,
+                                    i.tasks[0] if len(i.tasks) == 1 else None, i.sample_id, None, i.path, run_id)
+                            for i in plan.issues])
         executor = Executor(plan, store, run_id, meter)
         try:
             stats = executor.run()
@@ -77,6 +81,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
         models={n: dict(version=m.version, precision=m.precision, batch_size=m.batch_size, privileged=m.privileged)
                 for n, m in plan.models.items()},
         datasets={n: dict(version=d.meta.version) for n, d in plan.datasets.items()},
+        filtered=plan.filtered,
         counts=dict(planned=plan.n_samples, computed=stats.computed, skipped=stats.skipped, failed=len(failed_rows),
                     model_calls=stats.model_calls),
         timings=timings,

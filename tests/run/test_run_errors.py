@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import sqlite3
 
 import pytest
@@ -14,7 +15,7 @@ from icl.run.__main__ import main
 from icl.store import Store
 from tests.run._adapters import BadShape, Crashing
 
-TASK = "flip"
+TASK = "edges"
 
 
 def _args(data, out, models="identity,oracle", extra=()):
@@ -31,33 +32,63 @@ def _rows(out):
         return store.results(), store.failures()
 
 
-def test_corrupt_query_and_context_images(data_copy, tmp_path, capsys):
+def _corrupt(data_copy):
     ds = get_dataset("scenes-a", root=data_copy, fast=True)
     splits = split_ids(ds.ids(), 0, "scenes-a")
     query, context = splits["test"][0], splits["train"][0]
     bad_query, bad_context = _image_path(ds, query), _image_path(ds, context)
     bad_query.write_bytes(b"this is not a png")
     bad_context.write_bytes(bad_context.read_bytes()[:40])  # truncated
+    return query, bad_query, context, bad_context
 
+
+def test_corrupt_images_screened_at_plan_time(data_copy, tmp_path, capsys):
+    query, bad_query, context, bad_context = _corrupt(data_copy)
     assert main(_args(data_copy, tmp_path / "out")) == 1
     err = capsys.readouterr().err
     assert "FAILED" in err and str(bad_query) in err and repr(query) in err and str(bad_context) in err
 
     rows, failures = _rows(tmp_path / "out")
-    by_q = {}
-    for r in rows:
-        by_q.setdefault(r.key.query_id, set()).add(r.status)
-    assert by_q[query] == {"failed"}
-    assert any(s == {"ok"} for s in by_q.values()), "the rest of the run did not complete"
+    assert rows and all(r.status == "ok" for r in rows), "the rest of the run did not complete"
+    assert query not in {r.key.query_id for r in rows}
     f = next(f for f in failures if f.query_id == query)
     assert f.stage == "data" and f.path == str(bad_query) and f.dataset == "scenes-a" and f.task == TASK
     assert any(f.query_id == context and f.path == str(bad_context) for f in failures)
-    failed = [r for r in rows if r.status == "failed"]
-    assert all(r.error for r in failed)
-    # queries whose first context is the corrupt one failed too, naming that file
-    assert any(str(bad_context) in r.error for r in failed if r.key.query_id != query)
+    contexts = (tmp_path / "out" / "contexts.csv").read_text()
+    assert f",{context}," not in contexts and f",{query}," not in contexts
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Failures" in report and str(bad_query) in report
+
+
+def test_corrupt_images_found_while_executing(data_copy, tmp_path, capsys, monkeypatch):
+    # Files that break after planning: the samples are planned, then fail while loading.
+    import icl.run.plan as plan_mod
+    from icl.run.screen import Screened
+
+    def trusting(ds, tasks, ids, need=None):
+        keep = list(ids)[:need] if need else list(ids)
+        return Screened({t.name: keep for t in tasks}, {t.name: {} for t in tasks})
+
+    monkeypatch.setattr(plan_mod, "screen", trusting)
+    query, bad_query, context, bad_context = _corrupt(data_copy)
+    assert main(_args(data_copy, tmp_path / "out")) == 1
+    err = capsys.readouterr().err
+    assert str(bad_query) in err and repr(query) in err
+
+    rows, failures = _rows(tmp_path / "out")
+    status = {}
+    for r in rows:
+        status.setdefault(r.key.query_id, set()).add(r.status)
+    assert status[query] == {"failed"} and any(s == {"ok"} for s in status.values())
+    f = next(f for f in failures if f.query_id == query)
+    assert f.stage == "data" and f.path == str(bad_query) and f.task == TASK
+    failed = [r for r in rows if r.status == "failed"]
+    assert all(r.error for r in failed)
+    # queries whose first context is the corrupt train image failed too, naming that file
+    assert any(str(bad_context) in r.error for r in failed if r.key.query_id != query)
+    assert any(f.path == str(bad_context) for f in failures)
+    with open(tmp_path / "out" / "results.csv") as fh:
+        assert any(int(r["n_failed"]) > 0 for r in csv.DictReader(fh))
 
 
 def test_bad_shape_names_model_task_sample(fast_data, tmp_path, capsys):

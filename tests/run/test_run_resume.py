@@ -12,7 +12,7 @@ import pytest
 
 from tests.run.conftest import icl_run
 
-TASKS = "flip,edges"
+TASKS = "edges"
 
 
 def _rows(db) -> list[tuple]:
