@@ -27,7 +27,7 @@ class Outcome:
     run_id: str
     stats: ExecStats
     report: Report
-    failures: list[str] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
     failed_samples: int = 0
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -67,7 +67,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
             meter.close()
         t_exec = time.perf_counter()
         rows = store.results(executor.planned_keys())
-        failures = [f.message for f in store.failures(run_id)]
+        failures = store.failures(run_id)
         compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute(store.run_ids())
                    if c.model in plan.models or c.model == "*"]
     failed_rows = [r for r in rows if r.status != "ok"]
@@ -86,7 +86,8 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                     model_calls=stats.model_calls),
         timings=timings,
     )
-    report = write_report(config.out_dir, rows, task_specs(plan), meta, compute, failures, plots=config.plots,
+    report = write_report(config.out_dir, rows, task_specs(plan), meta, compute, [f.message for f in failures],
+                          plots=config.plots,
                           qualitative_dir=config.out_dir / "qualitative", model_order=list(plan.models))
     timings.update(report_s=time.perf_counter() - t_exec, total_s=time.perf_counter() - t0)
     _record_timings(config.out_dir / "results.json", timings)
@@ -114,9 +115,17 @@ def _print_summary(o: Outcome, failed_rows: list, stdout: TextIO, stderr: TextIO
         for line in o.report.missing_summary:
             print(f"  {line}", file=stderr)
     if failed_rows or o.failures:
-        print(f"FAILED: {len(failed_rows)} samples failed; {len(o.failures)} failures in this run:", file=stderr)
-        shown = o.failures or sorted({r.error for r in failed_rows if r.error})
-        for msg in shown[:MAX_FAILURES_SHOWN]:
-            print(f"  {msg}", file=stderr)
-        if len(shown) > MAX_FAILURES_SHOWN:
-            print(f"  ... and {len(shown) - MAX_FAILURES_SHOWN} more (report.md, the store's failures table)", file=stderr)
+        print(f"FAILED: {len(failed_rows)} samples failed; {len(o.failures)} failures in this run "
+              "(data failures one per sample; others grouped by stage, model, dataset, task):", file=stderr)
+        groups: dict[tuple, list[str]] = {}
+        for f in o.failures:
+            sample = f.query_id if f.stage == "data" else None
+            groups.setdefault((f.stage, f.model or "-", f.dataset or "-", f.task or "-", sample), []).append(f.message)
+        if not groups:  # failed rows from earlier runs that this run did not retry
+            groups[("stored", "-", "-", "-", None)] = sorted({r.error or "" for r in failed_rows})
+        for (stage, model, dataset, task, _), messages in list(groups.items())[:MAX_FAILURES_SHOWN]:
+            count = f"{len(messages)} x, first: " if len(messages) > 1 else ""
+            print(f"  [{stage}] model {model}, dataset {dataset}, task {task}: {count}{messages[0]}", file=stderr)
+        if len(groups) > MAX_FAILURES_SHOWN:
+            print(f"  ... and {len(groups) - MAX_FAILURES_SHOWN} more groups (report.md, the store's failures table)",
+                  file=stderr)
