@@ -6,14 +6,31 @@ Names resolve lazily so importing one kernel never loads the others.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 from icl.ops._dispatch import BackendError, backend_status
 
 # public name -> module (relative to icl.ops) that defines it
-_EXPORTS: dict[str, str] = {}
+_EXPORTS: dict[str, str] = {
+    "greedy_match": "greedy_match",
+    "greedy_match_counts": "greedy_match",
+}
 
 __all__ = ["BackendError", "backend_status", *_EXPORTS]
+
+
+class _OpsModule(types.ModuleType):
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Importing icl.ops.<op> binds that submodule on this package, which would shadow the op
+        # function of the same name (module icl/ops/psnr.py vs function psnr): keep the function.
+        if isinstance(value, types.ModuleType) and _EXPORTS.get(name) == name and hasattr(value, name):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _OpsModule
 
 
 def __getattr__(name: str) -> Any:

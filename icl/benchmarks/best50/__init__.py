@@ -1,0 +1,38 @@
+"""best50: cross-image in-context detection (PROTOCOL §2).
+
+A vision-language model sees a support image whose objects of one category carry red boxes
+(K = 1, 2, 4, 8 marked examples) and a query image, and answers every object of that category in
+the query as ``<bbox_start><xA><yB><xC><yD><bbox_end>`` on a 0-1024 grid. Modules:
+``package`` (load/validate a package, requests), ``parse`` (text -> boxes), ``predictions``
+(predictions JSONL), ``score`` (metrics), ``report`` (files and plots), ``run`` (adapters and
+baselines), ``synthetic`` (a small package in the same format), ``cli`` (``main(argv)``).
+Names resolve lazily, so importing this package loads neither torch nor matplotlib.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+PROTOCOL_VERSION = "best50-1"
+
+# public name -> module (relative to this package) that defines it
+_EXPORTS = {
+    "DetectionRequest": "package", "Package": "package", "Sample": "package", "PackageError": "package",
+    "load_package": "package", "build_request": "package",
+    "parse_boxes": "parse", "parse_grid_boxes": "parse",
+    "Record": "predictions", "PredictionsError": "predictions", "read_predictions": "predictions",
+    "Scores": "score", "score_records": "score", "THRESHOLDS": "score", "METRICS": "score",
+    "write_report": "report", "predict": "run", "write_package": "synthetic", "main": "cli",
+}
+
+__all__ = ["PROTOCOL_VERSION", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'icl.benchmarks.best50' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"icl.benchmarks.best50.{module}"), name)
+    globals()[name] = value
+    return value
