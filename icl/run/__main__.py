@@ -98,7 +98,7 @@ def _run_best50(rest: list[str]) -> int:
                   f"(module {exc.name!r} not found)", file=sys.stderr)
             return 2
         raise
-    return int(cli.main(rest) or 0)
+    return int(cli.main(rest, prog="python -m icl.run best50") or 0)
 
 
 def _list() -> int:

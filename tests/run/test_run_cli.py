@@ -49,12 +49,12 @@ def test_unknown_benchmark(capsys):
 def test_best50_dispatch(monkeypatch):
     seen = []
     cli = types.ModuleType("icl.benchmarks.best50.cli")
-    cli.main = lambda rest: seen.append(rest) or 3
+    cli.main = lambda rest, prog=None: seen.append((rest, prog)) or 3
     for name in ("icl.benchmarks", "icl.benchmarks.best50"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     monkeypatch.setitem(sys.modules, "icl.benchmarks.best50.cli", cli)
     assert main(["best50", "--k", "8", "--fast"]) == 3
-    assert seen == [["--k", "8", "--fast"]]
+    assert seen == [(["--k", "8", "--fast"], "python -m icl.run best50")]
 
 
 def test_best50_missing_is_a_clear_message(monkeypatch, capsys):
@@ -84,3 +84,10 @@ def test_protocol_matches_context_csv():
     from icl.run import PROTOCOL
 
     assert PROTOCOL == data_protocol == "vibe-1"
+
+
+def test_best50_real_cli_help(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["best50", "--help"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python -m icl.run best50")
