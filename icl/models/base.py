@@ -1,4 +1,4 @@
-"""The request every visual in-context model receives, and the adapter ABC.
+"""The request a visual in-context model receives, and the adapter ABC shared by benchmarks.
 
 Requests are plain typed data; adapters own resizing, normalisation and batching. The runner
 hands an adapter at most ``batch_size`` requests per ``predict`` call.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Optional, Sequence
+from typing import Any, ClassVar, Optional, Sequence
 
 import numpy as np
 
@@ -58,5 +58,7 @@ class Adapter(ABC):
         self.device = device
 
     @abstractmethod
-    def predict(self, requests: Sequence[AnalogyRequest]) -> list[np.ndarray]:
-        """One image per request: uint8 ``[h, w, 3]`` or float in [0, 1] (any ``h, w``)."""
+    def predict(self, requests: Sequence[Any]) -> list[Any]:
+        """One output per request, in order. For an :class:`AnalogyRequest` an image: uint8
+        ``[h, w, 3]`` or float in [0, 1] (any ``h, w``). Other benchmarks pass their own request
+        types (e.g. best50's ``DetectionRequest``, answered with text)."""
