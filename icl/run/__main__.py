@@ -101,13 +101,13 @@ def _run_best50(rest: list[str]) -> int:
     return int(cli.main(rest, prog="python -m icl.run best50") or 0)
 
 
-def _list() -> int:
+def _list(data_root: Optional[Path]) -> int:
     from icl.data.registry import list_datasets
     from icl.models import list_models
     from icl.tasks.registry import list_tasks
 
-    print("tasks:    " + ", ".join(sorted(list_tasks())))
-    print("datasets: " + ", ".join(sorted(list_datasets())))
+    print("tasks:    " + ", ".join(list_tasks()))
+    print("datasets: " + ", ".join(sorted(list_datasets(data_root))))
     print("models:   " + ", ".join(list_models()))
     return 0
 
@@ -126,7 +126,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(args_in)
     if args.list:
-        return _list()
+        return _list(args.data_root)
     from icl.run.runner import run
 
     try:

@@ -91,3 +91,10 @@ def test_best50_real_cli_help(capsys):
         main(["best50", "--help"])
     assert info.value.code == 0
     assert capsys.readouterr().out.startswith("usage: python -m icl.run best50")
+
+
+def test_list(capsys, tmp_path):
+    assert main(["--list", "--data-root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("tasks:    segmentation, edges") and "flip" in out[0]
+    assert "scenes-a" in out[1] and out[2] == "models:   copy-target, identity, oracle"
