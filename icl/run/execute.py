@@ -81,7 +81,8 @@ class Executor:
 
     def key(self, g: Group, q: str, model: str, shots: int) -> SampleKey:
         return SampleKey(PROTOCOL, g.dataset, g.task, q, context_hash(g.contexts[q][:shots]), model,
-                         self.plan.models[model].version, shots, self.cfg.seed)
+                         self.plan.models[model].version, shots, self.cfg.seed,
+                         self.plan.datasets[g.dataset].meta.version, self.plan.tasks[g.task].version)
 
     def planned_keys(self) -> list[SampleKey]:
         return [self.key(g, q, m, s) for g in self.plan.groups for q in g.queries

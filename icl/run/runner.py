@@ -121,8 +121,6 @@ def _print_summary(o: Outcome, failed_rows: list, stdout: TextIO, stderr: TextIO
         for f in o.failures:
             sample = f.query_id if f.stage == "data" else None
             groups.setdefault((f.stage, f.model or "-", f.dataset or "-", f.task or "-", sample), []).append(f.message)
-        if not groups:  # failed rows from earlier runs that this run did not retry
-            groups[("stored", "-", "-", "-", None)] = sorted({r.error or "" for r in failed_rows})
         for (stage, model, dataset, task, _), messages in list(groups.items())[:MAX_FAILURES_SHOWN]:
             count = f"{len(messages)} x, first: " if len(messages) > 1 else ""
             print(f"  [{stage}] model {model}, dataset {dataset}, task {task}: {count}{messages[0]}", file=stderr)

@@ -20,14 +20,16 @@ from typing import Iterable, Iterator, Optional, Union
 
 SCHEMA_VERSION = 1
 
-_KEY_COLUMNS = ("protocol", "dataset", "task", "query_id", "context_hash", "model", "model_version", "shots", "seed")
+_KEY_COLUMNS = ("protocol", "dataset", "task", "query_id", "context_hash", "model", "model_version", "shots", "seed",
+                "dataset_version", "task_version")
+_ROW_COLUMNS = (*_KEY_COLUMNS, "status", "metrics", "error", "model_s", "score_s", "run_id", "created")
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS samples (
     protocol TEXT NOT NULL, dataset TEXT NOT NULL, task TEXT NOT NULL, query_id TEXT NOT NULL,
     context_hash TEXT NOT NULL, model TEXT NOT NULL, model_version TEXT NOT NULL,
-    shots INTEGER NOT NULL, seed INTEGER NOT NULL,
+    shots INTEGER NOT NULL, seed INTEGER NOT NULL, dataset_version TEXT NOT NULL, task_version TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
     metrics TEXT NOT NULL, error TEXT, model_s REAL NOT NULL, score_s REAL NOT NULL,
     run_id TEXT NOT NULL, created REAL NOT NULL,
@@ -49,7 +51,8 @@ CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, started REAL NOT NULL,
 
 @dataclass(frozen=True, order=True)
 class SampleKey:
-    """Identity of one scored sample; equal keys are never computed twice."""
+    """Identity of one scored sample; equal keys are never computed twice. The dataset and
+    task versions make results of changed data or decoding never count as done."""
 
     protocol: str
     dataset: str
@@ -60,6 +63,8 @@ class SampleKey:
     model_version: str
     shots: int
     seed: int
+    dataset_version: str = ""
+    task_version: str = ""
 
 
 @dataclass
@@ -159,13 +164,13 @@ class Store:
 
     # -- samples ---------------------------------------------------------------------------
     def statuses(self, group: SampleKey) -> dict[tuple[str, str], str]:
-        """``{(query_id, context_hash): status}`` of the stored rows that share ``group``'s
-        protocol, dataset, task, model, model version, shots and seed (its query id and
-        context hash are ignored)."""
+        """``{(query_id, context_hash): status}`` of the stored rows that share every key field
+        of ``group`` but its query id and context hash."""
         rows = self._conn.execute(
             "SELECT query_id, context_hash, status FROM samples WHERE protocol=? AND dataset=? AND task=?"
-            " AND model=? AND model_version=? AND shots=? AND seed=?",
-            (group.protocol, group.dataset, group.task, group.model, group.model_version, group.shots, group.seed),
+            " AND model=? AND model_version=? AND shots=? AND seed=? AND dataset_version=? AND task_version=?",
+            (group.protocol, group.dataset, group.task, group.model, group.model_version, group.shots, group.seed,
+             group.dataset_version, group.task_version),
         ).fetchall()
         return {(q, h): s for q, h, s in rows}
 
@@ -178,24 +183,27 @@ class Store:
             for r in results
         ]
         for r in rows:
-            if r[9] not in ("ok", "failed"):
-                raise ValueError(f"sample status must be 'ok' or 'failed', got {r[9]!r}")
+            if r[len(_KEY_COLUMNS)] not in ("ok", "failed"):
+                raise ValueError(f"sample status must be 'ok' or 'failed', got {r[len(_KEY_COLUMNS)]!r}")
         fails = [_failure_row(f, now) for f in failures]
         with self._transaction() as c:
-            c.executemany(f"INSERT OR REPLACE INTO samples VALUES ({', '.join('?' * 16)})", rows)
+            c.executemany(f"INSERT OR REPLACE INTO samples ({', '.join(_ROW_COLUMNS)}) "
+                          f"VALUES ({', '.join('?' * len(_ROW_COLUMNS))})", rows)
             c.executemany("INSERT INTO failures (run_id, stage, model, dataset, task, query_id, shots, path, message, created)"
                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", fails)
 
     def results(self, keys: Optional[Iterable[SampleKey]] = None) -> list[SampleResult]:
         """Stored results, sorted by key; only those of ``keys`` when given (missing ones skipped)."""
-        cur = self._conn.execute(f"SELECT {', '.join(_KEY_COLUMNS)}, status, metrics, error, model_s, score_s, run_id FROM samples")
+        cur = self._conn.execute(f"SELECT {', '.join(_ROW_COLUMNS[:-1])} FROM samples")
         wanted = None if keys is None else set(keys)
+        n = len(_KEY_COLUMNS)
         out = []
         for row in cur:
-            key = SampleKey(*row[:9])
+            key = SampleKey(*row[:n])
             if wanted is not None and key not in wanted:
                 continue
-            out.append(SampleResult(key, row[9], json.loads(row[10]), row[11], row[12], row[13], row[14]))
+            status, metrics, error, model_s, score_s, run_id = row[n:]
+            out.append(SampleResult(key, status, json.loads(metrics), error, model_s, score_s, run_id))
         out.sort(key=lambda r: r.key)
         return out
 
@@ -230,9 +238,6 @@ class Store:
     def run_ids(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT run_id FROM runs ORDER BY started")]
 
-    def iter_rows(self) -> Iterator[tuple]:
-        """Raw sample rows (for inspection and tests)."""
-        yield from self._conn.execute("SELECT * FROM samples")
 
 
 def _failure_row(f: Failure, now: float) -> tuple:

@@ -35,6 +35,12 @@ def test_statuses_and_key_filter(tmp_path):
         assert store.statuses(_key()) == {("q1", "abc"): "ok", ("q2", "def"): "failed"}
         assert store.statuses(_key(model="identity")) == {("q1", "abc"): "ok"}
         assert store.statuses(_key(shots=3)) == {}
+        # results of another dataset or task version never count as done
+        other = SampleKey("vibe-1", "ds", "flip", "q1", "abc", "oracle", "1", 1, 0, "v2", "")
+        assert store.statuses(other) == {}
+        store.write_batch([SampleResult(other, "ok", {"a": 9.0})])
+        assert store.statuses(other) == {("q1", "abc"): "ok"}
+        assert store.results([_key("q1")])[0].metrics == {"a": 1.0}
         sel = store.results([_key("q1", shots=2), _key("q9")])
         assert [r.metrics["a"] for r in sel] == [2.0]
 
