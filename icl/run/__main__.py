@@ -113,7 +113,7 @@ def _list(data_root: Optional[Path]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point; returns the exit code (0 ok, 1 some samples failed, 2 bad usage)."""
+    """Entry point; returns the exit code (0 ok, 1 some samples failed, 2 bad usage, 130 interrupted)."""
     args_in = list(sys.argv[1:] if argv is None else argv)
     benchmark = "vibe"
     if args_in and not args_in[0].startswith("-"):
@@ -129,11 +129,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _list(args.data_root)
     from icl.run.runner import run
 
+    config = config_from_args(args, benchmark)
     try:
-        outcome = run(config_from_args(args, benchmark))
+        outcome = run(config)
     except ConfigError as exc:
         print(f"icl.run: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"icl.run: interrupted; finished batches are kept in {config.store_path}, rerun the same "
+              "command to resume", file=sys.stderr)
+        return 130
     return outcome.exit_code
 
 

@@ -98,3 +98,14 @@ def test_list(capsys, tmp_path):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("tasks:    segmentation, edges") and "flip" in out[0]
     assert "scenes-a" in out[1] and out[2] == "models:   copy-target, identity, oracle"
+
+
+def test_interrupt_keeps_store_and_says_how_to_resume(monkeypatch, capsys, tmp_path):
+    import icl.run.runner as runner
+
+    def interrupted(config):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run", interrupted)
+    assert main(["--out", str(tmp_path)]) == 130
+    assert "rerun the same command to resume" in capsys.readouterr().err
