@@ -48,11 +48,11 @@ def test_sigkill_then_resume(fast_data, plugin_env, tmp_path):
     counting = {r[:4] for r in ref_rows if r[4] == "counting"}
     assert len(ref_log) == len(set(ref_log)) == len(counting) > 20
 
-    # the same run, killed once some batches are committed (each batch sleeps 50 ms)
+    # the same run, killed once some batches are committed (each batch sleeps 100 ms)
     db = tmp_path / "b" / "store.sqlite"
     proc = subprocess.Popen(icl_run([*common, "--out", str(tmp_path / "b")]), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL,
-                            env=dict(plugin_env, ICL_TEST_COUNT_LOG=str(tmp_path / "b1.log"), ICL_TEST_SLEEP="0.05"))
+                            env=dict(plugin_env, ICL_TEST_COUNT_LOG=str(tmp_path / "b1.log"), ICL_TEST_SLEEP="0.1"))
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline and len(_rows(db)) < 8:
         time.sleep(0.01)
