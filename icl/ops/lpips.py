@@ -1,0 +1,168 @@
+"""LPIPS v0.1 (Zhang et al. 2018): learned perceptual distance, AlexNet or VGG16 trunk.
+
+Our own torch implementation of the official metric: scaling layer, trunk features at the
+official layers, channel-wise unit normalisation, squared difference, 1x1 linear heads,
+spatial average, summed over the five layers. Weights: see :mod:`icl.ops._lpips_weights`.
+``python -m icl.ops.lpips --prepare`` converts the weights once into the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+from typing import Any, Optional
+
+import torch
+
+from icl.ops import _lpips_nets as nets
+from icl.ops._dispatch import op
+from icl.ops._lpips_weights import LPIPSWeightsNotFound, PathLike, cache_dir, find
+from icl.ops._tensor import as_tensor, check_finite, restore
+
+__all__ = ["lpips", "LPIPSWeightsNotFound"]
+
+_OP = op("lpips")
+_HALF = (torch.float16, torch.bfloat16)
+# pairs per trunk pass: about this many pair-pixels (CPU memory stays near 1-2 GB for VGG)
+_PAIR_PIXELS = {"cpu": 1 << 20, "cuda": 1 << 24}
+
+_lock = threading.Lock()
+_host: dict[tuple, tuple[dict, str]] = {}  # (net, weights, $ICL_LPIPS_WEIGHTS) -> (numpy params, source)
+_dev: dict[tuple, dict[str, torch.Tensor]] = {}  # (net, source, device, dtype) -> tensors
+
+
+def _params(net: str, weights: Optional[PathLike], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    # the search runs once per process for each (net, weights); the env var is part of the key
+    key = (net, None if weights is None else str(weights), os.environ.get("ICL_LPIPS_WEIGHTS"))
+    with _lock:
+        if key not in _host:
+            _host[key] = find(net, weights)
+        host, source = _host[key]
+        dkey = (net, source, str(device), dtype)
+        if dkey not in _dev:
+            # trunk in the compute dtype; linear heads stay float32 (they act on float32 diffs)
+            _dev[dkey] = {
+                name: torch.from_numpy(a).to(device=device, dtype=torch.float32 if name.startswith("lin") else dtype)
+                for name, a in host.items()
+            }
+        return _dev[dkey]
+
+
+def _scaled(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``[N, 3, H, W]`` uint8 or float in [0, 1] -> LPIPS scaling layer output in ``dtype``."""
+    x = x.float() * (2.0 / 255.0) - 1.0 if x.dtype == torch.uint8 else x.float() * 2.0 - 1.0
+    shift = torch.tensor(nets.SHIFT, device=x.device).view(1, 3, 1, 1)
+    scale = torch.tensor(nets.SCALE, device=x.device).view(1, 3, 1, 1)
+    # channels-last memory: oneDNN (CPU) and tensor cores (GPU) run these convolutions faster
+    return ((x - shift) / scale).to(dtype).contiguous(memory_format=torch.channels_last)
+
+
+@_OP.register("reference")
+def _reference(a: torch.Tensor, b: torch.Tensor, params: dict[str, torch.Tensor], net: str,
+               dtype: torch.dtype, batch_size: int) -> torch.Tensor:
+    out = [torch.zeros(0, device=a.device)]
+    # no_grad, not inference_mode: callers may update the result in place
+    with torch.no_grad():
+        for s in range(0, a.shape[0], batch_size):
+            out.append(nets.distance(_scaled(a[s:s + batch_size], dtype), _scaled(b[s:s + batch_size], dtype), params, net))
+    return torch.cat(out)
+
+
+def _nchw(x: torch.Tensor, name: str) -> tuple[torch.Tensor, bool]:
+    if x.ndim not in (3, 4):
+        raise ValueError(f"{name}: expected [B, H, W, 3], [B, 3, H, W], [H, W, 3] or [3, H, W], got shape {tuple(x.shape)}")
+    single = x.ndim == 3
+    x = x.unsqueeze(0) if single else x
+    if x.shape[-1] == 3:  # channels-last wins when both axes have size 3
+        return x.permute(0, 3, 1, 2), single
+    if x.shape[1] == 3:
+        return x, single
+    raise ValueError(f"{name}: expected 3 channels in the last axis (or in axis -3), got shape {tuple(x.shape)}")
+
+
+def _prepare(x: Any, name: str) -> tuple[torch.Tensor, bool, bool]:
+    t, was_numpy = as_tensor(x, name)
+    if t.dtype == torch.uint8:
+        pass
+    elif t.is_floating_point():
+        check_finite(t, name)
+        if t.numel() and (float(t.min()) < 0.0 or float(t.max()) > 1.0):
+            raise ValueError(f"{name}: float images must lie in [0, 1] (got [{float(t.min()):g}, {float(t.max()):g}]); "
+                             "clip them or pass uint8")
+    else:
+        raise TypeError(f"{name}: expected uint8 or a float dtype, got {t.dtype}")
+    t, single = _nchw(t, name)
+    return t, was_numpy, single
+
+
+def lpips(a: Any, b: Any, net: str = "alex", weights: Optional[PathLike] = None, *,
+          dtype: Optional[torch.dtype] = None, batch_size: Optional[int] = None,
+          backend: Optional[str] = None) -> Any:
+    """LPIPS v0.1 distance per image pair -> float32 ``[B]`` (a 0-d value for single images).
+
+    ``a``, ``b``: torch tensors or numpy arrays (numpy in -> numpy out) of the same shape,
+    ``[B, H, W, 3]`` (icl's channels-last layout) or ``[B, 3, H, W]``, or a single image
+    ``[H, W, 3]`` / ``[3, H, W]``. Layout rule: if the last axis has size 3 the input is
+    channels-last (even if axis -3 has size 3 too); otherwise axis -3 must have size 3.
+    dtype uint8 (mapped ``x / 255 * 2 - 1``) or float in [0, 1] (mapped ``2x - 1``, no
+    quantisation; values outside [0, 1] raise). H and W must be >= 31 for "alex", >= 16 for
+    "vgg". Lower is more similar; identical images give 0.
+
+    ``net``: "alex" (the protocol's metric) or "vgg". ``weights``: a path overriding the
+    search (see :mod:`icl.ops._lpips_weights`); raises :class:`LPIPSWeightsNotFound` listing
+    every place looked at when none exist. ``dtype``: the trunk's compute dtype; default
+    float16/bfloat16 when an input has that dtype, else float32 (half precision is for GPUs;
+    on CPU it works where torch implements it, slowly). Normalisation, heads and the spatial
+    average always run in float32. ``batch_size``: pairs per trunk pass (default: about 1M
+    pair-pixels on CPU, 16M on CUDA).
+    """
+    if net not in nets.STEPS:
+        raise ValueError(f"net: expected 'alex' or 'vgg', got {net!r}")
+    ta, was_numpy, single = _prepare(a, "a")
+    tb, _, _ = _prepare(b, "b")
+    if ta.shape != tb.shape:
+        raise ValueError(f"a and b must have the same shape, got {tuple(ta.shape)} and {tuple(tb.shape)} (as [B, 3, H, W])")
+    if ta.device != tb.device:
+        raise ValueError(f"a and b must be on the same device, got {ta.device} and {tb.device}")
+    h, w = ta.shape[2:]
+    if min(h, w) < nets.MIN_SIZE[net]:
+        raise ValueError(f"a, b: LPIPS-{net} needs H and W >= {nets.MIN_SIZE[net]}, got {h}x{w}")
+    if dtype is None:
+        halves = {t.dtype for t in (ta, tb)} & set(_HALF)
+        if len(halves) > 1:
+            raise TypeError("a is float16 and b bfloat16 (or the reverse); pass dtype= to choose the compute dtype")
+        dtype = halves.pop() if halves else torch.float32
+    elif dtype not in (torch.float32, *_HALF):
+        raise TypeError(f"dtype: expected torch.float32, float16 or bfloat16, got {dtype}")
+    if batch_size is None:
+        batch_size = max(1, _PAIR_PIXELS.get(ta.device.type, 1 << 20) // (h * w))
+    elif batch_size < 1:
+        raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
+    params = _params(net, weights, ta.device, dtype)
+    out = _OP(ta.device.type, ta, tb, params, net, dtype, batch_size, backend=backend)
+    return restore(out[0] if single else out, was_numpy)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m icl.ops.lpips", description=__doc__.splitlines()[0])
+    parser.add_argument("--prepare", action="store_true",
+                        help=f"find and verify the weights of both nets, converting them once into {cache_dir()}")
+    parser.add_argument("--weights", default=None, help="a weights path to convert from (default: the search)")
+    args = parser.parse_args(argv)
+    if not args.prepare:
+        parser.print_help()
+        return 2
+    status = 0
+    for net in nets.STEPS:
+        try:
+            _, source = find(net, args.weights)
+            print(f"lpips {net}: {source}")
+        except LPIPSWeightsNotFound as exc:
+            print(exc)
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
