@@ -161,13 +161,16 @@ def markdown_report(meta: Mapping[str, Any], aggs: Sequence[Aggregate], tables: 
                       "; ".join(f"{task}: {', '.join(ms)}" for task, ms in excluded.items())]
         lines.append("")
     lines += ["## Results (mean ± population std over queries)", ""]
-    tasks = sorted({a.task for a in aggs})
-    for task in tasks:
+    # tasks and models in the rank tables' order, then any others
+    task_order = list(dict.fromkeys([*(t for tb in tables for t in tb.tasks), *sorted({a.task for a in aggs})]))
+    model_rank = {m: i for i, m in enumerate(dict.fromkeys(m for tb in tables for m in tb.models))}
+    for task in task_order:
         rows = [a for a in aggs if a.task == task]
         metrics = list(dict.fromkeys(a.metric for a in rows))
         lines += [f"### {task}", "", "| model | dataset | shots | n | failed | " + " | ".join(metrics) + " |",
                   "|---|---|---|---|---|" + "---|" * len(metrics)]
-        groups = sorted({(a.model, a.dataset, a.shots) for a in rows})
+        groups = sorted({(a.model, a.dataset, a.shots) for a in rows},
+                        key=lambda g: (model_rank.get(g[0], len(model_rank)), g))
         cell = {(a.model, a.dataset, a.shots, a.metric): a for a in rows}
         for g in groups:
             first = next(cell[(*g, m)] for m in metrics if (*g, m) in cell)
