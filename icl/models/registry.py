@@ -85,7 +85,8 @@ def _resolve(name: str) -> Callable[..., Adapter]:
         try:
             return ep.load()
         except Exception as exc:
-            raise ImportError(f"model {name!r}: cannot load entry point {ep.value!r} ({type(exc).__name__}: {exc})") from exc
+            raise ImportError(f"model {name!r}: cannot load entry point {ep.value!r} "
+                              f"({type(exc).__name__}: {exc})") from exc
     if callable(target):
         return target
     module, _, attr = target.partition(":")

@@ -93,7 +93,8 @@ def rank_heatmap(table: RankTable, path: Path) -> Optional[Path]:
     for i in range(grid.shape[0]):
         for j in range(grid.shape[1]):
             light = grid[i, j] < 1 + 0.5 * (max(len(table.models), 2) - 1)  # viridis_r is light near rank 1
-            ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7, color="black" if light else "white")
+            ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                    color="black" if light else "white")
     ax.set_title(f"ranks (1 = best), shots = {table.shots}", fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.03)
     fig.tight_layout()

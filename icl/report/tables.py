@@ -11,7 +11,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from icl.report.aggregate import Aggregate, RankTable
 
-RESULT_COLUMNS = ("model", "model_version", "dataset", "task", "shots", "metric", "mean", "std", "n", "n_missing", "n_failed")
+RESULT_COLUMNS = ("model", "model_version", "dataset", "task", "shots", "metric", "mean", "std", "n", "n_missing",
+                  "n_failed")
 RANK_COLUMNS = ("shots", "model", "task", "metric", "value", "rank")
 
 

@@ -140,7 +140,8 @@ class Executor:
             write_rgb(d / "context_out_0.png", episode.context_outputs[0])
         return item
 
-    def _prepare(self, g: Group, queries: list[str], cache: OrderedDict, pool: Optional[ThreadPoolExecutor]) -> list[Item]:
+    def _prepare(self, g: Group, queries: list[str], cache: OrderedDict,
+                 pool: Optional[ThreadPoolExecutor]) -> list[Item]:
         ds, task = self.plan.datasets[g.dataset], self.plan.tasks[g.task]
 
         def load_context(sample_id: str) -> Any:

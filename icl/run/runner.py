@@ -54,7 +54,8 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     t_plan = time.perf_counter()
     meter = ComputeMeter(config.device, trace_memory=config.trace_memory)
     with Store(config.store_path) as store:
-        run_id = store.start_run(dict(settings=_settings(config), protocol=PROTOCOL, context_sha256=plan.context_sha256))
+        run_id = store.start_run(dict(settings=_settings(config), protocol=PROTOCOL,
+                                      context_sha256=plan.context_sha256))
         store.add_failures([Failure("data", f"dataset {i.dataset!r}, sample {i.sample_id!r} (tasks "
                                             f"{', '.join(i.tasks)}): {i.message}", None, i.dataset,
                                     i.tasks[0] if len(i.tasks) == 1 else None, i.sample_id, None, i.path, run_id)

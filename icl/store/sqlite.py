@@ -189,8 +189,8 @@ class Store:
         with self._transaction() as c:
             c.executemany(f"INSERT OR REPLACE INTO samples ({', '.join(_ROW_COLUMNS)}) "
                           f"VALUES ({', '.join('?' * len(_ROW_COLUMNS))})", rows)
-            c.executemany("INSERT INTO failures (run_id, stage, model, dataset, task, query_id, shots, path, message, created)"
-                          " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", fails)
+            c.executemany("INSERT INTO failures (run_id, stage, model, dataset, task, query_id, shots, path, message,"
+                          " created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", fails)
 
     def results(self, keys: Optional[Iterable[SampleKey]] = None) -> list[SampleResult]:
         """Stored results, sorted by key; only those of ``keys`` when given (missing ones skipped)."""

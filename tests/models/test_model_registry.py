@@ -124,7 +124,8 @@ def test_entry_point_from_dist_info(tmp_path, monkeypatch):
 
 def test_entry_point_monkeypatched(monkeypatch):
     eps = metadata.EntryPoints([metadata.EntryPoint("patched", "icl.models.builtin:Identity", "icl.models")])
-    monkeypatch.setattr(registry, "entry_points", lambda group: eps if group == "icl.models" else metadata.EntryPoints([]))
+    monkeypatch.setattr(registry, "entry_points",
+                        lambda group: eps if group == "icl.models" else metadata.EntryPoints([]))
     assert "patched" in list_models()
     req = AnalogyRequest("flip", "d", "q", [], [], np.zeros((2, 3, 3), np.uint8), (2, 3))
     assert get_model("patched").predict([req])[0] is req.query

@@ -79,7 +79,8 @@ def test_radar_with_few_datasets_and_many(tmp_path):
     from icl.report import aggregate
     from icl.report.plots import radar_plot
 
-    rows = [row(m, f"d{i}", "seg", "q", {"miou": (i + 1) / 10 * (j + 1) / 3}) for i in range(5) for j, m in enumerate("ABC")]
+    rows = [row(m, f"d{i}", "seg", "q", {"miou": (i + 1) / 10 * (j + 1) / 3})
+            for i in range(5) for j, m in enumerate("ABC")]
     aggs = aggregate(rows, SPECS)
     assert radar_plot(SPECS["seg"], aggs, 1, tmp_path / "r.png").is_file()
     assert radar_plot(SPECS["seg"], aggs, 2, tmp_path / "none.png") is None

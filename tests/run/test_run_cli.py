@@ -22,7 +22,8 @@ def test_defaults():
 
 def test_options_map_to_config(tmp_path):
     cfg = _config(["--fast", "--limit", "3", "--tasks", "flip, denoising", "--datasets", "a,b", "--models", "oracle",
-                   "--shots", "4,1,2,1", "--data-root", str(tmp_path), "--out", str(tmp_path / "o"), "--device", "cuda:1",
+                   "--shots", "4,1,2,1", "--data-root", str(tmp_path), "--out", str(tmp_path / "o"),
+                   "--device", "cuda:1",
                    "--dtype", "bf16", "--seed", "7", "--jobs", "2", "--no-plots", "--no-progress", "--qualitative", "0",
                    "--store", str(tmp_path / "s.sqlite"), "--name", "mine"])
     assert cfg == RunConfig(benchmark="vibe", name="mine", fast=True, limit=3, tasks=["flip", "denoising"],

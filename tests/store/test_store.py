@@ -14,7 +14,8 @@ def test_wal_mode_and_roundtrip(tmp_path):
     path = tmp_path / "sub" / "store.sqlite"
     with Store(path) as store:
         assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        store.write_batch([SampleResult(_key("q2"), "ok", {"psnr": math.inf, "lpips": math.nan, "ssim": 0.5}, None, 0.1, 0.2, "r1"),
+        metrics = {"psnr": math.inf, "lpips": math.nan, "ssim": 0.5}
+        store.write_batch([SampleResult(_key("q2"), "ok", metrics, None, 0.1, 0.2, "r1"),
                            SampleResult(_key("q1"), "failed", {}, "boom", run_id="r1")])
         rows = store.results()
     assert [r.key.query_id for r in rows] == ["q1", "q2"]  # sorted by key
