@@ -43,6 +43,10 @@ TASK_PARTS: dict[str, tuple[str, ...]] = {
 PARTS = ("segmentation", "depth", "edges", "keypoints", "boxes", "paired")
 
 
+def _is_name(value: Any) -> bool:
+    return isinstance(value, str) and _NAME.match(value) is not None
+
+
 class DataError(Exception):
     """Missing, corrupt or inconsistent dataset files; the message names the file and sample."""
 
@@ -137,7 +141,7 @@ def _meta_from_json(raw: Any, path: Path) -> DatasetMeta:
     if "depth" in tasks and depth_range is None:
         raise bad("the depth task needs depth_range")
     pairs = raw.get("pairs", {})
-    if not isinstance(pairs, dict) or not all(isinstance(k, str) and isinstance(v, str) and _NAME.match(v) for k, v in pairs.items()):
+    if not isinstance(pairs, dict) or not all(isinstance(k, str) and _is_name(v) for k, v in pairs.items()):
         raise bad("pairs must map task names to paired/<kind> directory names")
     for task in tasks:
         if "paired" in TASK_PARTS[task] and task not in pairs:
@@ -254,7 +258,7 @@ class Dataset:
                     ann["paired"][kind] = read_rgb(path, sample_id)
                     side = path.with_suffix(".json")
                     ann["paired_info"][kind] = _read_json(side, sample_id) if side.exists() else {}
-                    self._check_paired_info(ann["paired_info"][kind], ann["paired"][kind].shape[:2], side, sample_id)
+                    self._check_paired_info(ann["paired_info"][kind], hw, side, sample_id)
                 continue
             path = self._path(part, sample_id)
             if not path.is_file():

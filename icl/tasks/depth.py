@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from icl import ops
 from icl.data.dataset import DatasetMeta, Sample
 from icl.tasks.base import Task, resize_nearest
 
@@ -36,14 +35,18 @@ class Depth(Task):
         return sample.image, sample.annotations["depth"]
 
     def encode(self, target: np.ndarray, meta: DatasetMeta) -> np.ndarray:
+        from icl.ops.turbo import turbo_encode
+
         d_min, d_max = _range(meta)
-        return np.asarray(ops.turbo_encode(np.asarray(target, np.float32), d_min, d_max))
+        return np.asarray(turbo_encode(np.asarray(target, np.float32), d_min, d_max))
 
     def _score(self, preds, targets, context_targets, meta) -> list[dict[str, float]]:
+        from icl.ops.turbo import turbo_decode
+
         d_min, d_max = _range(meta)
         out = []
         for pred, gt in zip(preds, targets):
-            depth = resize_nearest(np.asarray(ops.turbo_decode(pred, d_min, d_max)), gt.shape).astype(np.float64)
+            depth = resize_nearest(np.asarray(turbo_decode(pred, d_min, d_max)), gt.shape).astype(np.float64)
             valid = gt > 0
             if not valid.any():
                 out.append({"rmse": float("nan"), "abs_rel": float("nan")})

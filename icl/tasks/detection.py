@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from icl import ops
 from icl.data.dataset import DatasetMeta, Sample
 from icl.tasks.base import BoxesTarget, EncodingError, Task, scale_boxes
 
@@ -51,7 +50,9 @@ def decode_boxes(pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mask = chans >= 128
     if not mask.any():
         return np.zeros((0, 4), np.float64), np.zeros(0, np.float64)
-    comps = ops.connected_components(mask, connectivity=8, values=(chans / 255.0).astype(np.float32))
+    from icl.ops.components import connected_components
+
+    comps = connected_components(mask, connectivity=8, values=(chans / 255.0).astype(np.float32))
     boxes = np.asarray(comps.box, np.float64).reshape(-1, 4)
     return boxes, np.asarray(comps.value_mean, np.float64).reshape(-1)
 
@@ -83,6 +84,8 @@ class Detection(Task):
         return img
 
     def _score(self, preds, targets, context_targets, meta) -> list[dict[str, float]]:
+        from icl.ops.average_precision import average_precision
+
         out = []
         for pred, target in zip(preds, targets):
             boxes, scores = decode_boxes(pred)
@@ -92,7 +95,7 @@ class Detection(Task):
                 ap = 1.0 if len(gt) == len(boxes) else 0.0
             else:
                 ap = float(
-                    ops.average_precision(
+                    average_precision(
                         boxes, scores, np.zeros(len(boxes), np.int64), gt, np.zeros(len(gt), np.int64),
                         iou_threshold=IOU_THRESHOLD, interpolation="all",
                     )

@@ -9,30 +9,41 @@ from typing import Any
 
 import numpy as np
 
-from icl import ops
 from icl.data.dataset import DatasetMeta
 from icl.tasks.base import Task, resize_image
 
 log = logging.getLogger("icl.tasks")
 
 
-def _lpips_or_nan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """LPIPS per image, or NaN with a loud warning when no weights are installed: the score is
-    then missing, never silently dropped."""
-    from icl.ops.lpips import LPIPSWeightsNotFound
+LPIPS_MIN_SIZE = 31  # AlexNet's trunk needs images at least this high and wide
 
+
+def _missing(msg: str, n: int) -> np.ndarray:
+    msg = f"lpips is reported as NaN (missing): {msg}"
+    warnings.warn(msg, RuntimeWarning, stacklevel=4)
+    log.warning(msg)
+    return np.full(n, np.nan)
+
+
+def _lpips_or_nan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """LPIPS per image, or NaN with a loud warning when no weights are installed or the images
+    are too small for AlexNet: the score is then missing, never silently dropped."""
+    from icl.ops.lpips import LPIPSWeightsNotFound, lpips
+
+    if min(a.shape[1:3]) < LPIPS_MIN_SIZE:
+        return _missing(f"images of {a.shape[1]}x{a.shape[2]} are smaller than LPIPS-alex's {LPIPS_MIN_SIZE} px", len(a))
     try:
-        return np.asarray(ops.lpips(a, b, net="alex"), np.float64).reshape(-1)
+        return np.asarray(lpips(a, b, net="alex"), np.float64).reshape(-1)
     except LPIPSWeightsNotFound as exc:
-        msg = f"LPIPS weights not found, lpips is reported as NaN (missing): {exc}"
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
-        log.warning(msg)
-        return np.full(len(a), np.nan)
+        return _missing(f"LPIPS weights not found: {exc}", len(a))
 
 
 def image_scores(preds: list[np.ndarray], targets: list[np.ndarray]) -> list[dict[str, float]]:
     """PSNR, SSIM and LPIPS per pair; predictions are resized to their targets first. Pairs of
     equal size are scored in one batch."""
+    from icl.ops.psnr import psnr as psnr_op
+    from icl.ops.ssim import ssim as ssim_op
+
     resized = [resize_image(p, t.shape[:2]) for p, t in zip(preds, targets)]
     out: list[dict[str, float]] = [{} for _ in preds]
     groups: dict[tuple[int, ...], list[int]] = {}
@@ -41,9 +52,13 @@ def image_scores(preds: list[np.ndarray], targets: list[np.ndarray]) -> list[dic
     for idx in groups.values():
         a = np.stack([resized[i] for i in idx])
         b = np.stack([np.ascontiguousarray(targets[i]) for i in idx])
-        psnr = np.asarray(ops.psnr(a, b), np.float64).reshape(-1)
-        ssim = np.asarray(ops.ssim(a, b), np.float64).reshape(-1)
-        lp = _lpips_or_nan(a, b)
+        psnr = np.asarray(psnr_op(a, b), np.float64).reshape(-1)
+        ssim = np.asarray(ssim_op(a, b), np.float64).reshape(-1)
+        # LPIPS(x, x) is exactly 0; skipping identical pairs (oracle outputs) saves the CPU trunk
+        same = np.array([np.array_equal(x, y) for x, y in zip(a, b)])
+        lp = np.zeros(len(idx))
+        if not same.all():
+            lp[~same] = _lpips_or_nan(a[~same], b[~same])
         for j, i in enumerate(idx):
             out[i] = {"psnr": float(psnr[j]), "ssim": float(ssim[j]), "lpips": float(lp[j])}
     return out

@@ -7,7 +7,6 @@ from typing import Any
 import cv2
 import numpy as np
 
-from icl import ops
 from icl.data.dataset import DatasetMeta, Sample
 from icl.tasks.base import PointsTarget, Task, precision_recall_f1, scale_points
 
@@ -28,7 +27,9 @@ def decode_points(pred: np.ndarray) -> np.ndarray:
     mask = s >= 128  # S > 0.5 exactly, as S = s / 255 with integer s
     if not mask.any():
         return np.zeros((0, 2), np.float64)
-    comps = ops.connected_components(mask, connectivity=8, values=(s / 255.0).astype(np.float32))
+    from icl.ops.components import connected_components
+
+    comps = connected_components(mask, connectivity=8, values=(s / 255.0).astype(np.float32))
     yx = np.asarray(comps.argmax, np.float64).reshape(-1, 2)
     return yx[:, ::-1].copy()
 
@@ -51,13 +52,15 @@ class Keypoints(Task):
         return img
 
     def _score(self, preds, targets, context_targets, meta) -> list[dict[str, float]]:
+        from icl.ops.match_points import match_points
+
         out = []
         for pred, target in zip(preds, targets):
             pts = scale_points(decode_points(pred), pred.shape[:2], target.size)
             gt = np.asarray(target.points, np.float64).reshape(-1, 2)
             tp = 0
             if len(pts) and len(gt):
-                pred_idx, _ = ops.match_points(pts, gt, float(TAU))
+                pred_idx, _ = match_points(pts, gt, float(TAU))
                 tp = len(pred_idx)
             out.append(precision_recall_f1(tp, len(pts), len(gt)))
         return out

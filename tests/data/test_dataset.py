@@ -32,7 +32,10 @@ def _sample(gen, h=9, w=13):
         keypoints=np.array([[1.0, 2.0, 2], [5.5, 3.0, 1], [40.0, 40.0, 0]]),
         boxes=np.array([[0.0, 0.0, 4.5, 3.0], [2.0, 1.0, 13.0, 9.0]]),
         box_classes=np.array([1, 2]),
-        paired={"rain": gen.integers(0, 256, (h, w, 3), dtype=np.uint8), "removed": gen.integers(0, 256, (h, w, 3), dtype=np.uint8)},
+        paired={
+            "rain": gen.integers(0, 256, (h, w, 3), dtype=np.uint8),
+            "removed": gen.integers(0, 256, (h, w, 3), dtype=np.uint8),
+        },
         paired_info={"removed": {"box": [2, 1, 6, 5]}},
     )
 
@@ -170,3 +173,14 @@ def test_grey_and_rgba_images_become_rgb(tmp_path):
     ds = load_dataset(tmp_path)
     assert (ds.load("grey").image == 77).all()
     assert ds.load("rgba").image.shape == (4, 5, 3) and (ds.load("rgba").image[..., 0] == 200).all()
+
+
+def test_cli_validate(tiny, capsys):
+    from icl.data.__main__ import main
+
+    root, _ = tiny
+    assert main(["validate", str(root)]) == 0
+    assert "tiny 1: 3 samples" in capsys.readouterr().out
+    (root / "edges" / "a2.png").write_bytes(b"junk")
+    assert main(["validate", str(root)]) == 1
+    assert "edges/a2.png" in capsys.readouterr().err

@@ -18,8 +18,8 @@ import hashlib
 import os
 import shutil
 import uuid
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 

@@ -206,7 +206,7 @@ def _sample_scene(style: Style, gen: np.random.Generator, h: int, w: int) -> _Sc
     cam = gen.uniform(1.4, 1.8)
     back = gen.uniform(7.5, 9.5) if not style.outdoor else 19.0
     objects: list[_Obj] = []
-    for i in range(int(gen.integers(1, 4))):
+    for _ in range(int(gen.integers(1, 4))):
         k = int(gen.integers(len(style.shapes)))
         size = gen.uniform(*style.object_size) * focal
         if objects and gen.random() < 0.6:  # next to the previous object: boxes overlap

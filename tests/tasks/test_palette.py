@@ -1,0 +1,61 @@
+"""The spread ADE20K palette (PROTOCOL §1.2)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from icl.tasks.palette import (
+    ade20k_palette,
+    class_colours,
+    lightness,
+    max_classes,
+    spread_order,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+# ../shared beside the repository root (a worktree sits one level deeper), or shared/ inside it
+CANDIDATES = [base / "shared" / "data" / "ade20k_palette.json" for base in (ROOT.parent, ROOT, ROOT.parent.parent)]
+
+
+def test_spread_order_starts_with_the_protocol_colours():
+    first8 = [[80, 50, 50], [7, 255, 255], [255, 0, 255], [255, 255, 0], [230, 230, 230], [0, 0, 255], [0, 255, 10], [255, 0, 0]]
+    assert class_colours(8).tolist() == first8
+
+
+def test_spread_is_a_permutation_of_the_deduplicated_pool():
+    pal = ade20k_palette()
+    spread = spread_order(pal)
+    unique = {tuple(c) for c in pal.tolist()}
+    assert len(pal) == 150 and len(unique) == 149 == len(spread) == max_classes()
+    assert {tuple(c) for c in spread.tolist()} == unique
+
+
+def test_first_colour_is_darkest_and_then_farthest_point():
+    pal = ade20k_palette()
+    spread = spread_order(pal).astype(np.int64)
+    assert lightness(spread[0]) == lightness(pal).min()
+    # brute force the farthest-point rule for the first steps
+    pool = np.unique(pal.astype(np.int64), axis=0)
+    chosen = [spread[0]]
+    for step in range(1, 12):
+        d = np.min([((pool - c) ** 2).sum(axis=1) for c in chosen], axis=0)
+        assert ((spread[step] - chosen[0]) ** 2).sum() > 0
+        assert ((pool - spread[step]) ** 2).sum(axis=1).min() == 0
+        assert d.max() == np.min([((spread[step] - c) ** 2).sum() for c in chosen])
+        chosen.append(spread[step])
+
+
+def test_class_colours_bounds():
+    with pytest.raises(ValueError):
+        class_colours(0)
+    with pytest.raises(ValueError):
+        class_colours(150)
+
+
+def test_packaged_palette_matches_shared_copy():
+    found = [p for p in CANDIDATES if p.is_file()]
+    if not found:
+        pytest.skip(f"no shared palette at any of {[str(p) for p in CANDIDATES]}")
+    assert json.loads(found[0].read_text())["palette"] == ade20k_palette().tolist()
