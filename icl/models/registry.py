@@ -1,0 +1,112 @@
+"""Lazy model registry.
+
+Entries map a name to ``"module:attr"`` (imported only when the model is asked for) or to a
+callable. Third-party packages add models through the entry-point group ``icl.models``::
+
+    [project.entry-points."icl.models"]
+    my-model = "my_package.adapter:MyAdapter"
+
+The attribute is a factory (usually the adapter class) called with ``get_model``'s keyword
+arguments; it must return an :class:`~icl.models.base.Adapter`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from importlib.metadata import entry_points
+from typing import Any, Callable, Union
+
+from icl.models.base import PRECISIONS, Adapter
+
+log = logging.getLogger("icl.models")
+
+ENTRY_POINT_GROUP = "icl.models"
+
+Target = Union[str, Callable[..., Adapter]]
+
+_BUILTIN: dict[str, str] = {
+    "oracle": "icl.models.builtin:Oracle",
+    "copy-target": "icl.models.builtin:CopyTarget",
+    "identity": "icl.models.builtin:Identity",
+}
+_registered: dict[str, Target] = {}
+
+
+class UnknownModelError(LookupError):
+    """No model of that name is registered (built-in, ``register_model`` or entry point)."""
+
+
+def register_model(name: str, target: Target, *, replace: bool = False) -> None:
+    """Register ``name`` -> ``"module:attr"`` (lazy) or a factory returning an Adapter."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"model name must be a non-empty string, got {name!r}")
+    if isinstance(target, str):
+        _check_target_string(name, target)
+    elif not callable(target):
+        raise TypeError(f"model {name!r}: target must be 'module:attr' or a callable, got {type(target).__name__}")
+    if not replace and (name in _BUILTIN or name in _registered):
+        raise ValueError(f"model {name!r} is already registered (pass replace=True to override)")
+    _registered[name] = target
+
+
+def unregister_model(name: str) -> None:
+    """Remove a model added with ``register_model`` (built-ins and entry points stay)."""
+    _registered.pop(name, None)
+
+
+def _check_target_string(name: str, target: str) -> None:
+    module, sep, attr = target.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"model {name!r}: target {target!r} is not of the form 'module:attr'")
+
+
+def _entry_points() -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in _BUILTIN:
+            log.warning("entry point %s = %s ignored: %r is a built-in model", ep.name, ep.value, ep.name)
+            continue
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def list_models() -> list[str]:
+    """Sorted names of every known model: built-ins, registered ones and entry points."""
+    return sorted(set(_BUILTIN) | set(_registered) | set(_entry_points()))
+
+
+def _resolve(name: str) -> Callable[..., Adapter]:
+    target: Any = _registered.get(name) or _BUILTIN.get(name)
+    if target is None:
+        ep = _entry_points().get(name)
+        if ep is None:
+            raise UnknownModelError(f"unknown model {name!r}; known models: {', '.join(list_models())}")
+        try:
+            return ep.load()
+        except Exception as exc:
+            raise ImportError(f"model {name!r}: cannot load entry point {ep.value!r} "
+                              f"({type(exc).__name__}: {exc})") from exc
+    if callable(target):
+        return target
+    module, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(f"model {name!r}: cannot import {target!r} ({type(exc).__name__}: {exc})") from exc
+    return obj
+
+
+def get_model(name: str, **kwargs: Any) -> Adapter:
+    """Instantiate model ``name`` (not yet loaded: call ``load(device)``)."""
+    factory = _resolve(name)
+    model = factory(**kwargs)
+    if not isinstance(model, Adapter):
+        raise TypeError(f"model {name!r}: factory returned {type(model).__name__}, expected an icl.models.Adapter")
+    if model.precision not in PRECISIONS:
+        raise ValueError(f"model {name!r}: precision {model.precision!r} is not one of {PRECISIONS}")
+    if not isinstance(model.batch_size, int) or model.batch_size < 1:
+        raise ValueError(f"model {name!r}: batch_size must be a positive int, got {model.batch_size!r}")
+    return model

@@ -1,0 +1,153 @@
+"""PNG plots: a radar per task over datasets, the rank heatmap, qualitative grids.
+
+matplotlib runs on the Agg backend (no display needed). Qualitative grids are composed with
+numpy and OpenCV (one tile row per sample), which is much faster than a figure per grid.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Optional, Sequence
+
+import cv2
+import numpy as np
+
+from icl.report.aggregate import Aggregate, RankTable, TaskSpec
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def safe_name(text: str) -> str:
+    """A file-name-safe form of a model, task, dataset or sample id."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "_"
+
+
+def radar_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path,
+               models: Sequence[str] = ()) -> Optional[Path]:
+    """One panel per rank metric: datasets on the axes, one polygon per model (a grouped bar
+    chart when the task has fewer than three datasets). Missing values are drawn at 0 and
+    marked 'missing' in the legend."""
+    rows = [a for a in aggs if a.task == task.name and a.shots == shots and a.metric in task.rank_metrics]
+    if not rows:
+        return None
+    plt = _pyplot()
+    datasets = sorted({a.dataset for a in rows})
+    present = {a.model for a in rows}
+    models = [m for m in models if m in present] + sorted(present - set(models))
+    metrics = [m for m in task.rank_metrics if any(a.metric == m for a in rows)]
+    value = {(a.model, a.dataset, a.metric): a.mean for a in rows}
+    polar = len(datasets) >= 3
+    fig = plt.figure(figsize=(4.2 * len(metrics), 4.4))
+    for i, metric in enumerate(metrics):
+        ax = fig.add_subplot(1, len(metrics), i + 1, projection="polar" if polar else None)
+        arrow = "lower is better" if metric in task.lower_is_better else "higher is better"
+        ax.set_title(f"{task.name}: {metric} ({arrow})", fontsize=9)
+        for j, model in enumerate(models):
+            vals = [value.get((model, d, metric), math.nan) for d in datasets]
+            label = model + (" (missing)" if any(math.isnan(v) for v in vals) else "")
+            vals = [0.0 if math.isnan(v) else v for v in vals]
+            if polar:
+                angles = np.linspace(0, 2 * np.pi, len(datasets), endpoint=False).tolist()
+                ax.plot(angles + angles[:1], vals + vals[:1], label=label, linewidth=1.5)
+                ax.fill(angles + angles[:1], vals + vals[:1], alpha=0.08)
+            else:
+                width = 0.8 / len(models)
+                x = np.arange(len(datasets)) + (j - (len(models) - 1) / 2) * width
+                ax.bar(x, vals, width=width, label=label)
+        if polar:
+            ax.set_xticks(np.linspace(0, 2 * np.pi, len(datasets), endpoint=False))
+            ax.set_xticklabels(datasets, fontsize=7)
+        else:
+            ax.set_xticks(np.arange(len(datasets)))
+            ax.set_xticklabels(datasets, fontsize=7, rotation=20)
+        ax.legend(fontsize=7, loc="lower right" if polar else "best")
+    # fixed margins: tight_layout costs a full extra draw per figure
+    fig.subplots_adjust(left=0.06, right=0.96, bottom=0.14, top=0.84, wspace=0.45)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
+def rank_heatmap(table: RankTable, path: Path) -> Optional[Path]:
+    """Models x (tasks, overall) coloured by rank (1 = best), values written in the cells."""
+    if not table.task_ranks:
+        return None
+    plt = _pyplot()
+    cols = [t for t in table.tasks if t in table.task_ranks] + ["overall"]
+    grid = np.array([[table.task_ranks[t][m] for t in cols[:-1]] + [table.overall[m]] for m in table.models])
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(cols), 1.2 + 0.45 * len(table.models)))
+    im = ax.imshow(grid, cmap="viridis_r", vmin=1, vmax=max(len(table.models), 2), aspect="auto")
+    ax.set_xticks(range(len(cols)))
+    ax.set_xticklabels(cols, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(table.models)))
+    ax.set_yticklabels(table.models, fontsize=8)
+    for i in range(grid.shape[0]):
+        for j in range(grid.shape[1]):
+            light = grid[i, j] < 1 + 0.5 * (max(len(table.models), 2) - 1)  # viridis_r is light near rank 1
+            ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                    color="black" if light else "white")
+    ax.set_title(f"ranks (1 = best), shots = {table.shots}", fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.03)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
+def read_rgb(path: Path) -> Optional[np.ndarray]:
+    """An RGB uint8 image, or None when the file is absent or unreadable."""
+    if not path.is_file():
+        return None
+    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    return None if img is None else img[..., ::-1]
+
+
+def write_rgb(path: Path, image: np.ndarray) -> None:
+    """Write an RGB uint8 image atomically (a killed run never leaves half a PNG)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.png")
+    if not cv2.imwrite(str(tmp), np.ascontiguousarray(image[..., ::-1])):
+        raise OSError(f"cannot write image {tmp}")
+    tmp.replace(path)
+
+
+def _tile(image: Optional[np.ndarray], label: str, size: int) -> np.ndarray:
+    tile = np.full((size + 16, size, 3), 255, np.uint8)
+    if image is not None:
+        h, w = image.shape[:2]
+        s = size / max(h, w)
+        nh, nw = max(1, round(h * s)), max(1, round(w * s))
+        small = cv2.resize(image, (nw, nh), interpolation=cv2.INTER_NEAREST if s > 1 else cv2.INTER_AREA)
+        y, x = 16 + (size - nh) // 2, (size - nw) // 2
+        tile[y:y + nh, x:x + nw] = small
+    else:
+        cv2.line(tile, (0, 16), (size - 1, size + 15), (200, 0, 0), 1)
+    cv2.putText(tile, label[: size // 7], (2, 12), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 0, 0), 1, cv2.LINE_AA)
+    return tile
+
+
+def qualitative_grid(sample_dirs: Sequence[Path], models: Sequence[str], shots: int, path: Path,
+                     size: int = 128) -> Optional[Path]:
+    """Rows = samples; columns: context in, context out (first pair), query, one prediction
+    per model at ``shots``, ground truth. A missing prediction is a crossed tile."""
+    rows = []
+    for d in sample_dirs:
+        tiles = [_tile(read_rgb(d / "context_in_0.png"), "context in", size),
+                 _tile(read_rgb(d / "context_out_0.png"), "context out", size),
+                 _tile(read_rgb(d / "query.png"), d.name, size)]
+        tiles += [_tile(read_rgb(d / f"pred_k{shots}_{safe_name(m)}.png"), m, size) for m in models]
+        tiles.append(_tile(read_rgb(d / "target.png"), "ground truth", size))
+        rows.append(np.concatenate([np.pad(t, ((2, 2), (2, 2), (0, 0)), constant_values=255) for t in tiles], axis=1))
+    if not rows:
+        return None
+    write_rgb(path, np.concatenate(rows, axis=0))
+    return path

@@ -1,0 +1,53 @@
+"""Test-local adapters, loaded in the runner's subprocess through a temporary entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from icl.models import Adapter
+
+
+class Counting(Adapter):
+    """The oracle, logging every sample it predicts (one JSON line per request, appended and
+    flushed before returning) to ``$ICL_TEST_COUNT_LOG``; sleeps ``$ICL_TEST_SLEEP`` s per batch."""
+
+    name = "counting"
+    version = "1"
+    batch_size = 2
+    privileged = True
+
+    def predict(self, requests):
+        time.sleep(float(os.environ.get("ICL_TEST_SLEEP", "0")))
+        lines = "".join(json.dumps([r.dataset, r.task, r.query_id, r.shots]) + "\n" for r in requests)
+        fd = os.open(os.environ["ICL_TEST_COUNT_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, lines.encode())
+        finally:
+            os.close(fd)
+        return [r.oracle_target for r in requests]
+
+
+class BadShape(Adapter):
+    """Returns a 2-D array for the second request of each batch (a wrong shape)."""
+
+    name = "bad-shape"
+    batch_size = 4
+
+    def predict(self, requests):
+        out = [r.query for r in requests]
+        if len(out) > 1:
+            out[1] = np.zeros(out[1].shape[:2], np.uint8)
+        return out
+
+
+class Crashing(Adapter):
+    """Raises inside predict."""
+
+    name = "crashing"
+
+    def predict(self, requests):
+        raise RuntimeError("weights exploded")
