@@ -37,6 +37,21 @@ def test_fast_run_all_tasks(fast_data, tmp_path, capsys):
         else:
             assert rank > 1.0, f"{model} ties the oracle on {task}"
 
+    # PROTOCOL §1.4: the oracle decodes back to the ground truth on every task and dataset
+    # (PSNR +inf is capped at 100 dB in aggregates; SSIM of identical images is 1 up to float32)
+    exact = {"miou": 1.0, "f1": 1.0, "ap50": 1.0, "psnr": 100.0, "lpips": 0.0}
+    with open(out / "results.csv") as f:
+        oracle_rows = [r for r in csv.DictReader(f) if r["model"] == "oracle"]
+    assert {r["task"] for r in oracle_rows} == set(list_tasks())
+    for r in oracle_rows:
+        where, value = (r["dataset"], r["task"], r["metric"]), float(r["mean"])
+        if r["metric"] in exact:
+            assert value == exact[r["metric"]], where
+        elif r["metric"] == "ssim":
+            assert value == pytest.approx(1.0, abs=1e-6), where
+        elif r["metric"] == "rmse":  # quantisation floor: below half a bin of the widest range
+            assert value < 0.5 * 20.0 / 256, where
+
     data = json.loads((out / "results.json").read_text())
     assert data["protocol"] == "vibe-1" and data["seeds"] == {"global_seed": 0}
     assert data["context_csv_sha256"] == hashlib.sha256((out / "contexts.csv").read_bytes()).hexdigest()
