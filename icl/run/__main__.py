@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
 from icl.models import PRECISIONS
+from icl.run.device import EVAL_MODES
 from icl.run.errors import ConfigError
 from icl.run.plan import DEFAULT_MODELS, RunConfig
 
@@ -68,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
                                               "or merge runs")
     p.add_argument("--device", default="cpu", help="device models load onto: cpu, cuda, cuda:1, ... (default: cpu)")
     p.add_argument("--dtype", choices=PRECISIONS, help="override every model's precision")
+    p.add_argument("--eval", dest="evaluate", choices=EVAL_MODES, default="auto",
+                   help="where predictions are decoded and scored: 'device' keeps them as tensors on --device "
+                        "(batched, overlapped with the model), 'host' uses numpy; 'auto' (default) is device "
+                        "on CUDA, host otherwise")
+    p.add_argument("--no-overlap", dest="overlap", action="store_false",
+                   help="with device evaluation, score each batch before the model runs the next")
     p.add_argument("--seed", type=int, default=0, help="global seed of splits, contexts and noise (default: 0)")
     p.add_argument("--jobs", type=_positive, default=1, help="threads that load and encode data (default: 1)")
     p.add_argument("--qualitative", type=int, default=3, help="samples per task in the qualitative grids (default: 3)")
@@ -83,7 +91,8 @@ def config_from_args(args: argparse.Namespace, benchmark: str = "vibe") -> RunCo
     return RunConfig(
         benchmark=benchmark, name=args.name, fast=args.fast, limit=args.limit, tasks=args.tasks,
         datasets=args.datasets, models=args.models, shots=args.shots, data_root=args.data_root, out=args.out,
-        store=args.store, device=args.device, dtype=args.dtype, seed=args.seed, jobs=args.jobs,
+        store=args.store, device=args.device, dtype=args.dtype, evaluate=args.evaluate, overlap=args.overlap,
+        seed=args.seed, jobs=args.jobs,
         qualitative=max(args.qualitative, 0), plots=args.plots, progress=args.progress,
         trace_memory=args.trace_memory,
     )
@@ -129,6 +138,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _list(args.data_root)
     from icl.run.runner import run
 
+    # Device evaluation runs OpenMP regions from two threads at once (torch's runtime and
+    # icl._C's); idle teams spinning by default steal the cores the other needs (measured 3x
+    # slower on 2 cores). The runtime reads this when torch loads, i.e. later; yours wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     config = config_from_args(args, benchmark)
     try:
         outcome = run(config)

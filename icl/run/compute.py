@@ -4,12 +4,17 @@ Peak memory is, by what is available: ``torch.cuda.max_memory_allocated`` on a C
 (reset before each measured call), the tracemalloc peak of Python and numpy allocations when
 tracing is on (``--trace-memory``; it slows Python-heavy code), else the process's peak
 resident set size (``getrusage``; a process-wide high-water mark, not per stage).
+
+Stages may be measured from two threads at once (device evaluation scores one batch while the
+model runs the next). On CUDA each measurement waits only for its own thread's stream; the
+peak counter is shared by the process, so overlapping stages report a common peak.
 """
 
 from __future__ import annotations
 
 import resource
 import sys
+import threading
 import time
 import tracemalloc
 from contextlib import contextmanager
@@ -49,13 +54,14 @@ class ComputeMeter:
             tracemalloc.start()
         self.kind = "cuda-max-allocated" if self.cuda else ("tracemalloc-peak" if self.trace else "process-max-rss")
         self._acc: dict[tuple[str, str], _Acc] = {}
+        self._lock = threading.Lock()
 
     @contextmanager
     def measure(self, model: str, stage: str, samples: int) -> Iterator[Timing]:
         if self.cuda:
             import torch
 
-            torch.cuda.synchronize(self.device)
+            torch.cuda.current_stream(self.device).synchronize()
             torch.cuda.reset_peak_memory_stats(self.device)
         elif self.trace:
             tracemalloc.reset_peak()
@@ -68,16 +74,17 @@ class ComputeMeter:
             if self.cuda:
                 import torch
 
-                torch.cuda.synchronize(self.device)
+                torch.cuda.current_stream(self.device).synchronize()
                 peak = int(torch.cuda.max_memory_allocated(self.device))
             elif self.trace:
                 peak = tracemalloc.get_traced_memory()[1]
             else:
                 peak = _max_rss_bytes()
-            acc = self._acc.setdefault((model, stage), _Acc())
-            acc.wall_s += timing.elapsed
-            acc.samples += samples
-            acc.peak = peak if acc.peak is None else max(acc.peak, peak)
+            with self._lock:
+                acc = self._acc.setdefault((model, stage), _Acc())
+                acc.wall_s += timing.elapsed
+                acc.samples += samples
+                acc.peak = peak if acc.peak is None else max(acc.peak, peak)
 
     def records(self, run_id: str) -> list[ComputeRecord]:
         return [ComputeRecord(run_id, model, stage, self.device, a.samples, a.wall_s, a.peak, self.kind)

@@ -7,6 +7,10 @@ samples are cached across the group) -> models -> shot counts -> batches of the 
 in flight, and a rerun computes only what is missing or failed. A sample that cannot be
 loaded, predicted or scored is recorded as failed (naming the file, model, task and sample)
 and the run goes on.
+
+With device evaluation (``RunConfig.evaluate``, see :mod:`icl.run.device`) predictions are
+decoded and scored as tensors on the run's device, in a background thread that overlaps the
+model's next batch; batches are still committed one by one, in order, on the main thread.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 from icl.models import Adapter, AnalogyRequest
 from icl.report.plots import safe_name, write_rgb
 from icl.run.compute import ComputeMeter
+from icl.run.device import ScorePipeline, eval_device, tensor_requests
 from icl.run.errors import ModelOutputError
 from icl.run.plan import PROTOCOL, Group, Plan, context_hash
 from icl.store import Failure, SampleKey, SampleResult, Store
@@ -78,6 +83,8 @@ class Executor:
         self.stats = ExecStats()
         self._loaded: set[str] = set()
         self.qual_dir = self.cfg.out_dir / "qualitative"
+        self.eval_device = eval_device(self.cfg.device, self.cfg.evaluate)
+        self.pipeline = ScorePipeline(self.eval_device, self.cfg.overlap)
 
     def key(self, g: Group, q: str, model: str, shots: int) -> SampleKey:
         return SampleKey(PROTOCOL, g.dataset, g.task, q, context_hash(g.contexts[q][:shots]), model,
@@ -111,7 +118,9 @@ class Executor:
                       dynamic_ncols=True) as progress:
                 for g, p in zip(self.plan.groups, pending):
                     self._run_group(g, p, progress, pool)
+                self.pipeline.drain()
         finally:
+            self.pipeline.close()  # batches scored before an interruption are still committed
             if pool is not None:
                 pool.shutdown()
         return self.stats
@@ -213,7 +222,7 @@ class Executor:
             for it in live:
                 fail(it, "load", load_error, event=False)
             live = []
-        preds: list = []
+        preds: Any = []
         model_s = 0.0
         if live:
             reqs = [AnalogyRequest(g.task, g.dataset, it.query_id, it.episode.context_inputs[:shots],
@@ -223,7 +232,11 @@ class Executor:
             try:
                 with self.meter.measure(name, "model", len(live)) as timing:
                     self.stats.model_calls += 1
-                    preds = list(model.predict(reqs))
+                    if self.eval_device is not None and model.accepts_tensors:
+                        reqs = tensor_requests(reqs, self.eval_device)  # each image crosses once
+                    out = model.predict(reqs)
+                    # a [B, h, w, 3] tensor stays one batch (the tasks take it as it is)
+                    preds = out if getattr(out, "ndim", 0) == 4 else list(out)
                 if len(preds) != len(live):
                     raise ValueError(f"returned {len(preds)} predictions for a batch of {len(live)} requests")
             except Exception as exc:
@@ -232,26 +245,37 @@ class Executor:
                                       f"sample {it.query_id!r}: {short_trace(exc)}")
                 live, preds = [], []
             model_s = timing.elapsed / len(reqs)
-        self._score(g, name, shots, live, preds, model_s, results, fail)
+
+        def job() -> tuple[list[SampleResult], list[Failure]]:
+            self._score(g, name, shots, live, preds, model_s, results, fail)
+            return results, failures
+
+        self.pipeline.submit(job, self._commit, preds)
+
+    def _commit(self, batch: tuple[list[SampleResult], list[Failure]]) -> None:
+        """Write one scored batch (main thread, in batch order)."""
+        results, failures = batch
         self.store.write_batch(results, failures)
         n_ok = sum(r.status == "ok" for r in results)
         self.stats.computed += n_ok
         self.stats.failed += len(results) - n_ok
 
-    def _score(self, g: Group, name: str, shots: int, live: list[Item], preds: list, model_s: float,
+    def _score(self, g: Group, name: str, shots: int, live: list[Item], preds: Any, model_s: float,
                results: list[SampleResult], fail: Callable[..., None]) -> None:
         from icl.tasks import PredictionError
 
         task, meta = self.plan.tasks[g.task], self.plan.datasets[g.dataset].meta
+        where = {} if self.eval_device is None else {"device": self.eval_device}
         while live:
             try:
                 with self.meter.measure(name, "score", len(live)) as timing:
                     scores = task.evaluate(preds, [it.episode.target for it in live],
-                                           [it.episode.context_targets[:shots] for it in live], meta)
+                                           [it.episode.context_targets[:shots] for it in live], meta, **where)
             except PredictionError as exc:
                 i = exc.index
                 err = ModelOutputError(name, g.task, g.dataset, live[i].query_id, exc.message)
                 fail(live[i], "score", str(err))
+                preds = list(preds)
                 live, preds = live[:i] + live[i + 1:], preds[:i] + preds[i + 1:]
                 continue
             except Exception as exc:

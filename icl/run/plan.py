@@ -41,6 +41,8 @@ class RunConfig:
     store: Optional[Path] = None
     device: str = "cpu"
     dtype: Optional[str] = None
+    evaluate: str = "auto"  # where predictions are decoded and scored: auto (device on CUDA), host, device
+    overlap: bool = True  # device evaluation: score batch i while the model runs batch i + 1
     seed: int = 0
     jobs: int = 1
     qualitative: int = 3

@@ -7,6 +7,7 @@ prediction arrays. Decoding and scoring go through the public kernels of :mod:`i
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
@@ -58,6 +59,17 @@ class Episode:
     context_inputs: list[np.ndarray]
     context_targets: list[Any]
     context_outputs: list[np.ndarray]
+
+
+def is_tensor(x: Any) -> bool:
+    """Whether ``x`` is a torch tensor, without importing torch when nothing has."""
+    torch_mod = sys.modules.get("torch")
+    return torch_mod is not None and isinstance(x, torch_mod.Tensor)
+
+
+def all_tensors(predictions: Any) -> bool:
+    """Whether a batch is all torch tensors (a ``[B, H, W, 3]`` tensor counts)."""
+    return is_tensor(predictions) or all(is_tensor(p) for p in predictions)
 
 
 def validate_prediction(index: int, pred: Any) -> np.ndarray:
@@ -183,15 +195,26 @@ class Task(ABC):
         return Episode(q_in, target, c_in, c_tgt, c_out)
 
     def evaluate(
-        self, predictions: Sequence[Any], targets: Sequence[Any], context_targets: Sequence[Sequence[Any]], meta: DatasetMeta
+        self, predictions: Sequence[Any], targets: Sequence[Any], context_targets: Sequence[Sequence[Any]],
+        meta: DatasetMeta, *, device: Any = None,
     ) -> list[dict[str, float]]:
         """Validate, decode and score a batch; one dict of ``metrics`` per prediction.
-        Raises :class:`PredictionError` for an invalid prediction."""
+        Raises :class:`PredictionError` for an invalid prediction.
+
+        Numpy predictions are scored on the host. When every prediction is a torch tensor (a
+        ``[B, H, W, 3]`` tensor counts), or ``device`` is given (numpy predictions are then
+        moved there), the batch is validated, decoded and scored on that device, same-size
+        predictions together (see :mod:`icl.tasks._device`)."""
         if not len(predictions) == len(targets) == len(context_targets):
             raise ValueError(
                 f"evaluate: {len(predictions)} predictions, {len(targets)} targets, "
                 f"{len(context_targets)} context target lists; expected equal lengths"
             )
+        if len(predictions) and (device is not None or all_tensors(predictions)):
+            from icl.tasks._device import validate_tensors
+
+            batch = validate_tensors(predictions, device)
+            return self._score_device(batch, list(targets), [list(c) for c in context_targets], meta)
         preds = [validate_prediction(i, p) for i, p in enumerate(predictions)]
         return self._score(preds, list(targets), [list(c) for c in context_targets], meta)
 
@@ -200,3 +223,10 @@ class Task(ABC):
         self, preds: list[np.ndarray], targets: list[Any], context_targets: list[list[Any]], meta: DatasetMeta
     ) -> list[dict[str, float]]:
         """Score validated uint8 predictions."""
+
+    def _score_device(
+        self, batch: Any, targets: list[Any], context_targets: list[list[Any]], meta: DatasetMeta
+    ) -> list[dict[str, float]]:
+        """Score a validated :class:`icl.tasks._device.DeviceBatch`; tasks without a device
+        implementation score its host copy."""
+        return self._score(batch.host(), targets, context_targets, meta)

@@ -55,3 +55,29 @@ class Depth(Task):
             err = depth[valid] - g
             out.append({"rmse": float(np.sqrt(np.mean(err**2))), "abs_rel": float(np.mean(np.abs(err) / g))})
         return out
+
+    def _score_device(self, batch, targets, context_targets, meta) -> list[dict[str, float]]:
+        import torch
+
+        from icl.ops.turbo import turbo_decode
+        from icl.tasks._device import fetch, resize_nearest_t, split, to_device
+
+        d_min, d_max = _range(meta)
+        shapes = [tuple(t.shape) for t in targets]
+        parts = []
+        for idx, x in batch.groups:
+            decoded = turbo_decode(x, d_min, d_max)
+            for sub, depth in split(idx, decoded, shapes):
+                depth = resize_nearest_t(depth, shapes[sub[0]]).double()
+                gt = to_device([targets[i] for i in sub], batch.device).double()
+                valid = gt > 0
+                err = torch.where(valid, depth - gt, 0.0)
+                rel = torch.where(valid, err.abs() / gt, 0.0)  # invalid GT never divides
+                parts.append((sub, torch.stack([valid.flatten(1).sum(1).double(), (err * err).flatten(1).sum(1),
+                                                rel.flatten(1).sum(1)], 1)))
+        out: list[dict[str, float]] = [{} for _ in targets]
+        for idx, stats in fetch(parts):
+            for i, (n, sq, rel) in zip(idx, stats.tolist()):
+                out[i] = ({"rmse": float(np.sqrt(sq / n)), "abs_rel": rel / n} if n
+                          else {"rmse": float("nan"), "abs_rel": float("nan")})
+        return out

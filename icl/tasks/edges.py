@@ -33,3 +33,20 @@ class Edges(Task):
             mask = resize_nearest(decode_edges(pred), gt.shape)
             out.append(precision_recall_f1(int((mask & gt).sum()), int(mask.sum()), int(gt.sum())))
         return out
+
+    def _score_device(self, batch, targets, context_targets, meta) -> list[dict[str, float]]:
+        import torch
+
+        from icl.tasks._device import by_target_size, fetch, resize_nearest_t, to_device
+
+        parts = []
+        for idx, x in by_target_size(batch, [t.shape for t in targets]):
+            mask = resize_nearest_t(x.sum(3, dtype=torch.int32) >= 384, targets[idx[0]].shape)
+            gt = to_device([targets[i] for i in idx], batch.device)
+            parts.append((idx, torch.stack([(mask & gt).flatten(1).sum(1), mask.flatten(1).sum(1),
+                                            gt.flatten(1).sum(1)], 1)))
+        out: list[dict[str, float]] = [{} for _ in targets]
+        for idx, counts in fetch(parts):
+            for i, (tp, n_pred, n_gt) in zip(idx, counts.tolist()):
+                out[i] = precision_recall_f1(tp, n_pred, n_gt)
+        return out

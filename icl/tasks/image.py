@@ -33,7 +33,10 @@ def _lpips_or_nan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if min(a.shape[1:3]) < LPIPS_MIN_SIZE:
         return _missing(f"images of {a.shape[1]}x{a.shape[2]} are smaller than LPIPS-alex's {LPIPS_MIN_SIZE} px", len(a))
     try:
-        return np.asarray(lpips(a, b, net="alex"), np.float64).reshape(-1)
+        out = lpips(a, b, net="alex")
+        if hasattr(out, "cpu"):  # a tensor (the device path)
+            out = out.detach().cpu()
+        return np.asarray(out, np.float64).reshape(-1)
     except LPIPSWeightsNotFound as exc:
         return _missing(f"LPIPS weights not found: {exc}", len(a))
 
@@ -64,6 +67,38 @@ def image_scores(preds: list[np.ndarray], targets: list[np.ndarray]) -> list[dic
     return out
 
 
+def image_scores_device(batch: Any, targets: list[np.ndarray]) -> list[dict[str, float]]:
+    """:func:`image_scores` on the predictions' device: resized there (bilinear, see
+    :mod:`icl.tasks._device`), grouped by target size exactly as on the host, one PSNR, SSIM
+    and LPIPS call per group."""
+    import torch
+
+    from icl.ops.psnr import psnr as psnr_op
+    from icl.ops.ssim import ssim as ssim_op
+    from icl.tasks._device import fetch, groups_by, resize_bilinear_t, split, to_device
+
+    shapes = [tuple(t.shape[:2]) for t in targets]
+    resized: dict[int, Any] = {}
+    for idx, x in batch.groups:
+        for sub, xs in split(idx, x, shapes):
+            for i, r in zip(sub, resize_bilinear_t(xs, shapes[sub[0]])):
+                resized[i] = r
+    parts, lpips = [], np.zeros(len(targets))
+    for idx in groups_by(tuple(t.shape) for t in targets).values():
+        a = torch.stack([resized[i] for i in idx])
+        b = to_device([targets[i] for i in idx], batch.device)
+        parts.append((idx, torch.stack([psnr_op(a, b), ssim_op(a, b)], 1)))
+        same = (a == b).flatten(1).all(1).cpu().numpy()
+        if not same.all():  # LPIPS(x, x) is exactly 0, as on the host
+            keep = torch.from_numpy(~same).to(batch.device)
+            lpips[np.asarray(idx)[~same]] = _lpips_or_nan(a[keep], b[keep])
+    out: list[dict[str, float]] = [{} for _ in targets]
+    for idx, rows in fetch(parts):
+        for i, (psnr, ssim) in zip(idx, rows.tolist()):
+            out[i] = {"psnr": psnr, "ssim": ssim, "lpips": float(lpips[i])}
+    return out
+
+
 class ImageTask(Task):
     """Base of the image-output tasks; subclasses define ``make_pair``."""
 
@@ -76,3 +111,6 @@ class ImageTask(Task):
 
     def _score(self, preds, targets, context_targets, meta) -> list[dict[str, Any]]:
         return image_scores(preds, targets)
+
+    def _score_device(self, batch, targets, context_targets, meta) -> list[dict[str, Any]]:
+        return image_scores_device(batch, targets)

@@ -34,6 +34,22 @@ def decode_points(pred: np.ndarray) -> np.ndarray:
     return yx[:, ::-1].copy()
 
 
+def decode_points_device(images: "torch.Tensor") -> list[np.ndarray]:
+    """:func:`decode_points` of every image of a uint8 ``[B, H, W, 3]`` batch, on its device,
+    one connected-components call for the batch. S is kept as the integer ``255 * S``: the
+    argmax over it, ties included, is the argmax over ``S`` (``icl.ops.redness`` computes S in
+    float32, where equal integer differences can round apart and break ties differently)."""
+    import torch
+
+    from icl.ops.components import connected_components
+
+    rgb = images.to(torch.int16)
+    s = (rgb[..., 0] - torch.maximum(rgb[..., 1], rgb[..., 2])).clamp_(min=0)
+    comps = connected_components(s >= 128, connectivity=8, values=s.float())
+    found = torch.cat([comps.image.view(-1, 1), comps.argmax.view(-1, 2)], 1).cpu().numpy()
+    return [found[found[:, 0] == b, :0:-1].astype(np.float64) for b in range(images.shape[0])]
+
+
 class Keypoints(Task):
     name = "keypoints"
     metrics = ("precision", "recall", "f1")
@@ -64,3 +80,23 @@ class Keypoints(Task):
                 tp = len(pred_idx)
             out.append(precision_recall_f1(tp, len(pts), len(gt)))
         return out
+
+    def _score_points(self, points, sizes, targets) -> list[dict[str, float]]:
+        from icl.ops.match_points import match_points
+
+        out = []
+        for yx, size, target in zip(points, sizes, targets):
+            pts = scale_points(yx, size, target.size)
+            gt = np.asarray(target.points, np.float64).reshape(-1, 2)
+            tp = len(match_points(pts, gt, float(TAU))[0]) if len(pts) and len(gt) else 0
+            out.append(precision_recall_f1(tp, len(pts), len(gt)))
+        return out
+
+    def _score_device(self, batch, targets, context_targets, meta) -> list[dict[str, float]]:
+        sizes = batch.shapes()
+        points: list[np.ndarray] = [np.zeros((0, 2))] * len(targets)
+        for idx, x in batch.groups:
+            for i, pts in zip(idx, decode_points_device(x)):
+                points[i] = pts
+        # the decoded points (a few per image) are on the host: match as the numpy path does
+        return self._score_points(points, sizes, targets)

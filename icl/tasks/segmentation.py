@@ -56,12 +56,64 @@ class Segmentation(Task):
         palette = class_colours(n)
         out = []
         for pred, gt, ctx in zip(preds, targets, context_targets):
-            cand = np.zeros(n, bool)
-            for t in ctx:
-                ids = np.unique(t)
-                cand[ids[ids < n]] = True
-            if not cand.any():  # contexts show no class at all: decode among every class
-                cand[:] = True
-            labels = np.asarray(nearest_palette(pred, palette, cand))
+            labels = np.asarray(nearest_palette(pred, palette, candidates(ctx, n)))
             out.append({"miou": miou(resize_nearest(labels, gt.shape), gt, n)})
         return out
+
+    def _score_device(self, batch, targets, context_targets, meta) -> list[dict[str, float]]:
+        import torch
+
+        from icl.ops.palette import nearest_palette
+        from icl.tasks._device import fetch, resize_nearest_t, split, to_device
+
+        n = len(meta.classes)
+        palette = torch.from_numpy(class_colours(n)).to(batch.device)
+        cand = torch.from_numpy(np.stack([candidates(ctx, n) for ctx in context_targets])).to(batch.device)
+        shapes = [tuple(t.shape) for t in targets]
+        parts = []
+        for idx, x in batch.groups:
+            labels = nearest_palette(x, palette, cand[torch.tensor(idx, device=batch.device)])
+            for sub, lab in split(idx, labels, shapes):
+                gt = to_device([targets[i] for i in sub], batch.device).long()
+                parts.append((sub, confusion_stats(resize_nearest_t(lab, shapes[sub[0]]).long(), gt, n)))
+        out: list[dict[str, float]] = [{} for _ in targets]
+        for idx, stats in fetch(parts):
+            for i, row in zip(idx, stats):
+                inter, union, n_valid, unknown = row[:n], row[n:2 * n], row[2 * n], row[2 * n + 1]
+                if unknown:
+                    raise ValueError(f"segmentation target {i} has class ids >= {n} (the dataset's classes)")
+                present = union > 0
+                out[i] = {"miou": float(np.mean(inter[present] / union[present])) if n_valid else float("nan")}
+        return out
+
+
+def candidates(context_targets: list[np.ndarray], num_classes: int) -> np.ndarray:
+    """bool [num_classes]: the classes present in the context targets, or every class when they
+    show none (PROTOCOL §1.3)."""
+    cand = np.zeros(num_classes, bool)
+    for t in context_targets:
+        t = np.asarray(t)
+        if t.dtype == np.uint8:  # a histogram is much faster than np.unique on label maps
+            cand |= np.bincount(t.reshape(-1), minlength=256)[:num_classes] > 0
+        else:
+            ids = np.unique(t)
+            cand[ids[ids < num_classes]] = True
+    if not cand.any():  # contexts show no class at all: decode among every class
+        cand[:] = True
+    return cand
+
+
+def confusion_stats(pred: "torch.Tensor", gt: "torch.Tensor", num_classes: int) -> "torch.Tensor":
+    """int64 ``[B, 2n + 2]`` per image: intersection ``[n]`` and union ``[n]`` of every class over
+    the non-void GT pixels, the count of those pixels, and of GT ids >= n outside void."""
+    import torch
+
+    b, n = pred.shape[0], num_classes
+    valid = gt != VOID
+    known = valid & (gt < n)
+    key = torch.arange(b, device=pred.device).view(b, 1, 1) * (n * n) + gt * n + pred
+    conf = torch.bincount(key[known], minlength=b * n * n).view(b, n, n)
+    inter = conf.diagonal(dim1=1, dim2=2)
+    union = conf.sum(1) + conf.sum(2) - inter
+    counts = torch.stack([valid.flatten(1).sum(1), (valid & ~known).flatten(1).sum(1)], 1)
+    return torch.cat([inter, union, counts], 1)

@@ -1,0 +1,156 @@
+"""Device-resident evaluation for the executor: batch uploads and the scoring pipeline.
+
+With ``--eval device`` (the default on CUDA) predictions are decoded and scored as tensors on
+the run's device (``Task.evaluate(..., device=...)``). Adapters that accept tensors receive
+each batch's images uploaded once (:func:`upload`); the others receive numpy requests and
+their outputs move to the device for scoring. :class:`ScorePipeline` decodes and scores batch
+``i`` in one background thread (on its own CUDA stream) while the main thread runs the model
+on batch ``i + 1``; results are handed back in order and the store is written on the main
+thread.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+EVAL_MODES = ("auto", "host", "device")
+
+
+def eval_device(device: str, mode: str) -> Optional[str]:
+    """The device predictions are scored on, or None for the host (numpy) path. ``auto``
+    scores on CUDA devices and on the host otherwise."""
+    if mode not in EVAL_MODES:
+        raise ValueError(f"eval mode: expected one of {EVAL_MODES}, got {mode!r}")
+    if mode == "device" or (mode == "auto" and device.startswith("cuda")):
+        return device
+    return None
+
+
+def upload(arrays: Sequence[np.ndarray], device: str) -> list[Any]:
+    """The arrays as tensors on ``device``: each distinct array (by identity) crosses once, and
+    arrays of one shape and dtype cross together in one stacked copy (pinned and asynchronous
+    on CUDA). Returns views, in order."""
+    import torch
+
+    dev = torch.device(device)
+    slots: dict[int, int] = {}
+    unique: list[np.ndarray] = []
+    for a in arrays:
+        if id(a) not in slots:
+            slots[id(a)] = len(unique)
+            unique.append(a)
+    groups: dict[tuple, list[int]] = {}
+    for j, a in enumerate(unique):
+        groups.setdefault((a.shape, a.dtype.str), []).append(j)
+    out: list[Any] = [None] * len(unique)
+    for members in groups.values():
+        host = torch.from_numpy(np.stack([unique[j] for j in members]))
+        if dev.type == "cuda":
+            stacked = host.pin_memory().to(dev, non_blocking=True)
+        else:
+            stacked = host.to(dev)
+        for j, t in zip(members, stacked.unbind(0)):
+            out[j] = t
+    return [out[slots[id(a)]] for a in arrays]
+
+
+def tensor_requests(requests: Sequence[Any], device: str) -> list[Any]:
+    """The requests with every image uploaded to ``device`` in one go (see :func:`upload`)."""
+    from dataclasses import replace
+
+    arrays: list[np.ndarray] = []
+    for r in requests:
+        arrays += [r.query, *r.context_inputs, *r.context_outputs]
+        if r.oracle_target is not None:
+            arrays.append(r.oracle_target)
+    tensors = iter(upload(arrays, device))
+    out = []
+    for r in requests:
+        query = next(tensors)
+        c_in = [next(tensors) for _ in r.context_inputs]
+        c_out = [next(tensors) for _ in r.context_outputs]
+        oracle = next(tensors) if r.oracle_target is not None else None
+        out.append(replace(r, query=query, context_inputs=c_in, context_outputs=c_out, oracle_target=oracle,
+                           device=device))
+    return out
+
+
+def tensors_in(preds: Any) -> list[Any]:
+    """The torch tensors among a model's outputs (a list, or one batched tensor)."""
+    from icl.tasks.base import is_tensor
+
+    if is_tensor(preds):
+        return [preds]
+    return [p for p in preds if is_tensor(p)]
+
+
+class ScorePipeline:
+    """Runs scoring jobs in one worker thread, at most one batch behind the main thread.
+
+    ``submit(job, commit, outputs)`` queues ``job()`` (decode and score, returning what
+    ``commit`` writes) and then commits, on the calling thread and in submission order, every
+    finished job but the newest, so that the model can run on the next batch meanwhile.
+    ``drain()`` commits everything. Without overlap, ``submit`` runs and commits at once. On
+    CUDA the worker scores on its own stream, after the model's work queued so far.
+    """
+
+    def __init__(self, device: Optional[str], overlap: bool):
+        self.overlap = overlap and device is not None
+        self.stream: Any = None
+        if device is not None:
+            import torch  # noqa: F401  (loaded here, not inside the first batch's model time)
+        if self.overlap and device is not None and device.startswith("cuda"):
+            import torch
+
+            self.stream = torch.cuda.Stream(torch.device(device))
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="icl-score") if self.overlap else None
+        self._queue: deque[tuple[Future, Callable[[Any], None]]] = deque()
+
+    def submit(self, job: Callable[[], Any], commit: Callable[[Any], None], outputs: Any = ()) -> None:
+        if self._pool is None:
+            commit(job())
+            return
+        ready = None
+        if self.stream is not None:
+            import torch
+
+            ready = torch.cuda.Event()
+            ready.record()  # on the model's (current) stream
+            for t in tensors_in(outputs):
+                if t.is_cuda:  # the allocator must not reuse their memory before the scoring stream is done
+                    t.record_stream(self.stream)
+        self._queue.append((self._pool.submit(self._run, job, ready), commit))
+        while len(self._queue) > 1:
+            self._commit_oldest()
+
+    def _run(self, job: Callable[[], Any], ready: Any) -> Any:
+        if self.stream is None:
+            return job()
+        import torch
+
+        with torch.cuda.stream(self.stream):
+            self.stream.wait_event(ready)
+            out = job()
+            self.stream.synchronize()
+            return out
+
+    def _commit_oldest(self) -> None:
+        future, commit = self._queue.popleft()
+        commit(future.result())
+
+    def drain(self) -> None:
+        """Wait for every queued job and commit it, in order."""
+        while self._queue:
+            self._commit_oldest()
+
+    def close(self) -> None:
+        """Commit what is queued, then stop the worker."""
+        try:
+            self.drain()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
