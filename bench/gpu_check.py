@@ -1,9 +1,13 @@
-"""Device check: GPU parity tests, then every GPU kernel beside its GPU peers.
+"""Device check: GPU parity tests, then every GPU kernel beside its GPU peers, then
+end-to-end device evaluation beside the host's numpy path.
 
 Run on a CUDA machine: ``python bench/gpu_check.py [--out DIR] [--batch N] [--quick]``.
 Prints one line per kernel (images/s at 1024x1024, ratio to each peer, fraction of the
-device's memory bandwidth reached) and writes ``gpu_check.json``. Finishes within 8 minutes
-on one H200 (the parity tests are bounded by a pytest timeout-free selection of small shapes).
+device's memory bandwidth reached), the device-evaluation parity tests (``Task.evaluate``'s
+tensor path and a ``--device cuda`` run against the host), and samples/s of whole batches
+decoded and scored on the device against the host (segmentation and an image task,
+``bench/_device_eval.py``); writes ``gpu_check.json``. Finishes within 8 minutes on one H200
+(the parity tests are bounded by a pytest timeout-free selection of small shapes).
 """
 
 from __future__ import annotations
@@ -99,18 +103,24 @@ def torch_ssim(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return s.flatten(1).mean(1).view(-1, c).mean(1)
 
 
-def run_parity_tests(out: Path) -> int:
-    """The GPU parity tests on real CUDA tensors (tests/ops/gpu), with the log kept."""
-    log = out / "gpu_parity.log"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", str(ROOT / "tests" / "ops" / "gpu"), "-p", "no:cacheprovider"]
-    env = dict(os.environ, ICL_GPU_TESTS_DEVICE="cuda")
+def run_parity_tests(out: Path, paths: list[str] | None = None, name: str = "parity", timeout: int = 240) -> int:
+    """GPU parity tests on real CUDA tensors (default tests/ops/gpu), with the log kept."""
+    log = out / f"gpu_{name}.log"
+    targets = [str(ROOT / p) for p in (paths or ["tests/ops/gpu"])]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", *targets, "-p", "no:cacheprovider"]
+    env = dict(os.environ, ICL_GPU_TESTS_DEVICE="cuda", ICL_DEVICE_TESTS_DEVICE="cuda")
     env.pop("TRITON_INTERPRET", None)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     start = time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        log.write_text(str(exc.stdout or "") + str(exc.stderr or ""))
+        print(f"{name} tests: timed out after {timeout}s")
+        return 124
     log.write_text(proc.stdout + proc.stderr)
     tail = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
-    print(f"parity tests: exit {proc.returncode} in {time.time() - start:.0f}s: {tail}")
+    print(f"{name} tests: exit {proc.returncode} in {time.time() - start:.0f}s: {tail}")
     return proc.returncode
 
 
@@ -120,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=64, help="images per call at 1024x1024")
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--skip-tests", action="store_true")
+    parser.add_argument("--skip-e2e", action="store_true", help="skip the end-to-end device evaluation")
+    parser.add_argument("--e2e-samples", type=int, default=256, help="predictions per end-to-end task")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device: the device check needs a GPU")
@@ -200,9 +212,18 @@ def main(argv: list[str] | None = None) -> int:
     boxes[:, 2:] += boxes[:, :2]
     record("box_iou[4096x4096]", lambda: ops.box_iou(boxes, boxes, backend="triton"), 4096 * 4096 * 4,
            {"torch": lambda: ops.box_iou(boxes, boxes, backend="reference")})
+    if not args.skip_tests:
+        report["device_eval_exit"] = run_parity_tests(
+            out, ["tests/tasks/test_device_path.py", "tests/run/test_device_run.py::test_device_runs_match_the_host_run"],
+            name="device_eval", timeout=150)
+    if not args.skip_e2e:
+        from bench._device_eval import measure, print_report
+
+        report["end_to_end"] = measure("cuda", n=args.e2e_samples, size=s, batch=b)
+        print_report(report["end_to_end"])
     (out / "gpu_check.json").write_text(json.dumps(report, indent=2))
     print(f"wrote {out / 'gpu_check.json'}")
-    return 0 if not report["parity_exit"] else 1
+    return 0 if not (report["parity_exit"] or report.get("device_eval_exit")) else 1
 
 
 if __name__ == "__main__":
