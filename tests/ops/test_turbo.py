@@ -11,16 +11,8 @@ import pytest
 import torch
 
 import icl.ops
-from icl.ops import TURBO_TABLE, backend_status, nearest_palette, turbo_bins, turbo_decode, turbo_encode
+from icl.ops import TURBO_TABLE, nearest_palette, turbo_bins, turbo_decode, turbo_encode
 from tests.ops.nearest_peer import check, tie_count
-
-
-@pytest.fixture(params=["reference", "cpu"])
-def backend(request: pytest.FixtureRequest) -> str:
-    ok, why = backend_status(request.param)
-    if not ok:
-        pytest.skip(why)
-    return request.param
 
 
 def peer_encode(depth: np.ndarray, d_min: float, d_max: float) -> np.ndarray:
