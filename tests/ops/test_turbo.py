@@ -104,6 +104,17 @@ def test_bins_large_noisy(backend: str) -> None:
     check(noisy, TURBO_TABLE, turbo_bins(noisy, backend=backend))
 
 
+@pytest.mark.parametrize("name", ["astronaut", "coffee"])
+def test_bins_photos(backend: str, name: str) -> None:
+    # real images (scikit-image's bundled photographs), as the acceptance asks beside random ones
+    from skimage import data as skdata
+
+    photo = getattr(skdata, name)()
+    got = turbo_bins(photo, backend=backend)
+    check(photo, TURBO_TABLE, got)
+    np.testing.assert_array_equal(turbo_decode(photo, 0.0, 10.0, backend=backend), bin_centre(got, 0.0, 10.0))
+
+
 def test_bins_random_colours(backend: str) -> None:
     # 2^18 random colours spread over the whole lookup table
     images = np.random.default_rng(12).integers(0, 256, (4, 256, 256, 3), dtype=np.uint8)
