@@ -5,8 +5,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from icl._lazy import lazy_getattr
 
 from icl.data.dataset import DataError, Dataset, DatasetMeta, Sample, load_dataset
 
@@ -25,10 +24,4 @@ _LAZY = {
 __all__ = ["DataError", "Dataset", "DatasetMeta", "Sample", "load_dataset", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'icl.data' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"icl.data.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -10,6 +10,7 @@ import sys
 import types
 from typing import Any
 
+from icl._lazy import lazy_getattr
 from icl.ops._dispatch import BackendError, backend_status
 
 # public name -> module (relative to icl.ops) that defines it
@@ -37,13 +38,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["BackendError", "backend_status", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'icl.ops' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"icl.ops.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

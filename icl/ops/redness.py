@@ -4,6 +4,8 @@ max-S pixel."""
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any, Optional
 
 import torch
@@ -26,8 +28,13 @@ def redness(images: Any, threshold: float = 0.5, *, backend: Optional[str] = Non
 
     images: ``[B, H, W, 3]`` or ``[H, W, 3]`` uint8 or float in [0, 1] (float becomes uint8 by
     ``round(255 * clip(x, 0, 1))`` first, as every decoder does); channels are levels / 255.
-    Single images give ``[H, W]`` outputs; numpy in, numpy out.
+    threshold: a finite number (S lies in [0, 1]). Single images give ``[H, W]`` outputs;
+    numpy in, numpy out.
     """
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
+        raise TypeError(f"threshold: expected a number, got {type(threshold).__name__}")
+    if not math.isfinite(threshold):
+        raise ValueError(f"threshold: expected a finite number, got {threshold!r}")
     x, was_numpy = as_tensor(images, "images")
     x, single = batch_images(x, "images")
     x = to_uint8(x, "images").contiguous()

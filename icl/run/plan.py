@@ -119,6 +119,7 @@ def load_models(config: RunConfig) -> dict[str, Adapter]:
 
 def make_plan(config: RunConfig) -> Plan:
     """Resolve names, open datasets, split, screen samples, select contexts, write ``contexts.csv``."""
+    from icl.data import DataError
     from icl.data.contexts import select_contexts, split_ids, write_context_csv
     from icl.data.registry import get_dataset, list_datasets
     from icl.tasks.registry import get_task, list_tasks
@@ -131,11 +132,16 @@ def make_plan(config: RunConfig) -> Plan:
     dataset_names = _pick("datasets", config.datasets, sorted(list_datasets(config.data_root)))
     models = load_models(config)
     tasks = {name: get_task(name) for name in task_names}
-    datasets = {name: get_dataset(name, root=config.data_root, fast=config.fast) for name in dataset_names}
+    datasets, issues = {}, []
+    for name in dataset_names:
+        try:
+            datasets[name] = get_dataset(name, root=config.data_root, fast=config.fast)
+        except DataError as exc:  # a dataset that fails validation is recorded and skipped
+            issues.append(DataIssue(name, exc.sample_id or "*", ("*",), exc.path, str(exc)))
     k = max(config.shots)
-    groups, rows, issues = [], [], []
+    groups, rows = [], []
     filtered: dict[str, dict[str, dict[str, str]]] = {}
-    for dname in dataset_names:
+    for dname in datasets:
         ds = datasets[dname]
         mine = [tasks[t] for t in task_names if tasks[t].applies_to(ds.meta)]
         if not mine:

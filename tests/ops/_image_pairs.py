@@ -5,23 +5,12 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-import pytest
 import scipy.fft
 import scipy.ndimage
 import skimage.data
 
-from icl.ops._dispatch import backend_status
-
 IMAGES = ("astronaut", "coffee", "chelsea")
 DISTORTIONS = ("noise", "blur", "jpeg")
-
-
-@pytest.fixture(params=["reference", "cpu"])
-def backend(request: pytest.FixtureRequest) -> str:
-    ok, why = backend_status(request.param)
-    if not ok:
-        pytest.skip(why)
-    return request.param
 
 
 def _jpeg_like(img: np.ndarray, step: float = 40.0) -> np.ndarray:

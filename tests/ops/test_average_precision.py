@@ -11,17 +11,6 @@ from pycocotools.cocoeval import COCOeval
 from icl.ops import average_precision, detection_matches
 from icl.ops._dispatch import backend_status
 
-BACKENDS = ["reference", "cpu"]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request):
-    ok, why = backend_status(request.param)
-    if not ok:
-        pytest.skip(why)
-    return request.param
-
-
 def coco_ap(pb, ps, pi, gb, gi, thr, max_det=None):
     """AP of pycocotools' COCOeval (bbox, one category, one IoU threshold, area "all")."""
     images = sorted({int(i) for i in pi} | {int(i) for i in gi})

@@ -11,17 +11,6 @@ from icl.ops import box_iou
 from icl.ops._dispatch import backend_status
 from tests.tolerances import ATOL
 
-BACKENDS = ["reference", "cpu"]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request):
-    ok, why = backend_status(request.param)
-    if not ok:
-        pytest.skip(why)
-    return request.param
-
-
 def random_boxes(rng, n, scale=100.0, step=None):
     """xyxy boxes; with ``step`` the coordinates are multiples of it (exact in binary)."""
     xy = rng.uniform(0, scale, (n, 2))

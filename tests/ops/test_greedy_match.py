@@ -11,14 +11,6 @@ BACKENDS = ["reference", "cpu"]
 THRESHOLDS = [0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request):
-    ok, why = backend_status(request.param)
-    if not ok:
-        pytest.skip(why)
-    return request.param
-
-
 def _iou(a, b):
     # The module's rule in plain Python floats (IEEE double, same operations and order).
     iw = min(a[2], b[2]) - max(a[0], b[0])

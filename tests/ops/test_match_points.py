@@ -5,17 +5,6 @@ import torch
 from icl.ops import match_points
 from icl.ops._dispatch import backend_status
 
-BACKENDS = ["reference", "cpu"]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request):
-    ok, why = backend_status(request.param)
-    if not ok:
-        pytest.skip(why)
-    return request.param
-
-
 def brute_force(pred, gt, radius):
     """Enumerate every pair, sort by (squared distance, pred, gt), take greedily."""
     pairs = []

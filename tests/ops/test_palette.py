@@ -12,28 +12,16 @@ import pytest
 import torch
 from skimage import data as skdata
 
-from icl.ops import backend_status, nearest_palette
+from icl.ops import nearest_palette
 from tests.ops.nearest_peer import check, tie_count
 
-# The ADE20K palette (PROTOCOL §1.2) from the repository's data/ or the shared data folder.
-ADE20K = [Path(__file__).parents[2] / "data" / "ade20k_palette.json", Path("/work/shared/data/ade20k_palette.json")]
-
-
-@pytest.fixture(params=["reference", "cpu"])
-def backend(request: pytest.FixtureRequest) -> str:
-    ok, why = backend_status(request.param)
-    if not ok:
-        pytest.skip(why)
-    return request.param
+# The ADE20K palette (PROTOCOL §1.2), as shipped inside the package.
+ADE20K = Path(__file__).parents[2] / "icl" / "data" / "ade20k_palette.json"
 
 
 @pytest.fixture(scope="module")
 def ade20k() -> np.ndarray:
-    for path in ADE20K:
-        if path.exists():
-            return np.array(json.loads(path.read_text())["palette"], dtype=np.uint8)
-    # the same kind of palette when the shared data is absent: 150 distinct random colours
-    return np.unique(np.random.default_rng(150).integers(0, 256, (200, 3), dtype=np.uint8), axis=0)[:150]
+    return np.array(json.loads(ADE20K.read_text())["palette"], dtype=np.uint8)
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (7, 13), (64, 37)])

@@ -27,3 +27,17 @@ def test_redness_float_input_and_single_image():
 def test_redness_rejects_bad_shapes():
     with pytest.raises(ValueError, match="images"):
         redness(np.zeros((4, 5, 4), np.uint8))
+
+
+@pytest.mark.parametrize("threshold, error", [(float("nan"), ValueError), (float("inf"), ValueError),
+                                              ("0.5", TypeError), (None, TypeError), (True, TypeError)])
+def test_redness_rejects_bad_threshold(threshold, error):
+    # a NaN threshold would silently give an empty mask (S > nan is False everywhere)
+    with pytest.raises(error, match="threshold"):
+        redness(np.zeros((4, 5, 3), np.uint8), threshold)
+
+
+def test_redness_accepts_numpy_scalar_threshold():
+    img = np.zeros((1, 2, 3), np.uint8)
+    img[0, 0] = (200, 0, 0)  # S ~ 0.784
+    assert redness(img, np.float32(0.7))[1].tolist() == [[True, False]]

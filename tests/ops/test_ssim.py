@@ -10,7 +10,7 @@ import torch
 from skimage.metrics import structural_similarity
 
 from icl.ops import ssim
-from tests.ops._image_pairs import DISTORTIONS, IMAGES, backend, random_pair, real_pair  # noqa: F401
+from tests.ops._image_pairs import DISTORTIONS, IMAGES, random_pair, real_pair
 from tests.tolerances import ATOL
 
 TORCH_DTYPE = {"uint8": torch.float32, "float32": torch.float32, "float64": torch.float64}

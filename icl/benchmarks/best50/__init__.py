@@ -11,8 +11,7 @@ Names resolve lazily, so importing this package loads neither torch nor matplotl
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from icl._lazy import lazy_getattr
 
 PROTOCOL_VERSION = "best50-1"
 
@@ -29,10 +28,4 @@ _EXPORTS = {
 __all__ = ["PROTOCOL_VERSION", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'icl.benchmarks.best50' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"icl.benchmarks.best50.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

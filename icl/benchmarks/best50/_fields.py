@@ -34,7 +34,8 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any, str]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield number, None, f"not valid JSON ({exc.msg} at column {exc.colno})"
+                # json's messages may end in " at" ("Invalid control character at"): say it once
+                yield number, None, f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"
                 continue
             if not isinstance(obj, dict):
                 yield number, None, f"expected a JSON object, got {type(obj).__name__}"

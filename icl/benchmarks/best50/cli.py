@@ -1,11 +1,12 @@
 """``python -m icl.benchmarks.best50``: score a predictions JSONL, or run a model, over a package.
 
-    python -m icl.benchmarks.best50 --package DIR --predictions FILE.jsonl --out DIR
-    python -m icl.benchmarks.best50 --package DIR --model NAME [--model-arg key=value ...] --out DIR
-    python -m icl.benchmarks.best50 --fast --out DIR        # synthetic package, oracle baseline
+    python -m icl.benchmarks.best50 --package DIR --predictions FILE.jsonl [--out DIR]
+    python -m icl.benchmarks.best50 --package DIR --model NAME [--model-arg key=value ...] [--out DIR]
+    python -m icl.benchmarks.best50 --fast [--out DIR]      # synthetic package, oracle baseline
 
 Writes results.csv, results_k{K}.csv, per_sample.csv, results.json, report.md and plot_*.png
-into ``--out`` (and predictions.jsonl when a model or baseline runs).
+into ``--out`` (default ``./runs/best50``, ``./runs/best50-fast`` with ``--fast``), and
+predictions.jsonl when a model or baseline runs.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def build_parser(prog: str = "python -m icl.benchmarks.best50") -> argparse.Argu
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="keyword argument for the adapter (Python literal, else a string); repeatable")
     p.add_argument("--device", default="cpu", help="device for the adapter (default cpu)")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--out", type=Path,
+                   help="output directory (default: ./runs/best50, or ./runs/best50-fast with --fast)")
     p.add_argument("--fast", action="store_true",
                    help="without --package: write a small synthetic package into OUT/package; without a "
                         "source: use the oracle baseline")
@@ -71,6 +73,8 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     """Execute a parsed command line; return the written files."""
     import icl
 
+    if args.out is None:  # the visual benchmark's default layout, ./runs/<name>
+        args.out = Path("runs") / ("best50-fast" if args.fast else "best50")
     out: Path = args.out
     if args.package is None and args.fast:
         from icl.benchmarks.best50.synthetic import write_package

@@ -10,6 +10,9 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any, Optional
+
+import torch
 
 
 def kernels_module(name: str) -> ModuleType:
@@ -34,3 +37,11 @@ def kernels_module(name: str) -> ModuleType:
     sys.modules["icl.kernels"] = module
     spec.loader.exec_module(module)
     return importlib.import_module(f"icl.kernels.{name}")
+
+
+def float32_only(x: torch.Tensor, *args: Any) -> Optional[str]:
+    """``supports`` check of the triton kernels that compute in float32: float64 input keeps its
+    float64 result contract on the cpu/reference backends."""
+    if x.dtype == torch.float64:
+        return "the triton kernel computes in float32; float64 input keeps float64 on cpu/reference"
+    return None

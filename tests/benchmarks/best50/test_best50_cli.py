@@ -81,6 +81,18 @@ def test_malformed_predictions_exit_2_with_line_number(tmp_path, capsys):
     assert "line 2: not valid JSON" in err and "line 3: missing field 'k'" in err
 
 
+def test_out_defaults_to_runs_folder(tmp_path, monkeypatch):
+    # the command, `... best50 --package DIR --predictions FILE.jsonl`, needs no --out
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text(json.dumps({"class": "a", "k": 1, "query_gt_boxes_pixel": [[0, 0, 4, 4]],
+                                "pred_boxes_pixel": [[0, 0, 4, 4]]}) + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--predictions", str(pred), "--no-plots"]) == 0
+    assert float(_rows(tmp_path / "runs" / "best50")[0]["F1@50"]) == 1.0
+    assert main(["--fast", "--no-plots"]) == 0
+    assert (tmp_path / "runs" / "best50-fast" / "results.json").is_file()
+
+
 def test_no_source_is_an_error(tmp_path, package_dir, capsys):
     assert main(["--package", str(package_dir), "--out", str(tmp_path / "o")]) == 2
     assert "--predictions, --model or --baseline" in capsys.readouterr().err

@@ -53,6 +53,13 @@ def test_malformed_line_reports_line_number_and_field(tmp_path, line, message):
         read_predictions(write(tmp_path, [GOOD, line, GOOD]))
 
 
+def test_json_error_message_reads_once(tmp_path):
+    # json's "Invalid control character at" must not become "... at at column N"
+    with pytest.raises(PredictionsError) as info:
+        read_predictions(write(tmp_path, [GOOD, '{"class": "a\tb"}']))
+    assert info.value.problems == ["line 2: not valid JSON (Invalid control character at column 13)"]
+
+
 def test_every_bad_line_is_listed(tmp_path):
     with pytest.raises(PredictionsError) as info:
         read_predictions(write(tmp_path, ["x", GOOD, "y", dict(GOOD, sample_id="s"), dict(GOOD, sample_id="s")]))
