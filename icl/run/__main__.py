@@ -72,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=PRECISIONS, help="override every model's precision")
     p.add_argument("--eval", dest="evaluate", choices=EVAL_MODES, default="auto",
                    help="where predictions are decoded and scored: 'device' keeps them as tensors on --device "
-                        "(batched, overlapped with the model), 'host' uses numpy; 'auto' (default) is device "
-                        "on CUDA, host otherwise")
+                        "(batched, overlapped with the model), 'host' copies them to numpy; 'auto' (default) is "
+                        "device on CUDA, else host (torch outputs are then scored where they are)")
     p.add_argument("--no-overlap", dest="overlap", action="store_false",
                    help="with device evaluation, score each batch before the model runs the next")
     p.add_argument("--seed", type=int, default=0, help="global seed of splits, contexts and noise (default: 0)")

@@ -79,6 +79,20 @@ def tensor_requests(requests: Sequence[Any], device: str) -> list[Any]:
     return out
 
 
+def to_host(preds: Any) -> list[Any]:
+    """A model's outputs as numpy arrays (float tensors as float32), for ``--eval host``: tensor
+    outputs would otherwise be scored where they are."""
+    from icl.tasks.base import is_tensor
+
+    out = []
+    for p in preds:
+        if is_tensor(p):
+            p = p.detach().cpu()
+            p = (p.float() if p.is_floating_point() else p).numpy()
+        out.append(p)
+    return out
+
+
 def tensors_in(preds: Any) -> list[Any]:
     """The torch tensors among a model's outputs (a list, or one batched tensor)."""
     from icl.tasks.base import is_tensor
@@ -100,6 +114,7 @@ class ScorePipeline:
 
     def __init__(self, device: Optional[str], overlap: bool):
         self.overlap = overlap and device is not None
+        self.device = device
         self.stream: Any = None
         if device is not None:
             import torch  # noqa: F401  (loaded here, not inside the first batch's model time)
@@ -119,7 +134,7 @@ class ScorePipeline:
             import torch
 
             ready = torch.cuda.Event()
-            ready.record()  # on the model's (current) stream
+            ready.record(torch.cuda.current_stream(self.device))  # after the model's queued work
             for t in tensors_in(outputs):
                 if t.is_cuda:  # the allocator must not reuse their memory before the scoring stream is done
                     t.record_stream(self.stream)

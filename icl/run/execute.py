@@ -27,7 +27,7 @@ import numpy as np
 from icl.models import Adapter, AnalogyRequest
 from icl.report.plots import safe_name, write_rgb
 from icl.run.compute import ComputeMeter
-from icl.run.device import ScorePipeline, eval_device, tensor_requests
+from icl.run.device import ScorePipeline, eval_device, tensor_requests, to_host
 from icl.run.errors import ModelOutputError
 from icl.run.plan import PROTOCOL, Group, Plan, context_hash
 from icl.store import Failure, SampleKey, SampleResult, Store
@@ -266,6 +266,8 @@ class Executor:
 
         task, meta = self.plan.tasks[g.task], self.plan.datasets[g.dataset].meta
         where = {} if self.eval_device is None else {"device": self.eval_device}
+        if self.cfg.evaluate == "host":
+            preds = to_host(preds)
         while live:
             try:
                 with self.meter.measure(name, "score", len(live)) as timing:

@@ -83,6 +83,9 @@ def test_device_runs_match_the_host_run(fast_data, tmp_path, capsys):
             assert sorted(_rows(tmp_path / name / "store.sqlite")) == sorted(_rows(tmp_path / "dev" / "store.sqlite"))
         else:
             _assert_close(host, _metrics(tmp_path / name / "store.sqlite"))
+    # --eval host takes tensor outputs through the numpy path: the host run to the byte
+    assert main(_args(fast_data, tmp_path / "host-bf16", "--limit", "3", "--eval", "host", "--dtype", "bf16")) == 0
+    assert sorted(_rows(tmp_path / "host-bf16" / "store.sqlite")) == sorted(_rows(tmp_path / "host" / "store.sqlite"))
     capsys.readouterr()
 
 
