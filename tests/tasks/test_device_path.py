@@ -206,3 +206,20 @@ def test_unknown_segmentation_class_fails_on_both_paths():
         task.evaluate([pred], [gt], [[gt]], HAND_META)
     with pytest.raises(ValueError, match="class ids >= 4"):
         task.evaluate([_t(pred)], [gt], [[gt]], HAND_META)
+
+
+def test_segmentation_candidates_are_the_context_classes():
+    from icl.tasks.segmentation import candidates
+
+    gen = np.random.default_rng(4)
+    for n in (1, 4, 37, 149):
+        for _ in range(20):
+            maps = [gen.integers(0, gen.integers(1, 256), (gen.integers(1, 40), gen.integers(1, 40)), dtype=np.uint8)
+                    for _ in range(gen.integers(0, 3))]
+            maps += [m[::2, ::-1] for m in maps[:1]]  # a non-contiguous view
+            maps += [m.astype(np.int64) for m in maps[:1]]  # another dtype: the np.unique route
+            ref = np.zeros(n, bool)
+            for m in maps:
+                ids = np.unique(m)
+                ref[ids[ids < n]] = True
+            np.testing.assert_array_equal(candidates(maps, n), ref if ref.any() else np.ones(n, bool))
