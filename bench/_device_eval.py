@@ -12,7 +12,6 @@ import math
 import time
 from typing import Any, Callable
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -37,7 +36,8 @@ def _timed(fn: Callable[[], Any], device: str) -> tuple[Any, float]:
 def _segmentation(n: int, size: int, device: str, gen: torch.Generator) -> tuple:
     """Blocky label maps with every class, their colours plus noise as uint8 predictions on the device."""
     classes = max_classes()
-    meta = DatasetMeta(name="bench", version="1", tasks=("segmentation",), classes=tuple(f"c{i}" for i in range(classes)))
+    meta = DatasetMeta(name="bench", version="1", tasks=("segmentation",),
+                       classes=tuple(f"c{i}" for i in range(classes)))
     cell = max(size // 32, 1)
     labels = torch.randint(0, classes, (n, size // cell, size // cell), generator=gen, device=device)
     labels = labels.repeat_interleave(cell, 1).repeat_interleave(cell, 2)[:, :size, :size].to(torch.uint8)

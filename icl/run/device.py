@@ -117,11 +117,10 @@ class ScorePipeline:
         self.device = device
         self.stream: Any = None
         if device is not None:
-            import torch  # noqa: F401  (loaded here, not inside the first batch's model time)
-        if self.overlap and device is not None and device.startswith("cuda"):
-            import torch
+            import torch  # loaded here, not inside the first batch's model time
 
-            self.stream = torch.cuda.Stream(torch.device(device))
+            if self.overlap and device.startswith("cuda"):
+                self.stream = torch.cuda.Stream(torch.device(device))
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="icl-score") if self.overlap else None
         self._queue: deque[tuple[Future, Callable[[Any], None]]] = deque()
 

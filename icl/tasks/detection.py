@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from icl.data.dataset import DatasetMeta, Sample
 from icl.tasks.base import BoxesTarget, EncodingError, Task, scale_boxes
+
+if TYPE_CHECKING:
+    import torch
 
 IOU_THRESHOLD = 0.5
 
@@ -57,7 +60,7 @@ def decode_boxes(pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return boxes, np.asarray(comps.value_mean, np.float64).reshape(-1)
 
 
-def decode_boxes_device(images: "torch.Tensor") -> list[tuple[np.ndarray, np.ndarray]]:
+def decode_boxes_device(images: torch.Tensor) -> list[tuple[np.ndarray, np.ndarray]]:
     """:func:`decode_boxes` of every image of a uint8 ``[B, H, W, 3]`` batch, on its device: the
     3B channel masks are labelled in one connected-components call."""
     import torch

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
 
 from icl.data.dataset import DatasetMeta, Sample
 from icl.tasks.base import PointsTarget, Task, precision_recall_f1, scale_points
+
+if TYPE_CHECKING:
+    import torch
 
 RADIUS = 5
 TAU = 2 * RADIUS  # match radius in pixels at target resolution
@@ -34,7 +37,7 @@ def decode_points(pred: np.ndarray) -> np.ndarray:
     return yx[:, ::-1].copy()
 
 
-def decode_points_device(images: "torch.Tensor") -> list[np.ndarray]:
+def decode_points_device(images: torch.Tensor) -> list[np.ndarray]:
     """:func:`decode_points` of every image of a uint8 ``[B, H, W, 3]`` batch, on its device,
     one connected-components call for the batch. S is kept as the integer ``255 * S``: the
     argmax over it, ties included, is the argmax over ``S`` (``icl.ops.redness`` computes S in

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -10,6 +10,9 @@ import numpy as np
 from icl.data.dataset import VOID, DatasetMeta, Sample
 from icl.tasks.base import Task, resize_nearest
 from icl.tasks.palette import class_colours, max_classes
+
+if TYPE_CHECKING:
+    import torch
 
 
 def miou(pred: np.ndarray, gt: np.ndarray, num_classes: int) -> float:
@@ -105,7 +108,7 @@ def candidates(context_targets: list[np.ndarray], num_classes: int) -> np.ndarra
     return cand
 
 
-def confusion_stats(pred: "torch.Tensor", gt: "torch.Tensor", num_classes: int) -> "torch.Tensor":
+def confusion_stats(pred: torch.Tensor, gt: torch.Tensor, num_classes: int) -> torch.Tensor:
     """int64 ``[B, 2n + 2]`` per image: intersection ``[n]`` and union ``[n]`` of every class over
     the non-void GT pixels, the count of those pixels, and of GT ids >= n outside void."""
     import torch

@@ -107,8 +107,8 @@ def test_batched_equals_one_by_one_and_mixed_sizes(builtin_root, name):
     task, meta, inputs, targets, encoded, contexts = _episodes(builtin_root, "scenes-a", name)
     preds = _predictions(inputs, encoded, seed=2)["noisy"]
     # every other prediction at another size: two groups, each decoded in one call
-    mixed = [p if i % 2 else cv2.resize(p, (p.shape[1] * 3 // 2 + 1, p.shape[0] * 3 // 2), interpolation=cv2.INTER_NEAREST)
-             for i, p in enumerate(preds)]
+    mixed = [p if i % 2 else cv2.resize(p, (p.shape[1] * 3 // 2 + 1, p.shape[0] * 3 // 2),
+                                        interpolation=cv2.INTER_NEAREST) for i, p in enumerate(preds)]
     for batch in (preds, mixed):
         tensors = [_t(p) for p in batch]
         together = task.evaluate(tensors, targets, contexts, meta)
