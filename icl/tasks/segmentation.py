@@ -78,8 +78,8 @@ class Segmentation(Task):
         for idx, x in batch.groups:
             labels = nearest_palette(x, palette, cand[torch.tensor(idx, device=batch.device)])
             for sub, lab in split(idx, labels, shapes):
-                gt = to_device([targets[i] for i in sub], batch.device).long()
-                parts.append((sub, confusion_stats(resize_nearest_t(lab, shapes[sub[0]]).long(), gt, n)))
+                gt = to_device([targets[i] for i in sub], batch.device)
+                parts.append((sub, confusion_stats(resize_nearest_t(lab, shapes[sub[0]]), gt, n)))
         out: list[dict[str, float]] = [{} for _ in targets]
         for idx, stats in fetch(parts):
             for i, row in zip(idx, stats):
@@ -110,15 +110,21 @@ def candidates(context_targets: list[np.ndarray], num_classes: int) -> np.ndarra
 
 def confusion_stats(pred: torch.Tensor, gt: torch.Tensor, num_classes: int) -> torch.Tensor:
     """int64 ``[B, 2n + 2]`` per image: intersection ``[n]`` and union ``[n]`` of every class over
-    the non-void GT pixels, the count of those pixels, and of GT ids >= n outside void."""
+    the non-void GT pixels, the count of those pixels, and of GT ids >= n outside void.
+    ``pred`` integer labels < n, ``gt`` integer labels (255 void), both ``[B, H, W]``."""
     import torch
 
     b, n = pred.shape[0], num_classes
-    valid = gt != VOID
-    known = valid & (gt < n)
-    key = torch.arange(b, device=pred.device).view(b, 1, 1) * (n * n) + gt * n + pred
-    conf = torch.bincount(key[known], minlength=b * n * n).view(b, n, n)
+    bins = b * n * n
+    itype = torch.int32 if bins < 2**31 - 1 else torch.int64
+    g = gt.to(itype)
+    known = (g >= 0) & (g < n)  # void (255) is never a class: n <= 149
+    base = torch.arange(b, device=pred.device, dtype=itype).view(b, 1, 1) * (n * n)
+    # pixels outside the known classes go to one extra bin, dropped: no masked gather
+    key = torch.where(known, base + g * n + pred.to(itype), bins)
+    conf = torch.bincount(key.reshape(-1), minlength=bins + 1)[:bins].view(b, n, n)
     inter = conf.diagonal(dim1=1, dim2=2)
     union = conf.sum(1) + conf.sum(2) - inter
-    counts = torch.stack([valid.flatten(1).sum(1), (valid & ~known).flatten(1).sum(1)], 1)
+    n_valid = (g != VOID).flatten(1).sum(1)
+    counts = torch.stack([n_valid, n_valid - conf.flatten(1).sum(1)], 1)
     return torch.cat([inter, union, counts], 1)
