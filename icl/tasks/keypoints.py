@@ -71,25 +71,15 @@ class Keypoints(Task):
         return img
 
     def _score(self, preds, targets, context_targets, meta) -> list[dict[str, float]]:
-        from icl.ops.match_points import match_points
-
-        out = []
-        for pred, target in zip(preds, targets):
-            pts = scale_points(decode_points(pred), pred.shape[:2], target.size)
-            gt = np.asarray(target.points, np.float64).reshape(-1, 2)
-            tp = 0
-            if len(pts) and len(gt):
-                pred_idx, _ = match_points(pts, gt, float(TAU))
-                tp = len(pred_idx)
-            out.append(precision_recall_f1(tp, len(pts), len(gt)))
-        return out
+        return self._score_points([decode_points(p) for p in preds], [p.shape[:2] for p in preds], targets)
 
     def _score_points(self, points, sizes, targets) -> list[dict[str, float]]:
+        """P/R/F1 of decoded points (x, y) at prediction ``sizes`` against the targets."""
         from icl.ops.match_points import match_points
 
         out = []
-        for yx, size, target in zip(points, sizes, targets):
-            pts = scale_points(yx, size, target.size)
+        for xy, size, target in zip(points, sizes, targets):
+            pts = scale_points(xy, size, target.size)
             gt = np.asarray(target.points, np.float64).reshape(-1, 2)
             tp = len(match_points(pts, gt, float(TAU))[0]) if len(pts) and len(gt) else 0
             out.append(precision_recall_f1(tp, len(pts), len(gt)))
