@@ -6,8 +6,9 @@ tracing is on (``--trace-memory``; it slows Python-heavy code), else the process
 resident set size (``getrusage``; a process-wide high-water mark, not per stage).
 
 Stages may be measured from two threads at once (device evaluation scores one batch while the
-model runs the next). On CUDA each measurement waits only for its own thread's stream; the
-peak counter is shared by the process, so overlapping stages report a common peak.
+model runs the next). Then (``per_stream``) a CUDA measurement waits only for its own thread's
+stream rather than the whole device; the peak counter is shared by the process, so
+overlapping stages report a common peak.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 import tracemalloc
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from icl.store import ComputeRecord
 
@@ -55,13 +56,14 @@ class ComputeMeter:
         self.kind = "cuda-max-allocated" if self.cuda else ("tracemalloc-peak" if self.trace else "process-max-rss")
         self._acc: dict[tuple[str, str], _Acc] = {}
         self._lock = threading.Lock()
+        self.per_stream = False  # set while another thread scores on its own CUDA stream
 
     @contextmanager
     def measure(self, model: str, stage: str, samples: int) -> Iterator[Timing]:
         if self.cuda:
             import torch
 
-            torch.cuda.current_stream(self.device).synchronize()
+            self._sync(torch)
             torch.cuda.reset_peak_memory_stats(self.device)
         elif self.trace:
             tracemalloc.reset_peak()
@@ -74,7 +76,7 @@ class ComputeMeter:
             if self.cuda:
                 import torch
 
-                torch.cuda.current_stream(self.device).synchronize()
+                self._sync(torch)
                 peak = int(torch.cuda.max_memory_allocated(self.device))
             elif self.trace:
                 peak = tracemalloc.get_traced_memory()[1]
@@ -85,6 +87,12 @@ class ComputeMeter:
                 acc.wall_s += timing.elapsed
                 acc.samples += samples
                 acc.peak = peak if acc.peak is None else max(acc.peak, peak)
+
+    def _sync(self, torch: Any) -> None:
+        if self.per_stream:
+            torch.cuda.current_stream(self.device).synchronize()
+        else:
+            torch.cuda.synchronize(self.device)
 
     def records(self, run_id: str) -> list[ComputeRecord]:
         return [ComputeRecord(run_id, model, stage, self.device, a.samples, a.wall_s, a.peak, self.kind)

@@ -85,6 +85,7 @@ class Executor:
         self.qual_dir = self.cfg.out_dir / "qualitative"
         self.eval_device = eval_device(self.cfg.device, self.cfg.evaluate)
         self.pipeline = ScorePipeline(self.eval_device, self.cfg.overlap)
+        meter.per_stream = self.pipeline.stream is not None
 
     def key(self, g: Group, q: str, model: str, shots: int) -> SampleKey:
         return SampleKey(PROTOCOL, g.dataset, g.task, q, context_hash(g.contexts[q][:shots]), model,
