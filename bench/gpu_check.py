@@ -33,9 +33,16 @@ NOMINAL_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.0e12}
 
 
 def cuda_time(fn: Callable[[], Any], rounds: int = 10, warmup: int = 2) -> float:
-    """Median seconds per call, timed with CUDA events."""
+    """Median seconds per call, timed with CUDA events (wall clock in the CPU dry run)."""
     for _ in range(warmup):
         fn()
+    if not torch.cuda.is_available():
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))
     torch.cuda.synchronize()
     times = []
     for _ in range(rounds):
@@ -48,15 +55,17 @@ def cuda_time(fn: Callable[[], Any], rounds: int = 10, warmup: int = 2) -> float
     return float(np.median(times))
 
 
-def copy_bandwidth() -> float:
+def copy_bandwidth(device: str) -> float:
     """Achievable bytes/s of a device-to-device copy (read + write)."""
-    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    x = torch.empty(1 << (30 if device == "cuda" else 24), dtype=torch.uint8, device=device)
     y = torch.empty_like(x)
     s = cuda_time(lambda: y.copy_(x), rounds=10)
     return 2 * x.numel() / s
 
 
-def nominal_bandwidth() -> float | None:
+def nominal_bandwidth(device: str) -> float | None:
+    if device != "cuda":
+        return None
     name = torch.cuda.get_device_name()
     for key, value in NOMINAL_BANDWIDTH.items():
         if key in name:
@@ -65,17 +74,18 @@ def nominal_bandwidth() -> float | None:
 
 
 def noisy_palette_images(batch: int, size: int, palette: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    idx = torch.randint(0, palette.shape[0], (batch, size // 32, size // 32), generator=gen, device="cuda")
-    img = palette.cuda()[idx].repeat_interleave(32, 1).repeat_interleave(32, 2).float()
-    img += 8.0 * torch.randn(img.shape, generator=gen, device="cuda")
+    device = gen.device
+    idx = torch.randint(0, palette.shape[0], (batch, size // 32, size // 32), generator=gen, device=device)
+    img = palette.to(device)[idx].repeat_interleave(32, 1).repeat_interleave(32, 2).float()
+    img += 8.0 * torch.randn(img.shape, generator=gen, device=device)
     return img.clamp(0, 255).round().to(torch.uint8)
 
 
 def torch_nearest(images: torch.Tensor, palette: torch.Tensor) -> torch.Tensor:
     """Plain torch peer: chunked squared distances and argmin."""
-    pal = palette.float().cuda()
+    pal = palette.float().to(images.device)
     flat = images.reshape(-1, 3).float()
-    out = torch.empty(flat.shape[0], dtype=torch.int64, device="cuda")
+    out = torch.empty(flat.shape[0], dtype=torch.int64, device=images.device)
     chunk = 1 << 22
     for s in range(0, flat.shape[0], chunk):
         d = torch.cdist(flat[s:s + chunk], pal, compute_mode="donot_use_mm_for_euclid_dist")
@@ -87,7 +97,7 @@ def torch_ssim(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Plain torch peer: separable Gaussian with conv2d over [B*C, 1, H, W], valid region."""
     from icl.ops.ssim import gaussian_window
 
-    w = gaussian_window(torch.float32).cuda()
+    w = gaussian_window(torch.float32).to(x.device)
     c = x.shape[-1]
     xs = x.permute(0, 3, 1, 2).reshape(-1, 1, x.shape[1], x.shape[2]).float()
     ys = y.permute(0, 3, 1, 2).reshape(-1, 1, y.shape[1], y.shape[2]).float()
@@ -132,10 +142,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--skip-e2e", action="store_true", help="skip the end-to-end device evaluation")
     parser.add_argument("--e2e-samples", type=int, default=256, help="predictions per end-to-end task")
+    parser.add_argument("--dry-run-cpu", action="store_true",
+                        help="run every step on the CPU (Triton interpreter, numba simulator) at a tiny size: "
+                             "checks the script itself, measures nothing meaningful")
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("no CUDA device: the device check needs a GPU")
+    if args.dry_run_cpu:
+        # must precede the first import of the kernels
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+        args.skip_tests = True
+    elif not torch.cuda.is_available():
+        print("no CUDA device: the device check needs a GPU (or --dry-run-cpu)")
         return 2
+    dev = "cpu" if args.dry_run_cpu else "cuda"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import icl
@@ -143,27 +162,27 @@ def main(argv: list[str] | None = None) -> int:
 
     info = collect()
     report: dict[str, Any] = {
-        "icl": icl.__version__, "torch": torch.__version__, "device": torch.cuda.get_device_name(),
+        "icl": icl.__version__, "torch": torch.__version__,
+        "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu (dry run)",
         "platform": platform.platform(), "backends": info["backends"], "kernels": {},
     }
     print(f"device: {report['device']}; torch {torch.__version__}")
     for name, st in info["backends"].items():
         print(f"  backend {name}: {'yes' if st['available'] else 'no'} ({st['why']})")
     report["parity_exit"] = None if args.skip_tests else run_parity_tests(out)
-    bw = copy_bandwidth()
-    nominal = nominal_bandwidth()
+    bw = copy_bandwidth(dev)
+    nominal = nominal_bandwidth(dev)
     report["copy_bandwidth_Bps"], report["nominal_bandwidth_Bps"] = bw, nominal
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s" + (f" (nominal {nominal / 1e12:.2f} TB/s)" if nominal else ""))
 
     from icl import ops
 
-    gen = torch.Generator(device="cuda").manual_seed(0)
+    gen = torch.Generator(device=dev).manual_seed(0)
     b, s = args.batch, args.size
-    palette = torch.tensor(json.loads((ROOT / "icl" / "data" / "ade20k_palette.json").read_text())["palette"]
-                           if (ROOT / "icl" / "data" / "ade20k_palette.json").exists()
-                           else np.random.default_rng(0).integers(0, 256, (150, 3)), dtype=torch.uint8)
+    palette = torch.tensor(json.loads((ROOT / "icl" / "data" / "ade20k_palette.json").read_text())["palette"],
+                           dtype=torch.uint8)
     images = noisy_palette_images(b, s, palette, gen)
-    other = (images.float() + 6 * torch.randn(images.shape, generator=gen, device="cuda")).clamp(0, 255).to(torch.uint8)
+    other = (images.float() + 6 * torch.randn(images.shape, generator=gen, device=dev)).clamp(0, 255).to(torch.uint8)
     pix = b * s * s
 
     def record(kernel: str, fn: Callable[[], Any], bytes_moved: int, peers: dict[str, Callable[[], Any]]) -> None:
@@ -187,15 +206,15 @@ def main(argv: list[str] | None = None) -> int:
 
     record("nearest_palette[150]", lambda: ops.nearest_palette(images, palette, backend="triton"),
            pix * 3 + pix * 4, {"torch-cdist": lambda: torch_nearest(images, palette)})
-    turbo_img = ops.turbo_encode(torch.rand((b, s, s), generator=gen, device="cuda") * 10, 0.0, 10.0)
+    turbo_img = ops.turbo_encode(torch.rand((b, s, s), generator=gen, device=dev) * 10, 0.0, 10.0)
     record("turbo_decode", lambda: ops.turbo_decode(turbo_img, 0.0, 10.0, backend="triton"),
-           pix * 3 + pix * 4, {"torch-cdist": lambda: torch_nearest(turbo_img, ops.TURBO_TABLE)})
+           pix * 3 + pix * 4, {"torch-cdist": lambda: torch_nearest(turbo_img, torch.from_numpy(ops.TURBO_TABLE))})
     record("ssim[rgb]", lambda: ops.ssim(images, other, backend="triton"), 2 * pix * 3,
            {"torch-conv2d": lambda: torch_ssim(images, other)})
     record("psnr[rgb]", lambda: ops.psnr(images, other, backend="triton"), 2 * pix * 3,
            {"torch": lambda: 10 * torch.log10(255.0 ** 2 / ((images.float() - other.float()) ** 2).flatten(1).mean(1))})
-    mask = (torch.nn.functional.avg_pool2d(torch.rand((b, 1, s, s), generator=gen, device="cuda"), 9, 1, 4) > 0.52)[:, 0]
-    values = torch.rand((b, s, s), generator=gen, device="cuda")
+    mask = (torch.nn.functional.avg_pool2d(torch.rand((b, 1, s, s), generator=gen, device=dev), 9, 1, 4) > 0.52)[:, 0]
+    values = torch.rand((b, s, s), generator=gen, device=dev)
     peers: dict[str, Callable[[], Any]] = {}
     try:
         import cupy
@@ -208,9 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         print("  (cupy not installed: no cupyx.scipy.ndimage.label peer)")
     record("connected_components+stats", lambda: ops.connected_components(mask, 8, values, backend="cuda"),
            pix * (1 + 4 + 4), peers)
-    boxes = torch.rand((4096, 4), generator=gen, device="cuda") * 512
+    n_boxes = 4096 if dev == "cuda" else 64
+    boxes = torch.rand((n_boxes, 4), generator=gen, device=dev) * 512
     boxes[:, 2:] += boxes[:, :2]
-    record("box_iou[4096x4096]", lambda: ops.box_iou(boxes, boxes, backend="triton"), 4096 * 4096 * 4,
+    record(f"box_iou[{n_boxes}x{n_boxes}]", lambda: ops.box_iou(boxes, boxes, backend="triton"), n_boxes ** 2 * 4,
            {"torch": lambda: ops.box_iou(boxes, boxes, backend="reference")})
     if not args.skip_tests:
         report["device_eval_exit"] = run_parity_tests(
@@ -219,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_e2e:
         from bench._device_eval import measure, print_report
 
-        report["end_to_end"] = measure("cuda", n=args.e2e_samples, size=s, batch=b)
+        report["end_to_end"] = measure(dev, n=args.e2e_samples, size=s, batch=b)
         print_report(report["end_to_end"])
     (out / "gpu_check.json").write_text(json.dumps(report, indent=2))
     print(f"wrote {out / 'gpu_check.json'}")
