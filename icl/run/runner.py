@@ -116,8 +116,10 @@ def _print_summary(o: Outcome, failed_rows: list, stdout: TextIO, stderr: TextIO
         for line in o.report.missing_summary:
             print(f"  {line}", file=stderr)
     if failed_rows or o.failures:
-        print(f"FAILED: {len(failed_rows)} samples failed; {len(o.failures)} failures in this run "
-              "(data failures one per sample; others grouped by stage, model, dataset, task):", file=stderr)
+        data = sum(1 for f in o.failures if f.stage == "data")
+        print(f"FAILED: {len(failed_rows)} scored samples failed, {data} data files could not be used, "
+              f"{len(o.failures) - data} other failures in this run (data failures one per sample; "
+              "others grouped by stage, model, dataset, task):", file=stderr)
         groups: dict[tuple, list[str]] = {}
         for f in o.failures:
             sample = f.query_id if f.stage == "data" else None
