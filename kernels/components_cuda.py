@@ -16,7 +16,6 @@ Tested on the CPU with ``NUMBA_ENABLE_CUDASIM=1`` (numpy arrays stand in for dev
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from numba import cuda
 
