@@ -11,6 +11,14 @@
 #include <omp.h>
 #endif
 
+// Hot loops compiled for AVX-512, AVX2 and baseline x86-64, picked at load time (GCC/Clang).
+#if defined(__GNUC__) && defined(__x86_64__)
+#define ICL_SIMD_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define ICL_SIMD_CLONES
+#endif
+
 namespace icl {
 namespace py = pybind11;
 

@@ -19,13 +19,6 @@ constexpr int64_t kChunk = 1 << 16;     // elements per task
 // cost on a busy machine, so smaller inputs stay on the calling thread.
 constexpr int64_t kParallelMin = 1 << 24;
 
-#if defined(__GNUC__) && defined(__x86_64__)
-#define ICL_SIMD_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ICL_SIMD_CLONES
-#endif
-
 ICL_SIMD_CLONES int64_t sse_chunk(const uint8_t* a, const uint8_t* b, int64_t n) {
   // 32-bit lanes vectorise best; 2^15 squares of at most 255^2 fit in uint32, so flush to
   // int64 every 2^15 elements and the sum stays exact.

@@ -29,15 +29,9 @@ constexpr int kTaps = 2 * kRadius + 1;
 constexpr int kBlockRows = 64;  // valid output rows per task (fixed: deterministic sums)
 constexpr int kStripBytes = 512;  // per ring row and plane: 11 x 5 x 512 B = 28 KB of L1
 
-// The hot loops are compiled for AVX-512, AVX2 and baseline x86-64, picked at load time.
-// GCC does not dispatch clones of function templates, so the clones are plain overloads
+// The hot loops carry ICL_SIMD_CLONES (common.h). GCC does not dispatch clones of function
+// templates, so the clones are plain overloads
 // around force-inlined template bodies.
-#if defined(__GNUC__) && defined(__x86_64__)
-#define ICL_SIMD_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ICL_SIMD_CLONES
-#endif
 #if defined(__GNUC__)
 #define ICL_INLINE __attribute__((always_inline)) inline
 #else

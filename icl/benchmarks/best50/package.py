@@ -37,13 +37,18 @@ _INPUTS = re.compile(r"inputs_k([0-9]+)\.jsonl")
 MAX_ERRORS_SHOWN = 30
 
 
+def format_problems(header: str, problems: list[str]) -> str:
+    """``header`` then one problem per line, the first ``MAX_ERRORS_SHOWN`` of them."""
+    shown = problems[:MAX_ERRORS_SHOWN]
+    more = f"\n  ... and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
+    return f"{header}:\n  " + "\n  ".join(shown) + more
+
+
 class PackageError(ValueError):
     """A package directory is missing files or holds invalid lines; lists every problem found."""
 
     def __init__(self, problems: list[str]) -> None:
-        shown = problems[:MAX_ERRORS_SHOWN]
-        more = f"\n  ... and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
-        super().__init__(f"invalid best50 package ({len(problems)} problem(s)):\n  " + "\n  ".join(shown) + more)
+        super().__init__(format_problems(f"invalid best50 package ({len(problems)} problem(s))", problems))
         self.problems = problems
 
 

@@ -17,7 +17,7 @@ from typing import Optional
 import numpy as np
 
 from icl.benchmarks.best50._fields import FieldError, get_boxes, get_int, get_size, get_str, json_lines
-from icl.benchmarks.best50.package import MAX_ERRORS_SHOWN, Package
+from icl.benchmarks.best50.package import Package, format_problems
 from icl.benchmarks.best50.parse import parse_boxes
 
 
@@ -25,9 +25,7 @@ class PredictionsError(ValueError):
     """A predictions file holds malformed lines; lists each with its line number."""
 
     def __init__(self, path: Path, problems: list[str]) -> None:
-        shown = problems[:MAX_ERRORS_SHOWN]
-        more = f"\n  ... and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
-        super().__init__(f"{path}: {len(problems)} malformed line(s):\n  " + "\n  ".join(shown) + more)
+        super().__init__(format_problems(f"{path}: {len(problems)} malformed line(s)", problems))
         self.problems = problems
 
 
