@@ -1,17 +1,22 @@
 """Model adapters: the request type, the adapter ABC and a lazy registry.
 
-``from icl.models import get_model, list_models, AnalogyRequest, Adapter``.
+``from icl.models import get_model, list_models, AnalogyRequest, ChatRequest, Adapter``.
 """
 
 from __future__ import annotations
 
-from icl.models.base import PRECISIONS, Adapter, AnalogyRequest
+from icl.models.base import PRECISIONS, Adapter
+from icl.models.requests import AnalogyRequest, ChatRequest, GenerationRequest, Message, content_hash
 from icl.models.registry import UnknownModelError, get_model, list_models, register_model
 
 __all__ = [
     "PRECISIONS",
     "Adapter",
     "AnalogyRequest",
+    "ChatRequest",
+    "GenerationRequest",
+    "Message",
+    "content_hash",
     "UnknownModelError",
     "get_model",
     "list_models",

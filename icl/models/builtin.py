@@ -14,7 +14,8 @@ from typing import Any, Sequence
 import cv2
 import numpy as np
 
-from icl.models.base import Adapter, AnalogyRequest
+from icl.models.base import Adapter
+from icl.models.requests import AnalogyRequest
 
 
 def nearest_index(src: int, dst: int) -> np.ndarray:
