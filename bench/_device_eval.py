@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from icl.data.dataset import DatasetMeta
-from icl.tasks import get_task
-from icl.tasks.palette import class_colours, max_classes
+from icl.benchmarks.vibe.tasks import get_task
+from icl.benchmarks.vibe.tasks.palette import class_colours, max_classes
 
 
 def _sync(device: str) -> None:

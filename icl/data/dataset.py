@@ -23,7 +23,7 @@ VOID = 255
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
-# The annotation parts each task reads (the format's contract; icl.tasks relies on it).
+# The annotation parts each task reads (the format's contract; icl.benchmarks.vibe.tasks relies on it).
 # "paired" means paired/<kind>/<id>.png with kind = meta.pairs[task].
 TASK_PARTS: dict[str, tuple[str, ...]] = {
     "segmentation": ("segmentation",),

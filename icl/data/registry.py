@@ -1,4 +1,7 @@
-"""Dataset registry: built-ins, registered factories, and canonical directories on disk.
+"""Dataset registry: registered factories, and canonical directories on disk.
+
+Benchmarks register their built-in (generated) datasets here when they are imported (the
+visual benchmark's ``scenes-a``, ``scenes-b`` and ``photos``: ``icl.benchmarks.vibe.builtin``).
 
 ``get_dataset(name)`` resolves, in order: a registered factory (built-ins included), a
 directory ``{root}/{name}`` holding ``meta.json``, or ``name`` itself as a path to such a
@@ -33,22 +36,6 @@ def register_dataset(name: str, factory: Factory, *, overwrite: bool = False) ->
     _FACTORIES[name] = factory
 
 
-def _builtin_factory(name: str) -> Factory:
-    def factory(root: Path, fast: bool) -> Dataset:
-        from icl.data.builtin import builtin_dataset
-
-        return builtin_dataset(name, root, fast)
-
-    return factory
-
-
-def _register_builtins() -> None:
-    from icl.data.builtin import BUILTINS
-
-    for name in BUILTINS:
-        _FACTORIES.setdefault(name, _builtin_factory(name))
-
-
 def list_datasets(root: str | Path | None = None) -> list[str]:
     """Registered dataset names plus canonical directories found directly under the data root."""
     names = set(_FACTORIES)
@@ -73,5 +60,3 @@ def get_dataset(name: str, root: str | Path | None = None, fast: bool = False) -
         f"under {base / name}"
     )
 
-
-_register_builtins()

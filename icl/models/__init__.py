@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from icl.models.base import PRECISIONS, Adapter
+from icl.models.base import PRECISIONS, Adapter, ContextOverflowError
 from icl.models.requests import AnalogyRequest, ChatRequest, GenerationRequest, Message, content_hash
 from icl.models.registry import UnknownModelError, get_model, list_models, register_model
 
@@ -14,6 +14,7 @@ __all__ = [
     "Adapter",
     "AnalogyRequest",
     "ChatRequest",
+    "ContextOverflowError",
     "GenerationRequest",
     "Message",
     "content_hash",

@@ -16,6 +16,11 @@ from icl.models.requests import AnalogyRequest
 PRECISIONS = ("fp32", "fp16", "bf16")
 
 
+class ContextOverflowError(ValueError):
+    """The request does not fit the model's context window. Raised per request (never
+    truncated silently); the runner records it as ``overflow`` for that item."""
+
+
 class Adapter(ABC):
     """A model behind the visual in-context interface.
 

@@ -26,7 +26,7 @@ PSNR_CAP = 100.0
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """What the report needs to know of a task (copied from ``icl.tasks.base.Task``)."""
+    """What the report needs to know of a task (copied from ``icl.benchmarks.vibe.tasks.base.Task``)."""
 
     name: str
     metrics: tuple[str, ...]

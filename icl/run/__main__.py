@@ -113,7 +113,7 @@ def _run_best50(rest: list[str]) -> int:
 def _list(data_root: Optional[Path]) -> int:
     from icl.data.registry import list_datasets
     from icl.models import list_models
-    from icl.tasks.registry import list_tasks
+    from icl.benchmarks.vibe.tasks.registry import list_tasks
 
     print("tasks:    " + ", ".join(list_tasks()))
     print("datasets: " + ", ".join(sorted(list_datasets(data_root))))

@@ -82,7 +82,7 @@ def tensor_requests(requests: Sequence[Any], device: str) -> list[Any]:
 def to_host(preds: Any) -> list[Any]:
     """A model's outputs as numpy arrays (float tensors as float32), for ``--eval host``: tensor
     outputs would otherwise be scored where they are."""
-    from icl.tasks.base import is_tensor
+    from icl.benchmarks.vibe.tasks.base import is_tensor
 
     out = []
     for p in preds:
@@ -95,7 +95,7 @@ def to_host(preds: Any) -> list[Any]:
 
 def tensors_in(preds: Any) -> list[Any]:
     """The torch tensors among a model's outputs (a list, or one batched tensor)."""
-    from icl.tasks.base import is_tensor
+    from icl.benchmarks.vibe.tasks.base import is_tensor
 
     if is_tensor(preds):
         return [preds]

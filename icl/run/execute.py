@@ -263,7 +263,7 @@ class Executor:
 
     def _score(self, g: Group, name: str, shots: int, live: list[Item], preds: Any, model_s: float,
                results: list[SampleResult], fail: Callable[..., None]) -> None:
-        from icl.tasks import PredictionError
+        from icl.benchmarks.vibe.tasks import PredictionError
 
         task, meta = self.plan.tasks[g.task], self.plan.datasets[g.dataset].meta
         where = {} if self.eval_device is None else {"device": self.eval_device}

@@ -122,7 +122,7 @@ def make_plan(config: RunConfig) -> Plan:
     from icl.data import DataError
     from icl.data.contexts import select_contexts, split_ids, write_context_csv
     from icl.data.registry import get_dataset, list_datasets
-    from icl.tasks.registry import get_task, list_tasks
+    from icl.benchmarks.vibe.tasks.registry import get_task, list_tasks
 
     if config.limit is not None and config.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {config.limit}")

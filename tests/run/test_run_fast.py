@@ -10,7 +10,7 @@ import json
 import pytest
 
 from icl.run.__main__ import main
-from icl.tasks import list_tasks
+from icl.benchmarks.vibe.tasks import list_tasks
 
 
 @pytest.mark.slow

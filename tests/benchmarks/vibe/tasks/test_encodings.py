@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 
 from icl.data.seeds import rng
-from icl.tasks import EncodingError, get_task, list_tasks
-from icl.tasks.base import BoxesTarget, PointsTarget
-from icl.tasks.palette import class_colours
-from icl.tasks.restoration import inpaint_rect, to_grey
-from tests.tasks.helpers import HAND_META, make_sample
+from icl.benchmarks.vibe.tasks import EncodingError, get_task, list_tasks
+from icl.benchmarks.vibe.tasks.base import BoxesTarget, PointsTarget
+from icl.benchmarks.vibe.tasks.palette import class_colours
+from icl.benchmarks.vibe.tasks.restoration import inpaint_rect, to_grey
+from tests.benchmarks.vibe.tasks.helpers import HAND_META, make_sample
 
 
 def test_thirteen_tasks_twelve_paper_categories():
-    from icl.tasks import paper_tasks
+    from icl.benchmarks.vibe.tasks import paper_tasks
 
     assert list_tasks() == [
         "segmentation", "edges", "depth", "detection", "keypoints", "inpainting", "denoising",

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from icl.data.builtin import effects
+from icl.benchmarks.vibe.builtin import effects
 
 KEYPOINT_SEPARATION = 14.0  # px between rounded centres: discs of radius 5 stay 8-disconnected
 

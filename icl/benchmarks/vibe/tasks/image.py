@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from icl.data.dataset import DatasetMeta
-from icl.tasks.base import Task, resize_image
+from icl.benchmarks.vibe.tasks.base import Task, resize_image
 
-log = logging.getLogger("icl.tasks")
+log = logging.getLogger("icl.benchmarks.vibe.tasks")
 
 
 LPIPS_MIN_SIZE = 31  # AlexNet's trunk needs images at least this high and wide
@@ -69,13 +69,13 @@ def image_scores(preds: list[np.ndarray], targets: list[np.ndarray]) -> list[dic
 
 def image_scores_device(batch: Any, targets: list[np.ndarray]) -> list[dict[str, float]]:
     """:func:`image_scores` on the predictions' device: resized there (bilinear, see
-    :mod:`icl.tasks._device`), grouped by target size exactly as on the host, one PSNR, SSIM
+    :mod:`icl.benchmarks.vibe.tasks._device`), grouped by target size exactly as on the host, one PSNR, SSIM
     and LPIPS call per group."""
     import torch
 
     from icl.ops.psnr import psnr as psnr_op
     from icl.ops.ssim import ssim as ssim_op
-    from icl.tasks._device import fetch, groups_by, resize_bilinear_t, split, to_device
+    from icl.benchmarks.vibe.tasks._device import fetch, groups_by, resize_bilinear_t, split, to_device
 
     shapes = [tuple(t.shape[:2]) for t in targets]
     resized: dict[int, Any] = {}

@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from icl.data.builtin import BUILTINS as BUILTIN_SPECS
+from icl.benchmarks.vibe.builtin import BUILTINS as BUILTIN_SPECS
 from icl.data.registry import get_dataset
-from icl.tasks import get_task, list_tasks
-from tests.tasks.helpers import BUILTINS, require_ops
+from icl.benchmarks.vibe.tasks import get_task, list_tasks
+from tests.benchmarks.vibe.tasks.helpers import BUILTINS, require_ops
 
 KERNELS = {
     "segmentation": ("palette",),

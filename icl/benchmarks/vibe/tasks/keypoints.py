@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 
 from icl.data.dataset import DatasetMeta, Sample
-from icl.tasks.base import PointsTarget, Task, precision_recall_f1, scale_points
+from icl.benchmarks.vibe.tasks.base import PointsTarget, Task, precision_recall_f1, scale_points
 
 if TYPE_CHECKING:
     import torch

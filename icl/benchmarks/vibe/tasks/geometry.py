@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from icl.data.dataset import Sample
-from icl.tasks.image import ImageTask
+from icl.benchmarks.vibe.tasks.image import ImageTask
 
 
 class Rotation(ImageTask):

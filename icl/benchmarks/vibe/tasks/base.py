@@ -204,14 +204,14 @@ class Task(ABC):
         Numpy predictions are scored on the host. When every prediction is a torch tensor (a
         ``[B, H, W, 3]`` tensor counts), or ``device`` is given (numpy predictions are then
         moved there), the batch is validated, decoded and scored on that device, same-size
-        predictions together (see :mod:`icl.tasks._device`)."""
+        predictions together (see :mod:`icl.benchmarks.vibe.tasks._device`)."""
         if not len(predictions) == len(targets) == len(context_targets):
             raise ValueError(
                 f"evaluate: {len(predictions)} predictions, {len(targets)} targets, "
                 f"{len(context_targets)} context target lists; expected equal lengths"
             )
         if len(predictions) and (device is not None or all_tensors(predictions)):
-            from icl.tasks._device import validate_tensors
+            from icl.benchmarks.vibe.tasks._device import validate_tensors
 
             batch = validate_tensors(predictions, device)
             return self._score_device(batch, list(targets), [list(c) for c in context_targets], meta)
@@ -227,6 +227,6 @@ class Task(ABC):
     def _score_device(
         self, batch: Any, targets: list[Any], context_targets: list[list[Any]], meta: DatasetMeta
     ) -> list[dict[str, float]]:
-        """Score a validated :class:`icl.tasks._device.DeviceBatch`; tasks without a device
+        """Score a validated :class:`icl.benchmarks.vibe.tasks._device.DeviceBatch`; tasks without a device
         implementation score its host copy."""
         return self._score(batch.host(), targets, context_targets, meta)

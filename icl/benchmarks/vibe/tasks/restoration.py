@@ -9,7 +9,7 @@ import numpy as np
 
 from icl.data.dataset import DataError, DatasetMeta, Sample
 from icl.data.seeds import ANY, rng
-from icl.tasks.image import ImageTask
+from icl.benchmarks.vibe.tasks.image import ImageTask
 
 NOISE_SIGMA = 0.15
 OUTLINE = 3  # px

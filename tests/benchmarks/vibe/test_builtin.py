@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from icl.data.builtin import BUILTINS, cache_path
-from icl.data.builtin.scenes import KEYPOINT_SEPARATION
+from icl.benchmarks.vibe.builtin import BUILTINS, cache_path
+from icl.benchmarks.vibe.builtin.scenes import KEYPOINT_SEPARATION
 from icl.data.dataset import TASK_PARTS
 from icl.data.registry import get_dataset, list_datasets
-from icl.tasks.registry import list_tasks
+from icl.benchmarks.vibe.tasks.registry import list_tasks
 
 NAMES = ("scenes-a", "scenes-b", "photos")
 

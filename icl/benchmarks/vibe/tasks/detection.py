@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from icl.data.dataset import DatasetMeta, Sample
-from icl.tasks.base import BoxesTarget, EncodingError, Task, scale_boxes
+from icl.benchmarks.vibe.tasks.base import BoxesTarget, EncodingError, Task, scale_boxes
 
 if TYPE_CHECKING:
     import torch

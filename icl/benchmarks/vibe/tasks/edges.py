@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from icl.data.dataset import DatasetMeta, Sample
-from icl.tasks.base import Task, precision_recall_f1, resize_nearest
+from icl.benchmarks.vibe.tasks.base import Task, precision_recall_f1, resize_nearest
 
 
 def decode_edges(pred: np.ndarray) -> np.ndarray:
@@ -37,7 +37,7 @@ class Edges(Task):
     def _score_device(self, batch, targets, context_targets, meta) -> list[dict[str, float]]:
         import torch
 
-        from icl.tasks._device import by_target_size, fetch, resize_nearest_t, to_device
+        from icl.benchmarks.vibe.tasks._device import by_target_size, fetch, resize_nearest_t, to_device
 
         parts = []
         for idx, x in by_target_size(batch, [t.shape for t in targets]):

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 import torch
 
-from icl.data.builtin import BUILTINS as BUILTIN_SPECS
+from icl.benchmarks.vibe.builtin import BUILTINS as BUILTIN_SPECS
 from icl.data.registry import get_dataset
-from icl.tasks import PredictionError, get_task, list_tasks
-from icl.tasks._device import resize_bilinear_t, resize_nearest_t
-from icl.tasks.base import resize_nearest
-from tests.tasks.helpers import BUILTINS, HAND_META
+from icl.benchmarks.vibe.tasks import PredictionError, get_task, list_tasks
+from icl.benchmarks.vibe.tasks._device import resize_bilinear_t, resize_nearest_t
+from icl.benchmarks.vibe.tasks.base import resize_nearest
+from tests.benchmarks.vibe.tasks.helpers import BUILTINS, HAND_META
 from tests.tolerances import ATOL
 
 LABEL_TASKS = ("segmentation", "edges", "keypoints", "detection")
@@ -209,7 +209,7 @@ def test_unknown_segmentation_class_fails_on_both_paths():
 
 
 def test_segmentation_candidates_are_the_context_classes():
-    from icl.tasks.segmentation import candidates
+    from icl.benchmarks.vibe.tasks.segmentation import candidates
 
     gen = np.random.default_rng(4)
     for n in (1, 4, 37, 149):

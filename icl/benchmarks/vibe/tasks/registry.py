@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import importlib
 
-from icl.tasks.base import Task
+from icl.benchmarks.vibe.tasks.base import Task
 
-# name -> "module:Class" (relative to icl.tasks), in the canonical order
+# name -> "module:Class" (relative to icl.benchmarks.vibe.tasks), in the canonical order
 _TASKS: dict[str, str] = {
     "segmentation": "segmentation:Segmentation",
     "edges": "edges:Edges",
@@ -41,7 +41,7 @@ def get_task(name: str) -> Task:
         if spec is None:
             raise KeyError(f"unknown task {name!r}; known: {', '.join(_TASKS)}")
         module, cls = spec.split(":")
-        _INSTANCES[name] = getattr(importlib.import_module(f"icl.tasks.{module}"), cls)()
+        _INSTANCES[name] = getattr(importlib.import_module(f"icl.benchmarks.vibe.tasks.{module}"), cls)()
     return _INSTANCES[name]
 
 

@@ -4,15 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from icl.tasks import PredictionError, get_task
-from icl.tasks.base import (
+from icl.benchmarks.vibe.tasks import PredictionError, get_task
+from icl.benchmarks.vibe.tasks.base import (
     precision_recall_f1,
     resize_nearest,
     scale_boxes,
     scale_points,
     validate_prediction,
 )
-from tests.tasks.helpers import HAND_META
+from tests.benchmarks.vibe.tasks.helpers import HAND_META
 
 
 @pytest.mark.parametrize(

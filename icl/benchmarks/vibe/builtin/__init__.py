@@ -19,12 +19,13 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Callable
 
 from icl.data.dataset import TASK_PARTS, Dataset, DatasetMeta, load_dataset
 from icl.data.seeds import ANY, rng
+from icl.data.registry import register_dataset
 from icl.data.writer import DatasetWriter
 
 GENERATOR_VERSION = "1"
@@ -45,7 +46,7 @@ class Builtin:
 
 def _scene_meta(style_name: str) -> Callable[[str, str], DatasetMeta]:
     def meta(name: str, version: str) -> DatasetMeta:
-        from icl.data.builtin.scenes import INDOOR, OUTDOOR
+        from icl.benchmarks.vibe.builtin.scenes import INDOOR, OUTDOOR
 
         style = INDOOR if style_name == "indoor" else OUTDOOR
         pairs = {"artifact_removal": style.artifact, "modality_transfer": style.modality, "object_removal": "removed"}
@@ -64,7 +65,7 @@ def _scene_meta(style_name: str) -> Callable[[str, str], DatasetMeta]:
 
 def _build_scenes(style_name: str) -> Callable[[DatasetWriter, Builtin, bool], None]:
     def build(writer: DatasetWriter, spec: Builtin, fast: bool) -> None:
-        from icl.data.builtin.scenes import INDOOR, OUTDOOR, make_scene
+        from icl.benchmarks.vibe.builtin.scenes import INDOOR, OUTDOOR, make_scene
 
         style = INDOOR if style_name == "indoor" else OUTDOOR
         h, w = spec.fast_size if fast else spec.full_size
@@ -86,8 +87,8 @@ def _photos_meta(name: str, version: str) -> DatasetMeta:
 
 
 def _build_photos(writer: DatasetWriter, spec: Builtin, fast: bool) -> None:
-    from icl.data.builtin.effects import low_light
-    from icl.data.builtin.photos import PHOTOS, crop, load_photo
+    from icl.benchmarks.vibe.builtin.effects import low_light
+    from icl.benchmarks.vibe.builtin.photos import PHOTOS, crop, load_photo
 
     h, w = spec.fast_size if fast else spec.full_size
     cache: dict[str, object] = {}
@@ -153,3 +154,16 @@ def builtin_dataset(name: str, root: Path, fast: bool) -> Dataset:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return load_dataset(final)
+
+
+def register_builtins() -> None:
+    """Make every built-in resolvable through ``icl.data.get_dataset`` (idempotent)."""
+    for name in BUILTINS:
+        register_dataset(name, partial(_builtin_factory, name), overwrite=True)
+
+
+def _builtin_factory(name: str, root: Path, fast: bool) -> Dataset:
+    return builtin_dataset(name, root, fast)
+
+
+register_builtins()

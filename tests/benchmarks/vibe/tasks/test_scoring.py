@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from matplotlib import colormaps
 
-from icl.tasks import get_task
-from icl.tasks.base import BoxesTarget, PointsTarget
-from icl.tasks.palette import class_colours
-from icl.tasks.segmentation import miou
-from tests.tasks.helpers import HAND_META, make_sample, require_ops
+from icl.benchmarks.vibe.tasks import get_task
+from icl.benchmarks.vibe.tasks.base import BoxesTarget, PointsTarget
+from icl.benchmarks.vibe.tasks.palette import class_colours
+from icl.benchmarks.vibe.tasks.segmentation import miou
+from tests.benchmarks.vibe.tasks.helpers import HAND_META, make_sample, require_ops
 
 
 def _psnr(a, b):
@@ -164,7 +164,7 @@ def test_detection_by_hand():
 @require_ops("redness", "components")
 def test_keypoint_mask_agrees_with_the_redness_op():
     from icl.ops.redness import redness
-    from icl.tasks.keypoints import decode_points
+    from icl.benchmarks.vibe.tasks.keypoints import decode_points
 
     gen = np.random.default_rng(9)
     img = gen.integers(0, 256, (23, 31, 3), dtype=np.uint8)

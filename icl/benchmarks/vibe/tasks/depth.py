@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from icl.data.dataset import DatasetMeta, Sample
-from icl.tasks.base import Task, resize_nearest
+from icl.benchmarks.vibe.tasks.base import Task, resize_nearest
 
 
 def _range(meta: DatasetMeta) -> tuple[float, float]:
@@ -60,7 +60,7 @@ class Depth(Task):
         import torch
 
         from icl.ops.turbo import turbo_decode
-        from icl.tasks._device import fetch, resize_nearest_t, split, to_device
+        from icl.benchmarks.vibe.tasks._device import fetch, resize_nearest_t, split, to_device
 
         d_min, d_max = _range(meta)
         shapes = [tuple(t.shape) for t in targets]

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from icl.tasks.palette import (
+from icl.benchmarks.vibe.tasks.palette import (
     ade20k_palette,
     class_colours,
     lightness,
@@ -15,7 +15,7 @@ from icl.tasks.palette import (
     spread_order,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 # $ICL_SHARED_DIR, else ../shared beside the repository root (a worktree sits one level deeper)
 SHARED = [Path(os.environ["ICL_SHARED_DIR"])] if os.environ.get("ICL_SHARED_DIR") else []
 SHARED += [base / "shared" for base in (ROOT.parent, ROOT, ROOT.parent.parent)]

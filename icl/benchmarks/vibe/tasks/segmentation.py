@@ -8,8 +8,8 @@ import cv2
 import numpy as np
 
 from icl.data.dataset import VOID, DatasetMeta, Sample
-from icl.tasks.base import Task, resize_nearest
-from icl.tasks.palette import class_colours, max_classes
+from icl.benchmarks.vibe.tasks.base import Task, resize_nearest
+from icl.benchmarks.vibe.tasks.palette import class_colours, max_classes
 
 if TYPE_CHECKING:
     import torch
@@ -68,7 +68,7 @@ class Segmentation(Task):
         import torch
 
         from icl.ops.palette import nearest_palette
-        from icl.tasks._device import fetch, resize_nearest_t, split, to_device
+        from icl.benchmarks.vibe.tasks._device import fetch, resize_nearest_t, split, to_device
 
         n = len(meta.classes)
         palette = torch.from_numpy(class_colours(n)).to(batch.device)

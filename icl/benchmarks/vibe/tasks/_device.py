@@ -1,11 +1,11 @@
-"""The tensor path of :meth:`icl.tasks.base.Task.evaluate`: predictions stay on their device.
+"""The tensor path of :meth:`icl.benchmarks.vibe.tasks.base.Task.evaluate`: predictions stay on their device.
 
 Predictions given as torch tensors (or numpy arrays with an explicit ``device``) are validated
 and turned into uint8 on that device, stacked into ``[B, H, W, 3]`` batches of one size, and
 decoded and scored there through :mod:`icl.ops`, one kernel call per batch. Per-pixel work
 ends in small per-sample numbers (counts, sums, components), which are the only things that
 come back to the host, where the task finishes its score with the same formulas as the numpy
-path. Validation and rounding follow :func:`icl.tasks.base.validate_prediction` exactly.
+path. Validation and rounding follow :func:`icl.benchmarks.vibe.tasks.base.validate_prediction` exactly.
 
 Resizing on the device: label maps with :func:`resize_nearest`'s index rule (exact); images
 with ``F.interpolate(mode="bilinear", align_corners=False, antialias=False)`` in float32,
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from icl.tasks.base import PredictionError, is_tensor
+from icl.benchmarks.vibe.tasks.base import PredictionError, is_tensor
 
 
 def groups_by(keys: Iterable[Hashable]) -> dict[Hashable, list[int]]:
@@ -166,13 +166,13 @@ def to_device(arrays: Sequence[Any], device: torch.device) -> torch.Tensor:
 
 
 def nearest_index(src: int, dst: int) -> np.ndarray:
-    """:func:`icl.tasks.base.resize_nearest`'s source index per destination index."""
+    """:func:`icl.benchmarks.vibe.tasks.base.resize_nearest`'s source index per destination index."""
     return np.minimum(((np.arange(dst) + 0.5) * src / dst).astype(np.int64), src - 1)
 
 
 def resize_nearest_t(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """Nearest-neighbour resize of ``[B, h, w, ...]`` maps to ``size`` (h, w), exactly the
-    index rule of :func:`icl.tasks.base.resize_nearest`. Any dtype."""
+    index rule of :func:`icl.benchmarks.vibe.tasks.base.resize_nearest`. Any dtype."""
     h, w = size
     sh, sw = int(x.shape[1]), int(x.shape[2])
     if (sh, sw) == (h, w):

@@ -1,0 +1,140 @@
+"""The seam between a benchmark and the one runner (``icl.run``).
+
+A benchmark is a small object the runner drives; it never loops over models or writes stores:
+
+- ``items()`` yields :class:`Item` s: keyed, independent, deterministic (the same keys and
+  payloads whatever the order, subset or sharding).
+- ``request(item, privileged)`` builds the typed request (:mod:`icl.models.requests`) for one
+  item; ``followup(item, answers)`` may ask a second turn (two-pass chain of thought).
+- ``judge_requests(item, response)``: requests for the judge model (a model like any other,
+  cached the same way), when the benchmark scores through one.
+- ``score(item, response, judgements)`` returns ``{metric: float}``: pure, versioned by
+  ``scorer_version`` (stored scores are keyed by it, so a new scorer rescores without calling
+  any model). ``score_failure(item, reason)`` says what a failed or refused answer scores
+  (None: it is left out and counted as a failure).
+- ``summarise(rows)`` builds the benchmark's tables from score rows; ``plots(tables, out)``
+  and ``report(tables)`` add its figures and its section of ``report.md``.
+
+Responses reach ``score`` as a ``str`` (ChatRequest) or a uint8 ``[H, W, 3]`` numpy array
+(AnalogyRequest, GenerationRequest), exactly as the store keeps them, so ``rescore`` equals the
+original run. A score row is a dict: ``model``, ``key``, the item's ``group`` columns, then one
+column per metric.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Optional, Sequence
+
+
+@dataclass(frozen=True)
+class Item:
+    """One unit of work. ``key`` is unique within the benchmark and stable across runs;
+    ``group`` holds the columns it is aggregated by (e.g. task, dataset, shots, seed);
+    ``payload`` is private to the benchmark."""
+
+    key: str
+    group: Mapping[str, Any]
+    payload: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Option:
+    """A benchmark setting: ``--{name}`` on the command line (``_`` -> ``-``), a key in
+    ``--config run.toml``, a keyword of ``icl.evaluate``. ``parse`` turns the command-line
+    string into the value (e.g. a comma list into a tuple)."""
+
+    name: str
+    default: Any
+    help: str
+    parse: Callable[[str], Any] = str
+    choices: Optional[Sequence[Any]] = None
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    """``"a,b, c"`` -> ``("a", "b", "c")``."""
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """``"0,1,2"`` -> ``(0, 1, 2)``."""
+    return tuple(int(p) for p in comma_list(text))
+
+
+class Benchmark(ABC):
+    """Base class of every benchmark plugin (see the module docstring)."""
+
+    name: ClassVar[str] = "benchmark"
+    protocol: ClassVar[str] = "benchmark-0"  # PROTOCOL.md version of its pinned choices
+    scorer_version: ClassVar[str] = "0"
+    request_types: ClassVar[tuple[type, ...]] = ()
+    options: ClassVar[tuple[Option, ...]] = ()
+    default_models: ClassVar[tuple[str, ...]] = ()  # what --fast and a bare run evaluate
+    default_judge: ClassVar[Optional[str]] = None  # model spec of the judge, when it needs one
+
+    def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
+        known = {o.name: o for o in self.options}
+        config = dict(config or {})
+        unknown = sorted(set(config) - set(known) - {"fast", "data_root"})
+        if unknown:
+            raise ValueError(f"benchmark {self.name!r} has no option(s) {', '.join(unknown)}; "
+                             f"it takes: {', '.join(sorted(known)) or 'none'}")
+        self.config: dict[str, Any] = {o.name: o.default for o in self.options}
+        self.config.update(config)
+        self.fast: bool = bool(self.config.pop("fast", False))
+        self.data_root: Optional[Path] = Path(self.config.pop("data_root")) if self.config.get("data_root") else None
+        self.config.pop("data_root", None)
+
+    @classmethod
+    def fast_config(cls) -> dict[str, Any]:
+        """The settings of the smoke run on built-in data (``python -m icl.run --fast``)."""
+        return {"fast": True}
+
+    @abstractmethod
+    def items(self) -> Iterable[Item]:
+        """Every plan item of this configuration, deterministic and order-free."""
+
+    @abstractmethod
+    def request(self, item: Item, privileged: bool = False) -> Any:
+        """The typed request for ``item``; ``privileged`` models (oracles) may get the answer."""
+
+    def followup(self, item: Item, answers: Sequence[Any]) -> Optional[Any]:
+        """A further request after ``answers`` (the responses so far), or None when done."""
+        return None
+
+    def judge_requests(self, item: Item, response: Any) -> Sequence[Any]:
+        """Requests for the judge model about ``response`` (none by default)."""
+        return ()
+
+    @abstractmethod
+    def score(self, item: Item, response: Any, judgements: Sequence[str] = ()) -> dict[str, float]:
+        """Metrics of one response (the last answer when there were follow-ups)."""
+
+    def score_failure(self, item: Item, reason: str) -> Optional[dict[str, float]]:
+        """Scores of an item whose model call failed (``reason``: "error", "timeout",
+        "overflow", "invalid"); None leaves it out of the means and counts it as a failure."""
+        return None
+
+    def score_batch(self, items: Sequence[Item], responses: Sequence[Any],
+                    judgements: Sequence[Sequence[str]]) -> list[dict[str, float]]:
+        """``score`` over a batch; benchmarks with batched (e.g. GPU) scorers override it."""
+        return [self.score(i, r, j) for i, r, j in zip(items, responses, judgements)]
+
+    @abstractmethod
+    def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        """Tables (name -> rows) from score rows; the runner writes each as ``{name}.csv``."""
+
+    def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path) -> list[Path]:
+        """Figures written under ``out``; returns their paths."""
+        return []
+
+    def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
+        """This benchmark's markdown section of ``report.md``."""
+        return ""
+
+    def fingerprints(self) -> dict[str, str]:
+        """Hashes of what the results depend on besides the code: datasets, context lists,
+        prompt lists (name -> SHA-256), recorded in ``results.json``."""
+        return {}

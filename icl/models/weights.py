@@ -1,0 +1,128 @@
+"""Local weight files: where they are looked up, how they are checked, and their digests.
+
+Weights are never downloaded. A model finds its files from an explicit path (the ``weights``
+model argument) or under ``$ICL_WEIGHTS_DIR/<model name>/``. A ``<file>.sha256`` beside a file
+(the hex digest, optionally followed by the file name, as ``sha256sum`` writes it) is checked
+before use. Digests are cached by (path, size, mtime) so a multi-GB file is hashed once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Optional, Union
+
+PathLike = Union[str, os.PathLike]
+
+_lock = threading.Lock()
+
+
+class WeightsError(FileNotFoundError):
+    """A weight file is missing, unreadable or does not match its recorded digest."""
+
+
+def weights_dir(model: str) -> Optional[Path]:
+    """``$ICL_WEIGHTS_DIR/<model>`` when the variable is set, else None."""
+    base = os.environ.get("ICL_WEIGHTS_DIR")
+    return Path(base).expanduser() / model if base else None
+
+
+def resolve_weights(model: str, weights: Optional[PathLike], filename: str) -> Path:
+    """The weight file (or ``from_pretrained`` folder) ``model`` loads: ``weights`` when given
+    (a file, or a folder holding ``filename``), else ``$ICL_WEIGHTS_DIR/<model>/<filename>``.
+    Raises :class:`WeightsError` naming the file and where to put it; checks a ``.sha256``
+    beside a file."""
+    candidates: list[Path] = []
+    if weights is not None:
+        p = Path(weights).expanduser()
+        candidates = [p / filename, p] if p.is_dir() else [p]
+    else:
+        base = weights_dir(model)
+        if base is not None:
+            candidates = [base / filename]
+    for path in candidates:
+        if path.exists():
+            if path.is_file():
+                verify_sidecar(path)
+            return path
+    where = (f"--model-arg weights=PATH (a file, or a folder holding {filename}) or "
+             f"$ICL_WEIGHTS_DIR/{model}/{filename}")
+    tried = ", ".join(str(c) for c in candidates) or "nothing (no weights argument, ICL_WEIGHTS_DIR unset)"
+    raise WeightsError(f"{model}: weights {filename!r} not found (tried {tried}); put the official file "
+                       f"at {where}. icl never downloads weights; docs/models.md says where they are published")
+
+
+def verify_sidecar(path: Path) -> None:
+    """Check ``path`` against ``path.sha256`` when that file exists."""
+    sidecar = path.with_name(path.name + ".sha256")
+    if not sidecar.is_file():
+        return
+    words = sidecar.read_text(encoding="utf-8", errors="replace").split()
+    expected = words[0].lower() if words else ""
+    if len(expected) != 64:
+        raise WeightsError(f"{sidecar}: expected a 64-digit SHA-256 hex digest, found {expected[:80]!r}")
+    actual = file_digest(path)
+    if actual != expected:
+        raise WeightsError(f"{path}: SHA-256 {actual} does not match {sidecar} ({expected}); "
+                           f"the file is corrupt or not the published one")
+
+
+def _cache_file() -> Path:
+    base = os.environ.get("ICL_CACHE")
+    return (Path(base).expanduser() if base else Path.home() / ".cache" / "icl") / "digests.json"
+
+
+def file_digest(path: PathLike) -> str:
+    """SHA-256 (hex) of a file, cached by absolute path, size and mtime."""
+    p = Path(path).resolve()
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise WeightsError(f"{p}: cannot read weight file ({exc.strerror})") from exc
+    key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
+    cache_path = _cache_file()
+    with _lock:
+        cache = _read_cache(cache_path)
+        if key in cache:
+            return cache[key]
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    digest = h.hexdigest()
+    with _lock:
+        cache = _read_cache(cache_path)
+        cache[key] = digest
+        try:
+            cache_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_path.with_name(f"{cache_path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(json.dumps(cache, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, cache_path)
+        except OSError:
+            pass  # an unwritable cache only costs a re-hash next time
+    return digest
+
+
+def tree_digest(path: PathLike) -> str:
+    """SHA-256 over a file, or over a folder's files (relative names and digests, sorted):
+    the identity of a ``from_pretrained`` folder."""
+    p = Path(path)
+    if p.is_file():
+        return file_digest(p)
+    if not p.is_dir():
+        raise WeightsError(f"{p}: no such weight file or folder")
+    h = hashlib.sha256()
+    for f in sorted(q for q in p.rglob("*") if q.is_file() and not q.name.endswith(".sha256")):
+        h.update(f"{f.relative_to(p).as_posix()}\0{file_digest(f)}\n".encode())
+    return h.hexdigest()
+
+
+def _read_cache(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
