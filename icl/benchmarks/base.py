@@ -17,8 +17,12 @@ A benchmark is a small object the runner drives; it never loops over models or w
 
 Responses reach ``score`` as a ``str`` (ChatRequest) or a uint8 ``[H, W, 3]`` numpy array
 (AnalogyRequest, GenerationRequest), exactly as the store keeps them, so ``rescore`` equals the
-original run. A score row is a dict: ``model``, ``key``, the item's ``group`` columns, then one
-column per metric.
+original run (with device evaluation, ``score_batch`` gets uint8 tensors on that device).
+
+A score row (what ``summarise`` receives, one per planned item and model that has a stored
+score) is a flat dict: ``model`` (the model's label), ``model_id``, ``key``, ``status`` ("ok",
+or "failed" with ``reason``), the item's ``group`` columns, then one column per metric (a
+failed row carries ``score_failure``'s metrics, or none).
 """
 
 from __future__ import annotations
@@ -118,23 +122,43 @@ class Benchmark(ABC):
         return None
 
     def score_batch(self, items: Sequence[Item], responses: Sequence[Any],
-                    judgements: Sequence[Sequence[str]]) -> list[dict[str, float]]:
-        """``score`` over a batch; benchmarks with batched (e.g. GPU) scorers override it."""
+                    judgements: Sequence[Sequence[str]], device: Optional[str] = None) -> list[dict[str, float]]:
+        """``score`` over a batch; benchmarks with batched (e.g. GPU) scorers override it
+        (``device``: where tensor responses lie, with device evaluation)."""
         return [self.score(i, r, j) for i, r, j in zip(items, responses, judgements)]
 
     @abstractmethod
     def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         """Tables (name -> rows) from score rows; the runner writes each as ``{name}.csv``."""
 
-    def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path) -> list[Path]:
-        """Figures written under ``out``; returns their paths."""
+    def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
+              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
+        """Figures written under ``out``; returns their paths. ``answers(item_key)`` gives the
+        stored responses of that item by model label (for qualitative figures)."""
         return []
 
     def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         """This benchmark's markdown section of ``report.md``."""
         return ""
 
+    def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
+        """A few lines for the terminal after a run."""
+        return ""
+
     def fingerprints(self) -> dict[str, str]:
         """Hashes of what the results depend on besides the code: datasets, context lists,
         prompt lists (name -> SHA-256), recorded in ``results.json``."""
+        return {}
+
+    def write_artifacts(self, out: Path) -> dict[str, str]:
+        """Write the plan's frozen lists (contexts, prompts) into ``out`` after ``items()``;
+        returns file name -> SHA-256 (recorded in ``results.json``)."""
+        return {}
+
+    def data_failures(self) -> list[tuple[str, str, Optional[str]]]:
+        """Data the plan could not use, found by ``items()``: (where, message, path)."""
+        return []
+
+    def describe(self) -> dict[str, Any]:
+        """What ``--list`` shows (e.g. tasks, datasets present), name -> list of strings."""
         return {}

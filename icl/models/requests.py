@@ -72,7 +72,8 @@ class Message:
 @dataclass(frozen=True)
 class ChatRequest:
     """Interleaved images and text -> text. Greedy decoding unless ``do_sample``; the answer has
-    between ``min_new_tokens`` and ``max_new_tokens`` new tokens."""
+    between ``min_new_tokens`` and ``max_new_tokens`` new tokens. ``oracle_answer`` (the
+    reference answer) is filled only for privileged adapters (the oracle baseline)."""
 
     id: str
     messages: tuple[Message, ...]
@@ -81,6 +82,7 @@ class ChatRequest:
     do_sample: bool = False
     temperature: float = 1.0
     seed: int = 0
+    oracle_answer: Optional[str] = None
 
     @classmethod
     def user(cls, id: str, *parts: Part, system: Optional[str] = None, **settings: Any) -> "ChatRequest":

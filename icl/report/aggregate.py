@@ -70,16 +70,29 @@ def cap(metric: str, value: float) -> float:
     return min(value, PSNR_CAP) if metric.lower() == "psnr" else value
 
 
-def aggregate(rows: Iterable, specs: Mapping[str, TaskSpec]) -> list[Aggregate]:
-    """Group ``SampleResult`` rows by (model, version, dataset, task, shots) and summarise
-    every metric of the task's spec (plus any extra metric a row carries), sorted."""
+@dataclass(frozen=True)
+class Scored:
+    """One scored sample as the report reads it (``query`` orders samples within a group)."""
+
+    model: str
+    model_version: str
+    dataset: str
+    task: str
+    shots: int
+    query: str
+    status: str
+    metrics: Mapping[str, float] = field(default_factory=dict, compare=False)
+
+
+def aggregate(rows: Iterable[Scored], specs: Mapping[str, TaskSpec]) -> list[Aggregate]:
+    """Group rows by (model, version, dataset, task, shots) and summarise every metric of the
+    task's spec (plus any extra metric a row carries), sorted."""
     groups: dict[tuple, list] = defaultdict(list)
     for r in rows:
-        k = r.key
-        groups[(k.model, k.model_version, k.dataset, k.task, k.shots)].append(r)
+        groups[(r.model, r.model_version, r.dataset, r.task, r.shots)].append(r)
     out = []
     for gkey in sorted(groups):
-        members = sorted(groups[gkey], key=lambda r: r.key)
+        members = sorted(groups[gkey], key=lambda r: r.query)
         ok = [r for r in members if r.status == "ok"]
         n_failed = len(members) - len(ok)
         spec = specs.get(gkey[3])

@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 import cv2
 import numpy as np
 
-from icl.report.aggregate import Aggregate, RankTable, TaskSpec
+from icl.report.aggregate import PSNR_CAP, Aggregate, RankTable, TaskSpec
 
 
 def _pyplot():
@@ -32,10 +32,12 @@ def safe_name(text: str) -> str:
 
 
 def radar_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path,
-               models: Sequence[str] = ()) -> Optional[Path]:
+               models: Sequence[str] = (), reference: Sequence[str] = ()) -> Optional[Path]:
     """One panel per rank metric: datasets on the axes, one polygon per model (a grouped bar
     chart when the task has fewer than three datasets). Missing values are drawn at 0 and
-    marked 'missing' in the legend."""
+    marked 'missing' in the legend. The PSNR axis ends a little above the best value of the
+    compared models (not ``reference`` ones such as the oracle, whose identical images sit at
+    the 100 dB cap); values beyond it are drawn at the edge."""
     rows = [a for a in aggs if a.task == task.name and a.shots == shots and a.metric in task.rank_metrics]
     if not rows:
         return None
@@ -51,10 +53,16 @@ def radar_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path
         ax = fig.add_subplot(1, len(metrics), i + 1, projection="polar" if polar else None)
         arrow = "lower is better" if metric in task.lower_is_better else "higher is better"
         ax.set_title(f"{task.name}: {metric} ({arrow})", fontsize=9)
+        edge = math.inf
+        if metric.lower() == "psnr":
+            compared = [m for m in models if m not in reference] or list(models)
+            finite = [v for m in compared for d in datasets
+                      if math.isfinite(v := value.get((m, d, metric), math.nan)) and v < PSNR_CAP]
+            edge = 1.1 * max(finite) if finite else PSNR_CAP
         for j, model in enumerate(models):
             vals = [value.get((model, d, metric), math.nan) for d in datasets]
             label = model + (" (missing)" if any(math.isnan(v) for v in vals) else "")
-            vals = [0.0 if math.isnan(v) else v for v in vals]
+            vals = [0.0 if math.isnan(v) else min(v, edge) for v in vals]
             if polar:
                 angles = np.linspace(0, 2 * np.pi, len(datasets), endpoint=False).tolist()
                 ax.plot(angles + angles[:1], vals + vals[:1], label=label, linewidth=1.5)
@@ -63,6 +71,8 @@ def radar_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path
                 width = 0.8 / len(models)
                 x = np.arange(len(datasets)) + (j - (len(models) - 1) / 2) * width
                 ax.bar(x, vals, width=width, label=label)
+        if math.isfinite(edge):
+            ax.set_ylim(0, edge)
         if polar:
             ax.set_xticks(np.linspace(0, 2 * np.pi, len(datasets), endpoint=False))
             ax.set_xticklabels(datasets, fontsize=7)

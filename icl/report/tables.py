@@ -1,9 +1,9 @@
-"""Tabular outputs: results.csv, ranks.csv, results.json, report.md and the terminal summary."""
+"""Tabular outputs: CSV text, JSON-ready data, report.md sections and the terminal summary."""
 
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -23,13 +23,22 @@ def _fmt(v: Any) -> Any:
     return v
 
 
-def write_results_csv(aggs: Sequence[Aggregate], path: Path) -> None:
-    """One row per (model, dataset, task, shots, metric)."""
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(RESULT_COLUMNS)
-        for a in aggs:
-            w.writerow([_fmt(getattr(a, c)) for c in RESULT_COLUMNS])
+def csv_text(rows: Sequence[Mapping[str, Any]], columns: Optional[Sequence[str]] = None) -> str:
+    """CSV of ``rows`` (columns: ``columns``, else every key in order of first appearance);
+    floats in ``repr`` form so that equal results give byte-identical files."""
+    cols = list(columns) if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in rows:
+        w.writerow(["" if r.get(c) is None else _fmt(_cell(r.get(c))) for c in cols])
+    return buf.getvalue()
+
+
+def _cell(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return " ".join(str(_fmt(x)) for x in v)
+    return v
 
 
 def rank_rows(tables: Sequence[RankTable]) -> list[dict]:
@@ -50,14 +59,6 @@ def rank_rows(tables: Sequence[RankTable]) -> list[dict]:
     return rows
 
 
-def write_ranks_csv(tables: Sequence[RankTable], path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(RANK_COLUMNS)
-        for row in rank_rows(tables):
-            w.writerow([_fmt(row[c]) for c in RANK_COLUMNS])
-
-
 def jsonable(obj: Any) -> Any:
     """Plain JSON: NaN and infinities become null (the CSVs keep them)."""
     if isinstance(obj, float):
@@ -70,10 +71,6 @@ def jsonable(obj: Any) -> Any:
     if hasattr(obj, "__dataclass_fields__"):
         return jsonable(asdict(obj))
     return obj
-
-
-def write_json(data: Mapping[str, Any], path: Path) -> None:
-    path.write_text(json.dumps(jsonable(data), indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def missing_lines(aggs: Iterable[Aggregate]) -> list[str]:
@@ -130,21 +127,17 @@ def summary_text(tables: Sequence[RankTable]) -> str:
                 cells.append(f"{_num(v)} [{rank[m]:.2f}]" if m in rank else _num(v))
             out.append(f"{task:<20}{metric:<10}" + "".join(f"{c:>{width + 8}}" for c in cells))
         if t.overall:
-            out.append(f"{'overall rank':<30}" + "".join(f"{t.overall[m]:>{width + 8}.2f}" for m in t.models))
+            out.append(f"{'overall rank':<30}" + "".join(f"{t.overall[m]:>{width + 8}.2f}" if m in t.overall
+                                                         else f"{'-':>{width + 8}}" for m in t.models))
         out.append("")
     return "\n".join(out)
 
 
-def markdown_report(meta: Mapping[str, Any], aggs: Sequence[Aggregate], tables: Sequence[RankTable],
-                    failures: Sequence[str], compute: Sequence[Mapping[str, Any]], plots: Sequence[str],
-                    extra_warnings: Optional[Sequence[str]] = None) -> str:
-    """report.md: settings, ranks, per-task results (mean ± std), missing metrics, failures,
-    compute and the plots."""
-    lines = [f"# {meta.get('benchmark', 'vibe')} report: {meta.get('name', '')}", ""]
-    for k in ("protocol", "git_revision", "created", "seed", "shots", "context_csv_sha256", "device"):
-        if k in meta:
-            lines.append(f"- **{k}**: `{meta[k]}`")
-    lines.append("")
+def markdown_section(aggs: Sequence[Aggregate], tables: Sequence[RankTable],
+                     extra_warnings: Optional[Sequence[str]] = None) -> str:
+    """The visual benchmark's part of report.md: missing metrics, ranks, per-task results
+    (mean ± population std)."""
+    lines: list[str] = []
     warnings = [*missing_lines(aggs), *(extra_warnings or [])]
     if warnings:
         lines += ["## Missing metrics (not dropped: shown as `missing`)", ""] + [f"- {w}" for w in warnings] + [""]
@@ -155,7 +148,8 @@ def markdown_report(meta: Mapping[str, Any], aggs: Sequence[Aggregate], tables: 
             r = t.task_ranks.get(task, {})
             lines.append(f"| {task} | " + " | ".join(f"{r[m]:.2f}" if m in r else "-" for m in t.models) + " |")
         if t.overall:
-            lines.append("| **overall** | " + " | ".join(f"**{t.overall[m]:.2f}**" for m in t.models) + " |")
+            lines.append("| **overall** | " + " | ".join(f"**{t.overall[m]:.2f}**" if m in t.overall else "-"
+                                                       for m in t.models) + " |")
         excluded = {task: ms for task, ms in t.excluded.items() if ms}
         if excluded:
             lines += ["", "Left out of ranks (no model has a value): " +
@@ -181,20 +175,4 @@ def markdown_report(meta: Mapping[str, Any], aggs: Sequence[Aggregate], tables: 
                 vals.append("-" if a is None else ("missing" if math.isnan(a.mean) else f"{a.mean:.4g} ± {a.std:.3g}"))
             lines.append(f"| {g[0]} | {g[1]} | {g[2]} | {first.n} | {first.n_failed} | " + " | ".join(vals) + " |")
         lines.append("")
-    if failures:
-        lines += [f"## Failures ({len(failures)})", ""] + [f"- {f}" for f in failures[:200]]
-        if len(failures) > 200:
-            lines.append(f"- ... and {len(failures) - 200} more (see the store's failures table)")
-        lines.append("")
-    if compute:
-        lines += ["## Compute", "", "| model | stage | device | samples | wall s | samples/s | peak memory MiB |",
-                  "|---|---|---|---|---|---|---|"]
-        for c in compute:
-            mem = c.get("peak_memory_bytes")
-            mem_s = "-" if mem is None else f"{mem / 2**20:.1f} ({c.get('memory_kind')})"
-            lines.append(f"| {c['model']} | {c['stage']} | {c['device']} | {c['samples']} | {c['wall_s']:.3f} | "
-                         f"{c['samples_per_s']:.1f} | {mem_s} |")
-        lines.append("")
-    if plots:
-        lines += ["## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots] + [""]
     return "\n".join(lines)

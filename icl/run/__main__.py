@@ -1,158 +1,279 @@
 """Command line: ``python -m icl.run [BENCHMARK] [options]`` (also the ``icl`` script).
 
-BENCHMARK is ``vibe`` (the visual in-context benchmark, default) or ``best50`` (cross-image
-in-context detection; its own options follow, see ``icl best50 --help``).
+    python -m icl.run --fast                 # the smoke run of every registered benchmark
+    python -m icl.run --fast vibe            # ... of one of them
+    python -m icl.run vibe --models painter:weights=/w/painter.pth,dtype=bf16,copy-target --shots 1,3
+    python -m icl.run best50 --package DIR --models hf-vlm --model-arg hf-vlm:weights=/w/qwen
+    python -m icl.run vibe --config run.toml --device cuda   # flags override the file
+    python -m icl.run rescore runs/vibe      # every score and file again from stored responses
+    python -m icl.run vibe --list            # tasks, datasets, models
+
+BENCHMARK defaults to ``vibe``. Exit status: 0 everything computed, 1 some items failed, 2 a usage
+or configuration error (one line, no traceback), 130 interrupted (finished batches are kept).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import logging
 import os
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from icl.models import PRECISIONS
+from icl.run.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models
 from icl.run.device import EVAL_MODES
 from icl.run.errors import ConfigError
-from icl.run.plan import DEFAULT_MODELS, RunConfig
 
-BENCHMARKS = ("vibe", "best50")
-
-
-def _names(text: str) -> list[str]:
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError("expected a comma-separated list of names")
-    return names
+DEFAULT_BENCHMARK = "vibe"
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return sorted(set(values))
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # usage errors exit 2 with one line
+        raise ConfigError(f"{message} (see {self.prog} --help)")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m icl.run",
-        description="Run the visual in-context benchmark (vibe): plan datasets x tasks x models x shots, "
-                    "compute into a resumable store, write results.csv/json, ranks.csv, report.md and plots. "
-                    "'best50' as first argument runs the cross-image detection benchmark instead.",
-    )
-    p.add_argument("--fast", action="store_true", help="small built-in data (a smoke run; seconds)")
-    p.add_argument("--limit", type=_positive, help="at most N test queries per (dataset, task)")
-    p.add_argument("--tasks", type=_names, help="comma-separated task names (default: all)")
-    p.add_argument("--datasets", type=_names, help="comma-separated dataset names (default: all)")
-    p.add_argument("--models", type=_names, default=list(DEFAULT_MODELS),
-                   help=f"comma-separated model names (default: {','.join(DEFAULT_MODELS)})")
-    p.add_argument("--shots", type=_ints, default=[1], help="comma-separated shot counts K (default: 1)")
+def common_parser(prog: str) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description=__doc__.split("\n\n")[0], add_help=False,
+                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("-h", "--help", action="store_true", help="show this help (with the benchmark's options)")
+    p.add_argument("--version", action="store_true", help="print the icl version and exit")
+    p.add_argument("--fast", action="store_true", help="the benchmark's smoke run on built-in data (seconds)")
+    p.add_argument("--models", help="comma-separated models, each NAME or NAME:key=value,key=value "
+                                    "(default: the benchmark's baselines)")
+    p.add_argument("--model-arg", action="append", default=[], metavar="[MODEL:]KEY=VALUE",
+                   help="a model argument (JSON scalar or string); repeatable; without MODEL: every model")
+    p.add_argument("--judge", help="judge model (NAME[:key=value,...]) for benchmarks scored by one")
+    p.add_argument("--config", type=Path, help="run.toml with these settings (flags override it)")
     p.add_argument("--data-root", type=Path, help="dataset folder / built-in data cache (default: ICL_DATA_ROOT "
                                                   "or ~/.cache/icl/data)")
-    p.add_argument("--name", help="run name (default: vibe, or vibe-fast with --fast)")
+    p.add_argument("--name", help="run name (default: BENCHMARK, or BENCHMARK-fast with --fast)")
     p.add_argument("--out", type=Path, help="output folder (default: ./runs/<name>)")
-    p.add_argument("--store", type=Path, help="results database (default: <out>/store.sqlite); share it to resume "
-                                              "or merge runs")
-    p.add_argument("--device", default="cpu", help="device models load onto: cpu, cuda, cuda:1, ... (default: cpu)")
-    p.add_argument("--dtype", choices=PRECISIONS, help="override every model's precision")
-    p.add_argument("--eval", dest="evaluate", choices=EVAL_MODES, default="auto",
-                   help="where predictions are decoded and scored: 'device' keeps them as tensors on --device "
-                        "(batched, overlapped with the model), 'host' copies them to numpy; 'auto' (default) is "
-                        "device on CUDA, else host (torch outputs are then scored where they are)")
-    p.add_argument("--no-overlap", dest="overlap", action="store_false",
+    p.add_argument("--store", type=Path, help="results database (default: <out>/store.sqlite)")
+    p.add_argument("--device", help="device models load onto: auto (CUDA when visible, else CPU; default), cpu, "
+                                    "cuda, cuda:1, ...")
+    p.add_argument("--dtype", choices=PRECISIONS, help="every model's precision (a model's dtype argument wins)")
+    p.add_argument("--eval", dest="evaluate", choices=EVAL_MODES,
+                   help="where answers are scored: 'device' keeps image answers on --device (batched, overlapped "
+                        "with the model), 'host' on the CPU; 'auto' (default) is device on CUDA, else host")
+    p.add_argument("--no-overlap", dest="overlap", action="store_false", default=None,
                    help="with device evaluation, score each batch before the model runs the next")
-    p.add_argument("--seed", type=int, default=0, help="global seed of splits, contexts and noise (default: 0)")
-    p.add_argument("--jobs", type=_positive, default=1, help="threads that load and encode data (default: 1)")
-    p.add_argument("--qualitative", type=int, default=3, help="samples per task in the qualitative grids (default: 3)")
-    p.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    p.add_argument("--trace-memory", action="store_true",
+    p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="skip the plots")
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
+    p.add_argument("--trace-memory", action="store_true", default=None,
                    help="peak memory per stage with tracemalloc (slower) instead of the process peak RSS")
-    p.add_argument("--list", action="store_true", help="list tasks, datasets and models, then exit")
+    p.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, WARNING, ERROR)")
+    p.add_argument("--list", action="store_true", help="list the benchmark's tasks, datasets and models, then exit")
     return p
 
 
-def config_from_args(args: argparse.Namespace, benchmark: str = "vibe") -> RunConfig:
-    return RunConfig(
-        benchmark=benchmark, name=args.name, fast=args.fast, limit=args.limit, tasks=args.tasks,
-        datasets=args.datasets, models=args.models, shots=args.shots, data_root=args.data_root, out=args.out,
-        store=args.store, device=args.device, dtype=args.dtype, evaluate=args.evaluate, overlap=args.overlap,
-        seed=args.seed, jobs=args.jobs,
-        qualitative=max(args.qualitative, 0), plots=args.plots, progress=args.progress,
-        trace_memory=args.trace_memory,
-    )
+def add_benchmark_options(p: argparse.ArgumentParser, cls: Any) -> None:
+    group = p.add_argument_group(f"{cls.name} options")
+    for o in cls.options:
+        kwargs: dict[str, Any] = dict(dest=f"opt_{o.name}", default=None, help=o.help)
+        if o.parse is not bool:
+            kwargs["type"] = _typed(o)
+        if o.choices:
+            kwargs["choices"] = o.choices
+        group.add_argument(f"--{o.name.replace('_', '-')}", **kwargs)
 
 
-def _run_best50(rest: list[str]) -> int:
+def _typed(o: Any) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            return o.parse(text)
+        except (ValueError, TypeError) as exc:
+            raise argparse.ArgumentTypeError(f"--{o.name.replace('_', '-')}: {exc}") from None
+
+    parse.__name__ = o.name
+    return parse
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    import tomllib
+
     try:
-        cli = importlib.import_module("icl.benchmarks.best50.cli")
-    except ModuleNotFoundError as exc:
-        if exc.name and "icl.benchmarks.best50.cli".startswith(exc.name):
-            print("icl.run: the best50 benchmark is not available in this installation "
-                  f"(module {exc.name!r} not found)", file=sys.stderr)
-            return 2
-        raise
-    return int(cli.main(rest, prog="python -m icl.run best50") or 0)
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: cannot read ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
 
 
-def _list(data_root: Optional[Path]) -> int:
-    from icl.data.registry import list_datasets
+_COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap",
+                "plots", "progress", "trace_memory", "fast")
+
+
+def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
+    """Resolve file settings, then flags, into a RunConfig."""
+    file: dict[str, Any] = _read_toml(args.config) if args.config else {}
+    known_opts = {o.name: o for o in cls.options}
+    options = dict(file.pop("options", {}) or {})
+    for key in list(file):
+        if key in known_opts:
+            options[key] = file.pop(key)
+    unknown = sorted(set(file) - set(_COMMON_KEYS) - {"model_args"})
+    if unknown:
+        raise ConfigError(f"--config {args.config}: unknown setting(s) {', '.join(unknown)}"
+                          f"{closest(unknown[0], [*_COMMON_KEYS, *known_opts])}")
+    for name in options:
+        if name not in known_opts:
+            raise ConfigError(f"benchmark {bench_name!r} has no option {name!r}{closest(name, list(known_opts))}")
+    for o in cls.options:  # tuples for list options read from TOML
+        if isinstance(options.get(o.name), list):
+            options[o.name] = tuple(options[o.name])
+    for o in cls.options:
+        value = getattr(args, f"opt_{o.name}", None)
+        if value is not None:
+            options[o.name] = value
+    models: Optional[list[ModelSpec]] = None
+    model_text = args.models if args.models is not None else file.get("models")
+    if isinstance(model_text, list):
+        model_text = ",".join(model_text)
+    if model_text is not None:
+        models = parse_models(str(model_text))
+    pairs = list(file.get("model_args", [])) + list(args.model_arg)
+    if pairs:
+        if models is None:
+            models = [ModelSpec(m) for m in cls.default_models]
+        models = apply_model_args(models, pairs)
+    judge_text = args.judge if args.judge is not None else file.get("judge")
+    judge = parse_models(judge_text)[0] if judge_text else None
+
+    def pick(name: str, default: Any) -> Any:
+        value = getattr(args, name, None)
+        return value if value is not None else file.get(name, default)
+
+    def path(name: str) -> Optional[Path]:
+        v = pick(name, None)
+        return Path(v) if v is not None else None
+
+    evaluate = pick("evaluate", "auto")
+    if evaluate not in EVAL_MODES:
+        raise ConfigError(f"evaluate must be one of {', '.join(EVAL_MODES)}, got {evaluate!r}")
+    return RunConfig(benchmark=bench_name, options=options, models=models, judge=judge,
+                     fast=bool(args.fast or file.get("fast", False)), data_root=path("data_root"),
+                     name=pick("name", None), out=path("out"), store=path("store"), device=pick("device", "auto"),
+                     dtype=pick("dtype", None), evaluate=evaluate, overlap=bool(pick("overlap", True)),
+                     plots=bool(pick("plots", True)), progress=bool(pick("progress", True)),
+                     trace_memory=bool(pick("trace_memory", False)), command=["python", "-m", "icl.run", *argv])
+
+
+def _list(bench: Any) -> int:
     from icl.models import list_models
-    from icl.benchmarks.vibe.tasks.registry import list_tasks
 
-    print("tasks:    " + ", ".join(list_tasks()))
-    print("datasets: " + ", ".join(sorted(list_datasets(data_root))))
-    print("models:   " + ", ".join(list_models()))
+    for key, values in bench.describe().items():
+        print(f"{key + ':':<10}" + ", ".join(map(str, values)))
+    print(f"{'models:':<10}" + ", ".join(list_models()))
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point; returns the exit code (0 ok, 1 some samples failed, 2 bad usage, 130 interrupted)."""
-    args_in = list(sys.argv[1:] if argv is None else argv)
-    benchmark = "vibe"
-    if args_in and not args_in[0].startswith("-"):
-        benchmark = args_in.pop(0)
-        if benchmark not in BENCHMARKS:
-            print(f"icl.run: unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)}", file=sys.stderr)
-            return 2
-    if benchmark == "best50":
-        return _run_best50(args_in)
-    parser = build_parser()
-    args = parser.parse_args(args_in)
-    if args.list:
-        return _list(args.data_root)
-    from icl.run.runner import run
+def _split(argv: list[str]) -> tuple[Optional[str], list[str]]:
+    """The benchmark name (first argument, or right after a leading --fast) and the rest."""
+    from icl.benchmarks.registry import list_benchmarks
 
-    # Device evaluation runs OpenMP regions from two threads at once (torch's runtime and
-    # icl._C's); idle teams spinning by default steal the cores the other needs (measured 3x
-    # slower on 2 cores). The runtime reads this when torch loads, i.e. later; yours wins.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    config = config_from_args(args, benchmark)
+    if argv and not argv[0].startswith("-"):
+        return argv[0], argv[1:]
+    if len(argv) > 1 and argv[0] == "--fast" and not argv[1].startswith("-") and argv[1] in list_benchmarks():
+        return argv[1], ["--fast", *argv[2:]]
+    return None, argv
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        outcome = run(config)
+        return _main(argv)
     except ConfigError as exc:
         print(f"icl.run: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"icl.run: interrupted; finished batches are kept in {config.store_path}, rerun the same "
-              "command to resume", file=sys.stderr)
+        print("icl.run: interrupted; finished batches are kept in the store, rerun the same command to resume",
+              file=sys.stderr)
         return 130
-    return outcome.exit_code
+
+
+def _main(argv: list[str]) -> int:
+    from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
+
+    name, rest = _split(argv)
+    if name == "rescore":
+        return _rescore(rest)
+    pre = common_parser("python -m icl.run")
+    known, _ = pre.parse_known_args(rest)
+    logging.basicConfig(level=getattr(logging, str(known.log_level).upper(), logging.WARNING),
+                        format="%(levelname)s %(name)s: %(message)s")
+    if known.version:
+        import icl
+
+        print(f"icl {icl.__version__}")
+        return 0
+    if name is None and known.fast and not known.help and not known.list:
+        return _fast_all(rest, list_benchmarks())
+    name = name or DEFAULT_BENCHMARK
+    try:
+        cls = get_benchmark(name)
+    except UnknownBenchmarkError:
+        raise ConfigError(f"unknown benchmark {name!r}{closest(name, [*list_benchmarks(), 'rescore'])}") from None
+    except (ImportError, TypeError) as exc:
+        raise ConfigError(str(exc)) from None
+    parser = common_parser(f"python -m icl.run {name}")
+    add_benchmark_options(parser, cls)
+    if known.help:
+        parser.print_help()
+        return 0
+    args = parser.parse_args(rest)
+    config = build_config(name, args, cls, [name, *rest])
+    if args.list:
+        from icl.run.runner import open_benchmark
+
+        return _list(open_benchmark(config))
+    # Device evaluation runs OpenMP regions from two threads at once (torch's runtime and
+    # icl._C's); idle teams spinning by default steal the cores the other needs.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from icl.run.runner import run
+
+    return run(config).exit_code
+
+
+def _fast_all(rest: list[str], names: list[str]) -> int:
+    """``--fast`` without a benchmark: every registered benchmark's smoke run, one summary."""
+    from icl.benchmarks.registry import get_benchmark
+    from icl.run.runner import run
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    lines, worst = [], 0
+    for name in names:
+        cls = get_benchmark(name)
+        parser = common_parser(f"python -m icl.run {name}")
+        add_benchmark_options(parser, cls)
+        args, unknown = parser.parse_known_args(rest)
+        if unknown:
+            raise ConfigError(f"--fast for every benchmark takes only common options; {unknown[0]!r} is not one")
+        config = build_config(name, args, cls, ["--fast", *rest])
+        if args.out is not None:
+            config.out = args.out / config.run_name
+        print(f"== {name} ==")
+        outcome = run(config)
+        worst = max(worst, outcome.exit_code)
+        lines.append(f"  {name:<10} {'ok' if outcome.exit_code == 0 else 'FAILED':<7} {outcome.stats.computed} "
+                     f"computed, {outcome.stats.skipped} reused, {outcome.failed_items} failed -> {outcome.out_dir}")
+    print("icl.run --fast summary:")
+    print("\n".join(lines))
+    return worst
+
+
+def _rescore(rest: list[str]) -> int:
+    p = _Parser(prog="python -m icl.run rescore",
+                description="Recompute every score, table, plot and report of a run from its stored responses "
+                            "(no model is loaded).")
+    p.add_argument("run_dir", type=Path, help="a run's output folder (holding results.json and store.sqlite)")
+    args = p.parse_args(rest)
+    from icl.run.runner import rescore
+
+    return rescore(args.run_dir).exit_code
 
 
 if __name__ == "__main__":

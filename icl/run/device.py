@@ -1,7 +1,7 @@
-"""Device-resident evaluation for the executor: batch uploads and the scoring pipeline.
+"""Device-resident evaluation for the runner: batch uploads and the scoring pipeline.
 
 With ``--eval device`` (the default on CUDA) predictions are decoded and scored as tensors on
-the run's device (``Task.evaluate(..., device=...)``). Adapters that accept tensors receive
+the run's device (``Benchmark.score_batch(..., device=...)``). Adapters that accept tensors receive
 each batch's images uploaded once (:func:`upload`); the others receive numpy requests and
 their outputs move to the device for scoring. :class:`ScorePipeline` decodes and scores batch
 ``i`` in one background thread (on its own CUDA stream) while the main thread runs the model
@@ -79,27 +79,13 @@ def tensor_requests(requests: Sequence[Any], device: str) -> list[Any]:
     return out
 
 
-def to_host(preds: Any) -> list[Any]:
-    """A model's outputs as numpy arrays (float tensors as float32), for ``--eval host``: tensor
-    outputs would otherwise be scored where they are."""
-    from icl.benchmarks.vibe.tasks.base import is_tensor
+def tensors_in(outputs: Any) -> list[Any]:
+    """The torch tensors among a batch's outputs (a list, or one batched tensor)."""
+    from icl.run.responses import is_tensor
 
-    out = []
-    for p in preds:
-        if is_tensor(p):
-            p = p.detach().cpu()
-            p = (p.float() if p.is_floating_point() else p).numpy()
-        out.append(p)
-    return out
-
-
-def tensors_in(preds: Any) -> list[Any]:
-    """The torch tensors among a model's outputs (a list, or one batched tensor)."""
-    from icl.benchmarks.vibe.tasks.base import is_tensor
-
-    if is_tensor(preds):
-        return [preds]
-    return [p for p in preds if is_tensor(p)]
+    if is_tensor(outputs):
+        return [outputs]
+    return [p for p in outputs if is_tensor(p)]
 
 
 class ScorePipeline:

@@ -1,132 +1,265 @@
-"""``run(config)``: plan, execute into the store, then aggregate and write the report."""
+"""``run(config)``: plan -> execute into the store -> summarise -> the common files;
+``rescore(run_dir)``: the same files from stored responses, without any model.
+
+Common files of every benchmark, in ``out``: ``results.json`` (benchmark, protocol, resolved
+config, command line, git revision or installed version, library versions, backends that ran,
+device, seeds, hashes of the plan and its frozen lists, timings, compute per model), one CSV per
+summary table (``results.csv`` first), ``report.md`` and ``plots/``.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, Mapping, Optional, Sequence, TextIO
 
-from icl.report import Report, TaskSpec, write_report
+from icl.benchmarks.base import Benchmark, Item
+from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
+from icl.run import responses as R
 from icl.run.compute import ComputeMeter
-from icl.run.execute import ExecStats, Executor
-from icl.run.meta import git_revision, package_versions
-from icl.run.plan import PROTOCOL, Plan, RunConfig, make_plan
-from icl.store import Failure, Store
+from icl.run.config import ModelSpec, RunConfig, closest
+from icl.run.device import eval_device
+from icl.run.engine import Engine, ExecStats, score_answers
+from icl.run.errors import ConfigError
+from icl.run.files import write_outputs
+from icl.run.models import RunModel, make_model, resolve_device
+from icl.store import Failure, Score, ScoreKey, Store
 
 MAX_FAILURES_SHOWN = 20
 
 
 @dataclass
 class Outcome:
-    """What a run did; ``exit_code`` is 1 when any planned sample failed."""
+    """What a run did; ``exit_code`` is 1 when any planned item failed."""
 
     out_dir: Path
     run_id: str
     stats: ExecStats
-    report: Report
+    tables: dict[str, list[dict[str, Any]]]
+    rows: list[dict[str, Any]]
     failures: list[Failure] = field(default_factory=list)
-    failed_samples: int = 0
+    failed_items: int = 0
+    missing_items: int = 0
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.failed_samples or self.failures else 0
+        return 1 if self.failed_items or self.failures or self.missing_items else 0
 
 
-def task_specs(plan: Plan) -> dict[str, TaskSpec]:
-    return {name: TaskSpec(name, tuple(t.metrics), tuple(t.rank_metrics), frozenset(t.lower_is_better))
-            for name, t in plan.tasks.items()}
+def open_benchmark(config: RunConfig) -> Benchmark:
+    """The configured benchmark instance (ConfigError for unknown names or options)."""
+    try:
+        cls = get_benchmark(config.benchmark)
+    except UnknownBenchmarkError:
+        raise ConfigError(f"unknown benchmark {config.benchmark!r}{closest(config.benchmark, list_benchmarks())}") \
+            from None
+    options = dict(cls.fast_config()) if config.fast else {"fast": False}
+    options.update(config.options)
+    options.pop("fast", None)
+    try:
+        return cls({**options, "fast": config.fast, "data_root": config.data_root})
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
-def _settings(config: RunConfig) -> dict[str, Any]:
-    d = asdict(config)
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
+def _plan(bench: Benchmark) -> list[Item]:
+    try:
+        items = list(bench.items())
+    except (ValueError, LookupError) as exc:  # bad names, impossible settings
+        raise ConfigError(str(exc)) from None
+    keys = [it.key for it in items]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise ConfigError(f"benchmark {bench.name!r} planned item {dup!r} twice (item keys must be unique)")
+    return items
+
+
+def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunModel], Optional[RunModel]]:
+    specs = config.models if config.models is not None else [ModelSpec(m) for m in bench.default_models]
+    if not specs:
+        raise ConfigError(f"benchmark {bench.name!r} has no default models: give --models")
+    labels = [s.label for s in specs]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"--models lists {next(x for x in labels if labels.count(x) > 1)!r} twice")
+    models = [make_model(s, device, config.dtype, bench.request_types, bench.name) for s in specs]
+    judge_spec = config.judge or (ModelSpec(bench.default_judge) if bench.default_judge else None)
+    judge = None
+    if judge_spec is not None:
+        from icl.models.requests import ChatRequest
+
+        judge = make_model(judge_spec, device, None, (ChatRequest,), bench.name)
+    return models, judge
 
 
 def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> Outcome:
-    """Run the benchmark described by ``config``; prints the summary (stdout) and failures
-    (stderr), returns the outcome."""
+    """Run ``config``; prints the summary (stdout) and failures (stderr); returns the outcome."""
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     t0 = time.perf_counter()
-    plan = make_plan(config)
+    bench = open_benchmark(config)
+    items = _plan(bench)
+    device = resolve_device(config.device)
+    models, judge = _models(config, bench, device)
+    out = config.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    artifacts = bench.write_artifacts(out)
     t_plan = time.perf_counter()
-    meter = ComputeMeter(config.device, trace_memory=config.trace_memory)
+    where = eval_device(device, config.evaluate)
+    meter = ComputeMeter(device, trace_memory=config.trace_memory)
     with Store(config.store_path) as store:
-        run_id = store.start_run(dict(settings=_settings(config), protocol=PROTOCOL,
-                                      context_sha256=plan.context_sha256))
-        store.add_failures([Failure("data", f"dataset {i.dataset!r}, sample {i.sample_id!r} (tasks "
-                                            f"{', '.join(i.tasks)}): {i.message}", None, i.dataset,
-                                    i.tasks[0] if len(i.tasks) == 1 else None, i.sample_id, None, i.path, run_id)
-                            for i in plan.issues])
-        executor = Executor(plan, store, run_id, meter)
+        run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol))
+        for m in [*models, *([judge] if judge else [])]:
+            store.put_model(m.model_id, m.label, m.identity)
+        store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
+                            for where_, msg, path in bench.data_failures()])
+        engine = Engine(bench, models, judge, store, run_id, meter, device, where, config.overlap, config.progress)
         try:
-            stats = executor.run()
+            stats = engine.run(items)
         finally:
             store.add_compute(meter.records(run_id))
             meter.close()
         t_exec = time.perf_counter()
-        rows = store.results(executor.planned_keys())
-        failures = store.failures(run_id)
-        compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute(store.run_ids())
-                   if c.model in plan.models or c.model == "*"]
-    failed_rows = [r for r in rows if r.status != "ok"]
-    timings = dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan)
-    meta = dict(
-        benchmark=config.benchmark, name=config.run_name, protocol=PROTOCOL, run_id=run_id,
-        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), git_revision=git_revision(),
-        packages=package_versions(), seed=config.seed, seeds=dict(global_seed=config.seed), shots=config.shots,
-        device=config.device, settings=_settings(config), context_csv=plan.context_csv.name,
-        context_csv_sha256=plan.context_sha256, store=str(config.store_path),
-        models={n: dict(version=m.version, precision=m.precision, batch_size=m.batch_size, privileged=m.privileged)
-                for n, m in plan.models.items()},
-        datasets={n: dict(version=d.meta.version) for n, d in plan.datasets.items()},
-        filtered=plan.filtered,
-        counts=dict(planned=plan.n_samples, computed=stats.computed, skipped=stats.skipped, failed=len(failed_rows),
-                    model_calls=stats.model_calls),
-        timings=timings,
-    )
-    report = write_report(config.out_dir, rows, task_specs(plan), meta, compute, [f.message for f in failures],
-                          plots=config.plots,
-                          qualitative_dir=config.out_dir / "qualitative", model_order=list(plan.models))
-    timings.update(report_s=time.perf_counter() - t_exec, total_s=time.perf_counter() - t0)
-    _record_timings(config.out_dir / "results.json", timings)
-    outcome = Outcome(config.out_dir, run_id, stats, report, failures, len(failed_rows), timings)
-    _print_summary(outcome, failed_rows, stdout or sys.stdout, stderr or sys.stderr)
+        outcome = finish(config, bench, items, [(m.label, m.model_id) for m in models], engine.judge_id, store,
+                         run_id, stats, artifacts, dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan),
+                         identities={m.model_id: m.identity for m in models},
+                         judge=None if judge is None else judge.identity, device=device)
+    outcome.timings.update(total_s=time.perf_counter() - t0)
+    print_summary(bench, outcome, stdout, stderr)
     return outcome
 
 
-def _record_timings(path: Path, timings: dict[str, float]) -> None:
-    """Put the final timings (known only once the report is written) into results.json."""
-    data = json.loads(path.read_text())
-    data["timings"] = timings
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
+           judge_id: str, store: Store, run_id: str, stats: ExecStats, artifacts: Mapping[str, str],
+           timings: dict[str, float], identities: Mapping[str, Any], judge: Any, device: str) -> Outcome:
+    """Read the planned scores back, summarise, write the common files."""
+    t0 = time.perf_counter()
+    rows, failed, missing = [], 0, 0
+    for label, model_id in models:
+        keys = [ScoreKey(bench.name, bench.protocol, it.key, model_id, judge_id, bench.scorer_version) for it in items]
+        found = {s.key.item_key: s for s in store.scores(keys)}
+        for it in items:
+            s = found.get(it.key)
+            if s is None:
+                missing += 1
+                continue
+            failed += s.status != "ok"
+            rows.append({"model": label, "model_id": model_id, "key": it.key, "status": s.status,
+                         "reason": s.reason, **dict(it.group), **s.metrics})
+    tables = bench.summarise(rows)
+    failures = store.failures(run_id)
+    compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
+
+    def answers(item_key: str) -> dict[str, Any]:
+        out = {}
+        for label, model_id in models:
+            link = store.links([item_key], model_id).get(item_key, {})
+            steps = sorted(s for s in link if s.startswith("answer:"))
+            if steps:
+                r = store.responses([link[steps[-1]]], model_id).get(link[steps[-1]])
+                if r is not None and r.status == "ok":
+                    out[label] = R.stored(r.kind, r.body)
+        return out
+
+    meta = dict(
+        benchmark=bench.name, protocol=bench.protocol, scorer_version=bench.scorer_version, run_id=run_id,
+        config=config.resolved(), command=config.command, device=device,
+        models={label: dict(model_id=mid, identity=identities.get(mid)) for label, mid in models},
+        judge=judge, plan=dict(items=len(items), sha256=hashlib.sha256("\n".join(it.key for it in items).encode())
+                               .hexdigest()),
+        artifacts=dict(artifacts), fingerprints=bench.fingerprints(),
+        counts=dict(planned=len(items) * len(models), computed=stats.computed, skipped=stats.skipped,
+                    failed=failed, missing=missing, model_calls=stats.model_calls,
+                    cached_responses=stats.cached_responses),
+        timings=timings, compute=compute,
+    )
+    write_outputs(config.out_dir, bench, tables, meta, failures, answers, plots=config.plots)
+    timings["report_s"] = time.perf_counter() - t0
+    return Outcome(config.out_dir, run_id, stats, tables, rows, failures, failed, missing, timings)
 
 
-def _print_summary(o: Outcome, failed_rows: list, stdout: TextIO, stderr: TextIO) -> None:
-    print(o.report.summary, file=stdout)
+def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) -> None:
+    text = bench.summary(o.tables)
+    if text:
+        print(text, file=stdout)
     s = o.stats
-    print(f"{s.computed} samples computed, {s.skipped} already in the store, {len(failed_rows)} failed; "
-          f"{o.timings['total_s']:.1f} s (plan {o.timings['plan_s']:.1f}, execute {o.timings['execute_s']:.1f}, "
-          f"report {o.timings['report_s']:.1f}); files in {o.out_dir}", file=stdout)
-    if o.report.missing:
-        print(f"WARNING: {len(o.report.missing)} metric aggregates are missing (shown as 'missing'; "
-              "details in report.md):", file=stderr)
-        for line in o.report.missing_summary:
-            print(f"  {line}", file=stderr)
-    if failed_rows or o.failures:
+    t = o.timings
+    print(f"{bench.name}: {s.computed} items computed, {s.skipped} already in the store, {o.failed_items} failed"
+          + (f" ({s.cached_responses} answers reused from the store)" if s.cached_responses else "")
+          + (f"; {t['total_s']:.1f} s" if "total_s" in t else "") + f"; files in {o.out_dir}", file=stdout)
+    if o.failed_items or o.failures:
         data = sum(1 for f in o.failures if f.stage == "data")
-        print(f"FAILED: {len(failed_rows)} scored samples failed, {data} data files could not be used, "
-              f"{len(o.failures) - data} other failures in this run (data failures one per sample; "
-              "others grouped by stage, model, dataset, task):", file=stderr)
+        print(f"FAILED: {o.failed_items} items failed, {data} data failures, {len(o.failures) - data} other failure "
+              f"events in this run (grouped by stage and model):", file=stderr)
         groups: dict[tuple, list[str]] = {}
         for f in o.failures:
-            sample = f.query_id if f.stage == "data" else None
-            groups.setdefault((f.stage, f.model or "-", f.dataset or "-", f.task or "-", sample), []).append(f.message)
-        for (stage, model, dataset, task, _), messages in list(groups.items())[:MAX_FAILURES_SHOWN]:
+            groups.setdefault((f.stage, f.model or "-", f.item if f.stage == "data" else None), []).append(f.message)
+        for (stage, model, _), messages in list(groups.items())[:MAX_FAILURES_SHOWN]:
             count = f"{len(messages)} x, first: " if len(messages) > 1 else ""
-            print(f"  [{stage}] model {model}, dataset {dataset}, task {task}: {count}{messages[0]}", file=stderr)
+            print(f"  [{stage}] model {model}: {count}{messages[0]}", file=stderr)
         if len(groups) > MAX_FAILURES_SHOWN:
             print(f"  ... and {len(groups) - MAX_FAILURES_SHOWN} more groups (report.md, the store's failures table)",
                   file=stderr)
+
+
+def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> Outcome:
+    """Recompute every score and file of ``run_dir`` from its stored responses (no model is
+    loaded or called)."""
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    path = Path(run_dir) / "results.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        config = RunConfig.from_resolved(meta["config"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: not a finished run's results.json ({type(exc).__name__}: {exc})") from None
+    config.out = Path(run_dir)
+    t0 = time.perf_counter()
+    bench = open_benchmark(config)
+    items = _plan(bench)
+    models = [(label, m["model_id"]) for label, m in meta["models"].items()]
+    judge_id = ""
+    if meta.get("judge"):
+        judge_id = hashlib.sha256(json.dumps(meta["judge"], sort_keys=True).encode()).hexdigest()[:20]
+    stats = ExecStats()
+    with Store(config.store_path) as store:
+        run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol, rescore=str(run_dir)))
+        for label, model_id in models:
+            links = store.links([it.key for it in items], model_id)
+            judge_links = store.links([f"{it.key}|{model_id}" for it in items], judge_id) if judge_id else {}
+            batch, scores, failures = [], [], []
+            for it in items:
+                steps = links.get(it.key, {})
+                answer_steps = sorted(s for s in steps if s.startswith("answer:"))
+                if not answer_steps:
+                    continue
+                h = steps[answer_steps[-1]]
+                r = store.responses([h], model_id).get(h)
+                if r is None:
+                    continue
+                judged = judge_links.get(f"{it.key}|{model_id}", {})
+                judgements = []
+                for step in sorted(judged, key=lambda s: int(s.split(":")[1])):
+                    jr = store.responses([judged[step]], judge_id).get(judged[step])
+                    if jr is not None and jr.status == "ok":
+                        judgements.append(jr.body)
+                value = R.stored(r.kind, r.body) if r.status == "ok" else None
+                batch.append((it, value, judgements, None if r.status == "ok" else (r.reason or "error"), r.error,
+                              r.seconds))
+            results = score_answers(bench, [b[:5] for b in batch], None, None, label, run_id, failures)
+            for b, (status, metrics, reason, error, score_s) in zip(batch, results):
+                key = ScoreKey(bench.name, bench.protocol, b[0].key, model_id, judge_id, bench.scorer_version)
+                scores.append(Score(key, status, metrics, error, reason, b[5], score_s, run_id))
+                stats.computed += status == "ok"
+                stats.failed += status != "ok"
+            store.write_batch(scores=scores, failures=failures)
+        meta_timings = dict(meta.get("timings") or {})
+        outcome = finish(config, bench, items, models, judge_id, store, run_id, stats,
+                         bench.write_artifacts(config.out_dir), meta_timings,
+                         identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
+                         judge=meta.get("judge"), device=meta.get("device", "cpu"))
+    outcome.timings["rescore_s"] = time.perf_counter() - t0
+    print_summary(bench, outcome, stdout, stderr)
+    return outcome

@@ -1,7 +1,8 @@
-"""Result store: every sample's scores, failures and compute records (SQLite, resumable)."""
+"""Result store: every benchmark's responses, scores, failures and compute records (SQLite,
+resumable)."""
 
 from __future__ import annotations
 
-from icl.store.sqlite import ComputeRecord, Failure, SampleKey, SampleResult, Store
+from icl.store.sqlite import ComputeRecord, Failure, Response, Score, ScoreKey, Store, StoreError
 
-__all__ = ["ComputeRecord", "Failure", "SampleKey", "SampleResult", "Store"]
+__all__ = ["ComputeRecord", "Failure", "Response", "Score", "ScoreKey", "Store", "StoreError"]

@@ -1,10 +1,19 @@
-"""SQLite store of per-sample scores, failures and compute records.
+"""SQLite store of every benchmark's responses, scores, failures and compute records.
 
-One row per sample, keyed by (protocol, dataset, task, query id, context hash, model, model
-version, shots, seed). Writes happen one batch per transaction in WAL mode, so a process
-killed at any point leaves only whole batches behind; a rerun skips the samples whose status
-is ``ok`` and retries failed ones. Metrics are stored as JSON (``Infinity``/``NaN`` allowed:
-PSNR of identical images is +inf, a missing metric is NaN).
+One schema for all benchmarks (PROTOCOL §1.4 "Cache keys"):
+
+- ``models``: a model's whole identity (adapter name and version, weight digests, precision,
+  device kind, every model argument) under its ``model_id`` (a digest of that identity).
+- ``responses``: what a model answered to a request, keyed by (request content hash,
+  model_id): text, or the image as PNG bytes; failed calls are kept with their error and are
+  asked again on the next run.
+- ``links``: which request each (item, model, step) sent, so ``rescore`` finds the responses
+  of a run without building any request.
+- ``scores``: per (benchmark, protocol, item key, model_id, judge_id, scorer version) the
+  metrics (JSON; ``Infinity``/``NaN`` allowed) or the failure; rescoring never calls a model.
+
+Writes happen one batch per transaction in WAL mode, so a process killed at any point leaves
+only whole batches behind.
 """
 
 from __future__ import annotations
@@ -16,29 +25,35 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Union
+from typing import Iterable, Iterator, Optional, Sequence, Union
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-_KEY_COLUMNS = ("protocol", "dataset", "task", "query_id", "context_hash", "model", "model_version", "shots", "seed",
-                "dataset_version", "task_version")
-_ROW_COLUMNS = (*_KEY_COLUMNS, "status", "metrics", "error", "model_s", "score_s", "run_id", "created")
-
-_SCHEMA = f"""
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS samples (
-    protocol TEXT NOT NULL, dataset TEXT NOT NULL, task TEXT NOT NULL, query_id TEXT NOT NULL,
-    context_hash TEXT NOT NULL, model TEXT NOT NULL, model_version TEXT NOT NULL,
-    shots INTEGER NOT NULL, seed INTEGER NOT NULL, dataset_version TEXT NOT NULL, task_version TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+CREATE TABLE IF NOT EXISTS models (model_id TEXT PRIMARY KEY, label TEXT NOT NULL, identity TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS responses (
+    request_hash TEXT NOT NULL, model_id TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')), reason TEXT,
+    kind TEXT NOT NULL CHECK (kind IN ('text', 'png', 'none')), body BLOB, error TEXT,
+    seconds REAL NOT NULL, run_id TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (request_hash, model_id)
+);
+CREATE TABLE IF NOT EXISTS links (
+    item_key TEXT NOT NULL, model_id TEXT NOT NULL, step TEXT NOT NULL, request_hash TEXT NOT NULL,
+    PRIMARY KEY (item_key, model_id, step)
+);
+CREATE TABLE IF NOT EXISTS scores (
+    benchmark TEXT NOT NULL, protocol TEXT NOT NULL, item_key TEXT NOT NULL, model_id TEXT NOT NULL,
+    judge_id TEXT NOT NULL, scorer_version TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')), reason TEXT,
     metrics TEXT NOT NULL, error TEXT, model_s REAL NOT NULL, score_s REAL NOT NULL,
     run_id TEXT NOT NULL, created REAL NOT NULL,
-    PRIMARY KEY ({", ".join(_KEY_COLUMNS)})
+    PRIMARY KEY (benchmark, protocol, item_key, model_id, judge_id, scorer_version)
 );
 CREATE TABLE IF NOT EXISTS failures (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, stage TEXT NOT NULL,
-    model TEXT, dataset TEXT, task TEXT, query_id TEXT, shots INTEGER, path TEXT,
-    message TEXT NOT NULL, created REAL NOT NULL
+    model TEXT, item TEXT, path TEXT, message TEXT NOT NULL, created REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS compute (
     run_id TEXT NOT NULL, model TEXT NOT NULL, stage TEXT NOT NULL, device TEXT NOT NULL,
@@ -49,32 +64,42 @@ CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, started REAL NOT NULL,
 """
 
 
-@dataclass(frozen=True, order=True)
-class SampleKey:
-    """Identity of one scored sample; equal keys are never computed twice. The dataset and
-    task versions make results of changed data or decoding never count as done."""
+@dataclass
+class Response:
+    """A model's answer to one request: ``kind`` "text" (``body`` str), "png" (``body`` PNG
+    bytes) or "none" (a failed call: ``status`` "failed", ``reason`` error|timeout|overflow|
+    invalid, ``error`` the message)."""
 
+    request_hash: str
+    model_id: str
+    status: str
+    kind: str
+    body: Union[str, bytes, None] = None
+    error: Optional[str] = None
+    reason: Optional[str] = None
+    seconds: float = 0.0
+    run_id: str = ""
+
+
+@dataclass(frozen=True, order=True)
+class ScoreKey:
+    """Identity of one stored score; equal keys are never computed twice."""
+
+    benchmark: str
     protocol: str
-    dataset: str
-    task: str
-    query_id: str
-    context_hash: str
-    model: str
-    model_version: str
-    shots: int
-    seed: int
-    dataset_version: str = ""
-    task_version: str = ""
+    item_key: str
+    model_id: str
+    judge_id: str
+    scorer_version: str
 
 
 @dataclass
-class SampleResult:
-    """The stored outcome of one sample; per-sample timings are the batch's share."""
-
-    key: SampleKey
+class Score:
+    key: ScoreKey
     status: str
     metrics: dict[str, float] = field(default_factory=dict)
     error: Optional[str] = None
+    reason: Optional[str] = None
     model_s: float = 0.0
     score_s: float = 0.0
     run_id: str = ""
@@ -82,22 +107,19 @@ class SampleResult:
 
 @dataclass
 class Failure:
-    """One failure event: a sample (or a data file) that could not be loaded, predicted or scored."""
+    """One failure event: an item (or a data file) that could not be built, answered or scored."""
 
     stage: str
     message: str
     model: Optional[str] = None
-    dataset: Optional[str] = None
-    task: Optional[str] = None
-    query_id: Optional[str] = None
-    shots: Optional[int] = None
+    item: Optional[str] = None
     path: Optional[str] = None
     run_id: str = ""
 
 
 @dataclass
 class ComputeRecord:
-    """Wall time and peak memory of one (model, stage) in one run; ``stage`` is data|model|score."""
+    """Wall time and peak memory of one (model, stage) in one run; ``stage`` is data|model|score|judge."""
 
     run_id: str
     model: str
@@ -113,6 +135,16 @@ class ComputeRecord:
         return self.samples / self.wall_s if self.wall_s > 0 else float("nan")
 
 
+_SCORE_COLUMNS = ("benchmark", "protocol", "item_key", "model_id", "judge_id", "scorer_version", "status", "reason",
+                  "metrics", "error", "model_s", "score_s", "run_id", "created")
+_RESPONSE_COLUMNS = ("request_hash", "model_id", "status", "reason", "kind", "body", "error", "seconds", "run_id",
+                     "created")
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be opened or is of another schema version."""
+
+
 class Store:
     """A results database at ``path`` (created with its parent folder if absent)."""
 
@@ -120,19 +152,28 @@ class Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Autocommit mode: transactions are opened explicitly, one per batch.
-        self._conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
+        self._conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         # WAL + NORMAL survives a killed process (not a power cut) and keeps commits cheap.
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        found = self._schema_version()
+        if found is not None and found != SCHEMA_VERSION:
+            self._conn.close()
+            raise StoreError(f"{self.path}: store schema version {found}, this icl writes version {SCHEMA_VERSION}; "
+                             f"use another output folder (--out) or --store")
         with self._transaction():
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     self._conn.execute(stmt)
             self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        found = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-        if int(found) != SCHEMA_VERSION:
-            raise RuntimeError(f"{self.path}: store schema version {found}, this icl writes version {SCHEMA_VERSION}")
+
+    def _schema_version(self) -> Optional[int]:
+        has_meta = self._conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        if not has_meta:
+            return None
+        row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return int(row[0]) if row else None
 
     def close(self) -> None:
         self._conn.close()
@@ -153,71 +194,118 @@ class Store:
             raise
         self._conn.execute("COMMIT")
 
-    # -- runs ------------------------------------------------------------------------------
+    # -- runs and models -------------------------------------------------------------------
     def start_run(self, info: dict) -> str:
         """Record a run's settings; returns its id (time-ordered, unique per process)."""
         now = time.time()
         run_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f".{int(now * 1e6) % 1_000_000:06d}-{os.getpid()}"
         with self._transaction() as c:
-            c.execute("INSERT INTO runs VALUES (?, ?, ?)", (run_id, now, json.dumps(info, sort_keys=True)))
+            c.execute("INSERT INTO runs VALUES (?, ?, ?)", (run_id, now, json.dumps(info, sort_keys=True, default=str)))
         return run_id
 
-    # -- samples ---------------------------------------------------------------------------
-    def statuses(self, group: SampleKey) -> dict[tuple[str, str], str]:
-        """``{(query_id, context_hash): status}`` of the stored rows that share every key field
-        of ``group`` but its query id and context hash."""
-        rows = self._conn.execute(
-            "SELECT query_id, context_hash, status FROM samples WHERE protocol=? AND dataset=? AND task=?"
-            " AND model=? AND model_version=? AND shots=? AND seed=? AND dataset_version=? AND task_version=?",
-            (group.protocol, group.dataset, group.task, group.model, group.model_version, group.shots, group.seed,
-             group.dataset_version, group.task_version),
-        ).fetchall()
-        return {(q, h): s for q, h, s in rows}
-
-    def write_batch(self, results: Iterable[SampleResult], failures: Iterable[Failure] = ()) -> None:
-        """Write a batch of results (replacing earlier rows of the same keys) and failures atomically."""
-        now = time.time()
-        rows = [
-            (*(getattr(r.key, k) for k in _KEY_COLUMNS), r.status, json.dumps(r.metrics, sort_keys=True),
-             r.error, float(r.model_s), float(r.score_s), r.run_id, now)
-            for r in results
-        ]
-        for r in rows:
-            if r[len(_KEY_COLUMNS)] not in ("ok", "failed"):
-                raise ValueError(f"sample status must be 'ok' or 'failed', got {r[len(_KEY_COLUMNS)]!r}")
-        fails = [_failure_row(f, now) for f in failures]
+    def put_model(self, model_id: str, label: str, identity: dict) -> None:
         with self._transaction() as c:
-            c.executemany(f"INSERT OR REPLACE INTO samples ({', '.join(_ROW_COLUMNS)}) "
-                          f"VALUES ({', '.join('?' * len(_ROW_COLUMNS))})", rows)
-            c.executemany("INSERT INTO failures (run_id, stage, model, dataset, task, query_id, shots, path, message,"
-                          " created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", fails)
+            c.execute("INSERT OR REPLACE INTO models VALUES (?, ?, ?)",
+                      (model_id, label, json.dumps(identity, sort_keys=True)))
 
-    def results(self, keys: Optional[Iterable[SampleKey]] = None) -> list[SampleResult]:
-        """Stored results, sorted by key; only those of ``keys`` when given (missing ones skipped)."""
-        cur = self._conn.execute(f"SELECT {', '.join(_ROW_COLUMNS[:-1])} FROM samples")
-        wanted = None if keys is None else set(keys)
-        n = len(_KEY_COLUMNS)
-        out = []
-        for row in cur:
-            key = SampleKey(*row[:n])
-            if wanted is not None and key not in wanted:
-                continue
-            status, metrics, error, model_s, score_s, run_id = row[n:]
-            out.append(SampleResult(key, status, json.loads(metrics), error, model_s, score_s, run_id))
-        out.sort(key=lambda r: r.key)
+    def models(self) -> dict[str, tuple[str, dict]]:
+        """``{model_id: (label, identity)}`` of every model that answered into this store."""
+        return {m: (label, json.loads(i)) for m, label, i in self._conn.execute("SELECT * FROM models")}
+
+    # -- responses -------------------------------------------------------------------------
+    def responses(self, hashes: Iterable[str], model_id: str) -> dict[str, Response]:
+        """Stored responses of ``model_id`` to the requests ``hashes`` (absent ones left out)."""
+        wanted = list(dict.fromkeys(hashes))
+        out: dict[str, Response] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            rows = self._conn.execute(
+                f"SELECT request_hash, model_id, status, kind, body, error, reason, seconds, run_id FROM responses "
+                f"WHERE model_id=? AND request_hash IN ({','.join('?' * len(chunk))})", (model_id, *chunk))
+            for row in rows:
+                out[row[0]] = Response(*row)
         return out
 
-    def count(self, status: Optional[str] = None) -> int:
+    def links(self, item_keys: Iterable[str], model_id: str) -> dict[str, dict[str, str]]:
+        """``{item_key: {step: request_hash}}`` recorded for ``model_id``."""
+        wanted = list(dict.fromkeys(item_keys))
+        out: dict[str, dict[str, str]] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for key, step, h in self._conn.execute(
+                    f"SELECT item_key, step, request_hash FROM links WHERE model_id=? AND item_key IN "
+                    f"({','.join('?' * len(chunk))})", (model_id, *chunk)):
+                out.setdefault(key, {})[step] = h
+        return out
+
+    # -- scores ----------------------------------------------------------------------------
+    def done(self, benchmark: str, protocol: str, model_id: str, judge_id: str, scorer_version: str) -> set[str]:
+        """Item keys with an ``ok`` score for this (benchmark, protocol, model, judge, scorer)."""
+        rows = self._conn.execute(
+            "SELECT item_key FROM scores WHERE benchmark=? AND protocol=? AND model_id=? AND judge_id=? "
+            "AND scorer_version=? AND status='ok'", (benchmark, protocol, model_id, judge_id, scorer_version))
+        return {r[0] for r in rows}
+
+    def scores(self, keys: Sequence[ScoreKey]) -> list[Score]:
+        """The stored scores of ``keys`` (missing ones left out), in the order of ``keys``."""
+        by_group: dict[tuple, list[str]] = {}
+        for k in keys:
+            by_group.setdefault((k.benchmark, k.protocol, k.model_id, k.judge_id, k.scorer_version), []).append(k.item_key)
+        found: dict[ScoreKey, Score] = {}
+        for (b, p, m, j, v), items in by_group.items():
+            wanted = set(items)
+            for row in self._conn.execute(
+                    "SELECT item_key, status, metrics, error, reason, model_s, score_s, run_id FROM scores "
+                    "WHERE benchmark=? AND protocol=? AND model_id=? AND judge_id=? AND scorer_version=?",
+                    (b, p, m, j, v)):
+                if row[0] in wanted:
+                    key = ScoreKey(b, p, row[0], m, j, v)
+                    found[key] = Score(key, row[1], json.loads(row[2]), row[3], row[4], row[5], row[6], row[7])
+        return [found[k] for k in keys if k in found]
+
+    # -- writes ----------------------------------------------------------------------------
+    def write_batch(self, responses: Iterable[Response] = (), links: Iterable[tuple[str, str, str, str]] = (),
+                    scores: Iterable[Score] = (), failures: Iterable[Failure] = ()) -> None:
+        """Write responses, links ``(item_key, model_id, step, request_hash)``, scores and
+        failures in one transaction (replacing earlier rows of the same keys)."""
+        now = time.time()
+        resp_rows = []
+        for r in responses:
+            if r.status not in ("ok", "failed"):
+                raise ValueError(f"response status must be 'ok' or 'failed', got {r.status!r}")
+            resp_rows.append((r.request_hash, r.model_id, r.status, r.reason, r.kind, r.body, r.error,
+                              float(r.seconds), r.run_id, now))
+        score_rows = []
+        for s in scores:
+            if s.status not in ("ok", "failed"):
+                raise ValueError(f"score status must be 'ok' or 'failed', got {s.status!r}")
+            k = s.key
+            score_rows.append((k.benchmark, k.protocol, k.item_key, k.model_id, k.judge_id, k.scorer_version, s.status,
+                               s.reason, json.dumps(s.metrics, sort_keys=True), s.error, float(s.model_s),
+                               float(s.score_s), s.run_id, now))
+        fails = [(f.run_id, f.stage, f.model, f.item, f.path, f.message, now) for f in failures]
+        with self._transaction() as c:
+            c.executemany(f"INSERT OR REPLACE INTO responses ({', '.join(_RESPONSE_COLUMNS)}) "
+                          f"VALUES ({', '.join('?' * len(_RESPONSE_COLUMNS))})", resp_rows)
+            c.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", list(links))
+            c.executemany(f"INSERT OR REPLACE INTO scores ({', '.join(_SCORE_COLUMNS)}) "
+                          f"VALUES ({', '.join('?' * len(_SCORE_COLUMNS))})", score_rows)
+            c.executemany("INSERT INTO failures (run_id, stage, model, item, path, message, created) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?)", fails)
+
+    def count(self, table: str = "scores", status: Optional[str] = None) -> int:
+        if table not in ("scores", "responses"):
+            raise ValueError(f"count: table must be 'scores' or 'responses', got {table!r}")
         if status is None:
-            return self._conn.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
-        return self._conn.execute("SELECT COUNT(*) FROM samples WHERE status=?", (status,)).fetchone()[0]
+            return self._conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        return self._conn.execute(f"SELECT COUNT(*) FROM {table} WHERE status=?", (status,)).fetchone()[0]
 
     # -- failures and compute ---------------------------------------------------------------
     def add_failures(self, failures: Iterable[Failure]) -> None:
-        self.write_batch((), failures)
+        self.write_batch(failures=failures)
 
     def failures(self, run_id: Optional[str] = None) -> list[Failure]:
-        sql = "SELECT stage, message, model, dataset, task, query_id, shots, path, run_id FROM failures"
+        sql = "SELECT stage, message, model, item, path, run_id FROM failures"
         args: tuple = ()
         if run_id is not None:
             sql, args = sql + " WHERE run_id=?", (run_id,)
@@ -237,8 +325,3 @@ class Store:
 
     def run_ids(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT run_id FROM runs ORDER BY started")]
-
-
-
-def _failure_row(f: Failure, now: float) -> tuple:
-    return (f.run_id, f.stage, f.model, f.dataset, f.task, f.query_id, f.shots, f.path, f.message, now)

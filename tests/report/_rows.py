@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-from icl.report import TaskSpec
-from icl.store import SampleKey, SampleResult
+from icl.report import Scored, TaskSpec
 
 SPECS = {
     "seg": TaskSpec("seg", ("miou",), ("miou",), frozenset()),
@@ -14,8 +13,7 @@ SPECS = {
 
 
 def row(model, dataset, task, q, metrics, status="ok", shots=1):
-    return SampleResult(SampleKey("vibe-1", dataset, task, q, "h", model, "1", shots, 0), status, metrics,
-                        None if status == "ok" else "failed")
+    return Scored(model, "1", dataset, task, shots, q, status, metrics)
 
 
 def hand_rows():

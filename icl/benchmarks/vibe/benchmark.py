@@ -1,0 +1,256 @@
+"""The visual in-context benchmark as a runner plugin (PROTOCOL §1, protocol ``vibe-1``).
+
+Items are (dataset, task, query, shots). The key carries the dataset and task versions, the
+context list's hash and the seed, so a changed dataset, decoder or context list is never
+counted as done. Episodes (query, target, context pairs at the largest shot count) are built
+once per (dataset, task, query) and kept in a bounded cache for scoring.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from icl.benchmarks.base import Benchmark, Item, Option, comma_list, int_list
+from icl.benchmarks.vibe.plan import DEFAULT_MODELS, PROTOCOL, Plan, context_hash, make_plan, qualitative
+from icl.data.seeds import derive_seed
+from icl.models.requests import AnalogyRequest
+from icl.report import Scored, TaskSpec, aggregate, markdown_section, rank_models, rank_rows, summary_text
+from icl.report.tables import RANK_COLUMNS, RESULT_COLUMNS
+
+REFERENCE_MODELS = ("oracle", "identity")  # reported beside the others, not ranked by default
+_CACHE = 512  # loaded samples and episodes kept
+
+
+@dataclass(frozen=True)
+class _Payload:
+    dataset: str
+    task: str
+    query: str
+    shots: int
+    contexts: tuple[str, ...]  # at the largest shot count
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+class Vibe(Benchmark):
+    """13 task names over canonical datasets; oracle, copy-target and identity by default."""
+
+    name = "vibe"
+    protocol = PROTOCOL
+    scorer_version = "1"
+    request_types = (AnalogyRequest,)
+    default_models = DEFAULT_MODELS
+    options = (
+        Option("tasks", None, "comma-separated task names (default: all)", comma_list),
+        Option("datasets", None, "comma-separated dataset names (default: all under the data root)", comma_list),
+        Option("shots", (1,), "comma-separated shot counts K (default: 1)", int_list),
+        Option("limit", None, "at most N test queries per (dataset, task)", _positive_int),
+        Option("seed", 0, "global seed of splits, contexts and noise (default: 0)", int),
+        Option("qualitative", 3, "samples per task in the qualitative grids (default: 3)", int),
+        Option("rank_reference", False, "rank oracle and identity too (PROTOCOL §1.4: not ranked by default)",
+               lambda s: s.lower() in ("1", "true", "yes")),
+    )
+
+    def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
+        super().__init__(config)
+        self.plan: Optional[Plan] = None
+        self._samples: OrderedDict = OrderedDict()
+        self._episodes: OrderedDict = OrderedDict()
+        self._items: dict[str, Item] = {}
+
+    # -- plan ----------------------------------------------------------------------------------
+    def _plan(self) -> Plan:
+        if self.plan is None:
+            c = self.config
+            self.plan = make_plan(c["tasks"], c["datasets"], c["shots"], c["limit"], int(c["seed"]),
+                                  self.data_root, self.fast)
+        return self.plan
+
+    def items(self) -> list[Item]:
+        plan = self._plan()
+        out = []
+        for g in plan.groups:
+            ds_version = plan.datasets[g.dataset].meta.version
+            t_version = plan.tasks[g.task].version
+            for q in g.queries:
+                ctx = tuple(g.contexts[q])
+                for k in plan.shots:
+                    key = (f"{g.dataset}@{ds_version}/{g.task}@{t_version}/{q}/k{k}/"
+                           f"c{context_hash(list(ctx[:k]))}/s{plan.seed}")
+                    out.append(Item(key, {"dataset": g.dataset, "task": g.task, "shots": k, "query": q},
+                                    _Payload(g.dataset, g.task, q, k, ctx)))
+        self._items = {it.key: it for it in out}
+        return out
+
+    def data_failures(self) -> list[tuple[str, str, Optional[str]]]:
+        plan = self._plan()
+        return [(f"dataset {i.dataset!r}, sample {i.sample_id!r} (tasks {', '.join(i.tasks)})", i.message, i.path)
+                for i in plan.issues]
+
+    def write_artifacts(self, out: Path) -> dict[str, str]:
+        from icl.data.contexts import write_context_csv
+
+        return {"contexts.csv": write_context_csv(self._plan().context_rows, out / "contexts.csv")}
+
+    def fingerprints(self) -> dict[str, str]:
+        plan = self._plan()
+        return {f"dataset:{n}": d.meta.version for n, d in sorted(plan.datasets.items())}
+
+    def describe(self) -> dict[str, Any]:
+        from icl.benchmarks.vibe.tasks.registry import list_tasks
+        from icl.data.registry import list_datasets
+
+        return {"tasks": list_tasks(), "datasets": sorted(list_datasets(self.data_root))}
+
+    # -- requests --------------------------------------------------------------------------------
+    def _sample(self, dataset: str, sample_id: str, parts: tuple[str, ...]) -> Any:
+        key = (dataset, sample_id, parts)
+        hit = self._samples.get(key)
+        if hit is not None:
+            self._samples.move_to_end(key)
+            return hit
+        sample = self._plan().datasets[dataset].load(sample_id, parts=parts)
+        self._samples[key] = sample
+        while len(self._samples) > _CACHE:
+            self._samples.popitem(last=False)
+        return sample
+
+    def _episode(self, p: _Payload) -> tuple[Any, np.ndarray]:
+        key = (p.dataset, p.task, p.query)
+        hit = self._episodes.get(key)
+        if hit is not None:
+            self._episodes.move_to_end(key)
+            return hit
+        plan = self._plan()
+        ds, task = plan.datasets[p.dataset], plan.tasks[p.task]
+        parts = tuple(task.parts)
+        query = self._sample(p.dataset, p.query, parts)
+        contexts = [self._sample(p.dataset, c, parts) for c in p.contexts]
+        episode = task.make_episode(query, contexts, plan.seed, ds.meta)
+        encoded = task.encode(episode.target, ds.meta)
+        self._episodes[key] = (episode, encoded)
+        while len(self._episodes) > _CACHE:
+            self._episodes.popitem(last=False)
+        return episode, encoded
+
+    def request(self, item: Item, privileged: bool = False) -> AnalogyRequest:
+        p: _Payload = item.payload
+        episode, encoded = self._episode(p)
+        seed = derive_seed(self._plan().seed, p.dataset, "test", p.query, f"model/{p.task}/k{p.shots}")
+        return AnalogyRequest(p.task, p.dataset, p.query, list(episode.context_inputs[:p.shots]),
+                              list(episode.context_outputs[:p.shots]), episode.query_input,
+                              tuple(encoded.shape[:2]), encoded if privileged else None, None, seed)
+
+    # -- scoring ---------------------------------------------------------------------------------
+    def score(self, item: Item, response: Any, judgements: Sequence[str] = ()) -> dict[str, float]:
+        return self.score_batch([item], [response], [judgements])[0]
+
+    def score_batch(self, items: Sequence[Item], responses: Sequence[Any], judgements: Sequence[Sequence[str]],
+                    device: Optional[str] = None) -> list[dict[str, float]]:
+        plan = self._plan()
+        out: list[Optional[dict[str, float]]] = [None] * len(items)
+        groups: dict[tuple[str, str, int], list[int]] = {}
+        for i, it in enumerate(items):
+            p: _Payload = it.payload
+            groups.setdefault((p.dataset, p.task, p.shots), []).append(i)
+        where = {} if device is None else {"device": device}
+        for (dataset, task_name, shots), idx in groups.items():
+            task, meta = plan.tasks[task_name], plan.datasets[dataset].meta
+            episodes = [self._episode(items[i].payload)[0] for i in idx]
+            scores = task.evaluate([responses[i] for i in idx], [e.target for e in episodes],
+                                   [e.context_targets[:shots] for e in episodes], meta, **where)
+            for i, s in zip(idx, scores):
+                out[i] = {k: float(v) for k, v in s.items()}
+        return out  # type: ignore[return-value]
+
+    # -- summaries -----------------------------------------------------------------------------
+    def _specs(self) -> dict[str, TaskSpec]:
+        return {n: TaskSpec(n, tuple(t.metrics), tuple(t.rank_metrics), frozenset(t.lower_is_better))
+                for n, t in self._plan().tasks.items()}
+
+    def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        reserved = {"model", "model_id", "key", "status", "reason", "dataset", "task", "shots", "query"}
+        scored = [Scored(r["model"], r["model_id"], r["dataset"], r["task"], int(r["shots"]), r["query"], r["status"],
+                         {k: v for k, v in r.items() if k not in reserved}) for r in rows]
+        specs = self._specs()
+        aggs = aggregate(scored, specs)
+        order = list(dict.fromkeys(r["model"] for r in rows))
+        ranked = order if self.config["rank_reference"] else [m for m in order if not _is_reference(m)]
+        tables = rank_models([a for a in aggs if a.model in ranked], specs, ranked)
+        # the terminal and report tables show every model; only the ranked ones get ranks
+        shown = rank_models(aggs, specs, order)
+        for full, part in zip(shown, tables):
+            full.metric_ranks, full.task_ranks, full.overall = part.metric_ranks, part.task_ranks, part.overall
+        self._aggs, self._tables, self._shown, self._order = aggs, tables, shown, order
+        return {"results": [{c: getattr(a, c) for c in RESULT_COLUMNS} for a in aggs],
+                "ranks": [{c: r[c] for c in RANK_COLUMNS} for r in rank_rows(tables)]}
+
+    def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
+        return summary_text(self._shown)
+
+    def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
+        note = ("Oracle and identity are reported but not ranked (PROTOCOL §1.4; `--rank-reference` ranks them). "
+                "The oracle scores the encoding's ceiling where the encoding is lossy.")
+        return note + "\n\n" + markdown_section(self._aggs, self._shown)
+
+    def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
+              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
+        from icl.report.plots import qualitative_grid, radar_plot, rank_heatmap, safe_name, write_rgb
+
+        specs = self._specs()
+        out.mkdir(parents=True, exist_ok=True)
+        files: list[Path] = []
+        reference = [m for m in self._order if _is_reference(m)]
+        for shots in self._plan().shots:
+            for task in specs:
+                p = radar_plot(specs[task], self._aggs, shots, out / f"radar_{safe_name(task)}_k{shots}.png",
+                               self._order, reference)
+                files += [p] if p else []
+        for t in self._tables:
+            p = rank_heatmap(t, out / f"ranks_k{t.shots}.png")
+            files += [p] if p else []
+        per_task = int(self.config["qualitative"])
+        if answers is None or per_task <= 0:
+            return files
+        plan = self._plan()
+        shots = plan.shots[0]
+        picked = qualitative(plan.groups, per_task)
+        qual = out.parent / "qualitative"
+        for task in specs:
+            dirs = []
+            for (dataset, t, q) in sorted(picked):
+                if t != task:
+                    continue
+                item = next((it for it in self._items.values() if it.group["dataset"] == dataset and
+                             it.group["task"] == t and it.group["query"] == q and it.group["shots"] == shots), None)
+                if item is None:
+                    continue
+                episode, encoded = self._episode(item.payload)
+                d = qual / safe_name(task) / safe_name(f"{dataset}__{q}")
+                write_rgb(d / "query.png", episode.query_input)
+                write_rgb(d / "target.png", encoded)
+                write_rgb(d / "context_in_0.png", episode.context_inputs[0])
+                write_rgb(d / "context_out_0.png", episode.context_outputs[0])
+                for label, image in answers(item.key).items():
+                    if isinstance(image, np.ndarray):
+                        write_rgb(d / f"pred_k{shots}_{safe_name(label)}.png", image)
+                dirs.append(d)
+            if dirs:
+                p = qualitative_grid(dirs, self._order, shots, out / f"qualitative_{safe_name(task)}.png")
+                files += [p] if p else []
+        return files
+
+
+def _is_reference(label: str) -> bool:
+    return label.split("[", 1)[0] in REFERENCE_MODELS
+

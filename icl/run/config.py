@@ -1,0 +1,176 @@
+"""Run settings, model specifications and their parsing (command line, ``run.toml``, Python).
+
+A model is given as ``NAME`` or ``NAME:key=value,key=value`` (``--models painter:weights=/p/x.pth,
+dtype=bf16,copy-target``: a comma followed by ``key=`` continues the arguments of the model before
+it) and/or with ``--model-arg NAME:key=value`` (repeatable). Values are read as JSON scalars when
+they parse (``3``, ``0.5``, ``true``, ``null``), else kept as strings.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from icl.run.errors import ConfigError
+
+# Arguments the runner applies to any adapter (unless its __init__ takes them itself).
+RUNNER_MODEL_ARGS = ("dtype", "batch_size", "timeout")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model name and its arguments; ``label`` names it in tables (name, plus the arguments
+    when there are any)."""
+
+    name: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        if not self.args:
+            return self.name
+        return self.name + "[" + ",".join(f"{k}={_show(v)}" for k, v in sorted(self.args.items())) + "]"
+
+
+def _show(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def parse_value(text: str) -> Any:
+    """A model-argument value: a JSON scalar when it parses, else the string itself."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, (int, float, bool)) or value is None else text
+
+
+_ARG = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def parse_models(text: str) -> list[ModelSpec]:
+    """``"a,b:x=1,y=2,c"`` -> [a, b(x=1, y=2), c]."""
+    specs: list[tuple[str, dict[str, Any]]] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if _ARG.match(part) and specs:  # continues the previous model's arguments
+            key, _, value = part.partition("=")
+            specs[-1][1][key] = parse_value(value)
+            continue
+        name, sep, first = part.partition(":")
+        name = name.strip()
+        if not name:
+            raise ConfigError(f"model list {text!r}: empty model name in {part!r}")
+        args: dict[str, Any] = {}
+        if sep:
+            if not _ARG.match(first):
+                raise ConfigError(f"model {name!r}: expected key=value after ':', got {first!r}")
+            key, _, value = first.partition("=")
+            args[key] = parse_value(value)
+        specs.append((name, args))
+    if not specs:
+        raise ConfigError(f"model list {text!r} names no model")
+    return [ModelSpec(n, a) for n, a in specs]
+
+
+def apply_model_args(specs: Sequence[ModelSpec], pairs: Sequence[str]) -> list[ModelSpec]:
+    """Add ``NAME:key=value`` (or ``key=value`` for every model) from ``--model-arg``."""
+    out = [dict(s.args) for s in specs]
+    names = [s.name for s in specs]
+    for pair in pairs:
+        target, sep, rest = pair.partition(":")
+        if sep and not _ARG.match(pair):
+            if target not in names:
+                raise ConfigError(f"--model-arg {pair!r}: model {target!r} is not in --models ({', '.join(names)})")
+            which = [i for i, n in enumerate(names) if n == target]
+        else:
+            which, rest = list(range(len(specs))), pair
+        if not _ARG.match(rest):
+            raise ConfigError(f"--model-arg {pair!r}: expected [MODEL:]key=value")
+        key, _, value = rest.partition("=")
+        for i in which:
+            out[i][key] = parse_value(value)
+    return [ModelSpec(s.name, a) for s, a in zip(specs, out)]
+
+
+def closest(name: str, known: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` when a known name is close, else the known names."""
+    near = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)
+    if near:
+        return f" (did you mean {' or '.join(repr(n) for n in near)}?)"
+    return f"; known: {', '.join(known)}" if known else ""
+
+
+@dataclass
+class RunConfig:
+    """Everything one run needs. ``options`` are the benchmark's own settings (its
+    ``Benchmark.options``); ``models`` None means the benchmark's defaults."""
+
+    benchmark: str
+    options: dict[str, Any] = field(default_factory=dict)
+    models: Optional[list[ModelSpec]] = None
+    judge: Optional[ModelSpec] = None
+    fast: bool = False
+    data_root: Optional[Path] = None
+    name: Optional[str] = None
+    out: Optional[Path] = None
+    store: Optional[Path] = None
+    device: str = "auto"
+    dtype: Optional[str] = None
+    evaluate: str = "auto"
+    overlap: bool = True
+    plots: bool = True
+    progress: bool = True
+    trace_memory: bool = False
+    command: Optional[list[str]] = None
+
+    @property
+    def run_name(self) -> str:
+        return self.name or (f"{self.benchmark}-fast" if self.fast else self.benchmark)
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out) if self.out is not None else Path("runs") / self.run_name
+
+    @property
+    def store_path(self) -> Path:
+        return Path(self.store) if self.store is not None else self.out_dir / "store.sqlite"
+
+    def resolved(self) -> dict[str, Any]:
+        """Plain data for results.json (and ``rescore``)."""
+        return dict(
+            benchmark=self.benchmark, options={k: _plain(v) for k, v in sorted(self.options.items())},
+            models=None if self.models is None else [dict(name=m.name, args=dict(m.args)) for m in self.models],
+            judge=None if self.judge is None else dict(name=self.judge.name, args=dict(self.judge.args)),
+            fast=self.fast, data_root=None if self.data_root is None else str(self.data_root), name=self.run_name,
+            out=str(self.out_dir), store=str(self.store_path), device=self.device, dtype=self.dtype,
+            evaluate=self.evaluate, overlap=self.overlap, plots=self.plots,
+        )
+
+    @classmethod
+    def from_resolved(cls, data: Mapping[str, Any]) -> "RunConfig":
+        def spec(d: Optional[Mapping[str, Any]]) -> Optional[ModelSpec]:
+            return None if d is None else ModelSpec(d["name"], dict(d.get("args") or {}))
+
+        models = data.get("models")
+        return cls(benchmark=data["benchmark"], options=dict(data.get("options") or {}),
+                   models=None if models is None else [spec(m) for m in models],  # type: ignore[misc]
+                   judge=spec(data.get("judge")), fast=bool(data.get("fast")),
+                   data_root=Path(data["data_root"]) if data.get("data_root") else None, name=data.get("name"),
+                   out=Path(data["out"]) if data.get("out") else None,
+                   store=Path(data["store"]) if data.get("store") else None, device=data.get("device", "auto"),
+                   dtype=data.get("dtype"), evaluate=data.get("evaluate", "auto"),
+                   overlap=bool(data.get("overlap", True)), plots=bool(data.get("plots", True)))
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return list(v)
+    if isinstance(v, Path):
+        return str(v)
+    return v

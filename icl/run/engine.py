@@ -1,0 +1,391 @@
+"""The one execution loop: pending items -> batches -> requests -> cache or model -> responses
+-> follow-ups -> judge -> scores, one store transaction per batch.
+
+Loop order: models -> the benchmark's items in plan order -> batches of the model's
+``batch_size``. An item whose score (for this model, judge and scorer version) is stored as
+``ok`` is skipped; a response already stored for the same request and model identity is reused
+without calling the model. Every batch is committed in one transaction, so a killed run loses
+at most the batch in flight. An item that cannot be built, answered or scored is recorded as
+failed (naming the item, model and file) and the run goes on; failed items are asked again on
+the next run.
+
+With device evaluation (:mod:`icl.run.device`) image answers stay tensors on the run's device
+and are scored there, in a background thread that overlaps the model's next batch; batches are
+still committed one by one, in order, on the main thread.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from icl.benchmarks.base import Benchmark, Item
+from icl.models.requests import AnalogyRequest, content_hash
+from icl.run import responses as R
+from icl.run.compute import ComputeMeter
+from icl.run.device import ScorePipeline, tensor_requests
+from icl.run.models import RunModel
+from icl.store import Failure, Response, Score, ScoreKey, Store
+
+MAX_STEPS = 4  # answers per item (the first and its follow-ups)
+
+
+def call_batch(adapter: Any, requests: list[Any], timeout: Optional[float] = None) -> list[Any]:
+    """``adapter.predict(requests)``, one result per request (the output, or the exception
+    that request raised): a batch that raises is retried item by item so that only the failing
+    items fail; an adapter may also put an exception instance in a request's slot."""
+    try:
+        out = adapter.predict(requests)
+        results = out if getattr(out, "ndim", 0) == 4 else list(out)
+        if len(results) != len(requests):
+            raise ValueError(f"returned {len(results)} answers for a batch of {len(requests)} requests")
+        return list(results)
+    except Exception as exc:
+        if len(requests) == 1:
+            return [exc]
+    results = []
+    for r in requests:
+        try:
+            one = adapter.predict([r])
+            one = one if getattr(one, "ndim", 0) == 4 else list(one)
+            if len(one) != 1:
+                raise ValueError(f"returned {len(one)} answers for one request")
+            results.append(one[0])
+        except Exception as exc:
+            results.append(exc)
+    return results
+
+
+def short_trace(exc: BaseException) -> str:
+    """``Type: message [at file:line in func; ...]`` (the last two frames)."""
+    frames = traceback.extract_tb(exc.__traceback__)[-2:]
+    where = "; ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in frames)
+    return f"{type(exc).__name__}: {exc}" + (f" [at {where}]" if where else "")
+
+
+@dataclass
+class ExecStats:
+    computed: int = 0
+    skipped: int = 0
+    failed: int = 0
+    model_calls: int = 0
+    cached_responses: int = 0
+    failed_models: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Answer:
+    """One item's answers so far (host values as stored; ``scored`` is what scoring reads)."""
+
+    item: Item
+    request: Any = None
+    values: list[Any] = field(default_factory=list)
+    scored: Any = None
+    failed: Optional[str] = None  # reason
+    error: Optional[str] = None
+    seconds: float = 0.0
+    judgements: list[str] = field(default_factory=list)
+
+
+class Engine:
+    """Runs ``benchmark``'s ``items`` for ``models`` into ``store`` under ``run_id``."""
+
+    def __init__(self, benchmark: Benchmark, models: Sequence[RunModel], judge: Optional[RunModel], store: Store,
+                 run_id: str, meter: ComputeMeter, device: str, eval_device: Optional[str], overlap: bool,
+                 progress: bool = True):
+        self.bench, self.models, self.judge, self.store = benchmark, list(models), judge, store
+        self.run_id, self.meter, self.device, self.eval_device = run_id, meter, device, eval_device
+        self.progress = progress
+        self.stats = ExecStats()
+        self.pipeline = ScorePipeline(eval_device, overlap)
+        meter.per_stream = self.pipeline.stream is not None
+
+    @property
+    def judge_id(self) -> str:
+        return self.judge.model_id if self.judge is not None else ""
+
+    def score_key(self, item: Item, model: RunModel) -> ScoreKey:
+        b = self.bench
+        return ScoreKey(b.name, b.protocol, item.key, model.model_id, self.judge_id, b.scorer_version)
+
+    def run(self, items: Sequence[Item]) -> ExecStats:
+        from tqdm import tqdm
+
+        b = self.bench
+        pending = []
+        for m in self.models:
+            done = self.store.done(b.name, b.protocol, m.model_id, self.judge_id, b.scorer_version)
+            todo = [it for it in items if it.key not in done]
+            self.stats.skipped += len(items) - len(todo)
+            pending.append(todo)
+        try:
+            with tqdm(total=sum(map(len, pending)), unit="item", file=sys.stderr, disable=not self.progress,
+                      dynamic_ncols=True) as bar:
+                for m, todo in zip(self.models, pending):
+                    bs = max(1, int(m.adapter.batch_size))
+                    for start in range(0, len(todo), bs):
+                        batch = todo[start:start + bs]
+                        bar.set_description(f"{b.name} {m.label}", refresh=False)
+                        self._batch(m, batch)
+                        bar.update(len(batch))
+                self.pipeline.drain()
+        finally:
+            self.pipeline.close()  # batches scored before an interruption are still committed
+        return self.stats
+
+    # -- one batch ---------------------------------------------------------------------------
+    def _batch(self, model: RunModel, batch: Sequence[Item]) -> None:
+        responses: list[Response] = []
+        links: list[tuple[str, str, str, str]] = []
+        failures: list[Failure] = []
+        answers = [_Answer(it) for it in batch]
+        with self.meter.measure("*", "data", len(batch)):
+            for a in answers:
+                try:
+                    a.request = self.bench.request(a.item, model.adapter.privileged)
+                except Exception as exc:  # a bad item is recorded, the batch goes on
+                    a.failed, a.error = "data", f"item {a.item.key!r}: {short_trace(exc)}"
+                    failures.append(Failure("data", a.error, None, a.item.key, getattr(exc, "path", None),
+                                            self.run_id))
+        live = [a for a in answers if a.failed is None]
+        for step in range(MAX_STEPS):
+            if not live:
+                break
+            reqs = [a.request for a in live]
+            outs = self._ask(model, reqs, responses, links, failures, [a.item.key for a in live], f"answer:{step}")
+            for a, (value, scored, reason, error, seconds) in zip(live, outs):
+                a.seconds += seconds
+                if reason is not None:
+                    a.failed, a.error = reason, error
+                    continue
+                a.values.append(value)
+                a.scored = scored
+            live = [a for a in live if a.failed is None]
+            if step + 1 == MAX_STEPS:
+                break
+            nxt = []
+            for a in live:
+                try:
+                    follow = self.bench.followup(a.item, list(a.values))
+                except Exception as exc:
+                    a.failed, a.error = "error", f"follow-up of item {a.item.key!r}: {short_trace(exc)}"
+                    continue
+                if follow is not None:
+                    a.request = follow
+                    nxt.append(a)
+            live = nxt
+        if self.judge is not None:
+            self._judge(model, [a for a in answers if a.failed is None], responses, links, failures)
+
+        def job() -> tuple:
+            scores = self._score(model, answers, failures)
+            return responses, links, scores, failures
+
+        self.pipeline.submit(job, self._commit, [a.scored for a in answers if R.is_tensor(a.scored)])
+
+    def _ask(self, model: RunModel, reqs: list[Any], responses: list[Response], links: list,
+             failures: list[Failure], item_keys: list[str], step: str) -> list[tuple]:
+        """Answer ``reqs`` from the store or the model: per request (host value, value to
+        score, failure reason, error, seconds)."""
+        hashes = [content_hash(r) for r in reqs]
+        links += [(k, model.model_id, step, h) for k, h in zip(item_keys, hashes)]
+        cached = {h: r for h, r in self.store.responses(hashes, model.model_id).items() if r.status == "ok"}
+        out: list[Optional[tuple]] = [None] * len(reqs)
+        todo = []
+        for i, h in enumerate(hashes):
+            hit = cached.get(h)
+            if hit is None:
+                todo.append(i)
+                continue
+            value = R.stored(hit.kind, hit.body)
+            scored = value
+            if self.eval_device is not None and hit.kind == "png":
+                scored = _upload(value, self.eval_device)
+            out[i] = (value, scored, None, None, 0.0)
+            self.stats.cached_responses += 1
+        if todo:
+            new = self._call(model, [reqs[i] for i in todo], [item_keys[i] for i in todo], failures)
+            for i, (result, seconds) in zip(todo, new):
+                out[i] = self._response(model, reqs[i], hashes[i], result, seconds, responses)
+        return out  # type: ignore[return-value]
+
+    def _response(self, model: RunModel, req: Any, h: str, result: Any, seconds: float,
+                  responses: list[Response]) -> tuple:
+        """Normalise one model result into a stored response and the value to score."""
+        if isinstance(result, BaseException):
+            reason = getattr(result, "icl_reason", "error")
+            msg = f"model {model.label!r}: {short_trace(result)}"
+            responses.append(Response(h, model.model_id, "failed", "none", None, msg, reason, seconds, self.run_id))
+            return None, None, reason, msg, seconds
+        try:
+            if R.expects_text(req):
+                value = R.to_text(result)
+                responses.append(Response(h, model.model_id, "ok", "text", value, None, None, seconds, self.run_id))
+                return value, value, None, None, seconds
+            scored = R.to_uint8_image(result, R.max_pixels(req))
+            host = R.to_host(scored)
+            body = R.encode_png(host)
+        except R.InvalidOutput as exc:
+            msg = f"model {model.label!r} returned an invalid answer: {exc}"
+            responses.append(Response(h, model.model_id, "failed", "none", None, msg, "invalid", seconds, self.run_id))
+            return None, None, "invalid", msg, seconds
+        responses.append(Response(h, model.model_id, "ok", "png", body, None, None, seconds, self.run_id))
+        if self.eval_device is not None and not R.is_tensor(scored):
+            scored = _upload(host, self.eval_device)
+        elif self.eval_device is None and R.is_tensor(scored):
+            scored = host
+        return host, scored, None, None, seconds
+
+    def _call(self, model: RunModel, reqs: list[Any], keys: list[str], failures: list[Failure]) -> list[tuple]:
+        """Call the model (loading it first): per request (output or exception, seconds)."""
+        if not self._load(model, failures):
+            err = RuntimeError(model.load_error)
+            err.icl_reason = "load"  # type: ignore[attr-defined]
+            return [(err, 0.0)] * len(reqs)
+        sent = reqs
+        if self.eval_device is not None and model.adapter.accepts_tensors and all(
+                isinstance(r, AnalogyRequest) for r in reqs):
+            sent = tensor_requests(reqs, self.eval_device)  # each image crosses once
+        self.stats.model_calls += 1
+        with self.meter.measure(model.label, "model", len(reqs)) as timing:
+            results = call_batch(model.adapter, sent, timeout=model.timeout)
+        per = timing.elapsed / max(len(reqs), 1)
+        for key, r in zip(keys, results):
+            if isinstance(r, BaseException):
+                failures.append(Failure("model", f"model {model.label!r}, item {key!r}: {short_trace(r)}",
+                                        model.label, key, None, self.run_id))
+        return [(r, per) for r in results]
+
+    def _load(self, model: RunModel, failures: list[Failure]) -> bool:
+        if model.loaded:
+            return True
+        if model.load_error is not None:
+            return False
+        try:
+            with self.meter.measure(model.label, "load", 0):
+                model.adapter.load(self.device)
+        except Exception as exc:
+            model.load_error = f"model {model.label!r} failed to load on {self.device!r}: {short_trace(exc)}"
+            self.stats.failed_models.append(model.label)
+            failures.append(Failure("load", model.load_error, model.label, None, None, self.run_id))
+            return False
+        model.loaded = True
+        return True
+
+    def _judge(self, model: RunModel, live: list[_Answer], responses: list[Response], links: list,
+               failures: list[Failure]) -> None:
+        """Ask the judge about every answered item (cached like any model's answers)."""
+        assert self.judge is not None
+        flat: list[tuple[_Answer, Any]] = []
+        for a in live:
+            try:
+                flat += [(a, r) for r in self.bench.judge_requests(a.item, a.values[-1])]
+            except Exception as exc:
+                a.failed, a.error = "error", f"judge requests of item {a.item.key!r}: {short_trace(exc)}"
+        if not flat:
+            return
+        keys = [f"{a.item.key}|{model.model_id}" for a, _ in flat]
+        steps: dict[str, int] = {}
+        step_names = []
+        for k in keys:
+            steps[k] = steps.get(k, -1) + 1
+            step_names.append(f"judge:{steps[k]}")
+        outs: list[tuple] = []
+        bs = max(1, int(self.judge.adapter.batch_size))
+        with self.meter.measure(self.judge.label, "judge", len(flat)):
+            for start in range(0, len(flat), bs):
+                part = flat[start:start + bs]
+                for (a, _), key, step, res in zip(part, keys[start:start + bs], step_names[start:start + bs],
+                                                  self._ask(self.judge, [r for _, r in part], responses, [],
+                                                            failures, keys[start:start + bs], "judge")):
+                    outs.append((a, key, step, res))
+        for a, key, step, (value, _, reason, error, _) in outs:
+            if reason is not None:
+                a.failed, a.error = "judge", f"judge {self.judge.label!r}: {error}"
+            else:
+                a.judgements.append(value)
+        # links of judge answers, one per (item, model, step)
+        for (a, req), key, step in zip(flat, keys, step_names):
+            links.append((key, self.judge.model_id, step, content_hash(req)))
+
+    def _score(self, model: RunModel, answers: list[_Answer], failures: list[Failure]) -> list[Score]:
+        """Scores of a batch (runs in the scoring thread with device evaluation)."""
+        out = score_answers(self.bench, [(a.item, a.scored, a.judgements, a.failed, a.error) for a in answers],
+                            self.eval_device, self.meter, model.label, self.run_id, failures)
+        scores = []
+        for a, (status, metrics, reason, error, score_s) in zip(answers, out):
+            scores.append(Score(self.score_key(a.item, model), status, metrics, error, reason, a.seconds, score_s,
+                                self.run_id))
+        return scores
+
+    def _commit(self, batch: tuple) -> None:
+        responses, links, scores, failures = batch
+        self.store.write_batch(responses, links, scores, failures)
+        n_ok = sum(s.status == "ok" for s in scores)
+        self.stats.computed += n_ok
+        self.stats.failed += len(scores) - n_ok
+
+
+def score_answers(bench: Benchmark, rows: Sequence[tuple], device: Optional[str], meter: Optional[ComputeMeter],
+                  label: str, run_id: str, failures: list[Failure]) -> list[tuple]:
+    """Score ``(item, response, judgements, failed_reason, error)`` rows: per row (status,
+    metrics, reason, error, seconds). Failed rows get ``score_failure``'s metrics; a scorer
+    error fails only the rows it names (a batch error is retried row by row)."""
+    out: list[Optional[tuple]] = [None] * len(rows)
+    live = []
+    for i, (item, response, judgements, reason, error) in enumerate(rows):
+        if reason is not None:
+            metrics = bench.score_failure(item, reason) or {}
+            out[i] = ("failed", {k: float(v) for k, v in metrics.items()}, reason, error, 0.0)
+        else:
+            live.append(i)
+    if live:
+        def run(idx: list[int]) -> list[dict]:
+            kwargs = {"device": device} if device is not None else {}
+            return bench.score_batch([rows[i][0] for i in idx], [rows[i][1] for i in idx],
+                                     [list(rows[i][2]) for i in idx], **kwargs)
+
+        measure = meter.measure(label, "score", len(live)) if meter is not None else _null()
+        with measure as timing:
+            try:
+                results: list[Any] = list(run(live))
+                if len(results) != len(live):
+                    raise ValueError(f"score_batch returned {len(results)} results for {len(live)} items")
+            except Exception:
+                results = []
+                for i in live:  # find which items the scorer cannot take
+                    try:
+                        results.append(run([i])[0])
+                    except Exception as exc:
+                        results.append(exc)
+        per = getattr(timing, "elapsed", 0.0) / len(live)
+        for i, res in zip(live, results):
+            item = rows[i][0]
+            if isinstance(res, BaseException):
+                reason = getattr(res, "icl_reason", "invalid")
+                msg = f"model {label!r}, item {item.key!r}: scoring failed: {short_trace(res)}"
+                failures.append(Failure("score", msg, label, item.key, None, run_id))
+                metrics = bench.score_failure(item, reason) or {}
+                out[i] = ("failed", {k: float(v) for k, v in metrics.items()}, reason, msg, per)
+            else:
+                out[i] = ("ok", {k: float(v) for k, v in res.items()}, None, None, per)
+    return out  # type: ignore[return-value]
+
+
+class _null:
+    elapsed = 0.0
+
+    def __enter__(self) -> "_null":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _upload(image: Any, device: str) -> Any:
+    import torch
+
+    return torch.from_numpy(image).to(device)
+

@@ -1,0 +1,144 @@
+"""Models of a run: instantiation from specs, the fit check, and each model's whole identity.
+
+The identity (PROTOCOL §1.4 "Cache keys") is everything that can change an answer: adapter name,
+class and version, precision, device kind, every ``__init__`` argument with its default, and the
+SHA-256 of every weight file or folder the adapter reports. Its digest is the ``model_id`` that
+keys stored responses: a run with other precision, weights or arguments computes anew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from icl.models import PRECISIONS, Adapter, UnknownModelError, get_model, list_models
+from icl.models.weights import WeightsError, tree_digest
+from icl.run.config import RUNNER_MODEL_ARGS, ModelSpec, closest
+from icl.run.errors import ConfigError
+
+
+@dataclass
+class RunModel:
+    """An instantiated (not yet loaded) model with its identity."""
+
+    spec: ModelSpec
+    adapter: Adapter
+    identity: dict[str, Any]
+    model_id: str
+    timeout: Optional[float] = None
+    loaded: bool = False
+    load_error: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when a CUDA device is visible, else ``cpu``."""
+    if device != "auto":
+        return device
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def device_kind(device: str) -> str:
+    """``cpu`` or ``cuda:<device name>``: what can change a model's numbers, not which card."""
+    if not device.startswith("cuda"):
+        return device.split(":")[0]
+    import torch
+
+    return f"cuda:{torch.cuda.get_device_name(torch.device(device))}"
+
+
+def _jsonable(v: Any) -> Any:
+    try:
+        json.dumps(v)
+        return v
+    except TypeError:
+        return repr(v)
+
+
+def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
+               serves_needed: Sequence[type] = (), benchmark: str = "") -> RunModel:
+    """Instantiate ``spec``; raises ConfigError for unknown names, bad arguments, a model that
+    cannot serve the benchmark's requests, or missing weights."""
+    try:
+        from icl.models.registry import _resolve
+        factory = _resolve(spec.name)
+    except UnknownModelError:
+        raise ConfigError(f"unknown model {spec.name!r}{closest(spec.name, list_models())}") from None
+    except ImportError as exc:
+        raise ConfigError(str(exc)) from None
+    params = _parameters(factory)
+    args = dict(spec.args)
+    runner_args = {k: args.pop(k) for k in RUNNER_MODEL_ARGS if k in args and k not in params}
+    unknown = sorted(set(args) - set(params)) if not _takes_kwargs(factory) else []
+    if unknown:
+        raise ConfigError(f"model {spec.name!r} has no argument(s) {', '.join(unknown)}; it takes: "
+                          f"{', '.join(sorted(set(params) | set(RUNNER_MODEL_ARGS)))}")
+    try:
+        adapter = get_model(spec.name, **args)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, WeightsError) as exc:
+        raise ConfigError(f"model {spec.name!r}: {exc}") from None
+    missing = [t.__name__ for t in serves_needed if not any(issubclass(t, s) for s in adapter.serves)]
+    if serves_needed and missing:
+        served = ", ".join(t.__name__ for t in adapter.serves) or "nothing"
+        raise ConfigError(f"model {spec.name!r} cannot run benchmark {benchmark!r}: the benchmark sends "
+                          f"{', '.join(missing)} and the model serves {served}")
+    precision = runner_args.get("dtype", dtype)
+    if precision is not None:
+        if precision not in PRECISIONS:
+            raise ConfigError(f"model {spec.name!r}: dtype {precision!r} is not one of {', '.join(PRECISIONS)}")
+        adapter.precision = precision
+    if "batch_size" in runner_args:
+        bs = runner_args["batch_size"]
+        if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
+            raise ConfigError(f"model {spec.name!r}: batch_size must be a positive integer, got {bs!r}")
+        adapter.batch_size = bs
+    timeout = runner_args.get("timeout")
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ConfigError(f"model {spec.name!r}: timeout must be a positive number of seconds, got {timeout!r}")
+    try:
+        weights = {str(p): tree_digest(p) for p in adapter.weight_files()}
+    except WeightsError as exc:
+        raise ConfigError(f"model {spec.name!r}: {exc}") from None
+    bound = {k: _jsonable(v) for k, v in _bound_arguments(factory, args).items()}
+    identity = dict(adapter=adapter.name, cls=f"{type(adapter).__module__}.{type(adapter).__qualname__}",
+                    version=str(adapter.version), precision=adapter.precision, device=device_kind(device),
+                    args=bound, weights=weights)
+    model_id = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+    return RunModel(spec, adapter, identity, model_id, float(timeout) if timeout else None)
+
+
+def _parameters(factory: Any) -> dict[str, inspect.Parameter]:
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return {}
+    return {n: p for n, p in sig.parameters.items()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"}
+
+
+def _takes_kwargs(factory: Any) -> bool:
+    try:
+        return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):
+        return True
+
+
+def _bound_arguments(factory: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """Every argument the factory receives, defaults included (the model's full settings)."""
+    params = _parameters(factory)
+    out = {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+    out.update(args)
+    return dict(sorted(out.items()))
