@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 
 from icl.models.base import Adapter
-from icl.models.requests import AnalogyRequest
+from icl.models.requests import AnalogyRequest, ChatRequest
 
 
 def nearest_index(src: int, dst: int) -> np.ndarray:
@@ -62,12 +62,22 @@ class _Builtin(Adapter):
 
 
 class Oracle(_Builtin):
-    """Returns the encoded ground truth: the round-trip test of every task's decoder."""
+    """Returns the encoded ground truth (an AnalogyRequest's ``oracle_target``, a ChatRequest's
+    ``oracle_answer``): the round-trip test of every decoder and parser."""
 
     name = "oracle"
     version = "1"
+    serves = (AnalogyRequest, ChatRequest)
     batch_size = 64
     privileged = True
+
+    def predict(self, requests: Sequence[Any]) -> list[Any]:
+        if requests and all(isinstance(r, ChatRequest) for r in requests):
+            missing = [r.id for r in requests if r.oracle_answer is None]
+            if missing:
+                raise ValueError(f"oracle: chat request {missing[0]!r} has no oracle_answer")
+            return [r.oracle_answer for r in requests]
+        return super().predict(requests)
 
     def pick(self, req: AnalogyRequest) -> Any:
         if req.oracle_target is None:

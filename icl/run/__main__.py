@@ -137,7 +137,7 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
     pairs = list(file.get("model_args", [])) + list(args.model_arg)
     if pairs:
         if models is None:
-            models = [ModelSpec(m) for m in cls.default_models]
+            models = [s for m in cls.default_models for s in parse_models(m)]
         models = apply_model_args(models, pairs)
     judge_text = args.judge if args.judge is not None else file.get("judge")
     judge = parse_models(judge_text)[0] if judge_text else None

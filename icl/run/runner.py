@@ -21,7 +21,7 @@ from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
 from icl.run import responses as R
 from icl.run.compute import ComputeMeter
-from icl.run.config import ModelSpec, RunConfig, closest
+from icl.run.config import ModelSpec, RunConfig, closest, parse_models
 from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
 from icl.run.errors import ConfigError
@@ -80,7 +80,8 @@ def _plan(bench: Benchmark) -> list[Item]:
 
 
 def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunModel], Optional[RunModel]]:
-    specs = config.models if config.models is not None else [ModelSpec(m) for m in bench.default_models]
+    specs = config.models if config.models is not None else [s for m in bench.default_models
+                                                             for s in parse_models(m)]
     if not specs:
         raise ConfigError(f"benchmark {bench.name!r} has no default models: give --models")
     labels = [s.label for s in specs]

@@ -3,9 +3,9 @@
 A vision-language model sees a support image whose objects of one category carry red boxes
 (K = 1, 2, 4, 8 marked examples) and a query image, and answers every object of that category in
 the query as ``<bbox_start><xA><yB><xC><yD><bbox_end>`` on a 0-1024 grid. Modules:
-``package`` (load/validate a package, requests), ``parse`` (text -> boxes), ``predictions``
-(predictions JSONL), ``score`` (metrics), ``report`` (files and plots), ``run`` (adapters and
-baselines), ``synthetic`` (a small package in the same format), ``cli`` (``main(argv)``).
+``package`` (load/validate a package), ``parse`` (text -> boxes), ``predictions`` (predictions
+JSONL), ``score`` (metrics), ``report`` (tables and plots), ``benchmark`` (the runner plugin),
+``replay`` (the ``best50-predictions`` model), ``synthetic`` (a small package in the same format).
 Names resolve lazily, so importing this package loads neither torch nor matplotlib.
 """
 
@@ -22,7 +22,7 @@ _EXPORTS = {
     "parse_boxes": "parse", "parse_grid_boxes": "parse",
     "Record": "predictions", "PredictionsError": "predictions", "read_predictions": "predictions",
     "Scores": "score", "score_records": "score", "THRESHOLDS": "score", "METRICS": "score",
-    "write_report": "report", "predict": "run", "write_package": "synthetic", "main": "cli",
+    "Best50": "benchmark", "write_package": "synthetic",
 }
 
 __all__ = ["PROTOCOL_VERSION", *_EXPORTS]

@@ -1,5 +1,7 @@
-"""``python -m icl.benchmarks.best50 ...`` (see :mod:`icl.benchmarks.best50.cli`)."""
+"""``python -m icl.benchmarks.best50 ...`` is ``python -m icl.run best50 ...``."""
 
-from icl.benchmarks.best50.cli import main
+import sys
 
-raise SystemExit(main())
+from icl.run.__main__ import main
+
+raise SystemExit(main(["best50", *sys.argv[1:]]))

@@ -90,35 +90,85 @@ def compute_metrics(n_pred: np.ndarray, n_gt: np.ndarray, tp: np.ndarray, tp_iou
     }
 
 
+@dataclass
+class SampleCounts:
+    """Per-sample matching counts of S samples at thresholds ``all_t`` (the averaged ones, then
+    0.5 when it is not among them): ``n_pred``, ``n_gt``, ``best_sum`` ``[S]``; ``tp``,
+    ``tp_iou`` ``[S, T']``."""
+
+    n_pred: np.ndarray
+    n_gt: np.ndarray
+    best_sum: np.ndarray
+    tp: np.ndarray
+    tp_iou: np.ndarray
+    thresholds: tuple[float, ...]
+
+    @property
+    def all_t(self) -> tuple[float, ...]:
+        return self.thresholds + (() if 0.5 in self.thresholds else (0.5,))
+
+
+def _thresholds(thresholds: Sequence[float]) -> tuple[float, ...]:
+    out = tuple(float(t) for t in thresholds)
+    if not out:
+        raise ValueError("thresholds must not be empty")
+    return out
+
+
+def sample_counts(preds: Sequence[np.ndarray], gts: Sequence[np.ndarray], thresholds: Sequence[float] = THRESHOLDS,
+                  backend: Optional[str] = None) -> SampleCounts:
+    """Match every sample's predictions to its GT at every threshold (one batched call)."""
+    thresholds = _thresholds(thresholds)
+    all_t = thresholds + (() if 0.5 in thresholds else (0.5,))
+    s_count = len(preds)
+    n_pred = np.fromiter((len(p) for p in preds), dtype=np.int64, count=s_count)
+    n_gt = np.fromiter((len(g) for g in gts), dtype=np.int64, count=s_count)
+    zero = np.zeros((0, 4))
+    pred = np.concatenate([zero, *preds])
+    gt = np.concatenate([zero, *gts])
+    offsets = lambda n: np.concatenate([[0], np.cumsum(n)])
+    tp, tp_iou, best = greedy_match_counts(pred, offsets(n_pred), gt, offsets(n_gt), all_t, backend=backend)
+    best_sum = np.bincount(np.repeat(np.arange(s_count), n_gt), weights=best, minlength=s_count)
+    return SampleCounts(n_pred, n_gt, best_sum, np.asarray(tp), np.asarray(tp_iou), thresholds)
+
+
+def sample_metrics(c: SampleCounts) -> dict[str, np.ndarray]:
+    """Each sample's own metrics (``[S]`` arrays by name, plus n_pred, n_gt, tp@50)."""
+    all_t = c.all_t
+    i50 = all_t.index(0.5)
+    per = compute_metrics(c.n_pred, c.n_gt, c.tp, c.tp_iou, c.best_sum, len(c.thresholds), i50)
+    return {"n_pred": c.n_pred, "n_gt": c.n_gt, "tp@50": c.tp[:, i50], **{x: per[x] for x in METRICS}}
+
+
 def score_records(records: Sequence[Record], thresholds: Sequence[float] = THRESHOLDS,
                   clean_exclude: Sequence[str] = CLEAN_EXCLUDE, backend: Optional[str] = None) -> Scores:
     """Score every record at every threshold (one batched matching call) and aggregate."""
     if not records:
         raise ValueError("score_records: no records to score")
-    thresholds = tuple(float(t) for t in thresholds)
-    if not thresholds:
-        raise ValueError("score_records: thresholds must not be empty")
-    all_t = thresholds + (() if 0.5 in thresholds else (0.5,))
-    i50, n_t, n_all = all_t.index(0.5), len(thresholds), len(all_t)
-    s_count = len(records)
-    n_pred = np.fromiter((len(r.pred) for r in records), dtype=np.int64, count=s_count)
-    n_gt = np.fromiter((len(r.gt) for r in records), dtype=np.int64, count=s_count)
-    zero = np.zeros((0, 4))
-    pred = np.concatenate([zero] + [r.pred for r in records])
-    gt = np.concatenate([zero] + [r.gt for r in records])
-    offsets = lambda n: np.concatenate([[0], np.cumsum(n)])
-    tp, tp_iou, best = greedy_match_counts(pred, offsets(n_pred), gt, offsets(n_gt), all_t, backend=backend)
-    best_sum = np.bincount(np.repeat(np.arange(s_count), n_gt), weights=best, minlength=s_count)
+    counts = sample_counts([r.pred for r in records], [r.gt for r in records], thresholds, backend)
+    rows = aggregate_counts([r.k for r in records], [r.cls for r in records], counts, clean_exclude)
+    return Scores(rows=rows, thresholds=counts.thresholds, clean_exclude=tuple(clean_exclude), records=records,
+                  sample_metrics=sample_metrics(counts))
 
+
+def aggregate_counts(ks_of: Sequence[int], classes_of: Sequence[str], counts: SampleCounts,
+                     clean_exclude: Sequence[str] = CLEAN_EXCLUDE) -> list[dict]:
+    """Rows per (k, class), and mean/pooled over all and clean7 classes, from per-sample counts
+    (see :class:`Scores`)."""
+    thresholds, all_t = counts.thresholds, counts.all_t
+    i50, n_t, n_all = all_t.index(0.5), len(thresholds), len(all_t)
+    s_count = len(ks_of)
+    n_pred, n_gt, best_sum, tp, tp_iou = counts.n_pred, counts.n_gt, counts.best_sum, counts.tp, counts.tp_iou
     # Per-sample counts as columns [1, n_pred, n_gt, best_sum, tp (T'), tp_iou (T')], summed per
     # (k, class) group; rows over groups are products with membership matrices. (bincount and
     # einsum rather than BLAS: threaded BLAS is slow for these small products on a busy machine.)
-    ks = sorted({r.k for r in records})
-    classes = sorted({r.cls for r in records})
+    ks = sorted(set(ks_of))
+    classes = sorted(set(classes_of))
     k_pos = {k: i for i, k in enumerate(ks)}
     c_pos = {c: i for i, c in enumerate(classes)}
     n_cls = len(classes)
-    group = np.fromiter((k_pos[r.k] * n_cls + c_pos[r.cls] for r in records), dtype=np.int64, count=s_count)
+    group = np.fromiter((k_pos[k] * n_cls + c_pos[c] for k, c in zip(ks_of, classes_of)), dtype=np.int64,
+                        count=s_count)
     cols = np.column_stack([np.ones(s_count), n_pred, n_gt, best_sum, tp, tp_iou])
     g_sums = np.stack([np.bincount(group, weights=c, minlength=len(ks) * n_cls) for c in cols.T], axis=1)
     present = g_sums[:, 0] > 0
@@ -155,7 +205,4 @@ def score_records(records: Sequence[Record], thresholds: Sequence[float] = THRES
         rows.append({"k": k, "kind": kind, "group": name, **dict(zip(COUNTS, counts[i])),
                      **{x: lists[x][i] for x in METRICS}, "F1_by_threshold": f1_t[i], "tp_by_threshold": tp_t[i]})
 
-    per = compute_metrics(n_pred, n_gt, tp, tp_iou, best_sum, n_t, i50)
-    sample_metrics = {"n_pred": n_pred, "n_gt": n_gt, "tp@50": tp[:, i50], **{x: per[x] for x in METRICS}}
-    return Scores(rows=rows, thresholds=thresholds, clean_exclude=tuple(clean_exclude), records=records,
-                  sample_metrics=sample_metrics)
+    return rows

@@ -1,0 +1,251 @@
+"""best50 as a runner plugin (PROTOCOL §2, protocol ``best50-1``).
+
+Items are the package's samples, one per (K, sample id); a model sees ``[support image, query
+image, prompt]`` as one :class:`~icl.models.requests.ChatRequest` and answers text. Each answer
+is scored on its own (matching counts at every threshold, one batched matching call per
+batch); ``summarise`` sums the counts per class, mean over classes and pooled, per model and K.
+
+Predictions made elsewhere are scored through the same path: ``--predictions FILE.jsonl`` makes
+the ``best50-predictions`` model replay that file's answers (text, or pixel boxes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from icl.benchmarks.base import Benchmark, Item, Option, int_list
+from icl.benchmarks.best50 import PROTOCOL_VERSION
+from icl.benchmarks.best50.package import Package, Sample, load_image, load_package
+from icl.benchmarks.best50.parse import format_boxes, parse_boxes
+from icl.benchmarks.best50.score import (CLEAN_EXCLUDE, COUNTS, METRICS, THRESHOLDS, SampleCounts, aggregate_counts,
+                                         sample_counts, sample_metrics)
+from icl.models.requests import ChatRequest
+
+SYNTHETIC_VERSION = "1"
+_CACHE = 64  # decoded images kept
+
+
+def _path(text: str) -> Path:
+    return Path(text).expanduser()
+
+
+def pixel_answer(boxes: Any) -> str:
+    """The replay form of pixel boxes (predictions files that hold boxes, not text)."""
+    return json.dumps({"pred_boxes_pixel": [[float(v) for v in b] for b in boxes]})
+
+
+def _pixel_boxes(text: str) -> Optional[np.ndarray]:
+    """Boxes of a replayed pixel answer, or None when ``text`` is model text."""
+    if not text.startswith('{"pred_boxes_pixel"'):
+        return None
+    try:
+        obj = json.loads(text)
+        boxes = np.asarray(obj["pred_boxes_pixel"], dtype=np.float64).reshape(-1, 4)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return boxes
+
+
+class Best50(Benchmark):
+    """Cross-image in-context detection over a best50 package (or the synthetic one)."""
+
+    name = "best50"
+    protocol = PROTOCOL_VERSION
+    scorer_version = "1"
+    request_types = (ChatRequest,)
+    default_models = ("oracle",)
+    options = (
+        Option("package", None, "package folder (inputs/inputs_k{K}.jsonl + images); --fast writes a synthetic one",
+               _path),
+        Option("predictions", None, "score a predictions JSONL made elsewhere (model best50-predictions)", _path),
+        Option("ks", None, "only these K, comma-separated (default: every K of the package)", int_list),
+        Option("limit", None, "only the first N samples of each K", int),
+        Option("max_new_tokens", 512, "most new tokens of an answer (default 512)", int),
+        Option("seed", 0, "seed of the synthetic package (--fast)", int),
+    )
+
+    def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
+        super().__init__(config)
+        self._package: Optional[Package] = None
+        self._images: OrderedDict = OrderedDict()
+        if self.config["predictions"] is not None:
+            self.default_models = (f"best50-predictions:path={self.config['predictions']}",)
+
+    @property
+    def package(self) -> Package:
+        if self._package is None:
+            root = self.config["package"]
+            if root is None:
+                if not self.fast:
+                    raise ValueError("best50 needs --package DIR (or --fast for the synthetic package)")
+                root = self._synthetic()
+            self._package = load_package(root)
+        return self._package
+
+    def _synthetic(self) -> Path:
+        """The synthetic package in the published format, written once under the data root."""
+        import os
+        import shutil
+        import uuid
+
+        from icl.benchmarks.best50.synthetic import write_package
+        from icl.data.registry import data_root
+
+        final = data_root(self.data_root) / "_builtin" / f"best50-synthetic-v{SYNTHETIC_VERSION}-s{self.config['seed']}"
+        if not (final / "inputs").is_dir():
+            tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+            try:
+                write_package(tmp, n_per_class=2, seed=int(self.config["seed"]))
+                try:
+                    os.rename(tmp, final)
+                except OSError:
+                    if not (final / "inputs").is_dir():  # not a lost race: a real failure
+                        raise
+            finally:
+                if tmp.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
+        return final
+
+    def items(self) -> list[Item]:
+        pkg = self.package
+        ks = self.config["ks"] or pkg.ks
+        missing = [k for k in ks if k not in pkg.samples]
+        if missing:
+            raise ValueError(f"K = {missing} not in the package (it has K = {pkg.ks})")
+        limit = self.config["limit"]
+        out = []
+        for k in ks:
+            for s in pkg.samples[k][:limit]:
+                out.append(Item(f"k{k}/{s.sample_id}@{pkg.sha256[:16]}", {"k": k, "class": s.cls,
+                                                                           "sample_id": s.sample_id}, s))
+        return out
+
+    def fingerprints(self) -> dict[str, str]:
+        return {"package": self.package.sha256}
+
+    def describe(self) -> dict[str, Any]:
+        pkg = self.package
+        return {"K": pkg.ks, "classes": pkg.classes, "samples": [sum(len(v) for v in pkg.samples.values())]}
+
+    def _image(self, path: Path) -> np.ndarray:
+        hit = self._images.get(path)
+        if hit is None:
+            hit = load_image(path)
+            self._images[path] = hit
+            while len(self._images) > _CACHE:
+                self._images.popitem(last=False)
+        return hit
+
+    def request(self, item: Item, privileged: bool = False) -> ChatRequest:
+        s: Sample = item.payload
+        oracle = format_boxes(s.query_gt_boxes_tokens) if privileged else None
+        return ChatRequest.user(f"k{s.k}/{s.sample_id}", self._image(s.support_image), self._image(s.query_image),
+                                s.prompt, max_new_tokens=int(self.config["max_new_tokens"]), oracle_answer=oracle)
+
+    # -- scoring ---------------------------------------------------------------------------------
+    def _counts(self, items: Sequence[Item], responses: Sequence[Any]) -> SampleCounts:
+        preds = []
+        for it, text in zip(items, responses):
+            s: Sample = it.payload
+            boxes = _pixel_boxes(text) if isinstance(text, str) else None
+            preds.append(boxes if boxes is not None else parse_boxes(text, s.query_image_size))
+        return sample_counts(preds, [it.payload.query_gt_boxes_pixel for it in items], THRESHOLDS)
+
+    def score(self, item: Item, response: Any, judgements: Sequence[str] = ()) -> dict[str, float]:
+        return self.score_batch([item], [response], [judgements])[0]
+
+    def score_batch(self, items: Sequence[Item], responses: Sequence[Any], judgements: Sequence[Sequence[str]],
+                    device: Optional[str] = None) -> list[dict[str, float]]:
+        c = self._counts(items, responses)
+        per = sample_metrics(c)
+        out = []
+        for i in range(len(items)):
+            m = {"best_sum": float(c.best_sum[i])}
+            for j, t in enumerate(c.all_t):
+                m[f"tp@{t:.2f}"] = float(c.tp[i, j])
+                m[f"tp_iou@{t:.2f}"] = float(c.tp_iou[i, j])
+            m.update({name: float(v[i]) for name, v in per.items()})
+            out.append(m)
+        return out
+
+    def score_failure(self, item: Item, reason: str) -> Optional[dict[str, float]]:
+        return None  # a failed answer is not scored; coverage in the report says so
+
+    # -- summaries -----------------------------------------------------------------------------
+    def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        all_t = THRESHOLDS + (() if 0.5 in THRESHOLDS else (0.5,))
+        results, per_sample = [], []
+        by_model: dict[str, list[Mapping[str, Any]]] = {}
+        for r in rows:
+            if r["status"] == "ok":
+                by_model.setdefault(r["model"], []).append(r)
+        self._coverage = {}
+        for model, mine in by_model.items():
+            counts = SampleCounts(
+                np.array([r["n_pred"] for r in mine], dtype=np.int64), np.array([r["n_gt"] for r in mine], np.int64),
+                np.array([r["best_sum"] for r in mine]),
+                np.array([[r[f"tp@{t:.2f}"] for t in all_t] for r in mine]),
+                np.array([[r[f"tp_iou@{t:.2f}"] for t in all_t] for r in mine]), THRESHOLDS)
+            for row in aggregate_counts([r["k"] for r in mine], [r["class"] for r in mine], counts, CLEAN_EXCLUDE):
+                results.append({"model": model, **{c: row[c] for c in ("k", "kind", "group", *COUNTS, *METRICS)}})
+            per_sample += [{"model": model, "k": r["k"], "class": r["class"], "sample_id": r["sample_id"],
+                            "n_pred": int(r["n_pred"]), "n_gt": int(r["n_gt"]), "tp@50": int(r["tp@50"]),
+                            **{m: r[m] for m in METRICS}} for r in mine]
+        self._coverage = {m: (len(by_model.get(m, [])), sum(1 for r in rows if r["model"] == m)) for m in
+                          dict.fromkeys(r["model"] for r in rows)}
+        tables: dict[str, list[dict[str, Any]]] = {"results": results}
+        for k in sorted({r["k"] for r in results}):
+            tables[f"results_k{k}"] = [r for r in results if r["k"] == k]
+        tables["per_sample"] = per_sample
+        return tables
+
+    def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
+        lines = [f"best50 ({self.protocol}): pooled over samples"]
+        lines.append(f"{'model':<24}{'K':>3}  {'group':<16}" + "".join(f"{m:>12}" for m in METRICS))
+        for r in tables["results"]:
+            if r["kind"] == "pooled":
+                lines.append(f"{r['model']:<24}{r['k']:>3}  {'pooled ' + r['group']:<16}"
+                             + "".join(f"{r[m]:>12.4f}" for m in METRICS))
+        return "\n".join(lines)
+
+    def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
+        from icl.benchmarks.best50.report import markdown_table
+
+        lines = [f"Thresholds {', '.join(f'{t:.2f}' for t in THRESHOLDS)}; clean7 excludes "
+                 f"{', '.join(CLEAN_EXCLUDE)}. Package SHA-256 `{self.package.sha256}`.", ""]
+        for model, (scored, total) in getattr(self, "_coverage", {}).items():
+            lines.append(f"- coverage `{model}`: {scored} of {total} planned samples scored")
+        lines.append("")
+        for model in dict.fromkeys(r["model"] for r in tables["results"]):
+            for k in sorted({r["k"] for r in tables["results"] if r["model"] == model}):
+                rows = [r for r in tables["results"] if r["model"] == model and r["k"] == k]
+                lines += [f"## {model}, K = {k}", "", markdown_table(rows), ""]
+        return "\n".join(lines)
+
+    def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
+              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
+        from icl.benchmarks.best50.report import plot_metrics
+        from icl.report.plots import safe_name
+
+        out.mkdir(parents=True, exist_ok=True)
+        models = list(dict.fromkeys(r["model"] for r in tables["results"]))
+        files = []
+        for model in models:
+            rows = [r for r in tables["results"] if r["model"] == model]
+            prefix = "" if len(models) == 1 else f"{safe_name(model)}_"
+            files += plot_metrics(rows, out, prefix)
+        return files
+
+
+def _register() -> None:
+    from icl.models.registry import register_model
+
+    register_model("best50-predictions", "icl.benchmarks.best50.replay:Replay", replace=True)
+
+
+_register()
