@@ -86,7 +86,17 @@ class Benchmark(ABC):
             raise ValueError(f"benchmark {self.name!r} has no option(s) {', '.join(unknown)}; "
                              f"it takes: {', '.join(sorted(known)) or 'none'}")
         self.config: dict[str, Any] = {o.name: o.default for o in self.options}
-        self.config.update(config)
+        for name, value in config.items():
+            o = known.get(name)
+            if o is not None and isinstance(value, str) and o.parse is not str:
+                try:  # a string from Python or a config file, parsed like the command line's
+                    value = o.parse(value)
+                except (ValueError, TypeError) as exc:
+                    raise ValueError(f"benchmark {self.name!r}, option {name!r}: {exc}") from None
+            if o is not None and o.choices and value not in o.choices:
+                raise ValueError(f"benchmark {self.name!r}, option {name!r}: {value!r} is not one of "
+                                 f"{', '.join(map(str, o.choices))}")
+            self.config[name] = value
         self.fast: bool = bool(self.config.pop("fast", False))
         self.data_root: Optional[Path] = Path(self.config.pop("data_root")) if self.config.get("data_root") else None
         self.config.pop("data_root", None)

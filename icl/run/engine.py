@@ -209,6 +209,9 @@ class Engine:
             new = self._call(model, [reqs[i] for i in todo], [item_keys[i] for i in todo], failures)
             for i, (result, seconds) in zip(todo, new):
                 out[i] = self._response(model, reqs[i], hashes[i], result, seconds, responses)
+                if out[i][2] == "invalid":
+                    failures.append(Failure("model", f"item {item_keys[i]!r}: {out[i][3]}", model.label,
+                                            item_keys[i], None, self.run_id))
         return out  # type: ignore[return-value]
 
     def _response(self, model: RunModel, req: Any, h: str, result: Any, seconds: float,

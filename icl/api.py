@@ -1,0 +1,70 @@
+"""``icl.evaluate``: the runner from Python (notebooks), with the same store and files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+from icl.run.config import ModelSpec, RunConfig, parse_models
+
+_COMMON = ("judge", "fast", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap", "plots",
+           "progress", "trace_memory")
+
+ModelsArg = Union[str, Sequence[Union[str, ModelSpec, tuple]], None]
+
+
+def _specs(models: ModelsArg) -> Optional[list[ModelSpec]]:
+    if models is None:
+        return None
+    if isinstance(models, str):
+        return parse_models(models)
+    out = []
+    for m in models:
+        if isinstance(m, ModelSpec):
+            out.append(m)
+        elif isinstance(m, tuple):  # (name, {args})
+            out.append(ModelSpec(m[0], dict(m[1]) if len(m) > 1 else {}))
+        else:
+            out += parse_models(str(m))
+    return out
+
+
+def evaluate(benchmark: str, models: ModelsArg = None, *, table: str = "results", as_frame: Optional[bool] = None,
+             **options: Any) -> Any:
+    """Run ``benchmark`` (e.g. "vibe", "best50") for ``models`` and return its ``table``
+    ("results" by default): a pandas DataFrame when pandas is installed (``as_frame`` None or
+    True), else a list of dicts.
+
+    ``models``: ``"oracle,painter:weights=/w/p.pth"``, a list of such strings, ``ModelSpec`` s or
+    ``(name, {args})`` tuples; None runs the benchmark's defaults. ``options``: the runner's
+    settings (``out``, ``device``, ``dtype``, ``fast``, ``data_root``, ``judge``, ``plots``,
+    ``progress``, ...) and the benchmark's own options (``tasks``, ``shots``, ``limit``, ...).
+    Files go to ``out`` (default ``./runs/<name>``) exactly as on the command line; a rerun
+    computes only what is missing. The run's :class:`~icl.run.runner.Outcome` is in the
+    DataFrame's ``attrs["outcome"]`` (or returned as the second item of a tuple when
+    ``as_frame`` is False)."""
+    from icl.run.runner import run
+
+    common = {k: options.pop(k) for k in list(options) if k in _COMMON}
+    judge = common.pop("judge", None)
+    for key in ("data_root", "out", "store"):
+        if common.get(key) is not None:
+            common[key] = Path(common[key])
+    common.setdefault("progress", False)
+    config = RunConfig(benchmark=benchmark, options=options, models=_specs(models),
+                       judge=None if judge is None else _specs([judge])[0], **common)  # type: ignore[index]
+    outcome = run(config)
+    rows = outcome.tables.get(table)
+    if rows is None:
+        raise KeyError(f"benchmark {benchmark!r} has no table {table!r}; it has: {', '.join(outcome.tables)}")
+    if as_frame is not False:
+        try:
+            import pandas as pd
+        except ImportError:
+            if as_frame:
+                raise
+        else:
+            frame = pd.DataFrame(rows)
+            frame.attrs["outcome"] = outcome
+            return frame
+    return rows, outcome
