@@ -77,6 +77,8 @@ class Benchmark(ABC):
     options: ClassVar[tuple[Option, ...]] = ()
     default_models: ClassVar[tuple[str, ...]] = ()  # what --fast and a bare run evaluate
     default_judge: ClassVar[Optional[str]] = None  # model spec of the judge, when it needs one
+    # score_batch may run in the runner's scoring thread while request() builds the next batch
+    thread_safe_scoring: ClassVar[bool] = False
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         known = {o.name: o for o in self.options}

@@ -99,7 +99,7 @@ class ScorePipeline:
     """
 
     def __init__(self, device: Optional[str], overlap: bool):
-        self.overlap = overlap and device is not None
+        self.overlap = overlap
         self.device = device
         self.stream: Any = None
         if device is not None:

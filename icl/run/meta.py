@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Optional
@@ -26,7 +27,8 @@ def git_revision(path: Optional[Path] = None) -> Optional[str]:
     return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
-def package_versions() -> dict[str, Optional[str]]:
+@lru_cache(maxsize=1)
+def _versions() -> tuple[tuple[str, Optional[str]], ...]:
     """Versions of icl, Python and the packages that can change scores."""
     import icl
 
@@ -37,4 +39,9 @@ def package_versions() -> dict[str, Optional[str]]:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             out[name] = None
-    return out
+    return tuple(out.items())
+
+
+def package_versions() -> dict[str, Optional[str]]:
+    """Versions of icl, Python and the packages that can change scores (read once)."""
+    return dict(_versions())

@@ -27,7 +27,7 @@ from icl.benchmarks.best50.score import (CLEAN_EXCLUDE, COUNTS, METRICS, THRESHO
 from icl.models.requests import ChatRequest
 
 SYNTHETIC_VERSION = "1"
-_CACHE = 64  # decoded images kept
+_CACHE = 256  # decoded images kept
 
 
 def _path(text: str) -> Path:
@@ -59,6 +59,7 @@ class Best50(Benchmark):
     scorer_version = "1"
     request_types = (ChatRequest,)
     default_models = ("oracle",)
+    thread_safe_scoring = True  # score_batch reads only the item and the answer
     options = (
         Option("package", None, "package folder (inputs/inputs_k{K}.jsonl + images); --fast writes a synthetic one",
                _path),
@@ -118,12 +119,14 @@ class Best50(Benchmark):
         if missing:
             raise ValueError(f"K = {missing} not in the package (it has K = {pkg.ks})")
         limit = self.config["limit"]
-        out = []
-        for k in ks:
-            for s in pkg.samples[k][:limit]:
-                out.append(Item(f"k{k}/{s.sample_id}@{pkg.sha256[:16]}", {"k": k, "class": s.cls,
-                                                                           "sample_id": s.sample_id}, s))
-        return out
+        chosen = [s for k in ks for s in pkg.samples[k][:limit]]
+        # a query's K variants side by side: its image is decoded once for all of them
+        first = {}
+        for i, s in enumerate(chosen):
+            first.setdefault(s.sample_id, i)
+        chosen.sort(key=lambda s: (first[s.sample_id], s.k))
+        return [Item(f"k{s.k}/{s.sample_id}@{pkg.sha256[:16]}", {"k": s.k, "class": s.cls, "sample_id": s.sample_id}, s)
+                for s in chosen]
 
     def fingerprints(self) -> dict[str, str]:
         return {"package": self.package.sha256}

@@ -8,6 +8,7 @@ once per (dataset, task, query) and kept in a bounded cache for scoring.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ class Vibe(Benchmark):
     scorer_version = "1"
     request_types = (AnalogyRequest,)
     default_models = DEFAULT_MODELS
+    thread_safe_scoring = True  # the caches below are locked
     options = (
         Option("tasks", None, "comma-separated task names (default: all)", comma_list),
         Option("datasets", None, "comma-separated dataset names (default: all under the data root)", comma_list),
@@ -64,6 +66,7 @@ class Vibe(Benchmark):
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         super().__init__(config)
         self.plan: Optional[Plan] = None
+        self._lock = threading.RLock()
         self._samples: OrderedDict = OrderedDict()
         self._episodes: OrderedDict = OrderedDict()
         self._items: dict[str, Item] = {}
@@ -115,22 +118,25 @@ class Vibe(Benchmark):
     # -- requests --------------------------------------------------------------------------------
     def _sample(self, dataset: str, sample_id: str, parts: tuple[str, ...]) -> Any:
         key = (dataset, sample_id, parts)
-        hit = self._samples.get(key)
-        if hit is not None:
-            self._samples.move_to_end(key)
-            return hit
+        with self._lock:
+            hit = self._samples.get(key)
+            if hit is not None:
+                self._samples.move_to_end(key)
+                return hit
         sample = self._plan().datasets[dataset].load(sample_id, parts=parts)
-        self._samples[key] = sample
-        while len(self._samples) > _CACHE:
-            self._samples.popitem(last=False)
+        with self._lock:
+            self._samples[key] = sample
+            while len(self._samples) > _CACHE:
+                self._samples.popitem(last=False)
         return sample
 
     def _episode(self, p: _Payload) -> tuple[Any, np.ndarray]:
         key = (p.dataset, p.task, p.query)
-        hit = self._episodes.get(key)
-        if hit is not None:
-            self._episodes.move_to_end(key)
-            return hit
+        with self._lock:
+            hit = self._episodes.get(key)
+            if hit is not None:
+                self._episodes.move_to_end(key)
+                return hit
         plan = self._plan()
         ds, task = plan.datasets[p.dataset], plan.tasks[p.task]
         parts = tuple(task.parts)
@@ -138,9 +144,10 @@ class Vibe(Benchmark):
         contexts = [self._sample(p.dataset, c, parts) for c in p.contexts]
         episode = task.make_episode(query, contexts, plan.seed, ds.meta)
         encoded = task.encode(episode.target, ds.meta)
-        self._episodes[key] = (episode, encoded)
-        while len(self._episodes) > _CACHE:
-            self._episodes.popitem(last=False)
+        with self._lock:
+            self._episodes[key] = (episode, encoded)
+            while len(self._episodes) > _CACHE:
+                self._episodes.popitem(last=False)
         return episode, encoded
 
     def request(self, item: Item, privileged: bool = False) -> AnalogyRequest:
