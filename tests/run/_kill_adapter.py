@@ -1,0 +1,28 @@
+"""A slow privileged model for the SIGKILL tests: answers with the reference (an analogy's
+oracle target, a chat request's oracle answer), logging every request it answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from icl.models import Adapter, AnalogyRequest, ChatRequest
+
+
+class SlowOracle(Adapter):
+    name = "slow-oracle"
+    version = "1"
+    serves = (AnalogyRequest, ChatRequest)
+    batch_size = 3
+    privileged = True
+
+    def predict(self, requests):
+        time.sleep(float(os.environ.get("ICL_TEST_SLEEP", "0")))
+        keys = [r.id if isinstance(r, ChatRequest) else f"{r.dataset}/{r.task}/{r.query_id}/{r.shots}" for r in requests]
+        fd = os.open(os.environ["ICL_TEST_COUNT_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, "".join(json.dumps(k) + "\n" for k in keys).encode())
+        finally:
+            os.close(fd)
+        return [r.oracle_answer if isinstance(r, ChatRequest) else r.oracle_target for r in requests]
