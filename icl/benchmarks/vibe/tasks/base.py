@@ -172,6 +172,12 @@ class Task(ABC):
         """None when the sample can be used for this task, else the reason it is filtered out."""
         return None
 
+    def oracle_ceiling(self, target: Any, context_targets: Sequence[Any], meta: DatasetMeta) -> str | None:
+        """Why the oracle (the encoded target, decoded back) cannot score perfectly on this
+        sample, i.e. the encoding's ceiling there (PROTOCOL §1.4), or None where the round trip
+        is lossless. Reports call the oracle's scores on flagged samples its ceiling."""
+        return None
+
     @abstractmethod
     def make_pair(self, sample: Sample, global_seed: int, *, query: Sample | None = None) -> tuple[np.ndarray, Any]:
         """``(input uint8 [H, W, 3], target)`` for ``sample``. ``query``: the query this sample
