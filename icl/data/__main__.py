@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from icl.data.convert import list_converters
 from icl.data.dataset import DataError, load_dataset
 from icl.data.registry import get_dataset, list_datasets
 
@@ -22,8 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     p_val = sub.add_parser("validate", help="validate every file of a dataset directory (docs/data-format.md)")
     p_val.add_argument("path")
     p_conv = sub.add_parser("convert", help="convert a public release into canonical datasets (docs/datasets.md)")
-    p_conv.add_argument("name", help="release: ap10k, atlantis, cdd, cub, deepcrack, dram, duke, ixi, llvip, nyuv2, "
-                                     "otp, rord, seathru, suim")
+    p_conv.add_argument("name", help="release: " + ", ".join(list_converters()))
     p_conv.add_argument("raw_dir", help="the release as downloaded and unpacked")
     p_conv.add_argument("out_dir", help="where the datasets go (one directory each; usually the data root)")
     p_conv.add_argument("--seed", type=int, default=0, help="global seed of the random choices (default: 0)")

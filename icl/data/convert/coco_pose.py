@@ -44,6 +44,16 @@ def xywh_to_box(bbox: list[float], size: tuple[int, int]) -> np.ndarray:
     return np.array([max(x, 0.0), max(y, 0.0), min(x + bw, w), min(y + bh, h)])
 
 
+def _keypoints(ann: dict, path: Path) -> np.ndarray:
+    try:
+        kp = np.asarray(ann.get("keypoints", []), np.float64).reshape(-1, 3)
+    except (TypeError, ValueError) as exc:
+        raise RawError(path, f"annotation {ann.get('id')}: keypoints are not x, y, v triples ({exc})") from exc
+    if not np.isfinite(kp).all() or not np.isin(kp[:, 2], (0, 1, 2)).all():
+        raise RawError(path, f"annotation {ann.get('id')}: non-finite keypoints or visibility outside 0/1/2")
+    return kp
+
+
 def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
     root = raw / "ap-10k" if (raw / "ap-10k" / "annotations").is_dir() else raw
     files = [root / "annotations" / f"ap10k-{s}-split1.json" for s in AP10K_SPLITS]
@@ -53,15 +63,24 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
     images: dict[int, dict] = {}
     anns: dict[int, list[dict]] = {}
     categories: dict[int, str] = {}
+    bad_entries: list[RawError] = []
     for f in files:
         try:
             coco = read_json(f)
+            if not isinstance(coco, dict):
+                raise RawError(f, "expected a COCO JSON object")
         except RawError as err:
             raise ConvertError(str(err)) from err
-        for im in coco.get("images", []):
-            images.setdefault(int(im["id"]), im)
-        for a in coco.get("annotations", []):
-            anns.setdefault(int(a["image_id"]), []).append(a)
+        for n, im in enumerate(coco.get("images", [])):
+            try:
+                images.setdefault(int(im["id"]), im)
+            except (KeyError, TypeError, ValueError):
+                bad_entries.append(RawError(f, f"images[{n}] has no integer id"))
+        for n, a in enumerate(coco.get("annotations", [])):
+            try:
+                anns.setdefault(int(a["image_id"]), []).append(a)
+            except (KeyError, TypeError, ValueError):
+                bad_entries.append(RawError(f, f"annotations[{n}] has no integer image_id"))
         for c in coco.get("categories", []):
             categories[int(c["id"])] = str(c["name"])
     cat_ids = sorted(categories)
@@ -71,6 +90,8 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
                        description="AP-10K single animals with >= 7 annotated keypoints")
     conv = Conversion(out, meta, raw, "ap10k", {"min_keypoints": AP10K_MIN_KEYPOINTS})
     conv.use(*files)
+    for err in bad_entries:
+        conv.bad(err)
     for image_id in sorted(images):
         info = images[image_id]
         path = root / "data" / str(info.get("file_name", ""))
@@ -80,25 +101,32 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
             conv.drop(sid, "no animal annotated" if not mine else "more than one animal")
             continue
         ann = mine[0]
-        kp = np.asarray(ann.get("keypoints", []), np.float64).reshape(-1, 3)
-        if int((kp[:, 2] > 0).sum()) < AP10K_MIN_KEYPOINTS:
-            conv.drop(sid, f"fewer than {AP10K_MIN_KEYPOINTS} annotated keypoints")
-            continue
         try:
+            kp = _keypoints(ann, path)
+            if int((kp[:, 2] > 0).sum()) < AP10K_MIN_KEYPOINTS:
+                conv.drop(sid, f"fewer than {AP10K_MIN_KEYPOINTS} annotated keypoints")
+                continue
             image = read_image(path)
             size = image.shape[:2]
-            if (int(info.get("height", size[0])), int(info.get("width", size[1]))) != size:
-                raise RawError(path, f"the annotation says {info.get('width')}x{info.get('height')}, "
+            try:
+                recorded = (int(info.get("height") or size[0]), int(info.get("width") or size[1]))
+                category, bbox = int(ann["category_id"]), [float(v) for v in ann["bbox"]]
+            except (KeyError, TypeError, ValueError) as exc:
+                raise RawError(path, f"annotation {ann.get('id')}: bad size, category or bbox ({exc})") from exc
+            if recorded != size:
+                raise RawError(path, f"the annotation says {recorded[1]}x{recorded[0]}, "
                                      f"the image is {size[1]}x{size[0]}")
-            if int(ann.get("category_id", -1)) not in class_of:
-                raise RawError(path, f"annotation {ann.get('id')} has an unknown category {ann.get('category_id')}")
+            if category not in class_of or len(bbox) != 4:
+                raise RawError(path, f"annotation {ann.get('id')} has an unknown category {category} or a bad bbox")
+            box = xywh_to_box(bbox, size)
+            if box[2] <= box[0] or box[3] <= box[1]:
+                raise RawError(path, f"annotation {ann.get('id')}: bbox {bbox} is empty inside the image")
         except RawError as err:
             conv.bad(err)
             continue
         kp[kp[:, 2] > 0, 2] = 2  # AP-10K labels annotated points as visible
-        box = xywh_to_box(ann["bbox"], size)
         conv.add(sid, image, raw=(path,), keypoints=clip_points(kp, size), boxes=box[None],
-                 box_classes=np.array([class_of[int(ann["category_id"])]]))
+                 box_classes=np.array([class_of[category]]))
     return [conv.finish()]
 
 

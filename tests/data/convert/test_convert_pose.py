@@ -24,7 +24,7 @@ def test_convert_ap10k(tmp_path):
     cats = [{"id": 1, "name": "antelope", "supercategory": "Bovidae"}, {"id": 7, "name": "bison"}]
     kp_a, kp_b = _kp(9, gen), _kp(7, gen)
     kp_a[0, :2] = [25.0, -3.0]  # a visible keypoint outside the image: clipped
-    images = [{"id": i, "file_name": f"0000000{i}.jpg", "width": 20, "height": 14} for i in range(1, 7)]
+    images = [{"id": i, "file_name": f"0000000{i}.jpg", "width": 20, "height": 14} for i in range(1, 8)]
     images[4]["width"] = 40  # disagrees with its image
     anns = [
         {"id": 10, "image_id": 1, "category_id": 7, "bbox": [2, 3, 30, 5], "keypoints": kp_a.reshape(-1).tolist()},
@@ -33,13 +33,16 @@ def test_convert_ap10k(tmp_path):
         {"id": 13, "image_id": 4, "category_id": 1, "bbox": [0, 0, 5, 5], "keypoints": _kp(9, gen).reshape(-1).tolist()},
         {"id": 14, "image_id": 4, "category_id": 1, "bbox": [5, 5, 5, 5], "keypoints": _kp(9, gen).reshape(-1).tolist()},
         {"id": 15, "image_id": 5, "category_id": 1, "bbox": [0, 0, 5, 5], "keypoints": _kp(9, gen).reshape(-1).tolist()},
+        {"id": 16, "image_id": 7, "category_id": 1, "bbox": [0, 0, 5, 5], "keypoints": [1, 2, 2, 3]},  # malformed
+        {"image_id": "x"},  # no usable image id
     ]
-    split_of = {1: "train", 2: "val", 3: "test", 4: "train", 5: "test", 6: "val"}
+    split_of = {1: "train", 2: "val", 3: "test", 4: "train", 5: "test", 6: "val", 7: "val"}
     for split in ("train", "val", "test"):
         mine = [im for im in images if split_of[im["id"]] == split]
         ids = {im["id"] for im in mine}
+        mine_anns = [a for a in anns if a["image_id"] in ids or (split == "test" and a["image_id"] == "x")]
         write_text(raw / "annotations" / f"ap10k-{split}-split1.json", json.dumps(
-            {"images": mine, "annotations": [a for a in anns if a["image_id"] in ids], "categories": cats}))
+            {"images": mine, "annotations": mine_anns, "categories": cats}))
     for im in images:
         write_rgb(raw / "data" / im["file_name"], gen.integers(0, 256, (14, 20, 3), dtype=np.uint8))
 
@@ -56,6 +59,8 @@ def test_convert_ap10k(tmp_path):
     assert rep["dropped"] == {"00000003": "fewer than 7 annotated keypoints", "00000004": "more than one animal",
                               "00000006": "no animal annotated"}
     assert "the annotation says 40x14, the image is 20x14" in rep["bad_files"]["ap-10k/data/00000005.jpg"]
+    assert "not x, y, v triples" in rep["bad_files"]["ap-10k/data/00000007.jpg"]
+    assert "has no integer image_id" in rep["bad_files"]["ap-10k/annotations/ap10k-test-split1.json"]
 
 
 def test_convert_otp(tmp_path):
