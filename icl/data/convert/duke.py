@@ -40,7 +40,7 @@ def layer_edges(layers: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 def _grey(bscan: np.ndarray) -> np.ndarray:
     b = np.asarray(bscan, np.float64)
-    if b.max() <= 1.0:  # some copies hold doubles in [0, 1]
+    if np.issubdtype(np.asarray(bscan).dtype, np.floating) and np.nanmax(b) <= 1.0:  # doubles in [0, 1]
         b = b * 255.0
     grey = np.rint(np.clip(np.nan_to_num(b), 0, 255)).astype(np.uint8)
     return np.ascontiguousarray(np.repeat(grey[:, :, None], 3, axis=2))

@@ -72,8 +72,11 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
     conv = Conversion(out, meta, raw, "seathru", {"percentile": PERCENTILE, "global_seed": global_seed})
     for depth_dir in sites:
         site = depth_dir.parent
-        images = {p.stem: p for p in sorted(site.rglob("*"))
-                  if p.suffix.lower() in IMAGE_EXTS + RAW_EXTS and depth_dir not in p.parents}
+        images: dict[str, Path] = {}
+        # a developed image wins over the camera raw file of the same stem
+        for p in sorted(site.rglob("*"), key=lambda q: (q.suffix.lower() in IMAGE_EXTS, str(q))):
+            if p.suffix.lower() in IMAGE_EXTS + RAW_EXTS and depth_dir not in p.parents:
+                images[p.stem] = p
         for depth_path in sorted(depth_dir.glob("*.tif*")):
             stem = depth_path.stem[len("depth"):] if depth_path.stem.startswith("depth") else depth_path.stem
             image_path = images.get(stem)

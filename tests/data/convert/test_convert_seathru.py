@@ -25,6 +25,7 @@ def test_convert_seathru(tmp_path):
             tifffile.imwrite(raw / site / "depth" / f"depth{stem}.tif", d)
             # the image is twice the depth map's resolution: resized down to it
             write_rgb(raw / site / "Raw" / f"{stem}.png", gen.integers(0, 256, (12, 16, 3), dtype=np.uint8))
+            (raw / site / "Raw" / f"{stem}.ARW").write_bytes(b"raw sensor data")  # the developed PNG wins
             depths[f"{site}_{stem}"] = d
     tifffile.imwrite(raw / "D3" / "depth" / "depthT_S04999.tif", np.zeros((6, 8), np.float32))
     write_rgb(raw / "D3" / "Raw" / "T_S04999.png", np.zeros((6, 8, 3), np.uint8))  # no valid depth: dropped
