@@ -27,7 +27,7 @@ def _mapping(path: Path) -> tuple[np.ndarray, list[str]]:
 
     try:
         mat = scipy.io.loadmat(str(path))
-    except (OSError, ValueError, NotImplementedError) as exc:
+    except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: scipy refuses MATLAB v7.3 files
         raise ConvertError(f"cannot read {path} ({exc})") from exc
     if "mapClass" not in mat or "className" not in mat:
         raise ConvertError(f"{path} has no mapClass/className variables")
