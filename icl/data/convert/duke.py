@@ -61,7 +61,7 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
     for path in files:
         try:
             mat = scipy.io.loadmat(str(path), variable_names=("images", "manualLayers1", "manualFluid1"))
-        # scipy.s reader fails on a truncated or foreign file with any of these (v7.3: a RuntimeError)
+        # scipy's reader fails on a truncated or foreign file with any of these (v7.3: a RuntimeError)
         except (OSError, ValueError, RuntimeError, TypeError, IndexError, EOFError, KeyError) as exc:
             err = RawError(path, f"cannot read MATLAB file ({exc})")
             lay.bad(err)
