@@ -95,9 +95,18 @@ def _rord(raw, gen):
         cv2.imwrite(str(raw / "val" / "seg" / f"{i:06d}.png"), mask)
 
 
+def _seathru(raw, gen):
+    import tifffile
+
+    (raw / "D1" / "depth").mkdir(parents=True)
+    for i in range(N):
+        tifffile.imwrite(raw / "D1" / "depth" / f"depthT_S{i:05d}.tif", gen.uniform(0.3, 13.0, (32, 40)).astype(np.float32))
+        write_rgb(raw / "D1" / "Raw" / f"T_S{i:05d}.png", gen.integers(0, 256, (32, 40, 3), dtype=np.uint8))
+
+
 RELEASES = {"suim": _suim, "nyuv2": _nyu, "deepcrack": _deepcrack, "ap10k": _ap10k, "cdd": _cdd, "ixi": _ixi,
-            "rord": _rord}
-DATASETS = "suim,nyuv2,deepcrack,ap10k,cdd-haze,ixi-axial,rord"
+            "rord": _rord, "seathru": _seathru}
+DATASETS = "suim,nyuv2,deepcrack,ap10k,cdd-haze,ixi-axial,rord,seathru"
 TASKS = "segmentation,depth,edges,detection,keypoints,artifact_removal,modality_transfer,object_removal"
 LOWER = {"rmse", "abs_rel", "lpips"}
 
@@ -117,7 +126,11 @@ def test_converted_releases_run_with_oracle_at_ceiling(tmp_path, capsys):
     runs = {(d, t) for _, d, t, _ in score}
     assert runs == {("suim", "segmentation"), ("nyuv2", "segmentation"), ("nyuv2", "depth"),
                     ("deepcrack", "edges"), ("ap10k", "detection"), ("ap10k", "keypoints"),
-                    ("cdd-haze", "artifact_removal"), ("ixi-axial", "modality_transfer"), ("rord", "object_removal")}
+                    ("cdd-haze", "artifact_removal"), ("ixi-axial", "modality_transfer"), ("rord", "object_removal"),
+                    ("seathru", "depth")}
+    # Sea-thru's range comes from its train depths: 13 m rounds up to 13 (uniform up to 13.0)
+    sea_max = json.loads((root / "seathru" / "meta.json").read_text())["depth_range"][1]
+    assert sea_max == 13.0
     perfect = {"miou": 1.0, "f1": 1.0, "precision": 1.0, "recall": 1.0, "ap50": 1.0, "psnr": 100.0, "lpips": 0.0}
     for (model, dataset, task, metric), value in score.items():
         if model != "oracle":
@@ -127,7 +140,7 @@ def test_converted_releases_run_with_oracle_at_ceiling(tmp_path, capsys):
             assert value == perfect[metric], where
         elif metric == "ssim":
             assert abs(value - 1.0) < 1e-6, where
-        elif metric == "rmse":  # the quantisation floor of NYU's 0-10 m
-            assert value < 0.5 * 10.0 / 256, where
+        elif metric == "rmse":  # the quantisation floor of the dataset's own range
+            assert value < 0.5 * (10.0 if dataset == "nyuv2" else sea_max) / 256, where
         copy = score[("copy-target", dataset, task, metric)]
         assert (copy > value) if metric in LOWER else (copy < value), (where, copy, value)
