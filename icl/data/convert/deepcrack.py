@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import cv2
-import numpy as np
 
 from icl.data.convert._common import Conversion, ConvertError, RawError, Report, read_image, same_size, sample_id
 from icl.data.dataset import DatasetMeta
