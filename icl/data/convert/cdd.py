@@ -23,7 +23,7 @@ EXTS = (".png", ".jpg", ".jpeg")
 
 
 def _root(raw: Path) -> Path:
-    for cand in (raw / "CDD-11_test", raw):
+    for cand in (raw / "CDD-11_test", raw / "test", raw):
         if (cand / "clear").is_dir():
             return cand
     raise ConvertError(f"no clear/ folder under {raw} or {raw / 'CDD-11_test'}: expected the CDD-11 test split")
