@@ -55,7 +55,7 @@ def _keypoints(ann: dict, path: Path) -> np.ndarray:
 
 
 def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
-    root = raw / "ap-10k" if (raw / "ap-10k" / "annotations").is_dir() else raw
+    root = next((raw / d for d in ("ap-10k", "ap10k") if (raw / d / "annotations").is_dir()), raw)
     files = [root / "annotations" / f"ap10k-{s}-split1.json" for s in AP10K_SPLITS]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
