@@ -1,10 +1,12 @@
-"""``python -m icl.data``: list datasets, generate built-ins, validate a dataset directory."""
+"""``python -m icl.data``: list datasets, generate built-ins, validate a dataset directory, convert a
+public release (``convert NAME RAW_DIR OUT_DIR``, docs/datasets.md)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from icl.data.convert import list_converters
 from icl.data.dataset import DataError, load_dataset
 from icl.data.registry import get_dataset, list_datasets
 
@@ -20,7 +22,15 @@ def main(argv: list[str] | None = None) -> int:
     p_get.add_argument("--fast", action="store_true", help="the small variant of a built-in")
     p_val = sub.add_parser("validate", help="validate every file of a dataset directory (docs/data-format.md)")
     p_val.add_argument("path")
+    p_conv = sub.add_parser("convert", help="convert a public release into canonical datasets (docs/datasets.md)")
+    p_conv.add_argument("name", help="release: " + ", ".join(list_converters()))
+    p_conv.add_argument("raw_dir", help="the release as downloaded and unpacked")
+    p_conv.add_argument("out_dir", help="where the datasets go (one directory each; usually the data root)")
+    p_conv.add_argument("--seed", type=int, default=0, help="global seed of the random choices (default: 0)")
     args = parser.parse_args(argv)
+
+    if args.command == "convert":
+        return _convert(args.name, args.raw_dir, args.out_dir, args.seed)
 
     if args.command == "list":
         for name in list_datasets(args.root):
@@ -34,6 +44,21 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     meta = ds.meta
     print(f"{meta.name} {meta.version}: {n} samples, tasks {', '.join(meta.tasks)}, at {ds.root}")
+    return 0
+
+
+def _convert(name: str, raw_dir: str, out_dir: str, seed: int) -> int:
+    from icl.data.convert import ConvertError, convert
+
+    try:
+        reports = convert(name, raw_dir, out_dir, global_seed=seed)
+    except ConvertError as exc:
+        print(f"convert {name}: {exc}", file=sys.stderr)
+        return 1
+    for report in reports:
+        print(report.summary())
+        for path, why in sorted(report.bad.items()):
+            print(f"  bad raw file {path}: {why}", file=sys.stderr)
     return 0
 
 

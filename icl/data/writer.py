@@ -39,6 +39,12 @@ class DatasetWriter:
         self.root = Path(root)
         self.meta = meta
         self.root.mkdir(parents=True, exist_ok=True)
+        self.write_meta(meta)
+
+    def write_meta(self, meta: DatasetMeta) -> None:
+        """(Re)write ``meta.json``: converters call it again for fields known only after the
+        samples, such as a depth range derived from the data."""
+        self.meta = meta
         _write_json(self.root / "meta.json", meta.to_json())
 
     def add(

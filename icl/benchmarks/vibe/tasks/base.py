@@ -73,11 +73,12 @@ def all_tensors(predictions: Any) -> bool:
 
 
 def validate_prediction(index: int, pred: Any) -> np.ndarray:
-    """PROTOCOL §1.3: a prediction must be ``[h, w, 3]`` uint8, or float in [0, 1] (finite),
-    which becomes ``round(255 * x)`` (computed in float32 like ``icl.ops``). Returns uint8."""
+    """PROTOCOL §1.3: a prediction must be ``[h, w, 3]`` uint8, or float and finite, which becomes
+    ``rint(255 * clip(x, 0, 1))`` computed in float64 (values outside [0, 1] are clipped, not
+    rejected; NaN or infinity makes the prediction invalid). Returns uint8."""
     if hasattr(pred, "detach") and hasattr(pred, "cpu"):  # torch tensor, without importing torch
         pred = pred.detach().cpu()
-        pred = (pred.float() if pred.is_floating_point() else pred).numpy()
+        pred = (pred.double() if pred.is_floating_point() else pred).numpy()
     if not isinstance(pred, np.ndarray):
         raise PredictionError(index, f"expected a numpy array or torch tensor, got {type(pred).__name__}")
     if pred.ndim != 3 or pred.shape[2] != 3:
@@ -87,14 +88,16 @@ def validate_prediction(index: int, pred: Any) -> np.ndarray:
     if pred.dtype == np.uint8:
         return pred
     if not np.issubdtype(pred.dtype, np.floating):
-        raise PredictionError(index, f"expected uint8 or float in [0, 1], got dtype {pred.dtype}")
-    x = pred.astype(np.float32)
+        raise PredictionError(index, f"expected uint8 or float, got dtype {pred.dtype}")
+    return float_to_uint8(index, pred)
+
+
+def float_to_uint8(index: int, pred: np.ndarray) -> np.ndarray:
+    """``rint(255 * clip(x, 0, 1))`` in float64 (half to even); :class:`PredictionError` for NaN/inf."""
+    x = pred.astype(np.float64)
     if not np.isfinite(x).all():
         raise PredictionError(index, "contains NaN or infinite values")
-    lo, hi = float(x.min()), float(x.max())
-    if lo < 0.0 or hi > 1.0:
-        raise PredictionError(index, f"float prediction outside [0, 1] (min {lo:.4g}, max {hi:.4g})")
-    return np.rint(x * np.float32(255.0)).astype(np.uint8)
+    return np.rint(np.clip(x, 0.0, 1.0) * 255.0).astype(np.uint8)
 
 
 def resize_nearest(labels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -167,6 +170,12 @@ class Task(ABC):
 
     def check_sample(self, sample: Sample, meta: DatasetMeta) -> str | None:
         """None when the sample can be used for this task, else the reason it is filtered out."""
+        return None
+
+    def oracle_ceiling(self, target: Any, context_targets: Sequence[Any], meta: DatasetMeta) -> str | None:
+        """Why the oracle (the encoded target, decoded back) cannot score perfectly on this
+        sample, i.e. the encoding's ceiling there (PROTOCOL §1.4), or None where the round trip
+        is lossless. Reports call the oracle's scores on flagged samples its ceiling."""
         return None
 
     @abstractmethod

@@ -34,6 +34,15 @@ class Depth(Task):
     def make_pair(self, sample: Sample, global_seed: int, *, query: Sample | None = None) -> tuple[np.ndarray, Any]:
         return sample.image, sample.annotations["depth"]
 
+    def oracle_ceiling(self, target: np.ndarray, context_targets, meta) -> str | None:
+        # inside the range the oracle sits at the quantisation floor, which is its lossless score
+        d_min, d_max = _range(meta)
+        valid = target[target > 0]
+        outside = int(((valid < d_min) | (valid > d_max)).sum())
+        if outside:
+            return f"{outside} valid depth pixels outside the dataset's range [{d_min:g}, {d_max:g}] m are clipped"
+        return None
+
     def encode(self, target: np.ndarray, meta: DatasetMeta) -> np.ndarray:
         from icl.ops.turbo import turbo_encode
 

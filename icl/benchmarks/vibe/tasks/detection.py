@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import torch
 
 IOU_THRESHOLD = 0.5
+MIN_LOSSLESS_SIDE = 3  # px: PROTOCOL §1.4's lossless boxes
 
 
 def pixel_rects(boxes: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -87,6 +88,13 @@ class Detection(Task):
     def check_sample(self, sample: Sample, meta: DatasetMeta) -> str | None:
         packed = pack_channels(pixel_rects(sample.annotations["boxes"], sample.image.shape[:2]))
         return packed if isinstance(packed, str) else None
+
+    def oracle_ceiling(self, target: BoxesTarget, context_targets, meta) -> str | None:
+        rects = pixel_rects(target.boxes, target.size)
+        small = np.minimum(rects[:, 2] - rects[:, 0], rects[:, 3] - rects[:, 1]) < MIN_LOSSLESS_SIDE
+        if small.any():
+            return f"box {int(np.flatnonzero(small)[0])} is under {MIN_LOSSLESS_SIDE} px on a side"
+        return None
 
     def make_pair(self, sample: Sample, global_seed: int, *, query: Sample | None = None) -> tuple[np.ndarray, Any]:
         ann = sample.annotations

@@ -25,20 +25,27 @@ def _missing(msg: str, n: int) -> np.ndarray:
     return np.full(n, np.nan)
 
 
-def _lpips_or_nan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _lpips_or_nan(a: Any, b: Any) -> np.ndarray:
     """LPIPS per image, or NaN with a loud warning when no weights are installed or the images
-    are too small for AlexNet: the score is then missing, never silently dropped."""
+    are too small for AlexNet: the score is then missing, never silently dropped.
+
+    Each pair goes through the network on its own: a convolution's summation order, and so its
+    last bits, depends on the batch it runs in, and a stored score must not depend on which
+    other samples shared its batch (``--limit``, sharding, batch size)."""
     from icl.ops.lpips import LPIPSWeightsNotFound, lpips
 
     if min(a.shape[1:3]) < LPIPS_MIN_SIZE:
         return _missing(f"images of {a.shape[1]}x{a.shape[2]} are smaller than LPIPS-alex's {LPIPS_MIN_SIZE} px", len(a))
+    out = np.empty(len(a), np.float64)
     try:
-        out = lpips(a, b, net="alex")
-        if hasattr(out, "cpu"):  # a tensor (the device path)
-            out = out.detach().cpu()
-        return np.asarray(out, np.float64).reshape(-1)
+        for i in range(len(a)):
+            value = lpips(a[i : i + 1], b[i : i + 1], net="alex")
+            if hasattr(value, "cpu"):  # a tensor (the device path)
+                value = value.detach().cpu()
+            out[i] = float(np.asarray(value, np.float64).reshape(-1)[0])
     except LPIPSWeightsNotFound as exc:
         return _missing(f"LPIPS weights not found: {exc}", len(a))
+    return out
 
 
 def image_scores(preds: list[np.ndarray], targets: list[np.ndarray]) -> list[dict[str, float]]:

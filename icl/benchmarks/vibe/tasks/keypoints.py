@@ -21,6 +21,12 @@ def round_half_up(v: float) -> int:
     return int(np.floor(v + 0.5))
 
 
+def clip_to_image(xy: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Points (x, y) [N, 2] clipped into ``[0, w - 1] x [0, h - 1]`` of an image of ``size`` (h, w)."""
+    h, w = size
+    return np.stack([np.clip(xy[:, 0], 0, w - 1), np.clip(xy[:, 1], 0, h - 1)], 1) if len(xy) else xy
+
+
 def decode_points(pred: np.ndarray) -> np.ndarray:
     """Points (x, y) float64 [N, 2] of a uint8 prediction: ``S = clip(R - max(G, B), 0, 1)`` on
     [0, 1] channels, mask ``S > 0.5``, one point per 8-connected component at its max-S pixel
@@ -61,12 +67,23 @@ class Keypoints(Task):
 
     def make_pair(self, sample: Sample, global_seed: int, *, query: Sample | None = None) -> tuple[np.ndarray, Any]:
         kp = sample.annotations["keypoints"]
-        pts = kp[kp[:, 2] == 2, :2].astype(np.float64)
-        return sample.image, PointsTarget(pts, tuple(sample.image.shape[:2]))
+        size = tuple(sample.image.shape[:2])
+        pts = clip_to_image(kp[kp[:, 2] == 2, :2].astype(np.float64), size)
+        return sample.image, PointsTarget(pts, size)
+
+    def oracle_ceiling(self, target: PointsTarget, context_targets, meta) -> str | None:
+        pts = np.asarray(target.points, np.float64).reshape(-1, 2)
+        if len(pts) > 1:
+            d = np.sqrt(((pts[:, None, :] - pts[None, :, :]) ** 2).sum(-1))
+            close = d[np.triu_indices(len(pts), 1)]
+            if (close <= TAU).any():
+                return f"visible keypoints {close.min():.1f} px apart (<= 2r = {TAU} px): their discs merge"
+        return None
 
     def encode(self, target: PointsTarget, meta: DatasetMeta) -> np.ndarray:
         img = np.zeros((*target.size, 3), np.uint8)
-        for x, y in target.points:
+        # paper A.4: points outside the image are clipped to it before drawing
+        for x, y in clip_to_image(np.asarray(target.points, np.float64).reshape(-1, 2), target.size):
             cv2.circle(img, (round_half_up(x), round_half_up(y)), RADIUS, (255, 0, 0), thickness=-1, lineType=cv2.LINE_8)
         return img
 

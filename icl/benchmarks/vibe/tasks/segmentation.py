@@ -48,6 +48,16 @@ class Segmentation(Task):
     def make_pair(self, sample: Sample, global_seed: int, *, query: Sample | None = None) -> tuple[np.ndarray, Any]:
         return sample.image, sample.annotations["segmentation"]
 
+    def oracle_ceiling(self, target: np.ndarray, context_targets, meta) -> str | None:
+        n = len(meta.classes)
+        shown = candidates(list(context_targets), n)
+        present = np.zeros(n, bool)
+        present[np.unique(target[target < n])] = True
+        missing = np.flatnonzero(present & ~shown)
+        if missing.size:
+            return f"query classes {missing.tolist()} are in no context target, so no prediction can name them"
+        return None
+
     def encode(self, target: np.ndarray, meta: DatasetMeta) -> np.ndarray:
         lut = np.zeros((256, 3), np.uint8)  # void and unknown ids are black
         lut[: len(meta.classes)] = class_colours(len(meta.classes))

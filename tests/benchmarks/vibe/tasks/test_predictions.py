@@ -24,8 +24,6 @@ from tests.benchmarks.vibe.tasks.helpers import HAND_META
         (np.zeros((0, 5, 3), np.uint8), "empty"),
         (np.zeros((4, 5, 3), np.int64), "dtype"),
         (np.zeros((4, 5, 3), bool), "dtype"),
-        (np.full((4, 5, 3), 1.5, np.float32), "outside"),
-        (np.full((4, 5, 3), -0.01, np.float64), "outside"),
         (np.full((4, 5, 3), np.nan, np.float32), "NaN"),
         (np.full((4, 5, 3), np.inf, np.float32), "NaN"),
         ([[[0, 0, 0]]], "numpy"),
@@ -43,17 +41,24 @@ def test_evaluate_names_the_bad_index():
     good = np.zeros((4, 5, 3), np.uint8)
     targets = [np.zeros((4, 5), bool)] * 3
     with pytest.raises(PredictionError) as err:
-        task.evaluate([good, good, np.zeros((4, 5, 3), np.float32) + 2], targets, [[], [], []], HAND_META)
+        task.evaluate([good, good, np.full((4, 5, 3), np.nan, np.float32)], targets, [[], [], []], HAND_META)
     assert err.value.index == 2
     with pytest.raises(ValueError, match="equal lengths"):
         task.evaluate([good], targets, [[]], HAND_META)
 
 
-def test_float_and_tensor_predictions_convert_like_icl_ops():
-    x = np.linspace(0, 1, 4 * 5 * 3, dtype=np.float32).reshape(4, 5, 3)
+def test_float_predictions_are_clipped_and_rounded_in_float64():
+    # PROTOCOL §1.3: out-of-range values are clipped, not rejected
+    x = np.linspace(-0.5, 1.5, 4 * 5 * 3, dtype=np.float32).reshape(4, 5, 3)
     out = validate_prediction(0, x)
-    assert out.dtype == np.uint8
-    np.testing.assert_array_equal(out, np.rint(x * np.float32(255)).astype(np.uint8))
+    assert out.dtype == np.uint8 and out.min() == 0 and out.max() == 255
+    np.testing.assert_array_equal(out, np.rint(np.clip(x.astype(np.float64), 0, 1) * 255).astype(np.uint8))
+    # a float32 value whose float32 product rounds across the half: float64 decides
+    v = np.float32(0.5 / 255 + 1e-9)
+    assert np.float64(v) * 255 > 0.5
+    assert validate_prediction(0, np.full((1, 1, 3), v))[0, 0, 0] == 1
+    np.testing.assert_array_equal(validate_prediction(0, torch.from_numpy(x)), out)
+    np.testing.assert_array_equal(validate_prediction(0, torch.full((2, 2, 3), -3.0)), np.zeros((2, 2, 3), np.uint8))
     np.testing.assert_array_equal(validate_prediction(0, torch.from_numpy(x)), out)
     np.testing.assert_array_equal(validate_prediction(0, torch.from_numpy(x).to(torch.bfloat16)).shape, (4, 5, 3))
     u8 = np.arange(60, dtype=np.uint8).reshape(4, 5, 3)
