@@ -165,8 +165,8 @@ def _list(bench: Any) -> int:
     from icl.models import list_models
 
     for key, values in bench.describe().items():
-        print(f"{key + ':':<10}" + ", ".join(map(str, values)))
-    print(f"{'models:':<10}" + ", ".join(list_models()))
+        print(f"{key + ':':<10} " + ", ".join(map(str, values)))
+    print(f"{'models:':<10} " + ", ".join(list_models()))
     return 0
 
 

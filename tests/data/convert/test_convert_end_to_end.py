@@ -117,7 +117,7 @@ def test_converted_releases_run_with_oracle_at_ceiling(tmp_path, capsys):
         fabricate(tmp_path / "raw" / name, gen)
         convert(name, tmp_path / "raw" / name, root)
     out = tmp_path / "run"
-    code = main(["--data-root", str(root), "--datasets", DATASETS, "--tasks", TASKS, "--models", "oracle,copy-target",
+    code = main(["vibe", "--data-root", str(root), "--datasets", DATASETS, "--tasks", TASKS, "--models", "oracle,copy-target",
                  "--limit", "2", "--out", str(out), "--no-progress", "--no-plots", "--qualitative", "0"])
     assert code == 0, capsys.readouterr().err
     with open(out / "results.csv") as f:
