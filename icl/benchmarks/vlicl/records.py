@@ -139,7 +139,8 @@ def validate(task: str, kind: str, records: Any, where: str, text_only: bool = F
                     _fail(f"{at}.{side}", f"answer must be {want!r}, got {rec[side]['answer']!r}")
             out.append(rec)
             continue
-        _need(rec, ("question", "answer"), at)
+        # text-to-image support items are a question and an image; everything else has an answer
+        _need(rec, ("question",) if spec.direction != I2T and kind == "support" else ("question", "answer"), at)
         if spec.direction == I2T and not text_only:
             _need(rec, ("image",), at)
             _check_images(rec["image"], at, 2 if task in ("operator_induction_interleaved", "matching_mi") else None)
