@@ -61,7 +61,7 @@ def read_scene(image: np.ndarray) -> Reading:
     if not (isinstance(image, np.ndarray) and image.ndim == 3 and image.shape[2] == 3 and image.dtype == np.uint8):
         raise ValueError(f"judge: expected a uint8 [H, W, 3] image, got "
                          f"{getattr(image, 'dtype', type(image).__name__)} {getattr(image, 'shape', '')}")
-    labels = nearest_palette(image, PALETTE)
+    labels = nearest_palette(image if image.flags.writeable else image.copy(), PALETTE)
     border = np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])
     bg = int(np.bincount(border, minlength=len(PALETTE)).argmax())
     bg_name = PALETTE_NAMES[bg]
