@@ -22,7 +22,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Optional, Protocol
 
 import cv2
 import numpy as np
@@ -230,5 +230,3 @@ class SceneImages:
         except KeyError:
             raise RecordError(f"built-in image {ref!r} does not exist") from None
 
-
-Loader = Callable[[str], TaskData]

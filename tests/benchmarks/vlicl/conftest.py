@@ -107,6 +107,6 @@ def drive(bench: Benchmark, model: Any, judge: Any, items: list | None = None,
     return rows
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def driver() -> Callable[..., list[dict[str, Any]]]:
     return drive

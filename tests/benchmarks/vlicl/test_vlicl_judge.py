@@ -10,7 +10,9 @@ from skimage.measure import label
 
 import icl.benchmarks.vlicl  # noqa: F401  (registers vlicl-judge)
 from icl.benchmarks.vlicl.builtin import generate
-from icl.benchmarks.vlicl.builtin.draw import BACKGROUNDS, COLOURS, SHAPES, Obj, blank, draw_objects, shape_mask
+from icl.benchmarks.vlicl import VLICL
+from icl.benchmarks.vlicl.builtin.draw import (BACKGROUNDS, COLOURS, NUMBER_WORDS, PLURALS, SHAPES, Obj, blank,
+                                               draw_objects, shape_mask)
 from icl.benchmarks.vlicl.builtin.scenes import ObjectScene
 from icl.benchmarks.vlicl.judge import VLICLJudge, holds, read_scene
 from icl.benchmarks.vlicl.tasks import JUDGE_PROMPT
@@ -77,3 +79,38 @@ def test_judge_adapter() -> None:
                          ChatRequest.user("x", img, "What is this?")])
     assert out == ["yes", "yes", "no", "no", "no", "no", "no"]
     assert set(COLOURS).isdisjoint(BACKGROUNDS)
+
+
+def _drawn(concepts: list[str], extra: int = 0) -> np.ndarray:
+    """An image showing ``concepts`` in the generators' vocabulary (``extra`` more of a counted shape)."""
+    singular = {p: s for s, p in PLURALS.items()}
+    background, shape, colour, count = "white", "square", "gray", 1
+    for c in concepts:
+        words = c.split()
+        if words[-1] == "background":
+            background = words[0]
+        elif words[0] in NUMBER_WORDS:
+            count, shape = NUMBER_WORDS.index(words[0]) + extra, singular.get(words[1], words[1])
+        elif words[0] in COLOURS and len(words) == 2:
+            colour, shape = words
+        elif words[0] in COLOURS:
+            colour = words[0]
+        else:
+            shape = words[0]
+    objs = [Obj(shape, colour, 2 + 19 * (i % 4), 2 + 19 * (i // 4), 15) for i in range(count)]
+    return draw_objects(blank((96, 96), background), objs)
+
+
+@pytest.mark.parametrize("task", ["open_t2i_mi", "fast_count_t2i", "fast_attr_t2i", "cobsat"])
+def test_a_right_picture_passes_a_wrong_one_fails(task: str) -> None:
+    bench = VLICL({"fast": True, "tasks": (task,), "seeds": (0,), "shots": (0,)})
+    judge = get_model("vlicl-judge")
+    for item in bench.items():
+        q = bench.data(task).by_id[item.payload[3]]
+        concepts = q["answer"] if task == "cobsat" else [q["answer"]]
+        right = _drawn(concepts)
+        verdicts = judge.predict(list(bench.judge_requests(item, right)))
+        assert bench.score(item, right, verdicts)["correct"] == 1.0, (item.key, concepts)
+        wrong = _drawn(concepts, extra=1) if task == "fast_count_t2i" else blank((96, 96), "white")
+        verdicts = judge.predict(list(bench.judge_requests(item, wrong)))
+        assert bench.score(item, wrong, verdicts)["correct"] == 0.0, (item.key, concepts)

@@ -18,14 +18,12 @@ from icl.models.requests import ChatRequest
 
 
 @pytest.fixture(scope="module")
-def fast_run(tmp_path_factory: pytest.TempPathFactory):
-    from conftest import drive
-
+def fast_run(tmp_path_factory: pytest.TempPathFactory, driver):
     start = time.perf_counter()
     bench = VLICL(VLICL.fast_config())
     model, judge = get_model(VLICL.default_models[0]), get_model(VLICL.default_judge)
     items = list(bench.items())
-    rows = drive(bench, model, judge, items, "copy-last")
+    rows = driver(bench, model, judge, items, "copy-last")
     tables = bench.summarise(rows)
     out = tmp_path_factory.mktemp("vlicl_plots")
     paths = bench.plots(tables, out)
@@ -160,16 +158,14 @@ def test_descriptions_and_variants() -> None:
     assert len(many.episode(list(many.items())[-1]).support) == 128
 
 
-def test_parse_both_reports_lenient_tables() -> None:
-    from conftest import drive
-
+def test_parse_both_reports_lenient_tables(driver) -> None:
     bench = VLICL({"fast": True, "tasks": ("clevr",), "parse": "both", "seeds": (0,)})
 
     class Wordy(get_model("copy-last").__class__):
         def predict(self, requests):
             return [f"There are {a}." for a in super().predict(requests)]
 
-    rows = drive(bench, Wordy(), None, model_name="wordy")
+    rows = driver(bench, Wordy(), None, model_name="wordy")
     tables = bench.summarise(rows)
     assert {"accuracy_lenient", "shot_summary_lenient", "ranks_lenient"} <= set(tables)
     legacy = sum(r["accuracy"] for r in tables["accuracy"])

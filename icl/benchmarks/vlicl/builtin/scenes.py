@@ -86,8 +86,6 @@ class WordsScene:
         return " ".join(f"[{w}]" if i == self.boxed else w for i, w in enumerate(self.words))
 
 
-Scene = ObjectScene | TextScene | WordsScene
-
 
 def words_layout(rng: np.random.Generator, size: tuple[int, int], words: Sequence[str],
                  scale: float) -> tuple[tuple[int, int], ...]:
