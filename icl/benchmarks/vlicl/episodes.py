@@ -71,6 +71,12 @@ def _demo(data: TaskData, rec: dict[str, Any], rid: str, answer: Any) -> Demo:
     return Demo(rid, tuple(refs), str(rec["question"]), answer, _texts(data, rec, refs))
 
 
+def _real_name(rec: dict[str, Any], what: str) -> str:
+    if "real_name" not in rec:
+        raise RecordError(f"{what}: the real-name variant needs a 'real_name' field")
+    return str(rec["real_name"])
+
+
 def _per_class(data: TaskData, q: dict[str, Any], shots: int, rng: np.random.Generator,
                real_names: bool) -> list[Demo]:
     task = data.task
@@ -89,7 +95,7 @@ def _per_class(data: TaskData, q: dict[str, Any], shots: int, rng: np.random.Gen
             caption = entry.get("captions", [cls] * len(images))[i]
             question = {"open_mi": "This is a", "open_t2i_mi": f"Generate a {cls}",
                         "fast_attr_t2i": f"Generate a {caption}", "fast_count_t2i": f"Generate {caption}"}[task]
-            answer = entry.get("real_name", cls) if real_names else cls
+            answer = _real_name(entry, f"{task} query {q['id']} class {cls!r}") if real_names else cls
             texts = (data.source.text(images[i]),) if data.text_only else ()
             out.append(Demo(f"{cls}/{i}", (images[i],), question, answer, texts))
     return out
@@ -126,7 +132,7 @@ def build_episode(data: TaskData, query_id: str, shots: int, seed: int, real_nam
     if query_id not in data.by_id:
         raise KeyError(f"{data.task}: no query {query_id!r}")
     q = data.by_id[query_id]
-    answer = q.get("real_name", q["answer"]) if real_names else q["answer"]
+    answer = _real_name(q, f"{data.task} query {query_id}") if real_names else q["answer"]
     query = _demo(data, q, query_id, answer)
     return Episode(data.task, seed, shots, query_id, tuple(select_support(data, query_id, shots, seed, real_names)),
                    query)

@@ -19,7 +19,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from icl.benchmarks.vlicl.builtin.draw import BACKGROUNDS, COLOURS, NUMBER_WORDS, PALETTE, PALETTE_NAMES, PLURALS, SHAPES, shape_mask
+from icl.benchmarks.vlicl.builtin.draw import (BACKGROUNDS, COLOURS, NUMBER_WORDS, PALETTE, PALETTE_NAMES, PLURALS,
+                                               SHAPES, shape_mask)
 from icl.models.base import Adapter
 from icl.models.requests import ChatRequest
 from icl.ops import connected_components, nearest_palette

@@ -2,8 +2,8 @@
 
 The release (``huggingface.co/datasets/ys-zong/VL-ICL``, unpacked) has one folder per task with
 ``query.json`` and ``support.json``: JSON arrays of records whose image paths are relative to the
-release root (``{root}/{task}/images/...``). The built-in data (:mod:`.builtin`) produces records
-of the same shape, so one episode builder serves both. Fields by task:
+release root (``{root}/{task}/query/...``, ``{root}/{task}/support/...``). The built-in data
+(:mod:`.builtin`) produces records of the same shape, so one episode builder serves both. Fields by task:
 
 - every record: ``question`` (str), ``answer``; I2T records ``image`` (a path or a list of paths).
 - operator tasks: query ``operator`` in ``+ - x``; support ``answer`` = the three results ``[+, -, x]``.

@@ -39,9 +39,9 @@ def make_release(root: Path) -> Path:
     """Write the fabricated release under ``root`` and return it."""
     nxt = _Counter()
 
-    def img(task: str) -> str:
-        n = nxt()
-        return _png(root, f"{task}/images/{n}.png", n)
+    def img(task: str, split: str = "support") -> str:
+        n = nxt()  # the release keeps query and support images in their own folders
+        return _png(root, f"{task}/{split}/{n}.png", n)
 
     def dump(task: str, queries: list, support: list) -> None:
         (root / task).mkdir(parents=True, exist_ok=True)
@@ -49,21 +49,21 @@ def make_release(root: Path) -> Path:
         (root / task / "support.json").write_text(json.dumps(support, indent=1))
 
     names = ["dax", "blicket", "perpo"]
-    dump("open_mi", [{"id": f"m{i}", "image": [img("open_mi")], "question": "This is a", "answer": names[i % 3],
+    dump("open_mi", [{"id": f"m{i}", "image": [img("open_mi", "query")], "question": "This is a", "answer": names[i % 3],
                       "classes": names,
                       "support": {n: {"images": [img("open_mi") for _ in range(5)], "real_name": f"real_{n}"}
                                   for n in names}, "real_name": f"real_{names[i % 3]}"} for i in range(3)], [])
-    dump("clevr", [{"id": f"c{i}", "image": [img("clevr")], "question": "color: red", "answer": i + 1} for i in range(3)],
+    dump("clevr", [{"id": f"c{i}", "image": [img("clevr", "query")], "question": "color: red", "answer": i + 1} for i in range(3)],
          [{"id": f"cs{i}", "image": [img("clevr")], "question": "shape: cube", "answer": i % 4} for i in range(10)])
     for task, n_img in (("operator_induction", 1), ("operator_induction_interleaved", 2)):
-        dump(task, [{"id": f"o{i}", "image": [img(task) for _ in range(n_img)], "question": "What is the result?",
+        dump(task, [{"id": f"o{i}", "image": [img(task, "query") for _ in range(n_img)], "question": "What is the result?",
                      "operator": "+-x"[i % 3], "answer": [5, -3, 4][i % 3]} for i in range(3)],
              [{"id": f"os{i}", "image": [img(task) for _ in range(n_img)], "question": "What is the result?",
                "answer": [i + 2, i - 2, 2 * i]} for i in range(10)])
-    dump("textocr", [{"id": f"t{i}", "image": img("textocr"), "question": "What text?", "answer": f"word{i}"}
+    dump("textocr", [{"id": f"t{i}", "image": img("textocr", "query"), "question": "What text?", "answer": f"word{i}"}
                      for i in range(3)],
          [{"id": f"ts{i}", "image": img("textocr"), "question": "What text?", "answer": f"sup{i}"} for i in range(10)])
-    dump("matching_mi", [{"id": f"p{i}", "image": [img("matching_mi"), img("matching_mi")], "question": "Same?",
+    dump("matching_mi", [{"id": f"p{i}", "image": [img("matching_mi", "query"), img("matching_mi", "query")], "question": "Same?",
                           "answer": ["yes", "no"][i % 2]} for i in range(3)],
          [{"id": f"ps{i}", "same": {"image": [img("matching_mi"), img("matching_mi")], "question": "Same?",
                                     "answer": "yes"},

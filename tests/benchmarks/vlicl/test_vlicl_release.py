@@ -121,3 +121,16 @@ def test_digest_follows_the_files(release: Path, tmp_path: Path) -> None:
     assert load_published(root, "clevr").digest == before
     _edit(root, "clevr", "query", lambda r: r[0].update(answer=7))
     assert load_published(root, "clevr").digest != before
+
+
+def test_real_names_need_their_field(release: Path, tmp_path: Path) -> None:
+    bench = VLICL({"data_root": str(release), "variant": "real_names", "shots": (1,), "seeds": (0,)})
+    item = next(iter(bench.items()))
+    answers = [m.content[0] for m in bench.request(item).messages if m.role == "assistant"]
+    assert all(a.startswith("real_") for a in answers) and bench.episode(item).query.answer.startswith("real_")
+    root = _copy(release, tmp_path)
+    _edit(root, "open_mi", "query", lambda r: [q["support"]["blicket"].pop("real_name") for q in r])
+    bad = VLICL({"data_root": str(root), "variant": "real_names", "shots": (1,), "seeds": (0,)})
+    with pytest.raises(RecordError, match=r"open_mi query m\d class 'blicket': the real-name variant needs"):
+        for it in bad.items():
+            bad.request(it)
