@@ -185,7 +185,8 @@ class VLICL(Benchmark):
             if not isinstance(response, str):
                 out["failed"] = 1.0
                 return out
-            truth = self.episode(item).query.answer
+            q = self.data(task).by_id[qid]
+            truth = q["real_name"] if self.config["variant"] == "real_names" else q["answer"]
             mode = self.config["parse"]
             out["correct"] = float(i2t_correct(task, response, truth, "lenient" if mode == "lenient" else "legacy"))
             if mode == "both":
@@ -246,6 +247,14 @@ class VLICL(Benchmark):
                     cells.append("-" if r is None else "/".join(_fmt(r[k]) for k in ("zero_shot", "peak", "efficiency")))
                 lines.append(f"| {m} | " + " | ".join(cells) + " |")
             lines.append("")
+        ranks = tables.get("ranks", [])
+        if ranks:
+            lines += ["Average ranks over tasks (1 = best; zero-shot / peak / efficiency):", ""]
+            for r in sorted(ranks, key=lambda r: (str(r["direction"]), str(r["description"]), str(r["model"]))):
+                lines.append(f"- {r['direction']} ({r['tasks']} tasks, {r['variant']}, {r['description']}, {r['cot']}): "
+                             f"{r['model']} {_fmt(r['zero_shot_rank'])} / {_fmt(r['peak_rank'])} / "
+                             f"{_fmt(r['efficiency_rank'])}")
+            lines.append("")
         over = [r for r in tables.get("accuracy", []) if r.get("overflow")]
         if over:
             lines += ["Context overflow (queries recorded as wrong, never truncated):", ""]
@@ -281,7 +290,7 @@ def _is_image(x: Any) -> bool:
 
 
 def _fmt(v: Any) -> str:
-    return "nan" if isinstance(v, float) and math.isnan(v) else f"{float(v):.1f}"
+    return "nan" if isinstance(v, float) and math.isnan(v) else f"{float(v):.2f}".rstrip("0").rstrip(".")
 
 
 
