@@ -26,8 +26,8 @@ from icl.benchmarks.vlicl.episodes import (COT_TOKENS, Episode, build_episode, c
 from icl.benchmarks.vlicl.plots import efficiency_front, shot_curves
 from icl.benchmarks.vlicl.records import TaskData, load_published
 from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
-from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, rank_table,
-                                          summary_table)
+from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table,
+                                          rank_table, summary_table)
 from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_PROMPT, JUDGE_TWICE, MANY_SHOTS,
                                         TASKS, get_task)
 from icl.models.requests import ChatRequest, GenerationRequest
@@ -222,6 +222,8 @@ class VLICL(Benchmark):
             tables[f"shot_summary{suffix}"] = summ
             tables[f"ranks{suffix}"] = rank_table(summ)
             tables[f"capabilities{suffix}"] = capability_table(summ)
+            if len({r["model"] for r in rs}) > 1:
+                tables[f"paired{suffix}"] = paired_table(rs)
         return tables
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path) -> list[Path]:

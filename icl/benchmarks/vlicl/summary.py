@@ -5,6 +5,8 @@
   (ddof 0), with a 95% percentile bootstrap interval over queries (10,000 resamples, clustered by
   query: a query's seeds move together).
 - :func:`shot_summary`: zero-shot, peak and signed ICL efficiency of one shot curve.
+- paired comparisons: for two models on the same (task, setting, shots), the accuracy difference
+  with a 95% paired bootstrap interval over their shared queries.
 - average ranks of each summary metric over the tasks of a direction (1 = best, ties share the
   average rank); capability aggregates: the mean of each summary metric over the tasks that test
   a capability (the source's Table 1).
@@ -187,4 +189,26 @@ def capability_table(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
         rs = cells[key]
         out.append({"model": model, **dict(zip(SETTING, setting)), "capability": cap, "tasks": len(rs),
                     **{m: _mean([float(r[m]) for r in rs]) for m in SUMMARY_METRICS}})
+    return out
+
+
+def paired_table(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Accuracy difference (model_a - model_b, in points) per (task, setting, shots) with its 95%
+    paired bootstrap interval over the queries both models answered (each query: the mean over
+    its seeds), for every pair of models."""
+    cells: dict[tuple, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for r in rows:
+        cells[(r["task"], *_setting(r), int(r["shots"]))][str(r["model"])][query_of(r)].append(float(r["correct"]))
+    out = []
+    for key in sorted(cells, key=lambda k: tuple(str(x) for x in k[:-1]) + (k[-1],)):
+        by_model = cells[key]
+        models = sorted(by_model)
+        task, *setting, shots = key
+        for i, a in enumerate(models):
+            for b in models[i + 1:]:
+                shared = sorted(set(by_model[a]) & set(by_model[b]))
+                diff = np.array([_mean(by_model[a][q]) - _mean(by_model[b][q]) for q in shared])
+                lo, hi = bootstrap_interval(diff, "/".join(str(k) for k in key) + f"/{a}-{b}")
+                out.append({"task": task, **dict(zip(SETTING, setting)), "shots": shots, "model_a": a, "model_b": b,
+                            "queries": len(shared), "difference": 100 * _mean(list(diff)), "ci_low": lo, "ci_high": hi})
     return out

@@ -190,3 +190,15 @@ def test_fingerprints(tmp_path: Path) -> None:
     assert a == b and set(a) == {"vlicl/textocr/records", "vlicl/matching_mi/records", "vlicl/episodes.csv"}
     c = VLICL({"fast": True, "tasks": ("textocr", "matching_mi"), "seeds": (0, 1)}).fingerprints()
     assert c["vlicl/episodes.csv"] != a["vlicl/episodes.csv"] and c["vlicl/textocr/records"] == a["vlicl/textocr/records"]
+
+
+def test_two_models_get_paired_comparisons(driver) -> None:
+    bench = VLICL({"fast": True, "tasks": ("open_mi", "matching_mi"), "seeds": (0, 1)})
+    rows = (driver(bench, get_model("copy-last"), None, model_name="copy-last")
+            + driver(bench, get_model("frequent-answer"), None, model_name="frequent-answer"))
+    tables = bench.summarise(rows)
+    paired = tables["paired"]
+    assert len(paired) == 2 * 5 and all(r["queries"] == 4 for r in paired)
+    # matching: both answer "no" (the pairs are same/diff, one each: the tie goes to the last)
+    assert all(r["difference"] == 0 for r in paired if r["task"] == "matching_mi")
+    assert {r["model"] for r in tables["ranks"]} == {"copy-last", "frequent-answer"}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from icl.benchmarks.vlicl.summary import (accuracy_tables, average_ranks, bootstrap_interval, capability_table,
-                                          item_key, rank_table, shot_summary, summary_table)
+                                          item_key, paired_table, rank_table, shot_summary, summary_table)
 
 FIVE = (0, 1, 2, 4, 5)
 EIGHT = (0, 1, 2, 4, 8)
@@ -113,3 +113,15 @@ def test_summary_ranks_capabilities() -> None:
     assert caps[("a", "Fast Binding")]["efficiency"] == pytest.approx(25)  # open_mi only
     assert caps[("a", "Induction")]["tasks"] == 2  # clevr and cobsat
     assert caps[("a", "I2T")]["peak"] == pytest.approx((100 + 50) / 2)
+
+
+def test_paired_differences() -> None:
+    a = _rows("a", "clevr", {1: {0: [1, 1, 1, 0], 1: [1, 1, 0, 0]}})
+    b = _rows("b", "clevr", {1: {0: [1, 0, 0, 0], 1: [1, 0, 0, 0]}})
+    (row,) = paired_table(a + b)
+    assert (row["model_a"], row["model_b"], row["queries"]) == ("a", "b", 4)
+    # per query (mean over seeds): a = 1, 1, .5, 0; b = 1, 0, 0, 0 -> differences 0, 1, .5, 0
+    assert row["difference"] == pytest.approx(37.5)
+    assert 0 <= row["ci_low"] <= 37.5 <= row["ci_high"] <= 100
+    same = paired_table(a + _rows("c", "clevr", {1: {0: [1, 1, 1, 0], 1: [1, 1, 0, 0]}}))
+    assert same[0]["difference"] == 0 and same[0]["ci_low"] == same[0]["ci_high"] == 0
