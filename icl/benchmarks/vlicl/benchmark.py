@@ -35,7 +35,7 @@ from icl.models.requests import ChatRequest, GenerationRequest
 VARIANTS = ("image", "text", "real_names")
 PARSE = ("legacy", "lenient", "both")
 FAST_QUERIES = 4
-FAST_POOL = 16
+FAST_POOL = max(MANY_SHOTS)  # records are cheap: images are drawn only when shown
 JUDGE_TOKENS = 5  # the reference judge's budget
 
 
@@ -106,11 +106,13 @@ class VLICL(Benchmark):
             if self.data_root is not None and not self.fast:
                 self._data[task] = load_published(self.data_root, task, text_only=text)
             else:
+                # Pools never depend on the shot grid (a draw from a bigger pool is another draw);
+                # per-class images only extend (see builtin._image_rng).
                 most = max(self.shot_grid(task))
                 n = FAST_QUERIES if self.fast else None
-                pool = (max(FAST_POOL, most) if self.fast else None)
+                pool = FAST_POOL if self.fast else None
                 if task == "cobsat":
-                    pool = max(most, 8) if self.fast else None
+                    pool = max(MANY_SHOTS)
                 self._data[task] = builtin.generate(task, n, pool, per_class=max(5, most), text_only=text)
         return self._data[task]
 

@@ -115,21 +115,23 @@ def _hashes(bench: VLICL, items: list) -> dict[str, str]:
 
 
 def test_same_episode_whatever_order_subset_sharding(fast: VLICL) -> None:
-    items = list(fast.items())
-    assert len({i.key for i in items}) == len(items) == 10 * 5 * 3 * 4
-    reference = _hashes(fast, items)
+    assert len({i.key for i in fast.items()}) == len(list(fast.items())) == 10 * 5 * 3 * 4
+    cfg = {"fast": True, "seeds": (0, 2), "queries": 2}
+    plan = VLICL(cfg)
+    items = list(plan.items())
+    reference = _hashes(plan, items)
     shuffled = items[:]
     random.Random(5).shuffle(shuffled)
-    assert _hashes(VLICL({"fast": True}), shuffled) == reference  # another order, a fresh instance
-    subset = VLICL({"fast": True, "tasks": ("cobsat", "clevr"), "seeds": (2,), "queries": 2})
+    assert _hashes(VLICL(cfg), shuffled) == reference  # another order, a fresh instance
+    subset = VLICL({"fast": True, "tasks": ("cobsat", "clevr"), "seeds": (2,), "queries": 1})
     sub = _hashes(subset, list(subset.items()))
     assert sub and all(reference[k] == h for k, h in sub.items())
     for shard in range(3):  # three workers, each with its own instance and every third item
-        worker = VLICL({"fast": True})
+        worker = VLICL(cfg)
         mine = [i for n, i in enumerate(worker.items()) if n % 3 == shard]
         assert all(reference[k] == h for k, h in _hashes(worker, mine[::-1]).items())
     # requests are plain data of the right type
-    req = {i.group["task"]: fast.request(i) for i in items}
+    req = {i.group["task"]: plan.request(i) for i in items}
     assert isinstance(req["clevr"], ChatRequest) and isinstance(req["cobsat"], GenerationRequest)
 
 
@@ -151,3 +153,13 @@ def test_builtin_records_do_not_depend_on_how_many() -> None:
     assert small.queries == big.queries[:3] and small.support == big.support[:5]
     for q in small.queries:
         np.testing.assert_array_equal(small.source.image(q["image"][0]), big.source.image(q["image"][0]))
+
+
+@pytest.mark.parametrize("task", ["open_mi", "fast_count_t2i", "fast_attr_t2i", "cobsat", "clevr"])
+def test_many_shot_data_extends_the_small_one(task: str) -> None:
+    """The same episode at shot k whether or not the run also asks for 16, 32, 64 shots."""
+    plain = VLICL({"fast": True, "tasks": (task,), "seeds": (1,)})
+    many = VLICL({"fast": True, "tasks": (task,), "seeds": (1,), "many_shot": True})
+    small = _hashes(plain, list(plain.items()))
+    big = _hashes(many, [i for i in many.items() if i.group["shots"] <= 8])
+    assert small == big

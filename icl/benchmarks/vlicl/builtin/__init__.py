@@ -73,13 +73,19 @@ class _Builder:
         return self.ref(split, name, ObjectScene(OBJECT_SIZE, background, objs))
 
 
+def _image_rng(b: _Builder, i: int, name: str, j: int) -> np.random.Generator:
+    """Each support image its own generator: the first k images of a class never depend on how
+    many a class has (many-shot data extends, never reshuffles)."""
+    return _rng(b.task, "support", f"q{i}/{name}/{j}")
+
+
 def _open_mi(b: _Builder, i: int, per_class: int, t2i: bool) -> dict[str, Any]:
     rng = _rng(b.task, "query", i)
     shapes = _pick(rng, SHAPES, 2)
     names = _pick(rng, NAMES, 2)
     k = int(rng.integers(2))
-    support = {n: {"images": [b.single(rng, "support", f"q{i}_{n}_{j}", sh) for j in range(per_class)],
-                   "real_name": sh} for n, sh in zip(names, shapes)}
+    support = {n: {"images": [b.single(_image_rng(b, i, n, j), "support", f"q{i}_{n}_{j}", sh)
+                              for j in range(per_class)], "real_name": sh} for n, sh in zip(names, shapes)}
     rec: dict[str, Any] = {"id": f"q{i}", "classes": names, "support": support, "real_name": shapes[k]}
     if t2i:
         rec.update(question=f"Generate a {names[k]}", task_label=names[k], answer=shapes[k])
@@ -101,8 +107,9 @@ def _fast_count(b: _Builder, i: int, per_class: int) -> dict[str, Any]:
     for n, c in zip(names, counts):
         images, captions = [], []
         for j in range(per_class):
-            shape = _pick(rng, SHAPES)[0]
-            images.append(b.several(rng, "support", f"q{i}_{n}_{j}", [shape] * c))
+            g = _image_rng(b, i, n, j)
+            shape = _pick(g, SHAPES)[0]
+            images.append(b.several(g, "support", f"q{i}_{n}_{j}", [shape] * c))
             captions.append(f"{n} {PLURALS[shape]}")
         support[n] = {"images": images, "captions": captions, "real_name": NUMBER_WORDS[c]}
     shape = _pick(rng, SHAPES)[0]
@@ -119,8 +126,9 @@ def _fast_attr(b: _Builder, i: int, per_class: int) -> dict[str, Any]:
     for n, c in zip(names, colours):
         images, captions = [], []
         for j in range(per_class):
-            shape = _pick(rng, SHAPES)[0]
-            images.append(b.single(rng, "support", f"q{i}_{n}_{j}", shape, colour=c))
+            g = _image_rng(b, i, n, j)
+            shape = _pick(g, SHAPES)[0]
+            images.append(b.single(g, "support", f"q{i}_{n}_{j}", shape, colour=c))
             captions.append(f"{n} {shape}")
         support[n] = {"images": images, "captions": captions, "real_name": c}
     shape = _pick(rng, SHAPES)[0]
@@ -236,7 +244,8 @@ def generate(task: str, queries: int | None = None, support: int | None = None, 
              text_only: bool = False) -> TaskData:
     """The built-in version of ``task``: ``queries`` test records (default: the release's test
     size), a support pool of ``support`` records (default: its train size; for CoBSAT the number
-    per (task, latent value)), and ``per_class`` support images per class for per-class tasks."""
+    per (task, latent value), by default enough for the train size and at least ``per_class``), and
+    ``per_class`` support images per class for per-class tasks."""
     spec = get_task(task)
     nq = spec.test if queries is None else queries
     ns = spec.train if support is None else support
@@ -249,7 +258,7 @@ def generate(task: str, queries: int | None = None, support: int | None = None, 
                 "fast_attr_t2i": lambda i: _fast_attr(b, i, per_class)}[task]
         qs = [make(i) for i in range(nq)]
     elif task == "cobsat":
-        per_value = max(-(-ns // (len(COBSAT_TASKS) * len(SHAPES))), 1) if support is None else ns
+        per_value = max(-(-ns // (len(COBSAT_TASKS) * len(SHAPES))), per_class) if support is None else ns
         sup = _cobsat_support(b, per_value)
         qs = []
         for i in range(nq):
