@@ -121,7 +121,7 @@ def select_support(data: TaskData, query_id: str, shots: int, seed: int, real_na
         return out
     if task == "cobsat":
         lat = q["latent"]
-        pool = [r for r in data.support if r["task"] == q["task"] and r["latent"] == lat and r[lat] == q[lat]]
+        pool = data.pool("task", "latent", lat, like=q)
         what += f" (task {q['task']}, {lat} = {q[lat]})"
         return [_demo(data, r, r["id"], None) for r in _sample(pool, shots, rng, what)]
     return [_demo(data, r, r["id"], r["answer"]) for r in _sample(data.support, shots, rng, what)]

@@ -56,6 +56,16 @@ class TaskData:
     origin: str  # "builtin" or the release folder
     text_only: bool = False
     by_id: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+
+    def pool(self, *fields: str, like: dict[str, Any]) -> list[dict[str, Any]]:
+        """The support records agreeing with ``like`` on ``fields`` (in pool order; indexed once)."""
+        key = (fields, tuple(like[f] for f in fields))
+        if (fields, None) not in self.groups:
+            self.groups[(fields, None)] = []
+            for r in self.support:
+                self.groups.setdefault((fields, tuple(r.get(f) for f in fields)), []).append(r)
+        return self.groups.get(key, [])
 
     def __post_init__(self) -> None:
         self.by_id = {q["id"]: q for q in self.queries}
