@@ -72,6 +72,10 @@ class VLICL(Benchmark):
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         super().__init__(config)
         c = self.config
+        for opt in self.options:  # a value given as text (a config file, a keyword) is parsed like the CLI's
+            if isinstance(c[opt.name], str) and opt.parse is not str:
+                c[opt.name] = opt.parse(c[opt.name])
+        c["tasks"], c["seeds"], c["shots"] = tuple(c["tasks"]), tuple(c["seeds"]), tuple(c["shots"])
         for t in c["tasks"]:
             get_task(t)
         for name, allowed in (("description", DESCRIPTION_LEVELS), ("variant", VARIANTS), ("parse", PARSE)):

@@ -173,6 +173,16 @@ def test_parse_both_reports_lenient_tables(driver) -> None:
     assert legacy == 0 and lenient > 0
 
 
+def test_options_given_as_text() -> None:
+    b = VLICL({"fast": True, "tasks": "clevr, textocr", "seeds": "1", "shots": "0,2", "cot": "true",
+               "queries": "2", "many_shot": "no"})
+    assert b.task_ids() == ["clevr", "textocr"] and b.shot_grid("clevr") == (0, 2)
+    assert {i.group["seed"] for i in b.items()} == {1} and len(list(b.items())) == 2 * 2 * 2
+    assert b.config["cot"] is True and b.config["many_shot"] is False
+    with pytest.raises(ValueError, match="expected true or false"):
+        VLICL({"cot": "maybe"})
+
+
 def test_bad_options() -> None:
     with pytest.raises(ValueError, match="unknown VL-ICL task 'vqa'"):
         VLICL({"tasks": ("vqa",)})
