@@ -6,7 +6,8 @@ Peer: the reference code's way of drawing supports, one global ``random.Random``
 query order with deep copies of the sampled records (order-dependent, so not what we do), written
 here from its description. Ours derives one generator per (seed, task, shots, query) instead: the
 ratio is the price of order-free episodes. Floors: >= 2,000 support sets/s, >= 150 requests/s,
-and at least a third of the peer's speed.
+and at least a third of the peer's speed. Also the whole ``--fast`` plan (ten tasks, built-in data)
+through ``copy-last`` and ``vlicl-judge``, summaries and plots included: under 30 s.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 
 from bench._peer import compare
 from icl.benchmarks.vlicl import VLICL
+from icl.models.registry import get_model
 from icl.benchmarks.vlicl.episodes import build_episode
 from icl.benchmarks.vlicl.tasks import PER_CLASS
 
@@ -86,3 +88,21 @@ def test_requests_per_second(bench_items) -> None:
     print(f"\n[vlicl requests] {len(items)} episodes: cold {len(cold_items) / cold:.0f}/s "
           f"(images drawn), {len(items) / warm:.0f}/s")
     assert len(cold_items) / cold >= 150, f"{len(cold_items) / cold:.0f} requests/s, floor 150"
+
+
+def test_fast_run_seconds(tmp_path) -> None:
+    model, judge = get_model("copy-last"), get_model(VLICL.default_judge)  # imports (torch) not timed
+    start = time.perf_counter()
+    b = VLICL(VLICL.fast_config())
+    items = list(b.items())
+    rows = []
+    for item, answer in zip(items, model.predict([b.request(i) for i in items])):
+        jr = list(b.judge_requests(item, answer))
+        rows.append({"model": "copy-last", "key": item.key, **item.group,
+                     **b.score(item, answer, judge.predict(jr) if jr else [])})
+    tables = b.summarise(rows)
+    b.plots(tables, tmp_path)
+    b.report(tables)
+    seconds = time.perf_counter() - start
+    print(f"\n[vlicl --fast] {len(items)} items, summaries and plots in {seconds:.1f} s")
+    assert seconds < 30, f"--fast took {seconds:.1f} s, ceiling 30 s"

@@ -180,7 +180,7 @@ class VLICL(Benchmark):
         out = {"correct": 0.0, "failed": 0.0, "overflow": 0.0}
         if TASKS[task].scoring == JUDGE_TWICE:
             out.update(latent=0.0, non_latent=0.0)
-        if self.config["parse"] == "both" and TASKS[task].direction == I2T:
+        if TASKS[task].direction == I2T:
             out["correct_lenient"] = 0.0
         return out
 
@@ -193,10 +193,10 @@ class VLICL(Benchmark):
                 return out
             q = self.data(task).by_id[qid]
             truth = q["real_name"] if self.config["variant"] == "real_names" else q["answer"]
-            mode = self.config["parse"]
-            out["correct"] = float(i2t_correct(task, response, truth, "lenient" if mode == "lenient" else "legacy"))
-            if mode == "both":
-                out["correct_lenient"] = float(i2t_correct(task, response, truth, "lenient"))
+            # both parse modes, whatever the option (it picks what the tables report): a stored
+            # score never depends on the configuration
+            out["correct"] = float(i2t_correct(task, response, truth, "legacy"))
+            out["correct_lenient"] = float(i2t_correct(task, response, truth, "lenient"))
             return out
         want = len(self._concepts(item))
         if not _is_image(response) or len(judgements) != want:
@@ -217,9 +217,9 @@ class VLICL(Benchmark):
     # -- tables, figures, report ----------------------------------------------------------------
     def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         tables: dict[str, list[dict[str, Any]]] = {}
-        variants = [("", rows)]
-        if any("correct_lenient" in r for r in rows):
-            variants.append(("_lenient", [{**r, "correct": r.get("correct_lenient", r["correct"])} for r in rows]))
+        lenient = [{**r, "correct": r.get("correct_lenient", r["correct"])} for r in rows]
+        mode = self.config["parse"]
+        variants = [("", lenient if mode == "lenient" else rows)] + ([("_lenient", lenient)] if mode == "both" else [])
         for suffix, rs in variants:
             per_seed, acc = accuracy_tables(rs)
             summ = summary_table(acc)

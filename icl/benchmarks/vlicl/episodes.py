@@ -90,8 +90,8 @@ def _per_class(data: TaskData, q: dict[str, Any], shots: int, rng: np.random.Gen
             entry = q["support"][cls]
             images = entry["images"]
             if i >= len(images):
-                raise RecordError(f"{task} query {q['id']}: class {cls!r} has {len(images)} support images, "
-                                  f"{shots} shots need {shots}")
+                raise RecordError(f"{task} query {q['id']}: class {cls!r} has {len(images)} support images; "
+                                  f"{shots} shots need {shots} per class")
             caption = entry.get("captions", [cls] * len(images))[i]
             question = {"open_mi": "This is a", "open_t2i_mi": f"Generate a {cls}",
                         "fast_attr_t2i": f"Generate a {caption}", "fast_count_t2i": f"Generate {caption}"}[task]
@@ -105,9 +105,9 @@ def select_support(data: TaskData, query_id: str, shots: int, seed: int, real_na
     """The support items of one episode, in prompt order (see the module docstring)."""
     task = data.task
     q = data.by_id[query_id]
-    rng = seeded_rng(seed, task, "*", query_id, f"support/{shots}")
     if shots == 0:
         return []
+    rng = seeded_rng(seed, task, "*", query_id, f"support/{shots}")
     if task in PER_CLASS:
         return _per_class(data, q, shots, rng, real_names)
     what = f"{task} query {query_id}"

@@ -50,7 +50,7 @@ def shot_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
         for ax in list(axes.flat)[len(names):]:
             ax.axis("off")
         axes.flat[0].legend(fontsize=7)
-        fig.tight_layout()
+        fig.subplots_adjust(left=0.06, right=0.98, top=0.93, bottom=0.1, hspace=0.55, wspace=0.35)
         path = out / f"vlicl_shots_{_label(setting)}.png"
         fig.savefig(path, dpi=90)
         plt.close(fig)
@@ -84,7 +84,7 @@ def efficiency_front(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Pa
             ax.set_xlim(-2, 102)
             ax.axhline(0, color="grey", lw=0.5)
             ax.legend(fontsize=6)
-        fig.tight_layout()
+        fig.subplots_adjust(left=0.07, right=0.98, top=0.92, bottom=0.12, wspace=0.25)
         path = out / f"vlicl_efficiency_{_label(setting)}.png"
         fig.savefig(path, dpi=90)
         plt.close(fig)

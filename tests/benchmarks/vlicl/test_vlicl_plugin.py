@@ -3,7 +3,6 @@ score -> summarise -> plots/report), as the runner composes it."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,6 @@ from icl.models.requests import ChatRequest
 
 @pytest.fixture(scope="module")
 def fast_run(tmp_path_factory: pytest.TempPathFactory, driver):
-    start = time.perf_counter()
     bench = VLICL(VLICL.fast_config())
     model, judge = get_model(VLICL.default_models[0]), get_model(VLICL.default_judge)
     items = list(bench.items())
@@ -27,11 +25,11 @@ def fast_run(tmp_path_factory: pytest.TempPathFactory, driver):
     tables = bench.summarise(rows)
     out = tmp_path_factory.mktemp("vlicl_plots")
     paths = bench.plots(tables, out)
-    return bench, items, rows, tables, paths, time.perf_counter() - start
+    return bench, items, rows, tables, paths
 
 
 def test_fast_run_covers_all_ten_tasks(fast_run) -> None:
-    bench, items, rows, tables, paths, seconds = fast_run
+    bench, items, rows, tables, paths = fast_run
     assert isinstance(bench, Benchmark) and bench.name == "vlicl" and bench.protocol == "vlicl-1"
     assert {r["task"] for r in tables["shot_summary"]} == set(TASKS)
     assert {r["task"] for r in tables["accuracy"]} == set(TASKS)
@@ -45,7 +43,6 @@ def test_fast_run_covers_all_ten_tasks(fast_run) -> None:
     assert all(p.stat().st_size > 10_000 for p in paths)
     report = bench.report(tables)
     assert "| copy-last |" in report and "open_t2i_mi" in report
-    assert seconds < 30
 
 
 def test_copy_last_scores_are_what_its_answers_deserve(fast_run) -> None:
@@ -171,6 +168,11 @@ def test_parse_both_reports_lenient_tables(driver) -> None:
     legacy = sum(r["accuracy"] for r in tables["accuracy"])
     lenient = sum(r["accuracy"] for r in tables["accuracy_lenient"])
     assert legacy == 0 and lenient > 0
+    # scores hold both modes whatever the option; the option picks what the tables report
+    only_lenient = VLICL({"fast": True, "tasks": ("clevr",), "parse": "lenient", "seeds": (0,)})
+    assert driver(only_lenient, Wordy(), None, model_name="wordy") == rows
+    tables = only_lenient.summarise(rows)
+    assert "accuracy_lenient" not in tables and sum(r["accuracy"] for r in tables["accuracy"]) == lenient
 
 
 def test_options_given_as_text() -> None:

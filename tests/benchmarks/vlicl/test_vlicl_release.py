@@ -107,7 +107,7 @@ def test_clear_errors(release: Path, tmp_path: Path) -> None:
 
 def test_too_few_support_items_is_a_clear_error(release: Path) -> None:
     bench = VLICL({"data_root": str(release), "tasks": ("open_mi",), "shots": (8,), "seeds": (0,)})
-    with pytest.raises(RecordError, match="has 5 support images, 8 shots need 8"):
+    with pytest.raises(RecordError, match="has 5 support images; 8 shots need 8 per class"):
         bench.request(next(iter(bench.items())))
     cob = VLICL({"data_root": str(release), "tasks": ("cobsat",), "shots": (4,), "seeds": (0,)})
     with pytest.raises(RecordError, match=r"cobsat query b0 \(task color_I, object = car\): 4 support records needed, "
