@@ -23,6 +23,7 @@ from icl.benchmarks.vlicl import VLICL
 from icl.models.registry import get_model
 from icl.benchmarks.vlicl.episodes import build_episode
 from icl.benchmarks.vlicl.tasks import PER_CLASS
+from icl.data.seeds import derive_seed
 
 QUERIES = 40  # per task
 
@@ -38,7 +39,7 @@ def bench_items() -> tuple[VLICL, list]:
 
 def _reference_way(b: VLICL, items: list) -> int:
     """Support sets drawn from one shared generator in plan order (the peer)."""
-    g = random.Random(0)
+    g = random.Random(derive_seed(0, "vlicl-bench", "*", "*", "reference-way"))
     n = 0
     for item in items:
         task, _, shots, qid = item.payload

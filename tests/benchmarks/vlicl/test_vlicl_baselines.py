@@ -6,6 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
+from icl.data.seeds import rng as seeded_rng
 from icl.models.registry import get_model
 from icl.models.requests import AnalogyRequest, ChatRequest, GenerationRequest, Message
 
@@ -27,7 +28,7 @@ def test_copy_last_chat() -> None:
 def test_copy_last_generation() -> None:
     m = get_model("copy-last")
     a = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
-    b = np.random.default_rng(1).integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    b = seeded_rng(0, "vlicl-test", "*", "b", "image").integers(0, 256, (5, 7, 3), dtype=np.uint8)
     out = m.predict([GenerationRequest("g", ("x", a, "y", b, "z"), size=(10, 14)),
                      GenerationRequest("h", ("x", a, "z")),
                      GenerationRequest("i", ("only text",), size=(3, 2)),

@@ -16,6 +16,7 @@ from icl.benchmarks.vlicl.builtin.draw import (BACKGROUNDS, COLOURS, NUMBER_WORD
 from icl.benchmarks.vlicl.builtin.scenes import ObjectScene
 from icl.benchmarks.vlicl.judge import VLICLJudge, holds, read_scene
 from icl.benchmarks.vlicl.tasks import JUDGE_PROMPT
+from icl.data.seeds import rng as seeded_rng
 from icl.models.registry import get_model
 from icl.models.requests import ChatRequest
 
@@ -72,7 +73,7 @@ def test_judge_adapter() -> None:
     judge = get_model("vlicl-judge")
     assert isinstance(judge, VLICLJudge) and judge.serves == (ChatRequest,)
     img = draw_objects(blank((64, 64), "white"), [Obj("cross", "green", 10, 10, 21)])
-    noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    noise = seeded_rng(0, "vlicl-test", "*", "noise", "image").integers(0, 256, (64, 64, 3), dtype=np.uint8)
     out = judge.predict([_ask(img, "green cross"), _ask(img, "cross"), _ask(img, "red cross"),
                          _ask(noise, "cross"), ChatRequest.user("t", "no image here"),
                          _ask(img.astype(np.float32), "cross"),
