@@ -29,7 +29,7 @@ from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
 from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table,
                                           rank_table, summary_table)
 from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_PROMPT, JUDGE_TWICE, MANY_SHOTS,
-                                        TASKS, get_task)
+                                        PER_CLASS, TASKS, get_task)
 from icl.models.requests import ChatRequest, GenerationRequest
 
 VARIANTS = ("image", "text", "real_names")
@@ -120,17 +120,37 @@ class VLICL(Benchmark):
                 self._data[task] = builtin.generate(task, n, pool, per_class=max(5, most), text_only=text)
         return self._data[task]
 
+    def queries(self, task: str) -> list[dict[str, Any]]:
+        """The query records this configuration runs (the first ``queries`` of the file, or all)."""
+        qs = self.data(task).queries
+        return qs[:self.config["queries"]] if self.config["queries"] else qs
+
+    def unavailable(self, task: str, shots: int) -> Optional[str]:
+        """Why the data cannot supply ``shots`` for every query of ``task`` (None when it can).
+        Such shot counts are left out of the plan and listed in the report, never half run."""
+        data = self.data(task)
+        if shots == 0:
+            return None
+        queries = self.queries(task)
+        if task in PER_CLASS:
+            fewest = min((len(q["support"][c]["images"]) for q in queries for c in q["classes"]), default=0)
+            return None if fewest >= shots else f"{fewest} support images per class"
+        if task == "cobsat":
+            fewest = min((len(data.pool("task", "latent", q["latent"], like=q)) for q in queries), default=0)
+            return None if fewest >= shots else f"{fewest} support records share a query's latent value"
+        return None if len(data.support) >= shots else f"a support pool of {len(data.support)}"
+
     def _cot(self, task: str) -> str:
         return "two_pass" if self.config["cot"] and TASKS[task].direction == I2T else "direct"
 
     def items(self) -> Iterable[Item]:
         c = self.config
         for task in self.task_ids():
-            data = self.data(task)
-            queries = data.queries[:c["queries"]] if c["queries"] else data.queries
+            queries = self.queries(task)
             cot = self._cot(task)
+            grid = [k for k in self.shot_grid(task) if self.unavailable(task, k) is None]
             for seed in c["seeds"]:
-                for shots in self.shot_grid(task):
+                for shots in grid:
                     for q in queries:
                         group = {"task": task, "shots": shots, "seed": seed, "variant": c["variant"],
                                  "description": c["description"], "cot": cot}
@@ -262,6 +282,12 @@ class VLICL(Benchmark):
                 lines.append(f"- {r['direction']} ({r['tasks']} tasks, {r['variant']}, {r['description']}, {r['cot']}): "
                              f"{r['model']} {_fmt(r['zero_shot_rank'])} / {_fmt(r['peak_rank'])} / "
                              f"{_fmt(r['efficiency_rank'])}")
+            lines.append("")
+        missing = [(t, k, why) for t in self.task_ids() for k in self.shot_grid(t)
+                   if (why := self.unavailable(t, k)) is not None]
+        if missing:
+            lines += ["Shot counts the data cannot supply (not run):", ""]
+            lines += [f"- {t} {k}-shot: {why}" for t, k, why in missing]
             lines.append("")
         over = [r for r in tables.get("accuracy", []) if r.get("overflow")]
         if over:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from icl.benchmarks.vlicl import VLICL
+from icl.benchmarks.vlicl.episodes import select_support
 from icl.benchmarks.vlicl.records import RecordError, load_published
 from icl.benchmarks.vlicl.tasks import PER_CLASS, TASKS
 from icl.models.requests import ChatRequest, GenerationRequest
@@ -105,14 +106,22 @@ def test_clear_errors(release: Path, tmp_path: Path) -> None:
         load_published(root, "open_t2i_mi")
 
 
-def test_too_few_support_items_is_a_clear_error(release: Path) -> None:
-    bench = VLICL({"data_root": str(release), "tasks": ("open_mi",), "shots": (8,), "seeds": (0,)})
+def test_shots_the_data_cannot_supply(release: Path) -> None:
+    bench = VLICL({"data_root": str(release), "tasks": ("open_mi", "cobsat", "clevr"), "many_shot": True})
+    planned = {(i.group["task"], i.group["shots"]) for i in bench.items()}
+    assert {k for t, k in planned if t == "open_mi"} == {0, 1, 2, 4, 5}
+    assert {k for t, k in planned if t == "cobsat"} == {0, 1, 2}  # 3 records share the queries' latent value
+    assert {k for t, k in planned if t == "clevr"} == {0, 1, 2, 4, 8}  # a pool of 10
+    report = bench.report({})
+    assert "- open_mi 16-shot: 5 support images per class" in report
+    assert "- cobsat 4-shot: 3 support records share a query's latent value" in report
+    assert "- clevr 16-shot: a support pool of 10" in report
+    # asked for anyway, an episode says what is missing
     with pytest.raises(RecordError, match="has 5 support images; 8 shots need 8 per class"):
-        bench.request(next(iter(bench.items())))
-    cob = VLICL({"data_root": str(release), "tasks": ("cobsat",), "shots": (4,), "seeds": (0,)})
+        select_support(bench.data("open_mi"), "m0", 8, 0)
     with pytest.raises(RecordError, match=r"cobsat query b0 \(task color_I, object = car\): 4 support records needed, "
                                           r"the pool has 3"):
-        cob.request(next(iter(cob.items())))
+        select_support(bench.data("cobsat"), "b0", 4, 0)
 
 
 def test_digest_follows_the_files(release: Path, tmp_path: Path) -> None:
