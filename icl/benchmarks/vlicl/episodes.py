@@ -32,7 +32,7 @@ COT_TOKENS = 256
 @dataclass(frozen=True)
 class Demo:
     """One support item (or the query): its images (refs), the text standing in for them in
-    text-only variants, its question and its answer (I2T) ."""
+    text-only variants, its question and its answer (image-to-text tasks)."""
 
     id: str
     images: tuple[str, ...]

@@ -154,6 +154,8 @@ def validate(task: str, kind: str, records: Any, where: str, text_only: bool = F
         if spec.direction == I2T and not text_only:
             _need(rec, ("image",), at)
             _check_images(rec["image"], at, 2 if task in ("operator_induction_interleaved", "matching_mi") else None)
+        if task == "matching_mi" and str(rec["answer"]).lower() not in ("yes", "no"):
+            _fail(at, f"answer must be 'yes' or 'no', got {rec['answer']!r}")
         if task.startswith("operator_induction"):
             if kind == "query":
                 _need(rec, ("operator",), at)

@@ -95,6 +95,9 @@ def test_clear_errors(release: Path, tmp_path: Path) -> None:
     _edit(root, "matching_mi", "support", lambda r: r[3]["diff"].update(answer="yes"))
     with pytest.raises(RecordError, match=r"record 3 \(id ps3\)\.diff: answer must be 'no'"):
         load_published(root, "matching_mi")
+    _edit(root, "matching_mi", "query", lambda r: r[1].update(answer="same"))
+    with pytest.raises(RecordError, match=r"matching_mi/query.json record 1 \(id p1\): answer must be 'yes' or 'no'"):
+        load_published(root, "matching_mi")
     _edit(root, "cobsat", "query", lambda r: r[2].update(answer="car"))
     with pytest.raises(RecordError, match=r"cobsat/query.json record 2 \(id b2\): answer must be \[latent"):
         load_published(root, "cobsat")
