@@ -29,6 +29,8 @@ _BUILTIN: dict[str, str] = {
     "oracle": "icl.models.builtin:Oracle",
     "copy-target": "icl.models.builtin:CopyTarget",
     "identity": "icl.models.builtin:Identity",
+    "copy-last": "icl.models.icl_baselines:CopyLast",
+    "frequent-answer": "icl.models.icl_baselines:FrequentAnswer",
 }
 _registered: dict[str, Target] = {}
 

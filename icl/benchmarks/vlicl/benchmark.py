@@ -1,0 +1,330 @@
+"""The VL-ICL benchmark plugin (``vlicl``, protocol ``vlicl-1``; PROTOCOL §3).
+
+Items are (seed, task, shots, query) episodes of one setting (input variant, description level,
+direct or two-pass chain of thought). Image-to-text episodes become :class:`ChatRequest` s
+(:func:`~icl.benchmarks.vlicl.episodes.chat_request`), text-to-image ones
+:class:`GenerationRequest` s whose images the judge model is asked about. Data: the published
+release under ``data_root`` (:func:`~icl.benchmarks.vlicl.records.load_published`), else the
+built-in procedural versions (:mod:`icl.benchmarks.vlicl.builtin`; always for ``--fast``).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from icl.benchmarks.base import Benchmark, Item, Option, comma_list, int_list
+from icl.benchmarks.vlicl import builtin
+from icl.benchmarks.vlicl.episodes import (COT_TOKENS, Episode, build_episode, chat_request, generation_request,
+                                           request_seed, support_rows)
+from icl.benchmarks.vlicl.plots import efficiency_front, shot_curves
+from icl.benchmarks.vlicl.records import TaskData, load_published
+from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
+from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table,
+                                          rank_table, summary_table)
+from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_PROMPT, JUDGE_TWICE, MANY_SHOTS,
+                                        PER_CLASS, TASKS, get_task)
+from icl.models.requests import ChatRequest, GenerationRequest
+
+VARIANTS = ("image", "text", "real_names")
+PARSE = ("legacy", "lenient", "both")
+FAST_QUERIES = 4
+FAST_POOL = max(MANY_SHOTS)  # records are cheap: images are drawn only when shown
+JUDGE_TOKENS = 5  # the reference judge's budget
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+class VLICL(Benchmark):
+    """VL-ICL Bench: six image-to-text and four text-to-image few-shot tasks, shot curves."""
+
+    name = "vlicl"
+    protocol = "vlicl-1"
+    scorer_version = "1"
+    request_types = (ChatRequest, GenerationRequest)
+    default_models = ("copy-last",)
+    default_judge = "vlicl-judge"
+    options = (
+        Option("tasks", tuple(TASKS), "tasks to run (comma list)", comma_list),
+        Option("seeds", (0, 1, 2), "evaluation seeds (support sets differ per seed)", int_list),
+        Option("shots", (), "shot grid for every task (default: each task's own grid)", int_list),
+        Option("many_shot", False, "add the many-shot points 16, 32, 64", _flag),
+        Option("description", "detailed", "task description level", str, DESCRIPTION_LEVELS),
+        Option("variant", "image", "inputs: images, their text versions, or real-name MiniImageNet", str, VARIANTS),
+        Option("cot", False, "two-pass chain of thought (image-to-text tasks)", _flag),
+        Option("parse", "legacy", "answer parsing of PROTOCOL §3.2 (both: report the two)", str, PARSE),
+        Option("queries", 0, "at most this many queries per task (0: all)", int),
+        Option("cot_tokens", COT_TOKENS, "new tokens of the chain-of-thought pass", int),
+    )
+
+    def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
+        super().__init__(config)
+        c = self.config
+        for opt in self.options:  # a value given as text (a config file, a keyword) is parsed like the CLI's
+            if isinstance(c[opt.name], str) and opt.parse is not str:
+                c[opt.name] = opt.parse(c[opt.name])
+        c["tasks"], c["seeds"], c["shots"] = tuple(c["tasks"]), tuple(c["seeds"]), tuple(c["shots"])
+        for t in c["tasks"]:
+            get_task(t)
+        for name, allowed in (("description", DESCRIPTION_LEVELS), ("variant", VARIANTS), ("parse", PARSE)):
+            if c[name] not in allowed:
+                raise ValueError(f"vlicl: option {name} must be one of {allowed}, got {c[name]!r}")
+        if any(s < 0 for s in c["shots"]) or list(c["shots"]) != sorted(set(c["shots"])):
+            raise ValueError(f"vlicl: shots must be distinct non-negative and increasing, got {c['shots']}")
+        if c["queries"] < 0:
+            raise ValueError(f"vlicl: queries must be >= 0, got {c['queries']}")
+        self._data: dict[str, TaskData] = {}
+
+    # -- plan ---------------------------------------------------------------------------------
+    def task_ids(self) -> list[str]:
+        """The tasks this setting runs (text versions exist for seven tasks, real names for one)."""
+        tasks = list(self.config["tasks"])
+        if self.config["variant"] == "text":
+            return [t for t in tasks if TASKS[t].text_folder is not None]
+        if self.config["variant"] == "real_names":
+            return [t for t in tasks if t == "open_mi"]
+        return tasks
+
+    def shot_grid(self, task: str) -> tuple[int, ...]:
+        grid = tuple(self.config["shots"]) or TASKS[task].shots
+        if self.config["many_shot"]:
+            grid = tuple(sorted(set(grid) | set(MANY_SHOTS)))
+        return grid
+
+    def data(self, task: str) -> TaskData:
+        """The records of ``task`` (loaded once)."""
+        if task not in self._data:
+            text = self.config["variant"] == "text"
+            if self.data_root is not None and not self.fast:
+                self._data[task] = load_published(self.data_root, task, text_only=text)
+            else:
+                # Pools never depend on the shot grid (a draw from a bigger pool is another draw);
+                # per-class images only extend (see builtin._image_rng).
+                most = max(self.shot_grid(task))
+                n = FAST_QUERIES if self.fast else None
+                pool = FAST_POOL if self.fast else None
+                if task == "cobsat":
+                    pool = max(MANY_SHOTS)
+                self._data[task] = builtin.generate(task, n, pool, per_class=max(5, most), text_only=text)
+        return self._data[task]
+
+    def queries(self, task: str) -> list[dict[str, Any]]:
+        """The query records this configuration runs (the first ``queries`` of the file, or all)."""
+        qs = self.data(task).queries
+        return qs[:self.config["queries"]] if self.config["queries"] else qs
+
+    def unavailable(self, task: str, shots: int) -> Optional[str]:
+        """Why the data cannot supply ``shots`` for every query of ``task`` (None when it can).
+        Such shot counts are left out of the plan and listed in the report, never half run."""
+        data = self.data(task)
+        if shots == 0:
+            return None
+        queries = self.queries(task)
+        if task in PER_CLASS:
+            fewest = min((len(q["support"][c]["images"]) for q in queries for c in q["classes"]), default=0)
+            return None if fewest >= shots else f"{fewest} support images per class"
+        if task == "cobsat":
+            fewest = min((len(data.pool("task", "latent", q["latent"], like=q)) for q in queries), default=0)
+            return None if fewest >= shots else f"{fewest} support records share a query's latent value"
+        return None if len(data.support) >= shots else f"a support pool of {len(data.support)}"
+
+    def _cot(self, task: str) -> str:
+        return "two_pass" if self.config["cot"] and TASKS[task].direction == I2T else "direct"
+
+    def items(self) -> Iterable[Item]:
+        c = self.config
+        for task in self.task_ids():
+            queries = self.queries(task)
+            cot = self._cot(task)
+            grid = [k for k in self.shot_grid(task) if self.unavailable(task, k) is None]
+            for seed in c["seeds"]:
+                for shots in grid:
+                    for q in queries:
+                        group = {"task": task, "shots": shots, "seed": seed, "variant": c["variant"],
+                                 "description": c["description"], "cot": cot}
+                        key = item_key(task, c["variant"], c["description"], cot, seed, shots, q["id"])
+                        yield Item(key, group, (task, seed, shots, q["id"]))
+
+    def episode(self, item: Item) -> Episode:
+        task, seed, shots, qid = item.payload
+        return build_episode(self.data(task), qid, shots, seed, self.config["variant"] == "real_names")
+
+    # -- requests -------------------------------------------------------------------------------
+    def request(self, item: Item, privileged: bool = False) -> Any:
+        task, seed, shots, qid = item.payload
+        ep = self.episode(item)
+        data = self.data(task)
+        desc = TASKS[task].description(self.config["description"])
+        rseed = request_seed(seed, task, qid, shots)
+        if TASKS[task].direction != I2T:
+            size = builtin.OBJECT_SIZE if data.origin == "builtin" else None
+            return generation_request(data, ep, item.key, desc, rseed, size)
+        cot = COT_PROMPT if self._cot(task) == "two_pass" else None
+        return chat_request(data, ep, item.key, desc, rseed, cot=cot, cot_tokens=self.config["cot_tokens"])
+
+    def followup(self, item: Item, answers: Sequence[Any]) -> Optional[Any]:
+        task, seed, shots, qid = item.payload
+        if self._cot(task) != "two_pass" or len(answers) != 1:
+            return None
+        desc = TASKS[task].description(self.config["description"])
+        return chat_request(self.data(task), self.episode(item), f"{item.key}/answer", desc,
+                            request_seed(seed, task, qid, shots), rationale=str(answers[0]))
+
+    def _concepts(self, item: Item) -> list[str]:
+        task, _, _, qid = item.payload
+        truth = self.data(task).by_id[qid]["answer"]
+        return [str(t) for t in truth] if TASKS[task].scoring == JUDGE_TWICE else [str(truth)]
+
+    def judge_requests(self, item: Item, response: Any) -> Sequence[Any]:
+        task = item.payload[0]
+        if TASKS[task].direction == I2T or not _is_image(response):
+            return ()
+        return [ChatRequest.user(f"{item.key}/judge{i}", response, JUDGE_PROMPT.format(concept=c),
+                                 max_new_tokens=JUDGE_TOKENS, min_new_tokens=1)
+                for i, c in enumerate(self._concepts(item))]
+
+    # -- scores ---------------------------------------------------------------------------------
+    def _zero(self, task: str) -> dict[str, float]:
+        out = {"correct": 0.0, "failed": 0.0, "overflow": 0.0}
+        if TASKS[task].scoring == JUDGE_TWICE:
+            out.update(latent=0.0, non_latent=0.0)
+        if TASKS[task].direction == I2T:
+            out["correct_lenient"] = 0.0
+        return out
+
+    def score(self, item: Item, response: Any, judgements: Sequence[str] = ()) -> dict[str, float]:
+        task, _, _, qid = item.payload
+        out = self._zero(task)
+        if TASKS[task].direction == I2T:
+            if not isinstance(response, str):
+                out["failed"] = 1.0
+                return out
+            q = self.data(task).by_id[qid]
+            truth = q["real_name"] if self.config["variant"] == "real_names" else q["answer"]
+            # both parse modes, whatever the option (it picks what the tables report): a stored
+            # score never depends on the configuration
+            out["correct"] = float(i2t_correct(task, response, truth, "legacy"))
+            out["correct_lenient"] = float(i2t_correct(task, response, truth, "lenient"))
+            return out
+        want = len(self._concepts(item))
+        if not _is_image(response) or len(judgements) != want:
+            out["failed"] = 1.0
+            return out
+        verdicts = [judge_says_yes(j) for j in judgements]
+        out["correct"] = float(all(verdicts))
+        if TASKS[task].scoring == JUDGE_TWICE:
+            out["latent"], out["non_latent"] = float(verdicts[0]), float(verdicts[1])
+        return out
+
+    def score_failure(self, item: Item, reason: str) -> Optional[dict[str, float]]:
+        out = self._zero(item.payload[0])
+        out["failed"] = 1.0
+        out["overflow"] = float(reason == "overflow")
+        return out
+
+    # -- tables, figures, report ----------------------------------------------------------------
+    def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        tables: dict[str, list[dict[str, Any]]] = {}
+        lenient = [{**r, "correct": r.get("correct_lenient", r["correct"])} for r in rows]
+        mode = self.config["parse"]
+        variants = [("", lenient if mode == "lenient" else rows)] + ([("_lenient", lenient)] if mode == "both" else [])
+        for suffix, rs in variants:
+            per_seed, acc = accuracy_tables(rs)
+            summ = summary_table(acc)
+            tables[f"accuracy_seed{suffix}"] = per_seed
+            tables[f"accuracy{suffix}"] = acc
+            tables[f"shot_summary{suffix}"] = summ
+            tables[f"ranks{suffix}"] = rank_table(summ)
+            tables[f"capabilities{suffix}"] = capability_table(summ)
+            if len({r["model"] for r in rs}) > 1:
+                tables[f"paired{suffix}"] = paired_table(rs)
+        return tables
+
+    def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path) -> list[Path]:
+        out.mkdir(parents=True, exist_ok=True)
+        return shot_curves(tables.get("accuracy", []), out) + efficiency_front(tables.get("shot_summary", []), out)
+
+    def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
+        lines = ["## VL-ICL Bench", "",
+                 f"Protocol {self.protocol}; parse mode {self.config['parse']}; accuracy in % (mean over seeds; "
+                 "efficiency signed). Zero-shot / peak / efficiency per task:", ""]
+        summ = tables.get("shot_summary", [])
+        settings = sorted({tuple(r.get(c) for c in SETTING) for r in summ}, key=str)
+        for setting in settings:
+            rs = [r for r in summ if tuple(r.get(c) for c in SETTING) == setting]
+            tasks = [t for t in TASKS if any(r["task"] == t for r in rs)]
+            models = sorted({r["model"] for r in rs})
+            lines += [f"Setting: {', '.join(f'{k}={v}' for k, v in zip(SETTING, setting))}", "",
+                      "| model | " + " | ".join(tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
+            for m in models:
+                cells = []
+                for t in tasks:
+                    r = next((r for r in rs if r["model"] == m and r["task"] == t), None)
+                    cells.append("-" if r is None else "/".join(_fmt(r[k]) for k in ("zero_shot", "peak", "efficiency")))
+                lines.append(f"| {m} | " + " | ".join(cells) + " |")
+            lines.append("")
+        ranks = tables.get("ranks", [])
+        if ranks:
+            lines += ["Average ranks over tasks (1 = best; zero-shot / peak / efficiency):", ""]
+            for r in sorted(ranks, key=lambda r: (str(r["direction"]), str(r["description"]), str(r["model"]))):
+                lines.append(f"- {r['direction']} ({r['tasks']} tasks, {r['variant']}, {r['description']}, {r['cot']}): "
+                             f"{r['model']} {_fmt(r['zero_shot_rank'])} / {_fmt(r['peak_rank'])} / "
+                             f"{_fmt(r['efficiency_rank'])}")
+            lines.append("")
+        missing = [(t, k, why) for t in self.task_ids() for k in self.shot_grid(t)
+                   if (why := self.unavailable(t, k)) is not None]
+        if missing:
+            lines += ["Shot counts the data cannot supply (not run):", ""]
+            lines += [f"- {t} {k}-shot: {why}" for t, k, why in missing]
+            lines.append("")
+        over = [r for r in tables.get("accuracy", []) if r.get("overflow")]
+        if over:
+            lines += ["Context overflow (queries recorded as wrong, never truncated):", ""]
+            lines += [f"- {r['model']} {r['task']} {r['shots']}-shot: {r['overflow']} of {r['queries'] * r['seeds']}"
+                      for r in over]
+            lines.append("")
+        return "\n".join(lines)
+
+    # -- reproducibility ------------------------------------------------------------------------
+    def episodes_csv(self) -> str:
+        """Every episode's support list as CSV (``task, seed, shots, query_id, rank, support_id,
+        protocol``): byte-identical whenever the plan is."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["task", "seed", "shots", "query_id", "rank", "support_id", "protocol"])
+        seen = set()
+        for item in self.items():
+            task, seed, shots, qid = item.payload
+            if (task, seed, shots, qid) in seen:
+                continue
+            seen.add((task, seed, shots, qid))
+            w.writerows(support_rows(self.episode(item), self.protocol))
+        return buf.getvalue()
+
+    def fingerprints(self) -> dict[str, str]:
+        out = {f"vlicl/{t}/records": self.data(t).digest for t in self.task_ids()}
+        out["vlicl/episodes.csv"] = hashlib.sha256(self.episodes_csv().encode()).hexdigest()
+        return out
+
+
+def _is_image(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.ndim == 3 and x.shape[2] == 3 and x.dtype == np.uint8 and x.size > 0
+
+
+def _fmt(v: Any) -> str:
+    return "nan" if isinstance(v, float) and math.isnan(v) else f"{float(v):.2f}".rstrip("0").rstrip(".")
+
+
+

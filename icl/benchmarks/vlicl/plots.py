@@ -1,0 +1,92 @@
+"""VL-ICL figures: accuracy against shots per task (seed std as error bars), and ICL efficiency
+against zero-shot accuracy with the ``zero-shot + efficiency = 100`` front (source, Fig. 14)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from icl.benchmarks.vlicl.summary import SETTING
+from icl.benchmarks.vlicl.tasks import I2T, T2I, TASKS
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _label(setting: tuple[Any, ...]) -> str:
+    return "_".join(str(s) for s in setting)
+
+
+def shot_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
+    """One figure per setting: a panel per task, a line per model, error bars = seed std."""
+    plt = _pyplot()
+    by_setting: dict[tuple, dict[str, dict[str, list[Mapping[str, Any]]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
+    for r in accuracy:
+        by_setting[tuple(r.get(c) for c in SETTING)][r["task"]][r["model"]].append(r)
+    paths = []
+    for setting, tasks in sorted(by_setting.items(), key=lambda kv: _label(kv[0])):
+        names = [t for t in TASKS if t in tasks] + sorted(t for t in tasks if t not in TASKS)
+        cols = min(len(names), 5)
+        rows = math.ceil(len(names) / cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
+        for ax, task in zip(axes.flat, names):
+            for model, rs in sorted(tasks[task].items()):
+                rs = sorted(rs, key=lambda r: r["shots"])
+                ax.errorbar([r["shots"] for r in rs], [r["accuracy"] for r in rs], yerr=[r["std"] for r in rs],
+                            marker="o", capsize=3, label=model)
+            ax.set_title(TASKS[task].title if task in TASKS else task, fontsize=9)
+            ax.set_xlabel("shots")
+            ax.set_ylabel("accuracy (%)")
+            ax.set_ylim(-2, 102)
+        for ax in list(axes.flat)[len(names):]:
+            ax.axis("off")
+        axes.flat[0].legend(fontsize=7)
+        fig.subplots_adjust(left=0.06, right=0.98, top=0.93, bottom=0.1, hspace=0.55, wspace=0.35)
+        path = out / f"vlicl_shots_{_label(setting)}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def efficiency_front(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
+    """Efficiency vs zero-shot per direction, one point per (model, task), with the ZS + Eff = 100 front."""
+    plt = _pyplot()
+    by_setting: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in summary:
+        by_setting[tuple(r.get(c) for c in SETTING)].append(r)
+    paths = []
+    markers = "os^Dv<>pP*"
+    for setting, rs in sorted(by_setting.items(), key=lambda kv: _label(kv[0])):
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), squeeze=False)
+        models = sorted({r["model"] for r in rs})
+        for ax, direction in zip(axes.flat, (I2T, T2I)):
+            ax.plot([0, 100], [100, 0], "k--", lw=1, label="ZS + Eff = 100")
+            tasks = [t for t in TASKS if TASKS[t].direction == direction]
+            for r in rs:
+                if r["direction"] != direction:
+                    continue
+                ax.scatter(r["zero_shot"], r["efficiency"], marker=markers[tasks.index(r["task"]) % len(markers)],
+                           color=f"C{models.index(r['model']) % 10}",
+                           label=f"{r['model']} / {r['task']}")
+            ax.set_title(f"{direction}: ICL efficiency vs zero-shot", fontsize=9)
+            ax.set_xlabel("zero-shot accuracy (%)")
+            ax.set_ylabel("ICL efficiency (%)")
+            ax.set_xlim(-2, 102)
+            ax.axhline(0, color="grey", lw=0.5)
+            ax.legend(fontsize=6)
+        fig.subplots_adjust(left=0.07, right=0.98, top=0.92, bottom=0.12, wspace=0.25)
+        path = out / f"vlicl_efficiency_{_label(setting)}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        paths.append(path)
+    return paths

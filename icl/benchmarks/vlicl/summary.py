@@ -1,0 +1,214 @@
+"""Summaries of VL-ICL results (PROTOCOL §3.2, §3.3, §6).
+
+- accuracy per (model, task, setting, shots, seed) = 100 x mean correctness over the queries
+  (failed generations count as wrong); reported as the mean over seeds and the population std
+  (ddof 0), with a 95% percentile bootstrap interval over queries (10,000 resamples, clustered by
+  query: a query's seeds move together).
+- :func:`shot_summary`: zero-shot, peak and signed ICL efficiency of one shot curve.
+- paired comparisons: for two models on the same (task, setting, shots), the accuracy difference
+  with a 95% paired bootstrap interval over their shared queries.
+- average ranks of each summary metric over the tasks of a direction (1 = best, ties share the
+  average rank); capability aggregates: the mean of each summary metric over the tasks that test
+  a capability (the source's Table 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from icl.benchmarks.vlicl.tasks import TASKS
+from icl.data.seeds import rng as seeded_rng
+
+SETTING = ("variant", "description", "cot")  # item group columns besides task, shots and seed
+SUMMARY_METRICS = ("zero_shot", "peak", "efficiency")
+BOOTSTRAP = 10_000
+KEY_PARTS = 7  # item keys: "{task}/{variant}/{description}/{cot}/seed{seed}/shot{shots}/{query_id}"
+
+
+def item_key(task: str, variant: str, description: str, cot: str, seed: int, shots: int, query_id: str) -> str:
+    """The stable key of one plan item (the query id comes last and may contain ``/``)."""
+    return f"{task}/{variant}/{description}/{cot}/seed{seed}/shot{shots}/{query_id}"
+
+
+def query_of(row: Mapping[str, Any]) -> str:
+    """The query id of a score row (from its key)."""
+    return str(row["key"]).split("/", KEY_PARTS - 1)[-1]
+
+
+def shot_summary(shots: Sequence[int], accuracies: Sequence[float]) -> dict[str, float]:
+    """Zero-shot, peak and ICL efficiency of a shot curve.
+
+    shots: strictly increasing shot counts starting at 0; accuracies: the seed-averaged accuracy
+    in % at each. zero_shot = the accuracy at 0 shots; peak = the maximum over all points (0
+    included); efficiency = the trapezoid area of ``accuracy - zero_shot`` over the shot counts,
+    divided by the largest shot count (signed; NaN for a curve of the zero-shot point alone).
+    """
+    s = np.asarray(shots, dtype=np.float64)
+    a = np.asarray(accuracies, dtype=np.float64)
+    if s.ndim != 1 or a.shape != s.shape or s.size == 0:
+        raise ValueError(f"shots and accuracies must be equal-length 1-d sequences, got {s.shape} and {a.shape}")
+    if s[0] != 0 or np.any(np.diff(s) <= 0):
+        raise ValueError(f"shots must increase strictly from 0, got {list(shots)}")
+    gain = a - a[0]
+    eff = float(np.sum((gain[1:] + gain[:-1]) / 2 * np.diff(s)) / s[-1]) if s.size > 1 else math.nan
+    return {"zero_shot": float(a[0]), "peak": float(a.max()), "efficiency": eff}
+
+
+def average_ranks(values: Sequence[float]) -> list[float]:
+    """Ranks, 1 = largest; ties share the average rank; NaN ranks after every number (sharing)."""
+    v = [(-x if not math.isnan(x) else math.inf) for x in values]
+    order = sorted(range(len(v)), key=lambda i: v[i])
+    ranks = [0.0] * len(v)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def _pstd(x: Sequence[float]) -> float:
+    return float(np.std(np.asarray(x, dtype=np.float64))) if len(x) else math.nan
+
+
+def _mean(x: Sequence[float]) -> float:
+    return float(np.mean(np.asarray(x, dtype=np.float64))) if len(x) else math.nan
+
+
+def bootstrap_interval(per_query: np.ndarray, key: str) -> tuple[float, float]:
+    """95% percentile interval of ``100 * mean(per_query)`` (one value per query, the mean over
+    its seeds), resampling queries with ``derive_seed(purpose="bootstrap")`` of ``key``."""
+    n = per_query.size
+    if n == 0:
+        return math.nan, math.nan
+    g = seeded_rng(0, "vlicl", "*", key, "bootstrap")
+    means = per_query[g.integers(0, n, (BOOTSTRAP, n))].mean(1) * 100
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def _setting(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(row.get(c) for c in SETTING)
+
+
+def accuracy_tables(rows: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per-seed and seed-averaged accuracy rows (see the module docstring)."""
+    cells: dict[tuple, dict[int, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        cells[(r["model"], r["task"], *_setting(r), int(r["shots"]))][int(r["seed"])].append(r)
+    per_seed: list[dict[str, Any]] = []
+    table: list[dict[str, Any]] = []
+    for key in sorted(cells, key=lambda k: tuple(str(x) for x in k[:-1]) + (k[-1],)):
+        model, task, *setting, shots = key
+        base = {"model": model, "task": task, **dict(zip(SETTING, setting)), "shots": shots}
+        seeds = cells[key]
+        metrics = ["correct"] + [m for m in ("latent", "non_latent") if all(m in r for s in seeds.values() for r in s)]
+        accs: dict[str, list[float]] = defaultdict(list)
+        by_query: dict[str, list[float]] = defaultdict(list)
+        for seed in sorted(seeds):
+            rs = seeds[seed]
+            row = {**base, "seed": seed, "queries": len(rs)}
+            for m in metrics:
+                acc = 100 * _mean([float(r[m]) for r in rs])
+                accs[m].append(acc)
+                row["accuracy" if m == "correct" else m] = acc
+            per_seed.append(row)
+            for r in rs:
+                by_query[query_of(r)].append(float(r["correct"]))
+        pq = np.array([_mean(v) for _, v in sorted(by_query.items())])
+        lo, hi = bootstrap_interval(pq, "/".join(str(k) for k in key))
+        out = {**base, "seeds": len(seeds), "queries": len(by_query),
+               "accuracy": _mean(accs["correct"]), "std": _pstd(accs["correct"]), "ci_low": lo, "ci_high": hi,
+               "overflow": int(sum(float(r.get("overflow", 0)) for s in seeds.values() for r in s)),
+               "failed": int(sum(float(r.get("failed", 0)) for s in seeds.values() for r in s))}
+        for m in metrics[1:]:
+            out[m], out[f"{m}_std"] = _mean(accs[m]), _pstd(accs[m])
+        table.append(out)
+    return per_seed, table
+
+
+def summary_table(accuracy: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Zero-shot, peak and efficiency per (model, task, setting) from seed-averaged accuracies
+    (curves without a zero-shot point are left out)."""
+    curves: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
+    for r in accuracy:
+        curves[(r["model"], r["task"], *_setting(r))].append((int(r["shots"]), float(r["accuracy"])))
+    out = []
+    for key, pts in curves.items():
+        pts.sort()
+        if pts[0][0] != 0:
+            continue
+        model, task, *setting = key
+        s = shot_summary([p[0] for p in pts], [p[1] for p in pts])
+        out.append({"model": model, "task": task, **dict(zip(SETTING, setting)),
+                    "direction": TASKS[task].direction if task in TASKS else "", **s,
+                    "shots": ",".join(str(p[0]) for p in pts)})
+    return out
+
+
+def rank_table(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Average rank of each summary metric per (direction, setting) over its tasks."""
+    groups: dict[tuple, dict[str, dict[str, Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
+    for r in summary:
+        groups[(r["direction"], *_setting(r))][r["task"]][r["model"]] = r
+    out = []
+    for gkey, tasks in groups.items():
+        models = sorted({m for t in tasks.values() for m in t})
+        acc: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in models}
+        for by_model in tasks.values():
+            for metric in SUMMARY_METRICS:
+                vals = [float(by_model[m][metric]) if m in by_model else math.nan for m in models]
+                for m, rk in zip(models, average_ranks(vals)):
+                    acc[m][metric].append(rk)
+        direction, *setting = gkey
+        for m in models:
+            out.append({"model": m, "direction": direction, **dict(zip(SETTING, setting)), "tasks": len(tasks),
+                        **{f"{metric}_rank": _mean(acc[m][metric]) for metric in SUMMARY_METRICS}})
+    return out
+
+
+def capability_table(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Mean zero-shot, peak and efficiency per (model, setting, capability) over the tasks testing it."""
+    cells: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in summary:
+        spec = TASKS.get(r["task"])
+        if spec is None:
+            continue
+        for cap in (spec.direction,) + spec.capabilities:
+            cells[(r["model"], *_setting(r), cap)].append(r)
+    out = []
+    for key in sorted(cells, key=lambda k: tuple(str(x) for x in k)):
+        model, *setting, cap = key
+        rs = cells[key]
+        out.append({"model": model, **dict(zip(SETTING, setting)), "capability": cap, "tasks": len(rs),
+                    **{m: _mean([float(r[m]) for r in rs]) for m in SUMMARY_METRICS}})
+    return out
+
+
+def paired_table(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Accuracy difference (model_a - model_b, in points) per (task, setting, shots) with its 95%
+    paired bootstrap interval over the queries both models answered (each query: the mean over
+    its seeds), for every pair of models."""
+    cells: dict[tuple, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for r in rows:
+        cells[(r["task"], *_setting(r), int(r["shots"]))][str(r["model"])][query_of(r)].append(float(r["correct"]))
+    out = []
+    for key in sorted(cells, key=lambda k: tuple(str(x) for x in k[:-1]) + (k[-1],)):
+        by_model = cells[key]
+        models = sorted(by_model)
+        task, *setting, shots = key
+        for i, a in enumerate(models):
+            for b in models[i + 1:]:
+                shared = sorted(set(by_model[a]) & set(by_model[b]))
+                diff = np.array([_mean(by_model[a][q]) - _mean(by_model[b][q]) for q in shared])
+                lo, hi = bootstrap_interval(diff, "/".join(str(k) for k in key) + f"/{a}-{b}")
+                out.append({"task": task, **dict(zip(SETTING, setting)), "shots": shots, "model_a": a, "model_b": b,
+                            "queries": len(shared), "difference": 100 * _mean(list(diff)), "ci_low": lo, "ci_high": hi})
+    return out

@@ -1,0 +1,112 @@
+"""Fixtures: a fabricated tiny copy of the VL-ICL release layout (every task folder with its
+``query.json``, ``support.json`` and PNG images), and a driver of the plugin at the interface level
+(items -> request -> model -> follow-ups -> judge -> score), standing in for the runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import cv2
+import numpy as np
+import pytest
+
+from icl.benchmarks.base import Benchmark
+
+
+def _png(root: Path, rel: str, value: int) -> str:
+    """A 12x16 PNG whose pixels encode ``value`` (so tests can tell images apart)."""
+    img = np.zeros((12, 16, 3), np.uint8)
+    img[..., 0] = value % 256
+    img[..., 1] = (value // 256) % 256
+    img[..., 2] = 7
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(root / rel), img[:, :, ::-1])
+    return rel
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self) -> int:
+        self.n += 1
+        return self.n
+
+
+def make_release(root: Path) -> Path:
+    """Write the fabricated release under ``root`` and return it."""
+    nxt = _Counter()
+
+    def img(task: str, split: str = "support") -> str:
+        n = nxt()  # the release keeps query and support images in their own folders
+        return _png(root, f"{task}/{split}/{n}.png", n)
+
+    def dump(task: str, queries: list, support: list) -> None:
+        (root / task).mkdir(parents=True, exist_ok=True)
+        (root / task / "query.json").write_text(json.dumps(queries, indent=1))
+        (root / task / "support.json").write_text(json.dumps(support, indent=1))
+
+    names = ["dax", "blicket", "perpo"]
+    dump("open_mi", [{"id": f"m{i}", "image": [img("open_mi", "query")], "question": "This is a", "answer": names[i % 3],
+                      "classes": names,
+                      "support": {n: {"images": [img("open_mi") for _ in range(5)], "real_name": f"real_{n}"}
+                                  for n in names}, "real_name": f"real_{names[i % 3]}"} for i in range(3)], [])
+    dump("clevr", [{"id": f"c{i}", "image": [img("clevr", "query")], "question": "color: red", "answer": i + 1} for i in range(3)],
+         [{"id": f"cs{i}", "image": [img("clevr")], "question": "shape: cube", "answer": i % 4} for i in range(10)])
+    for task, n_img in (("operator_induction", 1), ("operator_induction_interleaved", 2)):
+        dump(task, [{"id": f"o{i}", "image": [img(task, "query") for _ in range(n_img)], "question": "What is the result?",
+                     "operator": "+-x"[i % 3], "answer": [5, -3, 4][i % 3]} for i in range(3)],
+             [{"id": f"os{i}", "image": [img(task) for _ in range(n_img)], "question": "What is the result?",
+               "answer": [i + 2, i - 2, 2 * i]} for i in range(10)])
+    dump("textocr", [{"id": f"t{i}", "image": img("textocr", "query"), "question": "What text?", "answer": f"word{i}"}
+                     for i in range(3)],
+         [{"id": f"ts{i}", "image": img("textocr"), "question": "What text?", "answer": f"sup{i}"} for i in range(10)])
+    dump("matching_mi", [{"id": f"p{i}", "image": [img("matching_mi", "query"), img("matching_mi", "query")], "question": "Same?",
+                          "answer": ["yes", "no"][i % 2]} for i in range(3)],
+         [{"id": f"ps{i}", "same": {"image": [img("matching_mi"), img("matching_mi")], "question": "Same?",
+                                    "answer": "yes"},
+           "diff": {"image": [img("matching_mi"), img("matching_mi")], "question": "Same?", "answer": "no"}}
+          for i in range(6)])
+    for task in ("open_t2i_mi", "fast_count_t2i", "fast_attr_t2i"):
+        dump(task, [{"id": f"g{i}", "question": f"Generate a {names[i % 3]}", "task_label": names[i % 3],
+                     "answer": f"concept{i}", "classes": names,
+                     "support": {n: {"images": [img(task) for _ in range(5)],
+                                     "captions": [f"{n} thing{j}" for j in range(5)]} for n in names}}
+                    for i in range(3)], [])
+    sup = []
+    for i in range(12):
+        latent = "object" if i % 2 == 0 else "color"
+        sup.append({"id": f"bs{i}", "image": img("cobsat"), "task": "color_I" if latent == "object" else "color_II",
+                    "latent": latent, "object": ["car", "cup"][i % 4 // 2], "color": ["red", "blue"][i % 3 // 2],
+                    "question": "x: "})
+    dump("cobsat", [{"id": f"b{i}", "task": "color_I", "latent": "object", "object": "car", "color": "blue",
+                     "question": "blue: ", "answer": ["car", "blue"]} for i in range(3)], sup)
+    return root
+
+
+@pytest.fixture(scope="session")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_release(tmp_path_factory.mktemp("vlicl_release"))
+
+
+def drive(bench: Benchmark, model: Any, judge: Any, items: list | None = None,
+          model_name: str = "model") -> list[dict[str, Any]]:
+    """Score rows of ``model`` on ``bench`` the way the runner composes the seam."""
+    items = list(bench.items()) if items is None else items
+    first = model.predict([bench.request(i) for i in items])
+    rows = []
+    for item, answer in zip(items, first):
+        answers = [answer]
+        while (nxt := bench.followup(item, answers)) is not None:
+            answers.append(model.predict([nxt])[0])
+        jr = list(bench.judge_requests(item, answers[-1]))
+        verdicts = judge.predict(jr) if jr else []
+        rows.append({"model": model_name, "key": item.key, **item.group, **bench.score(item, answers[-1], verdicts)})
+    return rows
+
+
+@pytest.fixture(scope="session")
+def driver() -> Callable[..., list[dict[str, Any]]]:
+    return drive

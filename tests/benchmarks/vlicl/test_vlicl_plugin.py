@@ -1,0 +1,216 @@
+"""The plugin driven at the interface level (items -> request -> a baseline's predict -> judge ->
+score -> summarise -> plots/report), as the runner composes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import icl.benchmarks.vlicl  # noqa: F401  (registers vlicl-judge)
+from icl.benchmarks.base import Benchmark
+from icl.benchmarks.vlicl import VLICL
+from icl.benchmarks.vlicl.tasks import COT_PROMPT, TASKS
+from icl.models.registry import get_model
+from icl.models.requests import ChatRequest
+
+
+@pytest.fixture(scope="module")
+def fast_run(tmp_path_factory: pytest.TempPathFactory, driver):
+    bench = VLICL(VLICL.fast_config())
+    model, judge = get_model(VLICL.default_models[0]), get_model(VLICL.default_judge)
+    items = list(bench.items())
+    rows = driver(bench, model, judge, items, "copy-last")
+    tables = bench.summarise(rows)
+    out = tmp_path_factory.mktemp("vlicl_plots")
+    paths = bench.plots(tables, out)
+    return bench, items, rows, tables, paths
+
+
+def test_fast_run_covers_all_ten_tasks(fast_run) -> None:
+    bench, items, rows, tables, paths = fast_run
+    assert isinstance(bench, Benchmark) and bench.name == "vlicl" and bench.protocol == "vlicl-1"
+    assert {r["task"] for r in tables["shot_summary"]} == set(TASKS)
+    assert {r["task"] for r in tables["accuracy"]} == set(TASKS)
+    acc = {(r["task"], r["shots"]): r for r in tables["accuracy"]}
+    for task, spec in TASKS.items():
+        assert [s for (t, s) in acc if t == task] == list(spec.shots)
+        assert all(acc[(task, s)]["seeds"] == 3 and acc[(task, s)]["queries"] == 4 for s in spec.shots)
+    assert {r["direction"] for r in tables["ranks"]} == {"I2T", "T2I"}
+    assert {p.name for p in paths} == {"vlicl_shots_image_detailed_direct.png",
+                                      "vlicl_efficiency_image_detailed_direct.png"}
+    assert all(p.stat().st_size > 10_000 for p in paths)
+    report = bench.report(tables)
+    assert "| copy-last |" in report and "open_t2i_mi" in report
+
+
+def test_copy_last_scores_are_what_its_answers_deserve(fast_run) -> None:
+    """copy-last answers with the last demonstration: for I2T it is right iff that answer is the
+    truth; for the per-class T2I tasks the judge must find the query's concept in the last
+    support image, i.e. the last demonstrated class is the query's."""
+    bench, items, rows, *_ = fast_run
+    by_key = {r["key"]: r for r in rows}
+    checked = 0
+    for item in items:
+        task, shots = item.group["task"], item.group["shots"]
+        ep = bench.episode(item)
+        row = by_key[item.key]
+        if shots == 0:  # "" or a grey image: right only where the truth is "no"
+            assert row["correct"] == float(task == "matching_mi" and ep.query.answer == "no"), item.key
+            continue
+        last = ep.support[-1]
+        q = bench.data(task).by_id[ep.query_id]
+        if task in ("open_mi", "textocr", "clevr", "operator_induction", "operator_induction_interleaved"):
+            expect = str(last.answer).lower() == str(ep.query.answer).lower() and not str(ep.query.answer).startswith("-")
+        elif task == "matching_mi":
+            expect = ep.query.answer == "no"  # the last demonstration is a different-class pair
+        elif task == "open_t2i_mi":
+            expect = last.id.split("/")[0] == q["task_label"]
+        elif task == "fast_attr_t2i":
+            cls = last.id.split("/")[0]
+            shown = q["support"][cls]["captions"][int(last.id.split("/")[1])].split()[1]
+            expect = cls == q["task_label"] and q["answer"].split()[1] == shown
+        else:
+            continue
+        assert row["correct"] == float(expect), item.key
+        checked += 1
+    assert checked > 200
+
+
+def test_cobsat_latent_is_copied(fast_run) -> None:
+    """The last CoBSAT support image shares the query's latent value: copy-last gets the latent part right."""
+    _, _, rows, tables, *_ = fast_run
+    cob = [r for r in rows if r["task"] == "cobsat" and r["shots"] > 0]
+    assert cob and all(r["latent"] == 1.0 for r in cob)
+    assert all(r["correct"] == r["non_latent"] for r in cob)
+    acc = [r for r in tables["accuracy"] if r["task"] == "cobsat"]
+    assert all("latent" in r and "non_latent_std" in r for r in acc)
+
+
+def test_failures_stay_in_the_denominator() -> None:
+    bench = VLICL({"fast": True, "tasks": ("clevr", "cobsat"), "seeds": (0,), "shots": (0, 1)})
+    items = list(bench.items())
+    rows = []
+    for n, item in enumerate(items):
+        scores = bench.score_failure(item, "overflow" if n % 2 else "error")
+        assert scores is not None and scores["correct"] == 0.0 and scores["failed"] == 1.0
+        rows.append({"model": "m", "key": item.key, **item.group, **scores})
+    bad = bench.score(items[-1], "not an image", ())
+    assert bad["failed"] == 1.0 and bad["correct"] == 0.0 and bad["latent"] == 0.0
+    acc = bench.summarise(rows)["accuracy"]
+    assert all(r["accuracy"] == 0.0 and r["queries"] == 4 for r in acc)
+    assert sum(r["overflow"] for r in acc) == len(items) // 2
+    assert "Context overflow" in bench.report(bench.summarise(rows))
+
+
+def test_judge_requests_and_missing_judgements() -> None:
+    bench = VLICL({"fast": True, "tasks": ("cobsat", "open_t2i_mi"), "seeds": (0,), "shots": (1,)})
+    for item in bench.items():
+        img = np.zeros((96, 96, 3), np.uint8)
+        jr = bench.judge_requests(item, img)
+        q = bench.data(item.group["task"]).by_id[item.payload[3]]
+        concepts = q["answer"] if item.group["task"] == "cobsat" else [q["answer"]]
+        assert [r.messages[-1].content[1] for r in jr] == [
+            f"Decide whether the image contains the following concept: {c}. Answer with 'yes' or 'no'." for c in concepts]
+        assert all(isinstance(r, ChatRequest) and r.images[0] is img and r.max_new_tokens == 5 for r in jr)
+        assert bench.judge_requests(item, "text") == ()
+        assert bench.score(item, img, ["yes"] * (len(concepts) - 1))["failed"] == 1.0
+        assert bench.score(item, img, ["Yes"] * len(concepts))["correct"] == 1.0
+
+
+def test_two_pass_chain_of_thought() -> None:
+    bench = VLICL({"fast": True, "tasks": ("operator_induction", "cobsat"), "cot": True, "seeds": (0,),
+                   "shots": (2,), "queries": 1})
+    items = {i.group["task"]: i for i in bench.items()}
+    first = bench.request(items["operator_induction"])
+    assert first.messages[-1].content[-1] == COT_PROMPT and first.max_new_tokens == 256
+    second = bench.followup(items["operator_induction"], ["the operator is plus"])
+    assert second.messages[-1].content[-1] == "the operator is plus" and second.max_new_tokens == 15
+    assert second.messages[:-1] == first.messages[:-1]
+    before, after = first.messages[-1].content[:-1], second.messages[-1].content[:-1]
+    assert len(before) == len(after) and all(a is b for a, b in zip(before, after))
+    assert bench.followup(items["operator_induction"], ["a", "b"]) is None
+    assert items["operator_induction"].group["cot"] == "two_pass" and items["cobsat"].group["cot"] == "direct"
+    assert bench.followup(items["cobsat"], [np.zeros((4, 4, 3), np.uint8)]) is None
+
+
+def test_descriptions_and_variants() -> None:
+    item_of = lambda b: next(iter(b.items()))  # noqa: E731
+    det = VLICL({"fast": True, "tasks": ("clevr",), "shots": (1,)})
+    first = det.request(item_of(det)).messages[0].content[0]
+    assert first == TASKS["clevr"].detailed
+    none = VLICL({"fast": True, "tasks": ("clevr",), "shots": (1,), "description": "none"})
+    assert isinstance(none.request(item_of(none)).messages[0].content[0], np.ndarray)
+    text = VLICL({"fast": True, "variant": "text", "shots": (1,)})
+    assert set(text.task_ids()) == {t for t, s in TASKS.items() if s.text_folder}
+    req = text.request(next(i for i in text.items() if i.group["task"] == "clevr"))
+    assert not req.images and req.messages[0].content[1].startswith("Objects: ")
+    real = VLICL({"fast": True, "variant": "real_names", "shots": (1,)})
+    assert real.task_ids() == ["open_mi"]
+    answers = [m.content[0] for m in real.request(item_of(real)).messages if m.role == "assistant"]
+    assert set(answers) <= {"square", "disc", "triangle", "diamond", "cross", "ring", "star", "arrow"}
+    many = VLICL({"fast": True, "tasks": ("open_mi",), "many_shot": True, "seeds": (0,), "queries": 1})
+    assert [i.group["shots"] for i in many.items()] == [0, 1, 2, 4, 5, 16, 32, 64]
+    assert len(many.episode(list(many.items())[-1]).support) == 128
+
+
+def test_parse_both_reports_lenient_tables(driver) -> None:
+    bench = VLICL({"fast": True, "tasks": ("clevr",), "parse": "both", "seeds": (0,)})
+
+    class Wordy(get_model("copy-last").__class__):
+        def predict(self, requests):
+            return [f"There are {a}." for a in super().predict(requests)]
+
+    rows = driver(bench, Wordy(), None, model_name="wordy")
+    tables = bench.summarise(rows)
+    assert {"accuracy_lenient", "shot_summary_lenient", "ranks_lenient"} <= set(tables)
+    legacy = sum(r["accuracy"] for r in tables["accuracy"])
+    lenient = sum(r["accuracy"] for r in tables["accuracy_lenient"])
+    assert legacy == 0 and lenient > 0
+    # scores hold both modes whatever the option; the option picks what the tables report
+    only_lenient = VLICL({"fast": True, "tasks": ("clevr",), "parse": "lenient", "seeds": (0,)})
+    assert driver(only_lenient, Wordy(), None, model_name="wordy") == rows
+    tables = only_lenient.summarise(rows)
+    assert "accuracy_lenient" not in tables and sum(r["accuracy"] for r in tables["accuracy"]) == lenient
+
+
+def test_options_given_as_text() -> None:
+    b = VLICL({"fast": True, "tasks": "clevr, textocr", "seeds": "1", "shots": "0,2", "cot": "true",
+               "queries": "2", "many_shot": "no"})
+    assert b.task_ids() == ["clevr", "textocr"] and b.shot_grid("clevr") == (0, 2)
+    assert {i.group["seed"] for i in b.items()} == {1} and len(list(b.items())) == 2 * 2 * 2
+    assert b.config["cot"] is True and b.config["many_shot"] is False
+    with pytest.raises(ValueError, match="expected true or false"):
+        VLICL({"cot": "maybe"})
+
+
+def test_bad_options() -> None:
+    with pytest.raises(ValueError, match="unknown VL-ICL task 'vqa'"):
+        VLICL({"tasks": ("vqa",)})
+    with pytest.raises(ValueError, match="description must be one of"):
+        VLICL({"description": "verbose"})
+    with pytest.raises(ValueError, match="shots must be distinct"):
+        VLICL({"shots": (2, 1)})
+    with pytest.raises(ValueError, match="has no option"):
+        VLICL({"n_shot": 3})
+
+
+def test_fingerprints(tmp_path: Path) -> None:
+    a = VLICL({"fast": True, "tasks": ("textocr", "matching_mi")}).fingerprints()
+    b = VLICL({"fast": True, "tasks": ("textocr", "matching_mi")}).fingerprints()
+    assert a == b and set(a) == {"vlicl/textocr/records", "vlicl/matching_mi/records", "vlicl/episodes.csv"}
+    c = VLICL({"fast": True, "tasks": ("textocr", "matching_mi"), "seeds": (0, 1)}).fingerprints()
+    assert c["vlicl/episodes.csv"] != a["vlicl/episodes.csv"] and c["vlicl/textocr/records"] == a["vlicl/textocr/records"]
+
+
+def test_two_models_get_paired_comparisons(driver) -> None:
+    bench = VLICL({"fast": True, "tasks": ("open_mi", "matching_mi"), "seeds": (0, 1)})
+    rows = (driver(bench, get_model("copy-last"), None, model_name="copy-last")
+            + driver(bench, get_model("frequent-answer"), None, model_name="frequent-answer"))
+    tables = bench.summarise(rows)
+    paired = tables["paired"]
+    assert len(paired) == 2 * 5 and all(r["queries"] == 4 for r in paired)
+    # matching: both answer "no" (the pairs are same/diff, one each: the tie goes to the last)
+    assert all(r["difference"] == 0 for r in paired if r["task"] == "matching_mi")
+    assert {r["model"] for r in tables["ranks"]} == {"copy-last", "frequent-answer"}
