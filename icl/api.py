@@ -29,11 +29,12 @@ def _specs(models: ModelsArg) -> Optional[list[ModelSpec]]:
     return out
 
 
-def evaluate(benchmark: str, models: ModelsArg = None, *, table: str = "results", as_frame: Optional[bool] = None,
-             **options: Any) -> Any:
-    """Run ``benchmark`` (e.g. "vibe", "best50") for ``models`` and return its ``table``
-    ("results" by default): a pandas DataFrame when pandas is installed (``as_frame`` None or
-    True), else a list of dicts.
+def evaluate(benchmark: str, models: ModelsArg = None, *, table: Optional[str] = None,
+             as_frame: Optional[bool] = None, **options: Any) -> Any:
+    """Run ``benchmark`` (e.g. "vibe", "best50", "vlicl") for ``models`` and return its
+    ``table`` (by default "results", or the benchmark's first table when it has none of that
+    name): a pandas DataFrame when pandas is installed (``as_frame`` None or True), else a list
+    of dicts.
 
     ``models``: ``"oracle,painter:weights=/w/p.pth"``, a list of such strings, ``ModelSpec`` s or
     ``(name, {args})`` tuples; None runs the benchmark's defaults. ``options``: the runner's
@@ -54,6 +55,8 @@ def evaluate(benchmark: str, models: ModelsArg = None, *, table: str = "results"
     config = RunConfig(benchmark=benchmark, options=options, models=_specs(models),
                        judge=None if judge is None else _specs([judge])[0], **common)  # type: ignore[index]
     outcome = run(config)
+    if table is None:
+        table = "results" if "results" in outcome.tables else next(iter(outcome.tables), "results")
     rows = outcome.tables.get(table)
     if rows is None:
         raise KeyError(f"benchmark {benchmark!r} has no table {table!r}; it has: {', '.join(outcome.tables)}")

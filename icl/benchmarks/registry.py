@@ -25,6 +25,7 @@ ENTRY_POINT_GROUP = "icl.benchmarks"
 _BUILTIN: dict[str, str] = {
     "vibe": "icl.benchmarks.vibe.benchmark:Vibe",
     "best50": "icl.benchmarks.best50.benchmark:Best50",
+    "vlicl": "icl.benchmarks.vlicl.benchmark:VLICL",
 }
 _registered: dict[str, Any] = {}
 

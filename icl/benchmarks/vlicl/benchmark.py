@@ -15,7 +15,7 @@ import hashlib
 import io
 import math
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -252,7 +252,8 @@ class VLICL(Benchmark):
                 tables[f"paired{suffix}"] = paired_table(rs)
         return tables
 
-    def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path) -> list[Path]:
+    def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
+              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
         return shot_curves(tables.get("accuracy", []), out) + efficiency_front(tables.get("shot_summary", []), out)
 
@@ -312,6 +313,11 @@ class VLICL(Benchmark):
             seen.add((task, seed, shots, qid))
             w.writerows(support_rows(self.episode(item), self.protocol))
         return buf.getvalue()
+
+    def write_artifacts(self, out: Path) -> dict[str, str]:
+        text = self.episodes_csv()
+        (out / "episodes.csv").write_text(text, encoding="utf-8")
+        return {"episodes.csv": hashlib.sha256(text.encode()).hexdigest()}
 
     def fingerprints(self) -> dict[str, str]:
         out = {f"vlicl/{t}/records": self.data(t).digest for t in self.task_ids()}
