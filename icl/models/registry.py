@@ -29,6 +29,8 @@ _BUILTIN: dict[str, str] = {
     "oracle": "icl.models.builtin:Oracle",
     "copy-target": "icl.models.builtin:CopyTarget",
     "identity": "icl.models.builtin:Identity",
+    "hf-vlm": "icl.models.vlm.hf:HFVisionLanguage",
+    "openai": "icl.models.vlm.openai:OpenAIChat",
 }
 _registered: dict[str, Target] = {}
 
