@@ -156,15 +156,21 @@ class HFVisionLanguage(Adapter):
                 for k, v in enc.items() if isinstance(v, torch.Tensor)}
 
     def predict(self, requests: Sequence[Any]) -> list[Any]:
+        return [self.tokenizer.decode(a, skip_special_tokens=True).strip() if isinstance(a, list) else a
+                for a in self.token_answers(requests)]
+
+    def token_answers(self, requests: Sequence[Any]) -> list[Any]:
+        """Per request the new token ids (end-of-sequence excluded), or a
+        :class:`ContextOverflowError` instance; ``predict`` decodes them."""
         if self.model is None:
             raise RuntimeError("hf-vlm: call load(device) before predict")
         checked = [check_request(r, self.name) for r in requests]
         out: list[Any] = []
         for start in range(0, len(checked), self.batch_size):
-            out.extend(self._predict_batch(checked[start:start + self.batch_size]))
+            out.extend(self._batch_tokens(checked[start:start + self.batch_size]))
         return out
 
-    def _predict_batch(self, requests: list[ChatRequest]) -> list[Any]:
+    def _batch_tokens(self, requests: list[ChatRequest]) -> list[Any]:
         answers: list[Any] = [None] * len(requests)
         keep = list(range(len(requests)))
         enc = self.encode(requests)
@@ -180,13 +186,12 @@ class HFVisionLanguage(Adapter):
                 return answers
             if len(keep) < len(requests):
                 enc = self.encode([requests[i] for i in keep])
-        batch = [requests[i] for i in keep]
-        for i, text in zip(keep, self._generate(batch, enc)):
-            answers[i] = text
+        for i, tokens in zip(keep, self._generate([requests[i] for i in keep], enc)):
+            answers[i] = tokens
         return answers
 
     @torch.inference_mode()
-    def _generate(self, batch: list[ChatRequest], enc: dict[str, torch.Tensor]) -> list[str]:
+    def _generate(self, batch: list[ChatRequest], enc: dict[str, torch.Tensor]) -> list[list[int]]:
         from transformers import LogitsProcessorList
 
         prompt_len = enc["input_ids"].shape[1]
@@ -197,11 +202,6 @@ class HFVisionLanguage(Adapter):
         generated = self.model.generate(**enc, do_sample=False, max_new_tokens=max_new, min_new_tokens=0,
                                         logits_processor=LogitsProcessorList([control]),
                                         eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id)
-        new = generated[:, prompt_len:].tolist()
         eos = set(self.eos_ids)
-        texts = []
-        for r, row in zip(batch, new):
-            row = row[:r.max_new_tokens]
-            row = row[:first_index(row, eos)]
-            texts.append(self.tokenizer.decode(row, skip_special_tokens=True).strip())
-        return texts
+        rows = [row[:r.max_new_tokens] for r, row in zip(batch, generated[:, prompt_len:].tolist())]
+        return [row[:first_index(row, eos)] for row in rows]

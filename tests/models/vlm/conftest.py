@@ -1,0 +1,29 @@
+"""Tiny LLaVA and Idefics3 checkpoints, built once per session, and loaded hf-vlm adapters."""
+
+from __future__ import annotations
+
+import pytest
+from tiny_vlm import BUILDERS
+
+from icl.models.vlm.hf import HFVisionLanguage
+
+
+@pytest.fixture(scope="session")
+def tiny_folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny-vlm")
+    return {family: build(root / family) for family, build in BUILDERS.items()}
+
+
+@pytest.fixture(scope="session", params=sorted(BUILDERS))
+def vlm(request, tiny_folders):
+    """A loaded fp32 hf-vlm adapter, once per family."""
+    model = HFVisionLanguage(weights=str(tiny_folders[request.param]), max_batch=8)
+    model.load("cpu")
+    return model
+
+
+@pytest.fixture(scope="session")
+def llava(tiny_folders):
+    model = HFVisionLanguage(weights=str(tiny_folders["llava"]), max_batch=16)
+    model.load("cpu")
+    return model
