@@ -3,18 +3,19 @@ FastAPI under uvicorn in a daemon thread, serving an ``hf-vlm`` model. Requests 
 together are answered in one batched ``predict`` call (as vLLM batches concurrent requests).
 
 Fault injection: ``server.fail_next(429, 500, ...)`` answers the next requests with those
-statuses; ``server.delay_s`` holds every request that long before answering. The server stops
+statuses (with ``marker=``, only requests whose body contains that text); ``server.delay_s`` holds every request that long before answering. The server stops
 on ``close()`` (or leaving the ``with`` block) and, whatever happens, after ``lifetime_s``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Optional
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -46,7 +47,7 @@ class ChatServer:
 
     def __init__(self, model: Any, *, max_batch: int = 16, lifetime_s: float = 300.0):
         self.model, self.max_batch = model, max_batch
-        self.faults: deque[int] = deque()
+        self.faults: deque[tuple[int, Optional[str]]] = deque()
         self.delay_s = 0.0
         self.received = 0
         self.in_flight = self.max_in_flight = 0
@@ -86,8 +87,15 @@ class ChatServer:
             self._thread.join(timeout=10)
         self._socket.close()
 
-    def fail_next(self, *statuses: int) -> None:
-        self.faults.extend(statuses)
+    def fail_next(self, *statuses: int, marker: Optional[str] = None) -> None:
+        self.faults.extend((status, marker) for status in statuses)
+
+    def _fault(self, raw: str) -> Optional[int]:
+        for fault in self.faults:
+            if fault[1] is None or fault[1] in raw:
+                self.faults.remove(fault)
+                return fault[0]
+        return None
 
     async def _complete(self, request: Request) -> JSONResponse:
         self.received += 1
@@ -102,11 +110,12 @@ class ChatServer:
     async def _answer(self, request: Request) -> JSONResponse:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
-        if self.faults:
-            status = self.faults.popleft()
+        raw = (await request.body()).decode()
+        status = self._fault(raw)
+        if status is not None:
             return JSONResponse({"error": {"message": f"injected {status}"}}, status_code=status,
                                 headers={"Retry-After": "0"} if status == 429 else None)
-        body = await request.json()
+        body = json.loads(raw)
         chat = chat_request(body, f"srv-{self.received}")
         answer = await self._submit(chat)
         if isinstance(answer, ContextOverflowError):
