@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from bench._peer import compare
 from icl.models import ChatRequest
@@ -33,9 +34,14 @@ def _requests(n: int = N, tokens: int = 6) -> list[ChatRequest]:
 
 @pytest.fixture(scope="module")
 def tiny_llava(tmp_path_factory):
+    # One intra-op thread: on a shared CPU a descheduled worker thread stalls every parallel op,
+    # which would time the machine's load rather than batching.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     model = HFVisionLanguage(weights=str(build_llava(tmp_path_factory.mktemp("bench-vlm") / "llava")), max_batch=16)
     model.load("cpu")
-    return model
+    yield model
+    torch.set_num_threads(threads)
 
 
 def test_bench_hf_vlm_batched_vs_loop(benchmark, tiny_llava):

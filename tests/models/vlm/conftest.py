@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from tiny_vlm import BUILDERS
 
 from icl.models.vlm.hf import HFVisionLanguage
@@ -27,3 +28,13 @@ def llava(tiny_folders):
     model = HFVisionLanguage(weights=str(tiny_folders["llava"]), max_batch=16)
     model.load("cpu")
     return model
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread while these modules run: the tiny models' ops are too small to gain
+    from a second thread, and on a shared CPU a descheduled worker stalls every parallel op."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
