@@ -100,9 +100,10 @@ class HFVisionLanguage(Adapter):
         folder = self.folder
         self.device = device
         self.processor = AutoProcessor.from_pretrained(folder)
-        self.tokenizer = getattr(self.processor, "tokenizer", None)
-        if self.tokenizer is None:
+        tokenizer = getattr(self.processor, "tokenizer", None)
+        if tokenizer is None:
             raise WeightsError(f"hf-vlm: {folder}: the processor has no tokenizer")
+        self.tokenizer: Any = tokenizer
         if not getattr(self.processor, "chat_template", None):
             raise WeightsError(f"hf-vlm: {folder}: no chat template (chat_template.jinja or the processor's "
                                f"chat_template); hf-vlm serves chat models only")

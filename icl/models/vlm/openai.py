@@ -59,14 +59,15 @@ class OpenAIChat(Adapter):
             raise ValueError(f"openai: model must be the served model's name, got {model!r}")
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"openai: base_url must start with http:// or https://, got {base_url!r}")
-        for arg, value in (("concurrency", concurrency), ("batch_size", batch_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"openai: {arg} must be a positive int, got {value!r}")
+        for arg, count in (("concurrency", concurrency), ("batch_size", batch_size)):
+            if not isinstance(count, int) or count < 1:
+                raise ValueError(f"openai: {arg} must be a positive int, got {count!r}")
         if not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"openai: max_retries must be an int >= 0, got {max_retries!r}")
-        for arg, value in (("timeout", timeout), ("backoff", backoff), ("max_backoff", max_backoff)):
-            if not isinstance(value, (int, float)) or value < 0 or (arg == "timeout" and value == 0):
-                raise ValueError(f"openai: {arg} must be a non-negative number of seconds, got {value!r}")
+        for arg, seconds in (("timeout", timeout), ("backoff", backoff), ("max_backoff", max_backoff)):
+            if not isinstance(seconds, (int, float)) or seconds < 0 or (arg == "timeout" and seconds == 0):
+                raise ValueError(f"openai: {arg} must be a non-negative number of seconds (timeout > 0), "
+                                 f"got {seconds!r}")
         self.model, self.base_url, self.api_key_env = model, base_url.rstrip("/"), api_key_env
         self.concurrency, self.timeout, self.max_retries = concurrency, float(timeout), max_retries
         self.backoff, self.max_backoff, self.batch_size = float(backoff), float(max_backoff), batch_size

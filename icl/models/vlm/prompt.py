@@ -54,7 +54,8 @@ def fold_system(request: ChatRequest) -> list[tuple[str, list[Any]]]:
         if first_user is None:
             turns.insert(0, ("user", [system]))
         else:
-            turns[first_user] = ("user", [system + "\n\n"] + turns[first_user][1])
+            parts: list[Any] = [system + "\n\n"]
+            turns[first_user] = ("user", parts + turns[first_user][1])
     return turns
 
 

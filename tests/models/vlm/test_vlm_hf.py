@@ -181,3 +181,11 @@ def test_bad_requests_are_named(llava):
         llava.predict([bad])
     with pytest.raises(RequestError, match="min_new_tokens"):
         llava.predict([ChatRequest.user("mm", "dog", max_new_tokens=2, min_new_tokens=3)])
+
+
+def test_device_map_and_eager_attention_answer_alike(tiny_folders, llava):
+    model = HFVisionLanguage(weights=str(tiny_folders["llava"]), device_map="cpu", attn_implementation="eager")
+    model.load("cpu")
+    assert model.model.config._attn_implementation == "eager"
+    requests = mixed_requests()
+    assert model.token_answers(requests) == llava.token_answers(requests)
