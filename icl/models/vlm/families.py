@@ -9,8 +9,9 @@ overrides only what its checkpoints need:
   LLaVA family writes the processor's ``<image>`` token into the text where each image is.
 - ``system_role``: those same templates print a system turn's first text part with no role or
   separator, so the LLaVA family folds system text into the first user turn instead.
-- ``nested_images``: Idefics2/3, SmolVLM and Mllama processors take one image list per prompt
-  (they pair images with prompts themselves); the others take one flat list for the batch.
+- ``nested_images``: Idefics2/3, SmolVLM, Mllama, Gemma 3 and LFM2-VL processors take one image
+  list per prompt (a flat list would be read as all images of one prompt); the others take one
+  flat list for the batch.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class Llava(Family):
 
 
 class NestedImages(Family):
-    model_types = ("idefics2", "idefics3", "smolvlm", "mllama")
+    model_types = ("idefics2", "idefics3", "smolvlm", "mllama", "gemma3", "gemma3n", "lfm2_vl")
     nested_images = True
 
 

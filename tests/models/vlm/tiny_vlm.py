@@ -2,9 +2,11 @@
 names and saved as real ``from_pretrained`` folders (tokenizer, processor, chat template,
 weights). Test-only: nothing here is downloaded.
 
-Two families: LLaVA (CLIP vision tower + Llama decoder; the processor expands each ``<image>``
-to the patch count; images as one flat list) and Idefics3 (SigLIP-style tower, pixel shuffle,
-``<fake_token_around_image><global-img><image>...`` blocks; images nested per prompt).
+Three families: LLaVA (CLIP vision tower + Llama decoder; the processor expands each ``<image>``
+to the patch count; images as one flat list), Idefics3 (SigLIP-style tower, pixel shuffle,
+``<fake_token_around_image><global-img><image>...`` blocks; images nested per prompt) and
+Gemma 3 (SigLIP tower pooled to ``mm_tokens_per_image``, ``<start_of_image>`` markers,
+bidirectional attention over image tokens via ``token_type_ids``; images nested per prompt).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+from icl.data.seeds import derive_seed
 
 WORDS = tuple(("the a an is are what which how many of in on to and or yes no image picture shows "
          "cat dog car tree red blue green box word answer question count objects sphere cube "
@@ -38,8 +42,21 @@ IDEFICS3_TEMPLATE = (
     "{% if add_generation_prompt %}Assistant :{% endif %}"
 )
 
+# Gemma 3's turn layout; like Gemma's own template it folds a system turn into the first user turn.
+GEMMA3_TEMPLATE = (
+    "{% set ns = namespace(system='') %}{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{% set ns.system = message['content'][0]['text'] + ' ' %}{% endif %}{% endfor %}"
+    "{% for message in messages if message['role'] != 'system' %}"
+    "<start_of_turn>{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{% if loop.first %}{{ ns.system }}{% endif %}"
+    "{% for part in message['content'] %}{% if part['type'] == 'image' %}<start_of_image>"
+    "{% else %}{{ part['text'] }} {% endif %}{% endfor %}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
 
-def _tokenizer(specials: tuple[str, ...], pad: str, eos: str, unk: str, bos: str | None):
+
+def _tokenizer(specials: tuple[str, ...], pad: str, eos: str, unk: str, bos: str | None,
+               extra: dict[str, str] | None = None):
     from transformers import PreTrainedTokenizerFast
 
     vocab = {tok: i for i, tok in enumerate(specials + WORDS + PUNCT + DIGITS)}
@@ -47,10 +64,25 @@ def _tokenizer(specials: tuple[str, ...], pad: str, eos: str, unk: str, bos: str
     backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(),
                                                      pre_tokenizers.Digits(individual_digits=True)])
     backend.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
+    # Named extras (Gemma's boi_token, ...) and the plain special tokens go in separately: given
+    # together to the constructor, the named ones replace the list.
     tok = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token=unk, pad_token=pad, eos_token=eos,
-                                  bos_token=bos, padding_side="left",
-                                  additional_special_tokens=[s for s in specials if s not in (unk, pad, eos, bos)])
+                                  bos_token=bos, padding_side="left", extra_special_tokens=extra or {})
+    named = (unk, pad, eos, bos) + tuple((extra or {}).values())
+    tok.add_special_tokens({"additional_special_tokens": [s for s in specials if s not in named]})
     return tok
+
+
+def _generator(seed: int, purpose: str) -> torch.Generator:
+    return torch.Generator().manual_seed(derive_seed(seed, "tiny-vlm", "*", "*", purpose) % (1 << 63))
+
+
+def _random_init(cls, config, seed: int):
+    """``cls(config)`` in eval mode, initialised from its own seed without touching the caller's
+    global torch generator (transformers initialises weights from the global one)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(seed, "tiny-vlm", "*", config.model_type, "init") % (1 << 63))
+        return cls(config).eval()
 
 
 def build_llava(path: Path, *, max_positions: int = 256, seed: int = 0) -> Path:
@@ -70,8 +102,7 @@ def build_llava(path: Path, *, max_positions: int = 256, seed: int = 0) -> Path:
                        pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
     config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=tok.convert_tokens_to_ids("<image>"),
                          vision_feature_select_strategy="default", vision_feature_layer=-1, image_seq_length=16)
-    torch.manual_seed(seed)
-    model = LlavaForConditionalGeneration(config).eval()
+    model = _random_init(LlavaForConditionalGeneration, config, seed)
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
     model.save_pretrained(path)
@@ -100,8 +131,7 @@ def build_idefics3(path: Path, *, max_positions: int = 256, seed: int = 0) -> Pa
                        pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
     config = Idefics3Config(vision_config=vision, text_config=text, scale_factor=2,
                             image_token_id=tok.convert_tokens_to_ids("<image>"), pad_token_id=tok.pad_token_id)
-    torch.manual_seed(seed)
-    model = Idefics3ForConditionalGeneration(config).eval()
+    model = _random_init(Idefics3ForConditionalGeneration, config, seed)
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
     model.save_pretrained(path)
@@ -109,4 +139,37 @@ def build_idefics3(path: Path, *, max_positions: int = 256, seed: int = 0) -> Pa
     return path
 
 
-BUILDERS = {"llava": build_llava, "idefics3": build_idefics3}
+def build_gemma3(path: Path, *, max_positions: int = 256, seed: int = 0) -> Path:
+    """A Gemma 3 model (16 px images pooled to 4 image tokens each) saved under ``path``."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessorPil, Gemma3Processor
+
+    specials = ("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>",
+                "<end_of_image>", "<image_soft_token>")
+    tok = _tokenizer(specials, pad="<pad>", eos="<end_of_turn>", unk="<unk>", bos="<bos>",
+                     extra={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                            "image_token": "<image_soft_token>"})
+    image_processor = Gemma3ImageProcessorPil(size={"height": 16, "width": 16})
+    processor = Gemma3Processor(image_processor=image_processor, tokenizer=tok, chat_template=GEMMA3_TEMPLATE,
+                                image_seq_length=4)
+    ids = tok.convert_tokens_to_ids
+    config = Gemma3Config(
+        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                         max_position_embeddings=max_positions, sliding_window=64, pad_token_id=tok.pad_token_id,
+                         eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id),
+        vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                           image_size=16, patch_size=4),
+        mm_tokens_per_image=4, boi_token_index=ids("<start_of_image>"), eoi_token_index=ids("<end_of_image>"),
+        image_token_index=ids("<image_soft_token>"))
+    model = _random_init(Gemma3ForConditionalGeneration, config, seed)
+    with torch.no_grad():  # transformers starts the image projection at zero: images would not count
+        projection = model.model.multi_modal_projector.mm_input_projection_weight
+        projection.copy_(torch.randn(projection.shape, generator=_generator(seed, "projection")) * 0.5)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+BUILDERS = {"llava": build_llava, "idefics3": build_idefics3, "gemma3": build_gemma3}
