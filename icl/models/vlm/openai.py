@@ -42,6 +42,7 @@ class OpenAIChat(Adapter):
     ``/v1``), ``api_key_env`` (name of the environment variable holding the key; unset or empty
     variable: no ``Authorization`` header, as local servers need), ``concurrency`` (requests in
     flight), ``timeout`` (seconds per attempt), ``max_retries``, ``backoff``, ``max_backoff``,
+    ``max_rps`` (at most this many request starts per second, retries included; None: no limit),
     ``batch_size`` (requests per ``predict`` call), ``send_seed`` (send ``request.seed``),
     ``min_tokens`` (send ``min_new_tokens`` as vLLM/SGLang's ``min_tokens``; hosted APIs reject
     it).
@@ -53,8 +54,9 @@ class OpenAIChat(Adapter):
 
     def __init__(self, model: str, base_url: str = "http://127.0.0.1:8000/v1",
                  api_key_env: Optional[str] = "OPENAI_API_KEY", concurrency: int = 8, timeout: float = 120.0,
-                 max_retries: int = 5, backoff: float = 1.0, max_backoff: float = 60.0, batch_size: int = 64,
-                 send_seed: bool = True, min_tokens: bool = False):
+                 max_retries: int = 5, backoff: float = 1.0, max_backoff: float = 60.0,
+                 max_rps: Optional[float] = None, batch_size: int = 64, send_seed: bool = True,
+                 min_tokens: bool = False):
         if not isinstance(model, str) or not model:
             raise ValueError(f"openai: model must be the served model's name, got {model!r}")
         if not base_url.startswith(("http://", "https://")):
@@ -68,6 +70,9 @@ class OpenAIChat(Adapter):
             if not isinstance(seconds, (int, float)) or seconds < 0 or (arg == "timeout" and seconds == 0):
                 raise ValueError(f"openai: {arg} must be a non-negative number of seconds (timeout > 0), "
                                  f"got {seconds!r}")
+        if max_rps is not None and (not isinstance(max_rps, (int, float)) or not max_rps > 0):
+            raise ValueError(f"openai: max_rps must be a positive number or None, got {max_rps!r}")
+        self.max_rps = max_rps
         self.model, self.base_url, self.api_key_env = model, base_url.rstrip("/"), api_key_env
         self.concurrency, self.timeout, self.max_retries = concurrency, float(timeout), max_retries
         self.backoff, self.max_backoff, self.batch_size = float(backoff), float(max_backoff), batch_size
@@ -102,7 +107,7 @@ class OpenAIChat(Adapter):
         limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
         async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), limits=limits,
                                      headers=self._headers()) as client:
-            gate = asyncio.Semaphore(self.concurrency)
+            gate = _Gate(self.concurrency, self.max_rps)
             return list(await asyncio.gather(*(self._one(client, gate, r, b) for r, b in zip(requests, bodies))))
 
     def _delay(self, attempt: int, retry_after: Optional[str]) -> float:
@@ -113,7 +118,7 @@ class OpenAIChat(Adapter):
                 pass  # an HTTP date: fall back to our own schedule
         return min(self.max_backoff, self.backoff * (2 ** attempt))
 
-    async def _one(self, client: Any, gate: asyncio.Semaphore, request: ChatRequest, body: dict[str, Any]) -> Any:
+    async def _one(self, client: Any, gate: "_Gate", request: ChatRequest, body: dict[str, Any]) -> Any:
         import httpx
 
         url = f"{self.base_url}/chat/completions"
@@ -121,7 +126,8 @@ class OpenAIChat(Adapter):
         last = ""
         for attempt in range(self.max_retries + 1):
             retry_after = None
-            async with gate:
+            async with gate.slots:
+                await gate.pace()
                 try:
                     response = await client.post(url, json=body)
                 except httpx.TransportError as exc:  # connection refused/reset, timeouts
@@ -141,6 +147,26 @@ class OpenAIChat(Adapter):
             if attempt < self.max_retries:
                 await asyncio.sleep(self._delay(attempt, retry_after))
         return ChatServerError(f"{where}: failed after {self.max_retries + 1} attempts; last: {last}")
+
+
+class _Gate:
+    """At most ``concurrency`` requests in flight, and starts spaced by ``1 / max_rps`` seconds."""
+
+    def __init__(self, concurrency: int, max_rps: Optional[float]):
+        self.slots = asyncio.Semaphore(concurrency)
+        self.interval = 1.0 / max_rps if max_rps else 0.0
+        self.next_start = 0.0
+        self.lock = asyncio.Lock()
+
+    async def pace(self) -> None:
+        if not self.interval:
+            return
+        async with self.lock:
+            now = asyncio.get_running_loop().time()
+            start = max(now, self.next_start)
+            self.next_start = start + self.interval
+        if start > now:
+            await asyncio.sleep(start - now)
 
 
 def _answer(response: Any, where: str) -> Any:

@@ -9,10 +9,21 @@ from tiny_vlm import BUILDERS
 from icl.models.vlm.hf import HFVisionLanguage
 
 
+class TinyFolders(dict):
+    """family -> checkpoint folder, each built on first use."""
+
+    def __init__(self, root):
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, family):
+        self[family] = BUILDERS[family](self.root / family)
+        return self[family]
+
+
 @pytest.fixture(scope="session")
 def tiny_folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny-vlm")
-    return {family: build(root / family) for family, build in BUILDERS.items()}
+    return TinyFolders(tmp_path_factory.mktemp("tiny-vlm"))
 
 
 @pytest.fixture(scope="session", params=sorted(BUILDERS))

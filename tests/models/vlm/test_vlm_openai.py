@@ -134,6 +134,13 @@ def test_concurrency_is_bounded(server):
     assert server.max_in_flight > 2
 
 
+def test_request_rate_is_limited(server):
+    reqs = [ChatRequest.user(f"p{i}", "dog", max_new_tokens=1) for i in range(6)]
+    start = time.monotonic()
+    assert all(isinstance(a, str) for a in client(server, concurrency=6, max_rps=20).predict(reqs))
+    assert time.monotonic() - start >= 5 / 20
+
+
 def test_api_key_from_the_named_variable_never_in_identity(server, monkeypatch):
     monkeypatch.setenv("ICL_TEST_VLM_KEY", "sk-secret-123")
     model = client(server, api_key_env="ICL_TEST_VLM_KEY")
@@ -162,3 +169,5 @@ def test_arguments_are_checked():
         OpenAIChat(model="m", concurrency=0)
     with pytest.raises(ValueError, match="model"):
         OpenAIChat(model="")
+    with pytest.raises(ValueError, match="max_rps"):
+        OpenAIChat(model="m", max_rps=0)
