@@ -23,6 +23,7 @@ import logging
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
+import numpy as np
 import torch
 
 from icl.models.base import PRECISIONS, Adapter, ContextOverflowError
@@ -84,6 +85,7 @@ class HFVisionLanguage(Adapter):
         self.weights, self.precision, self.device_map = weights, precision, device_map
         self.batch_size, self.attn_implementation, self.max_context = max_batch, attn_implementation, max_context
         self.model: Any = None
+        self.check_image_tokens = False
 
     @property
     def folder(self) -> Path:
@@ -123,6 +125,14 @@ class HFVisionLanguage(Adapter):
         if placeholder is not None and self.image_token and self.image_token not in placeholder:
             raise WeightsError(f"hf-vlm: {folder}: family {type(self.family).__name__} writes images as "
                                f"{placeholder!r} but the processor's image token is {self.image_token!r}")
+        self.check_image_tokens = False
+        probe_text, _ = self.render(ChatRequest.user("probe", np.zeros((8, 8, 3), np.uint8), "probe"))
+        self.check_image_tokens = count_occurrences(probe_text, self.image_token or "") == 1
+        if not self.check_image_tokens:
+            # The template drops images, or marks them otherwise than the processor's image token
+            # (then the per-request count check would misfire): warn, leave checks to the processor.
+            log.warning("hf-vlm: %s: the chat template does not mark an image with %r; image counts unchecked",
+                        folder, self.image_token)
         self.context = self.max_context or self.family.context_length(model.config)
         if self.context is None:
             log.warning("hf-vlm: %s: no context length in the configuration; pass --model-arg max_context=N "
@@ -140,7 +150,7 @@ class HFVisionLanguage(Adapter):
         """The prompt text (chat template applied, generation prompt added) and its images."""
         messages, images = self.family.messages(request)
         text = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        if self.image_token and count_occurrences(text, self.image_token) != len(images):
+        if self.check_image_tokens and count_occurrences(text, self.image_token) != len(images):
             raise ValueError(f"hf-vlm: request {request.id!r}: the chat template of {self.folder} wrote "
                              f"{count_occurrences(text, self.image_token)} image tokens "
                              f"({self.image_token!r}) for {len(images)} images")
@@ -149,9 +159,13 @@ class HFVisionLanguage(Adapter):
     def encode(self, requests: Sequence[ChatRequest]) -> Any:
         """Processor outputs for a batch (left padded), on the model's input device."""
         rendered = [self.render(r) for r in requests]
-        enc = self.processor(text=[t for t, _ in rendered],
-                             images=self.family.images_argument([imgs for _, imgs in rendered]),
-                             padding=True, return_tensors="pt")
+        try:
+            enc = self.processor(text=[t for t, _ in rendered],
+                                 images=self.family.images_argument([imgs for _, imgs in rendered]),
+                                 padding=True, return_tensors="pt")
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"hf-vlm: the processor of {self.folder} refused requests "
+                             f"{[r.id for r in requests]}: {exc}") from exc
         dtype = DTYPES[self.precision]
         return {k: (v.to(self._input_device(), dtype=dtype) if v.is_floating_point() else v.to(self._input_device()))
                 for k, v in enc.items() if isinstance(v, torch.Tensor)}

@@ -189,3 +189,17 @@ def test_device_map_and_eager_attention_answer_alike(tiny_folders, llava):
     assert model.model.config._attn_implementation == "eager"
     requests = mixed_requests()
     assert model.token_answers(requests) == llava.token_answers(requests)
+
+
+def test_a_template_that_drops_images_is_reported(tiny_folders, tmp_path, caplog):
+    copy = shutil.copytree(tiny_folders["idefics3"], tmp_path / "text-only-template")
+    (copy / "chat_template.jinja").write_text(
+        "{% for m in messages %}{{ m['role'] }} :{% for p in m['content'] if p['type'] == 'text' %} {{ p['text'] }}"
+        "{% endfor %}<end_of_utterance>\n{% endfor %}Assistant :")
+    model = HFVisionLanguage(weights=str(copy))
+    with caplog.at_level("WARNING", logger="icl.models.vlm"):
+        model.load("cpu")
+    assert "does not mark an image" in caplog.text
+    with pytest.raises(ValueError, match=r"refused requests \['pic'\]"):
+        model.predict([ChatRequest.user("pic", images(1)[0], "what is")])
+    assert isinstance(model.predict([ChatRequest.user("txt", "what is")])[0], str)
