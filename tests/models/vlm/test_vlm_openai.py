@@ -171,3 +171,14 @@ def test_arguments_are_checked():
         OpenAIChat(model="")
     with pytest.raises(ValueError, match="max_rps"):
         OpenAIChat(model="m", max_rps=0)
+
+
+def test_predict_works_inside_a_running_event_loop(server, llava):
+    import asyncio
+
+    req = requests()[1]
+
+    async def caller():
+        return client(server).predict([req])
+
+    assert asyncio.run(caller()) == llava.predict([req])
