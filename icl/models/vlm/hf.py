@@ -120,14 +120,14 @@ class HFVisionLanguage(Adapter):
             model.to(device)
         self.model = model
         self.family: Family = family_for(model.config.model_type)
-        self.image_token = getattr(self.processor, "image_token", None)
+        self.image_token: str = getattr(self.processor, "image_token", None) or ""
         placeholder = self.family.image_placeholder
         if placeholder is not None and self.image_token and self.image_token not in placeholder:
             raise WeightsError(f"hf-vlm: {folder}: family {type(self.family).__name__} writes images as "
                                f"{placeholder!r} but the processor's image token is {self.image_token!r}")
         self.check_image_tokens = False
         probe_text, _ = self.render(ChatRequest.user("probe", np.zeros((8, 8, 3), np.uint8), "probe"))
-        self.check_image_tokens = count_occurrences(probe_text, self.image_token or "") == 1
+        self.check_image_tokens = count_occurrences(probe_text, self.image_token) == 1
         if not self.check_image_tokens:
             # The template drops images, or marks them otherwise than the processor's image token
             # (then the per-request count check would misfire): warn, leave checks to the processor.

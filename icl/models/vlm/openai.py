@@ -45,7 +45,8 @@ class OpenAIChat(Adapter):
     ``max_rps`` (at most this many request starts per second, retries included; None: no limit),
     ``batch_size`` (requests per ``predict`` call), ``send_seed`` (send ``request.seed``),
     ``min_tokens`` (send ``min_new_tokens`` as vLLM/SGLang's ``min_tokens``; hosted APIs reject
-    it).
+    it), ``token_limit_field`` (``max_tokens``, or ``max_completion_tokens`` for hosted models
+    that refuse the older name).
     """
 
     name = "openai"
@@ -56,7 +57,7 @@ class OpenAIChat(Adapter):
                  api_key_env: Optional[str] = "OPENAI_API_KEY", concurrency: int = 8, timeout: float = 120.0,
                  max_retries: int = 5, backoff: float = 1.0, max_backoff: float = 60.0,
                  max_rps: Optional[float] = None, batch_size: int = 64, send_seed: bool = True,
-                 min_tokens: bool = False):
+                 min_tokens: bool = False, token_limit_field: str = "max_tokens"):
         if not isinstance(model, str) or not model:
             raise ValueError(f"openai: model must be the served model's name, got {model!r}")
         if not base_url.startswith(("http://", "https://")):
@@ -72,7 +73,10 @@ class OpenAIChat(Adapter):
                                  f"got {seconds!r}")
         if max_rps is not None and (not isinstance(max_rps, (int, float)) or not max_rps > 0):
             raise ValueError(f"openai: max_rps must be a positive number or None, got {max_rps!r}")
-        self.max_rps = max_rps
+        if token_limit_field not in ("max_tokens", "max_completion_tokens"):
+            raise ValueError(f"openai: token_limit_field must be 'max_tokens' or 'max_completion_tokens', "
+                             f"got {token_limit_field!r}")
+        self.max_rps, self.token_limit_field = max_rps, token_limit_field
         self.model, self.base_url, self.api_key_env = model, base_url.rstrip("/"), api_key_env
         self.concurrency, self.timeout, self.max_retries = concurrency, float(timeout), max_retries
         self.backoff, self.max_backoff, self.batch_size = float(backoff), float(max_backoff), batch_size
@@ -83,7 +87,7 @@ class OpenAIChat(Adapter):
         body: dict[str, Any] = {
             "model": self.model,
             "messages": openai_messages(request),
-            "max_tokens": request.max_new_tokens,
+            self.token_limit_field: request.max_new_tokens,
             "temperature": float(request.temperature) if request.do_sample else 0.0,
         }
         if self.send_seed:

@@ -74,6 +74,8 @@ def test_images_travel_losslessly_in_order():
         for m, n in zip(back.messages, reqs[3].messages) for x, y in zip(m.content, n.content))
     assert (back.max_new_tokens, back.do_sample, back.temperature, back.seed) == (3, True, 2.0, 9)
     assert OpenAIChat(model="m").payload(reqs[0])["temperature"] == 0.0
+    newer = OpenAIChat(model="m", token_limit_field="max_completion_tokens", send_seed=False).payload(reqs[0])
+    assert newer["max_completion_tokens"] == 5 and "max_tokens" not in newer and "seed" not in newer
 
 
 def test_retries_429_and_5xx_then_answers(server, llava):
@@ -171,6 +173,8 @@ def test_arguments_are_checked():
         OpenAIChat(model="")
     with pytest.raises(ValueError, match="max_rps"):
         OpenAIChat(model="m", max_rps=0)
+    with pytest.raises(ValueError, match="token_limit_field"):
+        OpenAIChat(model="m", token_limit_field="limit")
 
 
 def test_predict_works_inside_a_running_event_loop(server, llava):
