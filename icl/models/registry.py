@@ -31,6 +31,8 @@ _BUILTIN: dict[str, str] = {
     "identity": "icl.models.builtin:Identity",
     "copy-last": "icl.models.icl_baselines:CopyLast",
     "frequent-answer": "icl.models.icl_baselines:FrequentAnswer",
+    "hf-vlm": "icl.models.vlm.hf:HFVisionLanguage",
+    "openai": "icl.models.vlm.openai:OpenAIChat",
 }
 _registered: dict[str, Target] = {}
 

@@ -1,0 +1,222 @@
+"""``hf-vlm``: any transformers image-text-to-text model with a chat template.
+
+``AutoProcessor`` + ``AutoModelForImageTextToText`` from a local ``from_pretrained`` folder.
+A batch is rendered through the checkpoint's chat template (family quirks in
+:mod:`icl.models.vlm.families`), encoded with left padding and decoded in one ``generate``
+call. Each request keeps its own settings inside the batch:
+
+- greedy unless ``do_sample``; a sampling request draws from its own ``torch.Generator``
+  seeded with ``request.seed`` (Gumbel-max on the temperature-scaled logits, which is exact
+  categorical sampling), so its answer never depends on its batch neighbours;
+- ``min_new_tokens`` by masking end-of-sequence tokens per row; ``max_new_tokens`` by cutting
+  each row (decoding is causal, so a row cut at n tokens equals a row generated for n tokens).
+
+Per-request failures: ``predict`` returns one entry per request, a ``str`` answer or, for a
+request whose prompt (image tokens included) plus ``max_new_tokens`` exceeds the model's
+context, a :class:`~icl.models.ContextOverflowError` *instance* in that slot (never raised,
+never truncated); the other requests of the batch are answered. Malformed requests raise.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from icl.models.base import PRECISIONS, Adapter, ContextOverflowError
+from icl.models.requests import ChatRequest
+from icl.models.vlm.families import Family, family_for
+from icl.models.vlm.prompt import check_request, count_occurrences, first_index
+from icl.models.weights import WeightsError, resolve_weights
+
+log = logging.getLogger("icl.models.vlm")
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+class _PerRowControl:
+    """Logits processor: per-row minimum length (end-of-sequence masked) and per-row
+    seeded sampling (Gumbel noise from the row's own generator) before the greedy argmax."""
+
+    def __init__(self, prompt_len: int, min_new: list[int], eos_ids: list[int],
+                 sampling: list[Optional[tuple[torch.Generator, float]]]):
+        self.prompt_len, self.min_new, self.eos_ids, self.sampling = prompt_len, min_new, eos_ids, sampling
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        step = input_ids.shape[1] - self.prompt_len
+        scores = scores.float()
+        for row, (min_new, sample) in enumerate(zip(self.min_new, self.sampling)):
+            if step < min_new and self.eos_ids:
+                scores[row, self.eos_ids] = -float("inf")
+            if sample is not None:
+                generator, temperature = sample
+                u = torch.rand(scores.shape[1], generator=generator, dtype=torch.float32).clamp_(min=1e-20)
+                scores[row] = scores[row] / temperature - torch.log(-torch.log(u)).to(scores.device)
+        return scores
+
+
+class HFVisionLanguage(Adapter):
+    """A transformers chat VLM behind :class:`~icl.models.requests.ChatRequest`.
+
+    Model arguments: ``weights`` (a local ``from_pretrained`` folder; else
+    ``$ICL_WEIGHTS_DIR/hf-vlm/``), ``precision`` (fp32, fp16, bf16), ``device_map`` (e.g.
+    "auto" to spread a model over several GPUs with accelerate; None loads it whole on the
+    device), ``max_batch`` (requests per ``generate`` call), ``attn_implementation`` ("sdpa",
+    "eager", "flash_attention_2"; None = transformers' default), ``max_context`` (override the
+    context length read from the configuration).
+    """
+
+    name = "hf-vlm"
+    version = "1"
+    serves = (ChatRequest,)
+
+    def __init__(self, weights: Optional[str] = None, precision: str = "fp32",
+                 device_map: Optional[Union[str, dict]] = None, max_batch: int = 8,
+                 attn_implementation: Optional[str] = None, max_context: Optional[int] = None):
+        if precision not in PRECISIONS:
+            raise ValueError(f"hf-vlm: precision must be one of {PRECISIONS}, got {precision!r}")
+        if not isinstance(max_batch, int) or max_batch < 1:
+            raise ValueError(f"hf-vlm: max_batch must be a positive int, got {max_batch!r}")
+        if max_context is not None and (not isinstance(max_context, int) or max_context < 1):
+            raise ValueError(f"hf-vlm: max_context must be a positive int, got {max_context!r}")
+        self.weights, self.precision, self.device_map = weights, precision, device_map
+        self.batch_size, self.attn_implementation, self.max_context = max_batch, attn_implementation, max_context
+        self.model: Any = None
+        self.check_image_tokens = False
+
+    @property
+    def folder(self) -> Path:
+        """The ``from_pretrained`` folder (the one holding ``config.json``)."""
+        found = resolve_weights(self.name, self.weights, "config.json")
+        return found.parent if found.is_file() else found
+
+    def weight_files(self) -> Sequence[Path]:
+        return (self.folder,)
+
+    def load(self, device: str) -> None:
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        folder = self.folder
+        self.device = device
+        self.processor = AutoProcessor.from_pretrained(folder)
+        tokenizer = getattr(self.processor, "tokenizer", None)
+        if tokenizer is None:
+            raise WeightsError(f"hf-vlm: {folder}: the processor has no tokenizer")
+        self.tokenizer: Any = tokenizer
+        if not getattr(self.processor, "chat_template", None):
+            raise WeightsError(f"hf-vlm: {folder}: no chat template (chat_template.jinja or the processor's "
+                               f"chat_template); hf-vlm serves chat models only")
+        self.tokenizer.padding_side = "left"
+        kwargs: dict[str, Any] = {"dtype": DTYPES[self.precision]}
+        if self.attn_implementation:
+            kwargs["attn_implementation"] = self.attn_implementation
+        if self.device_map is not None:
+            kwargs["device_map"] = self.device_map
+        model = AutoModelForImageTextToText.from_pretrained(folder, **kwargs).eval()
+        if self.device_map is None:
+            model.to(device)
+        self.model = model
+        self.family: Family = family_for(model.config.model_type)
+        self.image_token: str = getattr(self.processor, "image_token", None) or ""
+        placeholder = self.family.image_placeholder
+        if placeholder is not None and self.image_token and self.image_token not in placeholder:
+            raise WeightsError(f"hf-vlm: {folder}: family {type(self.family).__name__} writes images as "
+                               f"{placeholder!r} but the processor's image token is {self.image_token!r}")
+        self.check_image_tokens = False
+        probe_text, _ = self.render(ChatRequest.user("probe", np.zeros((8, 8, 3), np.uint8), "probe"))
+        self.check_image_tokens = count_occurrences(probe_text, self.image_token) == 1
+        if not self.check_image_tokens:
+            # The template drops images, or marks them otherwise than the processor's image token
+            # (then the per-request count check would misfire): warn, leave checks to the processor.
+            log.warning("hf-vlm: %s: the chat template does not mark an image with %r; image counts unchecked",
+                        folder, self.image_token)
+        self.context = self.max_context or self.family.context_length(model.config)
+        if self.context is None:
+            log.warning("hf-vlm: %s: no context length in the configuration; pass --model-arg max_context=N "
+                        "to guard against overflow", folder)
+        gen = model.generation_config
+        eos = gen.eos_token_id if gen.eos_token_id is not None else self.tokenizer.eos_token_id
+        self.eos_ids = sorted({int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos]) if e is not None})
+        pad = gen.pad_token_id if gen.pad_token_id is not None else self.tokenizer.pad_token_id
+        self.pad_id = int(pad) if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
+
+    def _input_device(self) -> torch.device:
+        return self.model.get_input_embeddings().weight.device
+
+    def render(self, request: ChatRequest) -> tuple[str, list[Any]]:
+        """The prompt text (chat template applied, generation prompt added) and its images."""
+        messages, images = self.family.messages(request)
+        text = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        if self.check_image_tokens and count_occurrences(text, self.image_token) != len(images):
+            raise ValueError(f"hf-vlm: request {request.id!r}: the chat template of {self.folder} wrote "
+                             f"{count_occurrences(text, self.image_token)} image tokens "
+                             f"({self.image_token!r}) for {len(images)} images")
+        return text, images
+
+    def encode(self, requests: Sequence[ChatRequest]) -> Any:
+        """Processor outputs for a batch (left padded), on the model's input device."""
+        rendered = [self.render(r) for r in requests]
+        try:
+            enc = self.processor(text=[t for t, _ in rendered],
+                                 images=self.family.images_argument([imgs for _, imgs in rendered]),
+                                 padding=True, return_tensors="pt")
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"hf-vlm: the processor of {self.folder} refused requests "
+                             f"{[r.id for r in requests]}: {exc}") from exc
+        dtype = DTYPES[self.precision]
+        return {k: (v.to(self._input_device(), dtype=dtype) if v.is_floating_point() else v.to(self._input_device()))
+                for k, v in enc.items() if isinstance(v, torch.Tensor)}
+
+    def predict(self, requests: Sequence[Any]) -> list[Any]:
+        return [self.tokenizer.decode(a, skip_special_tokens=True).strip() if isinstance(a, list) else a
+                for a in self.token_answers(requests)]
+
+    def token_answers(self, requests: Sequence[Any]) -> list[Any]:
+        """Per request the new token ids (end-of-sequence excluded), or a
+        :class:`ContextOverflowError` instance; ``predict`` decodes them."""
+        if self.model is None:
+            raise RuntimeError("hf-vlm: call load(device) before predict")
+        checked = [check_request(r, self.name) for r in requests]
+        out: list[Any] = []
+        for start in range(0, len(checked), self.batch_size):
+            out.extend(self._batch_tokens(checked[start:start + self.batch_size]))
+        return out
+
+    def _batch_tokens(self, requests: list[ChatRequest]) -> list[Any]:
+        answers: list[Any] = [None] * len(requests)
+        keep = list(range(len(requests)))
+        enc = self.encode(requests)
+        if self.context is not None:
+            lengths = enc["attention_mask"].sum(dim=1).tolist()
+            for i, (r, n) in enumerate(zip(requests, lengths)):
+                if n + r.max_new_tokens > self.context:
+                    answers[i] = ContextOverflowError(
+                        f"hf-vlm: request {r.id!r}: prompt of {int(n)} tokens (images included) + max_new_tokens "
+                        f"{r.max_new_tokens} exceeds the context of {self.context} tokens of {self.folder}")
+            keep = [i for i in keep if answers[i] is None]
+            if not keep:
+                return answers
+            if len(keep) < len(requests):
+                enc = self.encode([requests[i] for i in keep])
+        for i, tokens in zip(keep, self._generate([requests[i] for i in keep], enc)):
+            answers[i] = tokens
+        return answers
+
+    @torch.inference_mode()
+    def _generate(self, batch: list[ChatRequest], enc: dict[str, torch.Tensor]) -> list[list[int]]:
+        from transformers import LogitsProcessorList
+
+        prompt_len = enc["input_ids"].shape[1]
+        sampling = [(torch.Generator().manual_seed(r.seed % (1 << 63)), float(r.temperature)) if r.do_sample else None
+                    for r in batch]
+        control = _PerRowControl(prompt_len, [r.min_new_tokens for r in batch], self.eos_ids, sampling)
+        max_new = max(r.max_new_tokens for r in batch)
+        generated = self.model.generate(**enc, do_sample=False, max_new_tokens=max_new, min_new_tokens=0,
+                                        logits_processor=LogitsProcessorList([control]),
+                                        eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id)
+        eos = set(self.eos_ids)
+        rows = [row[:r.max_new_tokens] for r, row in zip(batch, generated[:, prompt_len:].tolist())]
+        return [row[:first_index(row, eos)] for row in rows]
