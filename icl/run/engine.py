@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from icl.benchmarks.base import Benchmark, Item
+from icl.models.base import ContextOverflowError
 from icl.models.requests import AnalogyRequest, content_hash
 from icl.run import responses as R
 from icl.run.compute import ComputeMeter
@@ -224,7 +225,7 @@ class Engine:
                   responses: list[Response]) -> tuple:
         """Normalise one model result into a stored response and the value to score."""
         if isinstance(result, BaseException):
-            reason = getattr(result, "icl_reason", "error")
+            reason = "overflow" if isinstance(result, ContextOverflowError) else getattr(result, "icl_reason", "error")
             msg = f"model {model.label!r}: {short_trace(result)}"
             responses.append(Response(h, model.model_id, "failed", "none", None, msg, reason, seconds, self.run_id))
             return None, None, reason, msg, seconds

@@ -86,6 +86,9 @@ class VLICL(Benchmark):
         if c["queries"] < 0:
             raise ValueError(f"vlicl: queries must be >= 0, got {c['queries']}")
         self._data: dict[str, TaskData] = {}
+        # what this configuration sends: a chat model can run the image-to-text tasks alone
+        sent = {TASKS[t].direction for t in self.task_ids()}
+        self.request_types = ((ChatRequest,) if I2T in sent else ()) + ((GenerationRequest,) if sent - {I2T} else ())
 
     # -- plan ---------------------------------------------------------------------------------
     def task_ids(self) -> list[str]:
