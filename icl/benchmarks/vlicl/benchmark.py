@@ -72,15 +72,9 @@ class VLICL(Benchmark):
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         super().__init__(config)
         c = self.config
-        for opt in self.options:  # a value given as text (a config file, a keyword) is parsed like the CLI's
-            if isinstance(c[opt.name], str) and opt.parse is not str:
-                c[opt.name] = opt.parse(c[opt.name])
         c["tasks"], c["seeds"], c["shots"] = tuple(c["tasks"]), tuple(c["seeds"]), tuple(c["shots"])
         for t in c["tasks"]:
             get_task(t)
-        for name, allowed in (("description", DESCRIPTION_LEVELS), ("variant", VARIANTS), ("parse", PARSE)):
-            if c[name] not in allowed:
-                raise ValueError(f"vlicl: option {name} must be one of {allowed}, got {c[name]!r}")
         if any(s < 0 for s in c["shots"]) or list(c["shots"]) != sorted(set(c["shots"])):
             raise ValueError(f"vlicl: shots must be distinct non-negative and increasing, got {c['shots']}")
         if c["queries"] < 0:

@@ -188,7 +188,7 @@ def test_options_given_as_text() -> None:
 def test_bad_options() -> None:
     with pytest.raises(ValueError, match="unknown VL-ICL task 'vqa'"):
         VLICL({"tasks": ("vqa",)})
-    with pytest.raises(ValueError, match="description must be one of"):
+    with pytest.raises(ValueError, match="option 'description': 'verbose' is not one of detailed, concise, none"):
         VLICL({"description": "verbose"})
     with pytest.raises(ValueError, match="shots must be distinct"):
         VLICL({"shots": (2, 1)})
