@@ -1,10 +1,11 @@
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy.stats import rankdata
 
-from icl.report import aggregate, rank_models, rank_values
+from icl.report import Scored, aggregate, rank_models, rank_values
 from icl.report.aggregate import PSNR_CAP
 
 from tests.report._rows import SPECS, hand_rows, row
@@ -62,17 +63,27 @@ def test_rank_aggregation_hand_computed():
 
 
 def test_missing_metric_ranks_last_or_is_left_out():
-    rows = [r for r in hand_rows() if r.key.task == "img"]
-    for r in rows:
-        r.metrics = dict(r.metrics, lpips=math.nan)  # LPIPS weights absent for everyone
+    # LPIPS weights absent for everyone
+    rows = [replace(r, metrics=dict(r.metrics, lpips=math.nan)) for r in hand_rows() if r.task == "img"]
     (table,) = rank_models(aggregate(rows, SPECS), SPECS)
     assert table.excluded["img"] == ["lpips"] and set(table.metric_ranks["img"]) == {"psnr", "ssim"}
     assert table.task_ranks["img"] == pytest.approx({"A": 1.25, "B": 2.5, "C": 2.25})
-    rows = [r for r in hand_rows() if r.key.task == "seg" and not (r.key.model == "A" and r.key.dataset == "d2")]
+    rows = [r for r in hand_rows() if r.task == "seg" and not (r.model == "A" and r.dataset == "d2")]
     (table,) = rank_models(aggregate(rows, SPECS), SPECS)
     # A lacks dataset d2: no task average, ranked after B and C
     assert math.isnan(table.values["seg"]["miou"]["A"])
     assert table.metric_ranks["seg"]["miou"] == {"A": 3.0, "B": 1.0, "C": 2.0}
+
+
+def test_model_versions_are_separate_groups():
+    rows = [row("A", "d", "seg", "q1", {"miou": 0.2}), Scored("A", "2", "d", "seg", 1, "q1", "ok", {"miou": 0.6})]
+    aggs = aggregate(rows, SPECS)
+    assert [(a.model_version, a.mean) for a in aggs] == [("1", 0.2), ("2", 0.6)]
+
+
+def test_model_order_is_kept():
+    (table,) = rank_models(aggregate(hand_rows(), SPECS), SPECS, ["C", "A"])
+    assert table.models == ["C", "A", "B"]  # listed first, then the others sorted
 
 
 def test_one_table_per_shot_count():

@@ -1,86 +1,184 @@
+"""Report pieces (CSV, rank rows, markdown, terminal summary, plots) from hand-made rows, and
+the files a real run of the visual benchmark writes through them (``icl.run.files`` and the
+vibe plugin's summarise / report / plots)."""
+
 import csv
+import io
 import json
 import math
 
 import cv2
 import numpy as np
+import pytest
 
-from icl.report import write_report
-from icl.report.plots import write_rgb
+from icl.models import register_model
+from icl.models.registry import unregister_model
+from icl.report import aggregate, csv_text, jsonable, markdown_section, rank_models, rank_rows, summary_text
+from icl.report.plots import qualitative_grid, radar_plot, rank_heatmap, write_rgb
+from icl.report.tables import RANK_COLUMNS, RESULT_COLUMNS
+from icl.run import ModelSpec, RunConfig, run
 
 from tests.report._rows import SPECS, hand_rows, row
+from tests.run._adapters import BadShape
 
 
-def _qualitative(root, rng):
-    for task in ("seg", "img"):
-        for q in ("d1__q1", "d2__q2"):
-            d = root / task / q
-            for name in ("context_in_0", "context_out_0", "query", "target", "pred_k1_A", "pred_k1_B"):
-                write_rgb(d / f"{name}.png", rng.integers(0, 256, (9, 13, 3), dtype=np.uint8))
+def _csv(text):
+    return list(csv.DictReader(io.StringIO(text)))
 
 
-def test_write_report_files(tmp_path, rng):
+def _pieces(rows):
+    aggs = aggregate(rows, SPECS)
+    tables = rank_models(aggs, SPECS)
+    results = csv_text([{c: getattr(a, c) for c in RESULT_COLUMNS} for a in aggs], RESULT_COLUMNS)
+    ranks = csv_text(rank_rows(tables), RANK_COLUMNS)
+    return aggs, tables, results, ranks
+
+
+def test_report_pieces_from_hand_rows():
     rows = hand_rows() + [row("C", "d1", "img", "q9", dict(psnr=1.0, ssim=0.1, lpips=math.nan))]
-    _qualitative(tmp_path / "qual", rng)
-    meta = {"protocol": "vibe-1", "name": "t", "git_revision": "abc", "seed": 0, "context_csv_sha256": "f" * 64,
-            "timings": {"total_s": 1.0}}
-    compute = [dict(model="A", stage="model", device="cpu", samples=4, wall_s=0.5, samples_per_s=8.0,
-                    peak_memory_bytes=2**20, memory_kind="process-max-rss")]
-    rep = write_report(tmp_path / "out", rows, SPECS, meta, compute, ["sample q7: corrupt file /x.png"],
-                       qualitative_dir=tmp_path / "qual")
-    out = tmp_path / "out"
-    names = {p.relative_to(out).as_posix() for p in rep.files}
-    assert {"results.csv", "ranks.csv", "results.json", "report.md", "plots/ranks_k1.png",
-            "plots/radar_seg_k1.png", "plots/radar_img_k1.png", "plots/qualitative_seg.png",
-            "plots/qualitative_img.png"} <= names
-    for p in rep.files:
-        assert p.is_file() and p.stat().st_size > 0
-        if p.suffix == ".png":
-            assert cv2.imread(str(p)) is not None
-    grid = cv2.imread(str(out / "plots/qualitative_seg.png"))
-    # 2 samples x (context in, context out, query, A, B, C, ground truth) tiles of 128 + 16 + borders
-    assert grid.shape[0] == 2 * (128 + 16 + 4) and grid.shape[1] == 7 * (128 + 4)
-
-    with open(out / "results.csv") as f:
-        res = list(csv.DictReader(f))
+    aggs, tables, results, ranks = _pieces(rows)
+    res = _csv(results)
+    assert list(res[0]) == list(RESULT_COLUMNS)
     lp = next(r for r in res if r["model"] == "C" and r["metric"] == "lpips")
-    assert lp["mean"] == "nan" and lp["n_missing"] == "1"  # missing, not dropped
+    assert lp["mean"] == "nan" and lp["n_missing"] == "1" and lp["n"] == "3"  # missing, not dropped
     a_psnr = next(r for r in res if r["model"] == "A" and r["metric"] == "psnr")
-    assert float(a_psnr["mean"]) == 60.0 and float(a_psnr["std"]) == 40.0
-
-    with open(out / "ranks.csv") as f:
-        ranks = list(csv.DictReader(f))
-    overall = {r["model"]: float(r["rank"]) for r in ranks if r["task"] == "*"}
+    assert float(a_psnr["mean"]) == 60.0 and float(a_psnr["std"]) == 40.0  # inf capped at 100 dB
+    overall = {r["model"]: float(r["rank"]) for r in _csv(ranks) if r["task"] == "*"}
     assert overall["A"] < overall["B"] < overall["C"]
+    # lpips of C is missing: C ranks last on it, the metric is not left out
+    lp_rank = {r["model"]: float(r["rank"]) for r in _csv(ranks) if r["task"] == "img" and r["metric"] == "lpips"}
+    assert lp_rank["C"] == 3.0
 
-    text = (out / "results.json").read_text()
-    assert "NaN" not in text and "Infinity" not in text
-    data = json.loads(text)
-    assert data["protocol"] == "vibe-1" and data["context_csv_sha256"] == "f" * 64
-    assert data["failures"]["count"] == 1 and data["compute"][0]["samples_per_s"] == 8.0
-    assert any("lpips missing for 1/3 samples" in m for m in data["missing"])
-    assert data["task_specs"]["img"]["lower_is_better"] == ["lpips"]
-    md = (out / "report.md").read_text()
-    assert "lpips missing" in md and "corrupt file /x.png" in md and "plots/ranks_k1.png" in md
-    lines = rep.summary.splitlines()
+    md = markdown_section(aggs, tables, ["sample q7: corrupt file /x.png"])
+    assert "lpips missing for 1/3 samples: model C, task img, dataset d1, shots 1" in md
+    assert "corrupt file /x.png" in md and "## Ranks, shots = 1" in md and "| C | d1 | 1 | 3 | 0 | " in md
+    assert "| img | 1.17 | 2.17 | 2.67 |" in md
+    lines = summary_text(tables).splitlines()
     assert lines[0].startswith("shots=1") and lines[-1].startswith("overall rank")
     assert any(ln.startswith("img") and "60.000 [1.17]" in ln for ln in lines)
 
-
-def test_report_is_deterministic(tmp_path):
-    a = write_report(tmp_path / "a", hand_rows(), SPECS, {"name": "x"}, plots=False)
-    b = write_report(tmp_path / "b", list(reversed(hand_rows())), SPECS, {"name": "x"}, plots=False)
-    for name in ("results.csv", "ranks.csv", "report.md"):
-        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
-    assert a.summary == b.summary
+    text = json.dumps(jsonable({"aggs": aggs, "x": {math.inf, 1.0}}), allow_nan=False)
+    assert "NaN" not in text and "Infinity" not in text and '"mean": null' in text
 
 
-def test_radar_with_few_datasets_and_many(tmp_path):
-    from icl.report import aggregate
-    from icl.report.plots import radar_plot
+def test_report_pieces_are_deterministic():
+    a = _pieces(hand_rows())
+    b = _pieces(list(reversed(hand_rows())))
+    assert a[2:] == b[2:]
+    assert markdown_section(a[0], a[1]) == markdown_section(b[0], b[1])
+    assert summary_text(a[1]) == summary_text(b[1])
 
+
+def test_plots_from_hand_rows(tmp_path, rng):
     rows = [row(m, f"d{i}", "seg", "q", {"miou": (i + 1) / 10 * (j + 1) / 3})
             for i in range(5) for j, m in enumerate("ABC")]
     aggs = aggregate(rows, SPECS)
     assert radar_plot(SPECS["seg"], aggs, 1, tmp_path / "r.png").is_file()
     assert radar_plot(SPECS["seg"], aggs, 2, tmp_path / "none.png") is None
+    few = aggregate(hand_rows(), SPECS)  # img has one dataset: a bar chart
+    assert cv2.imread(str(radar_plot(SPECS["img"], few, 1, tmp_path / "bars.png"))) is not None
+    (table,) = rank_models(few, SPECS)
+    assert cv2.imread(str(rank_heatmap(table, tmp_path / "ranks.png"))) is not None
+
+    dirs = []
+    for q in ("d1__q1", "d2__q2"):
+        d = tmp_path / "qual" / q
+        for name in ("context_in_0", "context_out_0", "query", "target", "pred_k1_A", "pred_k1_B"):
+            write_rgb(d / f"{name}.png", rng.integers(0, 256, (9, 13, 3), dtype=np.uint8))
+        dirs.append(d)
+    grid = cv2.imread(str(qualitative_grid(dirs, ["A", "B", "C"], 1, tmp_path / "grid.png")))
+    # 2 samples x (context in, context out, query, A, B, C (crossed: missing), ground truth)
+    # tiles of 128 + 16 label rows, 2-pixel borders
+    assert grid.shape[0] == 2 * (128 + 16 + 4) and grid.shape[1] == 7 * (128 + 4)
+
+
+def _config(builtin_root, out, **options):
+    base = dict(tasks=("edges", "segmentation"), datasets=("scenes-a",), limit=2, qualitative=2)
+    models = [ModelSpec(m) for m in ("oracle", "copy-target", "identity", "bad-shape-local")]
+    return RunConfig("vibe", {**base, **options}, models, fast=True, data_root=builtin_root, out=out, progress=False)
+
+
+@pytest.fixture
+def bad_shape():
+    register_model("bad-shape-local", BadShape)
+    yield
+    unregister_model("bad-shape-local")
+
+
+def test_vibe_run_writes_the_report_files(builtin_root, tmp_path, bad_shape, capsys):
+    out = tmp_path / "out"
+    outcome = run(_config(builtin_root, out))
+    assert outcome.exit_code == 1 and outcome.failed_items == 1  # the second answer of bad-shape's one batch
+    for name in ("results.csv", "ranks.csv", "results.json", "report.md", "contexts.csv", "store.sqlite",
+                 "plots/ranks_k1.png", "plots/radar_edges_k1.png", "plots/radar_segmentation_k1.png",
+                 "plots/qualitative_edges.png", "plots/qualitative_segmentation.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    for p in (out / "plots").iterdir():
+        assert cv2.imread(str(p)) is not None, p
+    grid = cv2.imread(str(out / "plots/qualitative_edges.png"))
+    assert grid.shape[0] == 2 * (128 + 16 + 4) and grid.shape[1] == (3 + 4 + 1) * (128 + 4)  # 4 models
+
+    text = (out / "results.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    data = json.loads(text)
+    ids = {label: m["model_id"] for label, m in data["models"].items()}
+    assert set(ids) == {"oracle", "copy-target", "identity", "bad-shape-local"} and len(set(ids.values())) == 4
+    assert {"results": "results.csv", "ranks": "ranks.csv"}.items() <= data["tables"].items()
+    assert all((out / f).is_file() for f in data["tables"].values())
+    assert data["failures"]["count"] == 1 and all("bad-shape-local" in m for m in data["failures"]["items"])
+    for c in data["compute"]:
+        assert c["samples_per_s"] == pytest.approx(c["samples"] / c["wall_s"]) or c["wall_s"] == 0
+
+    with open(out / "results.csv") as f:
+        res = list(csv.DictReader(f))
+    assert list(res[0]) == list(RESULT_COLUMNS)
+    assert {(r["model"], r["model_version"]) for r in res} == set(ids.items())  # the model_id
+    bad = [r for r in res if r["model"] == "bad-shape-local"]
+    assert sorted({(r["task"], r["n"], r["n_failed"]) for r in bad}) == [("edges", "1", "1"), ("segmentation", "2", "0")]
+    oracle_f1 = next(r for r in res if r["model"] == "oracle" and r["metric"] == "f1")
+    assert float(oracle_f1["mean"]) == 1.0 and oracle_f1["n"] == "2"
+
+    # oracle and identity are reported, not ranked (PROTOCOL §1.4)
+    with open(out / "ranks.csv") as f:
+        ranks = list(csv.DictReader(f))
+    assert list(ranks[0]) == list(RANK_COLUMNS)
+    assert {r["model"] for r in ranks} == {"copy-target", "bad-shape-local"}
+
+    md = (out / "report.md").read_text()
+    for label, model_id in ids.items():
+        assert f"- **model** `{label}`: id `{model_id}`" in md
+    assert f"- **contexts.csv** SHA-256: `{data['artifacts']['contexts.csv']}`" in md
+    assert "are reported but not ranked" in md and "| edges | - | " in md
+    assert "## Failures (1)" in md and "returned an invalid answer" in md and "## Compute" in md
+    for p in sorted((out / "plots").iterdir()):
+        assert f"]({p.relative_to(out).as_posix()})" in md
+    stdout = capsys.readouterr().out
+    assert stdout.startswith("shots=1") and "overall rank" in stdout
+
+    # --rank-reference ranks them too: the oracle first on every task (exact edges and masks)
+    ref = run(_config(builtin_root, tmp_path / "ref", rank_reference=True))
+    task_ranks = {(r["task"], r["model"]): r["rank"] for r in ref.tables["ranks"] if r["metric"] == "*"}
+    assert {m for _, m in task_ranks} == set(ids)
+    assert all(rank == 1.0 for (task, m), rank in task_ranks.items() if m == "oracle")
+    assert all(rank > 1.0 for (task, m), rank in task_ranks.items() if m != "oracle")
+    assert ref.tables["results"] == outcome.tables["results"]
+
+
+def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_shape):
+    from icl.run.runner import open_benchmark
+
+    config = _config(builtin_root, tmp_path / "out", qualitative=0)
+    outcome = run(config)
+    bench = open_benchmark(config)
+    bench.items()
+    by_model = {}
+    for r in outcome.rows:
+        by_model.setdefault(r["model"], []).append(r)
+    shuffled = [r for rows in by_model.values() for r in reversed(rows)]  # model order kept
+    tables = bench.summarise(shuffled)
+    assert tables == outcome.tables
+    assert bench.report(tables) in (tmp_path / "out" / "report.md").read_text()
+    again = run(_config(builtin_root, tmp_path / "again", qualitative=0))
+    for name in ("results.csv", "ranks.csv", "contexts.csv"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
+    assert again.out_dir == tmp_path / "again"

@@ -1,4 +1,5 @@
-"""Test-local adapters, loaded in the runner's subprocess through a temporary entry point."""
+"""Test-local adapters (they receive :class:`icl.models.AnalogyRequest` s), loaded in the
+runner's subprocess through a temporary entry point or registered in-process."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from icl.models import Adapter
 
 
 class Counting(Adapter):
-    """The oracle, logging every sample it predicts (one JSON line per request, appended and
-    flushed before returning) to ``$ICL_TEST_COUNT_LOG``; sleeps ``$ICL_TEST_SLEEP`` s per batch."""
+    """The oracle, logging every request it answers (one JSON line ``[dataset, task, query,
+    shots]``, appended and flushed before returning) to ``$ICL_TEST_COUNT_LOG``; sleeps
+    ``$ICL_TEST_SLEEP`` s per batch."""
 
     name = "counting"
     version = "1"
@@ -51,3 +53,18 @@ class Crashing(Adapter):
 
     def predict(self, requests):
         raise RuntimeError("weights exploded")
+
+
+class Constant(Adapter):
+    """Answers every request with a uniform image of ``level`` at the target size (a model
+    argument, part of the model's identity)."""
+
+    name = "constant"
+    version = "1"
+    batch_size = 3
+
+    def __init__(self, level: int = 0):
+        self.level = level
+
+    def predict(self, requests):
+        return [np.full((*r.target_size, 3), self.level, np.uint8) for r in requests]

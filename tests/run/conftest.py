@@ -1,9 +1,12 @@
-"""Fixtures for runner tests: built-in fast data generated once, a plugin dist for subprocesses."""
+"""Fixtures for runner tests: the fast built-in data, a plugin dist for subprocesses, and
+readers of a run's store (real SQLite, read-only)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -11,16 +14,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# As ``python -m icl.run`` does: device evaluation runs OpenMP regions from two threads, and
+# idle teams spinning (the default) starve the other thread. Effective only when set before
+# torch is first imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 @pytest.fixture(scope="session")
-def fast_data(tmp_path_factory) -> Path:
+def fast_data(builtin_root) -> Path:
     """A data root holding the fast built-in datasets (generated once per session)."""
-    from icl.data.registry import get_dataset, list_datasets
-
-    root = tmp_path_factory.mktemp("icl-data")
-    for name in list_datasets(root):
-        get_dataset(name, root=root, fast=True)
-    return root
+    return builtin_root
 
 
 @pytest.fixture
@@ -52,3 +55,29 @@ def plugin_env(tmp_path_factory) -> dict:
 
 def icl_run(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "icl.run", *args]
+
+
+def item_fields(key: str) -> tuple[str, str, str, int]:
+    """(dataset, task, query, shots) of a vibe item key ``ds@v/task@v/query/kK/cHASH/sSEED``."""
+    ds, task, query, k = key.split("/")[:4]
+    return ds.split("@")[0], task.split("@")[0], query, int(k[1:])
+
+
+def score_rows(db: Path) -> list[tuple]:
+    """Every stored score as (item_key, model label, status, reason, metrics JSON, error);
+    [] while the store does not exist yet."""
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        try:
+            return con.execute(
+                "SELECT s.item_key, m.label, s.status, s.reason, s.metrics, s.error FROM scores s "
+                "JOIN models m ON m.model_id = s.model_id ORDER BY s.item_key, m.label").fetchall()
+        finally:
+            con.close()
+    except sqlite3.OperationalError:  # not created yet
+        return []
+
+
+def metrics_by_key(db: Path) -> dict[tuple[str, str], tuple[str, dict]]:
+    """{(item_key, label): (status, metrics)}."""
+    return {(k, m): (s, json.loads(j)) for k, m, s, _, j, _ in score_rows(db)}

@@ -1,104 +1,161 @@
-import sys
-import types
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from icl.run.__main__ import build_parser, config_from_args, main
-from icl.run.plan import DEFAULT_MODELS, RunConfig, context_hash
+from icl.benchmarks.registry import get_benchmark
+from icl.benchmarks.vibe.plan import DEFAULT_MODELS
+from icl.run.__main__ import add_benchmark_options, build_config, common_parser, main
+from icl.run.config import ModelSpec, RunConfig, apply_model_args, parse_models, parse_value
+from icl.run.errors import ConfigError
+from icl.run.runner import open_benchmark
 
 
-def _config(argv):
-    return config_from_args(build_parser().parse_args(argv))
+def _config(argv, bench="vibe"):
+    cls = get_benchmark(bench)
+    parser = common_parser("test")
+    add_benchmark_options(parser, cls)
+    return build_config(bench, parser.parse_args(argv), cls, [bench, *argv])
 
 
 def test_defaults():
     cfg = _config([])
-    assert cfg.benchmark == "vibe" and cfg.models == list(DEFAULT_MODELS) and cfg.shots == [1]
-    assert cfg.seed == 0 and cfg.device == "cpu" and cfg.dtype is None and cfg.limit is None
+    assert cfg.benchmark == "vibe" and cfg.models is None and cfg.options == {} and cfg.judge is None
+    assert cfg.device == "auto" and cfg.dtype is None and cfg.evaluate == "auto" and cfg.overlap and cfg.plots
     assert cfg.out_dir == Path("runs/vibe") and cfg.store_path == Path("runs/vibe/store.sqlite")
+    assert cfg.command == ["python", "-m", "icl.run", "vibe"]
     assert _config(["--fast"]).out_dir == Path("runs/vibe-fast")
+    bench = open_benchmark(cfg)
+    assert bench.config == dict(tasks=None, datasets=None, shots=(1,), limit=None, seed=0, qualitative=3,
+                                rank_reference=False)
+    assert bench.default_models == DEFAULT_MODELS == ("oracle", "copy-target", "identity")
 
 
 def test_options_map_to_config(tmp_path):
-    cfg = _config(["--fast", "--limit", "3", "--tasks", "flip, denoising", "--datasets", "a,b", "--models", "oracle",
-                   "--shots", "4,1,2,1", "--data-root", str(tmp_path), "--out", str(tmp_path / "o"),
-                   "--device", "cuda:1",
-                   "--dtype", "bf16", "--seed", "7", "--jobs", "2", "--no-plots", "--no-progress", "--qualitative", "0",
-                   "--store", str(tmp_path / "s.sqlite"), "--name", "mine"])
-    assert cfg == RunConfig(benchmark="vibe", name="mine", fast=True, limit=3, tasks=["flip", "denoising"],
-                            datasets=["a", "b"], models=["oracle"], shots=[1, 2, 4], data_root=tmp_path,
-                            out=tmp_path / "o", store=tmp_path / "s.sqlite", device="cuda:1", dtype="bf16", seed=7,
-                            jobs=2, qualitative=0, plots=False, progress=False)
+    argv = ["--fast", "--limit", "3", "--tasks", "flip, denoising", "--datasets", "a,b", "--models", "oracle",
+            "--shots", "4,1,2,1", "--data-root", str(tmp_path), "--out", str(tmp_path / "o"), "--device", "cuda:1",
+            "--dtype", "bf16", "--seed", "7", "--no-plots", "--no-progress", "--qualitative", "0",
+            "--store", str(tmp_path / "s.sqlite"), "--name", "mine", "--eval", "device", "--no-overlap",
+            "--rank-reference", "true", "--trace-memory"]
+    cfg = _config(argv)
+    assert dataclasses.replace(cfg, command=None) == RunConfig(
+        benchmark="vibe", options=dict(limit=3, tasks=("flip", "denoising"), datasets=("a", "b"), shots=(4, 1, 2, 1),
+                                       seed=7, qualitative=0, rank_reference=True),
+        models=[ModelSpec("oracle")], fast=True, data_root=tmp_path, name="mine", out=tmp_path / "o",
+        store=tmp_path / "s.sqlite", device="cuda:1", dtype="bf16", evaluate="device", overlap=False, plots=False,
+        progress=False, trace_memory=True)
     assert cfg.out_dir == tmp_path / "o" and cfg.store_path == tmp_path / "s.sqlite"
+    assert cfg.command == ["python", "-m", "icl.run", "vibe", *argv]
 
 
-@pytest.mark.parametrize("argv", [["--shots", "0"], ["--shots", "a"], ["--limit", "0"], ["--jobs", "x"],
-                                  ["--dtype", "int8"], ["--tasks", ","]])
-def test_bad_options_exit_2(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code == 2
-    assert "error" in capsys.readouterr().err
+def test_model_lists_and_model_args():
+    assert parse_models("painter:weights=/p/x.pth,dtype=bf16,copy-target, identity:level=3,gain=0.5,on=true") == [
+        ModelSpec("painter", {"weights": "/p/x.pth", "dtype": "bf16"}), ModelSpec("copy-target"),
+        ModelSpec("identity", {"level": 3, "gain": 0.5, "on": True})]
+    assert [parse_value(v) for v in ("3", "0.5", "true", "null", "abc", "[1]", "1e3")] == [3, 0.5, True, None, "abc",
+                                                                                              "[1]", 1000.0]
+    specs = apply_model_args(parse_models("a,b"), ["a:x=1", "y=two", "b:x=2"])
+    assert specs == [ModelSpec("a", {"x": 1, "y": "two"}), ModelSpec("b", {"y": "two", "x": 2})]
+    assert specs[0].label == "a[x=1,y=two]" and ModelSpec("c").label == "c"
+    for bad, match in [(",", "names no model"), (":x=1", "empty model name"), ("a:x", "key=value")]:
+        with pytest.raises(ConfigError, match=match):
+            parse_models(bad)
+    with pytest.raises(ConfigError, match="model 'c' is not in --models"):
+        apply_model_args(parse_models("a,b"), ["c:x=1"])
+    cfg = _config(["--model-arg", "oracle:batch_size=2"])  # defaults filled in before the arguments
+    assert cfg.models == [ModelSpec("oracle", {"batch_size": 2}), ModelSpec("copy-target"), ModelSpec("identity")]
+
+
+def test_config_file_and_flags_override_it(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text('models = ["identity", "oracle"]\nmodel_args = ["oracle:dtype=fp16"]\ntasks = ["edges"]\n'
+                    'device = "cpu"\nplots = false\n[options]\nlimit = 2\n')
+    cfg = _config(["--config", str(toml), "--limit", "1", "--device", "cuda"])
+    assert cfg.models == [ModelSpec("identity"), ModelSpec("oracle", {"dtype": "fp16"})]
+    assert cfg.options == {"tasks": ("edges",), "limit": 1} and cfg.device == "cuda" and cfg.plots is False
+    toml.write_text('tasks = ["edges"]\nlimt = 2\n')
+    with pytest.raises(ConfigError, match="unknown setting.*limt.*did you mean 'limit'"):
+        _config(["--config", str(toml)])
+    toml.write_text("tasks = [")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        _config(["--config", str(toml)])
+
+
+@pytest.mark.parametrize("argv,words", [(["--shots", "0"], "--shots"), (["--shots", "a"], "--shots"),
+                                        (["--limit", "0"], "--limit"), (["--dtype", "int8"], "int8"),
+                                        (["--eval", "gpu"], "gpu"), (["--no-such-flag"], "--no-such-flag"),
+                                        (["--models", "oracle:x"], "key=value"),
+                                        (["--models", "oracle:batch_size=0"], "batch_size"),
+                                        (["--models", "oracle:dtype=int8"], "dtype"),
+                                        (["--models", "oracle:level=3"], "no argument(s) level"),
+                                        (["--model-arg", "nope:x=1"], "'nope' is not in --models"),
+                                        (["--models", "oracle,oracle"], "twice")])
+def test_bad_options_exit_2(argv, words, capsys, tmp_path, builtin_root):
+    assert main(["vibe", *argv, "--fast", "--data-root", str(builtin_root), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("icl.run: ") and err.count("\n") == 1 and words in err  # one line, no traceback
+    assert not (tmp_path / "o").exists()
 
 
 def test_unknown_benchmark(capsys):
     assert main(["nope", "--fast"]) == 2
     assert "unknown benchmark 'nope'" in capsys.readouterr().err
+    assert main(["vibes"]) == 2
+    assert "did you mean 'vibe'" in capsys.readouterr().err
 
 
-def test_best50_dispatch(monkeypatch):
-    seen = []
-    cli = types.ModuleType("icl.benchmarks.best50.cli")
-    cli.main = lambda rest, prog=None: seen.append((rest, prog)) or 3
-    for name in ("icl.benchmarks", "icl.benchmarks.best50"):
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setitem(sys.modules, "icl.benchmarks.best50.cli", cli)
-    assert main(["best50", "--k", "8", "--fast"]) == 3
-    assert seen == [(["--k", "8", "--fast"], "python -m icl.run best50")]
+def test_model_that_cannot_serve_the_benchmark(tmp_path, capsys, builtin_root):
+    from icl.models import Adapter, ChatRequest, register_model
+    from icl.models.registry import unregister_model
 
+    class ChatOnly(Adapter):
+        name = "chat-only"
+        serves = (ChatRequest,)
 
-def test_best50_missing_is_a_clear_message(monkeypatch, capsys):
-    import importlib
+        def predict(self, requests):
+            return ["x" for _ in requests]
 
-    real = importlib.import_module
-
-    def fake(name, *a, **k):
-        if name.startswith("icl.benchmarks"):
-            err = ModuleNotFoundError(f"No module named {name!r}")
-            err.name = "icl.benchmarks"
-            raise err
-        return real(name, *a, **k)
-
-    monkeypatch.setattr(importlib, "import_module", fake)
-    assert main(["best50"]) == 2
-    assert "best50 benchmark is not available" in capsys.readouterr().err
-
-
-def test_context_hash_is_order_sensitive():
-    assert context_hash(["a", "b"]) != context_hash(["b", "a"])
-    assert context_hash(["a", "b"]) == context_hash(["a", "b"]) and len(context_hash([])) == 16
+    register_model("chat-only", ChatOnly)
+    try:
+        assert main(["vibe", "--fast", "--models", "chat-only", "--data-root", str(builtin_root),
+                     "--tasks", "edges", "--out", str(tmp_path / "o")]) == 2
+    finally:
+        unregister_model("chat-only")
+    assert "cannot run benchmark 'vibe': the benchmark sends AnalogyRequest and the model serves ChatRequest" \
+        in capsys.readouterr().err
 
 
 def test_protocol_matches_context_csv():
+    from icl.benchmarks.vibe.benchmark import Vibe
+    from icl.benchmarks.vibe.plan import PROTOCOL
     from icl.data.contexts import PROTOCOL as data_protocol
-    from icl.run import PROTOCOL
 
-    assert PROTOCOL == data_protocol == "vibe-1"
+    assert PROTOCOL == data_protocol == Vibe.protocol == "vibe-1"
 
 
-def test_best50_real_cli_help(capsys):
-    with pytest.raises(SystemExit) as info:
-        main(["best50", "--help"])
-    assert info.value.code == 0
-    assert capsys.readouterr().out.startswith("usage: python -m icl.run best50")
+def test_benchmark_help_lists_its_options(capsys):
+    assert main(["best50", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m icl.run best50") and "best50 options" in out and "--fast" in out
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m icl.run vibe") and "--rank-reference" in out and "--tasks" in out
+
+
+def test_version(capsys):
+    import icl
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"icl {icl.__version__}\n"
 
 
 def test_list(capsys, tmp_path):
     assert main(["--list", "--data-root", str(tmp_path)]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("tasks:    segmentation, edges") and "flip" in out[0]
-    assert "scenes-a" in out[1] and out[2] == "models:   copy-target, hf-vlm, identity, openai, oracle"
+    lines = capsys.readouterr().out.splitlines()
+    shown = {k: v.strip() for k, _, v in (ln.partition(":") for ln in lines if not ln.startswith(" "))}
+    assert shown["tasks"].startswith("segmentation, edges") and "flip" in shown["tasks"]
+    assert "scenes-a" in shown["datasets"] and lines[-1].startswith("models:")
+    assert {"copy-target", "identity", "oracle"} <= set(shown["models"].split(", "))
 
 
 def test_interrupt_keeps_store_and_says_how_to_resume(monkeypatch, capsys, tmp_path):

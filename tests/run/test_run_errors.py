@@ -1,4 +1,4 @@
-"""Bad data and bad models: failures recorded with file, model, task and sample; run completes."""
+"""Bad data and bad models: failures recorded with file, model, item and sample; the run completes."""
 
 from __future__ import annotations
 
@@ -14,22 +14,23 @@ from icl.models.registry import unregister_model
 from icl.run.__main__ import main
 from icl.store import Store
 from tests.run._adapters import BadShape, Crashing
+from tests.run.conftest import item_fields, score_rows
 
 TASK = "edges"
 
 
 def _args(data, out, models="identity,oracle", extra=()):
-    return ["--fast", "--datasets", "scenes-a", "--tasks", TASK, "--models", models, "--data-root", str(data),
-            "--out", str(out), "--no-plots", "--no-progress", "--qualitative", "0", *extra]
+    return ["vibe", "--fast", "--datasets", "scenes-a", "--tasks", TASK, "--models", models, "--data-root", str(data),
+            "--out", str(out), "--no-plots", "--no-progress", "--qualitative", "0", "--device", "cpu", *extra]
 
 
 def _image_path(ds, sample_id):
     return next(p for p in (ds.root / "images").iterdir() if p.stem == sample_id)
 
 
-def _rows(out):
+def _failures(out):
     with Store(out / "store.sqlite") as store:
-        return store.results(), store.failures()
+        return store.failures()
 
 
 def _corrupt(data_copy):
@@ -46,24 +47,24 @@ def test_corrupt_images_screened_at_plan_time(data_copy, tmp_path, capsys):
     query, bad_query, context, bad_context = _corrupt(data_copy)
     assert main(_args(data_copy, tmp_path / "out")) == 1
     err = capsys.readouterr().err
-    assert "FAILED" in err and str(bad_query) in err and repr(query) in err and str(bad_context) in err
+    assert "FAILED: 0 items failed, 2 data failures" in err and str(bad_query) in err and repr(query) in err
 
-    rows, failures = _rows(tmp_path / "out")
-    assert rows and all(r.status == "ok" for r in rows), "the rest of the run did not complete"
-    assert query not in {r.key.query_id for r in rows}
-    f = next(f for f in failures if f.query_id == query)
-    assert f.stage == "data" and f.path == str(bad_query) and f.dataset == "scenes-a" and f.task == TASK
-    assert any(f.query_id == context and f.path == str(bad_context) for f in failures)
+    rows, failures = score_rows(tmp_path / "out" / "store.sqlite"), _failures(tmp_path / "out")
+    assert rows and all(r[2] == "ok" for r in rows), "the rest of the run did not complete"
+    assert query not in {item_fields(r[0])[2] for r in rows}
+    f = next(f for f in failures if f.path == str(bad_query))
+    assert f.stage == "data" and repr(query) in f.message and "'scenes-a'" in f.message and TASK in f.message
+    assert any(f.path == str(bad_context) and repr(context) in f.message for f in failures)
     contexts = (tmp_path / "out" / "contexts.csv").read_text()
     assert f",{context}," not in contexts and f",{query}," not in contexts
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "## Failures" in report and str(bad_query) in report
+    assert "## Failures (2)" in report and str(bad_query) in report and str(bad_context) in report
 
 
 def test_corrupt_images_found_while_executing(data_copy, tmp_path, capsys, monkeypatch):
     # Files that break after planning: the samples are planned, then fail while loading.
-    import icl.run.plan as plan_mod
-    from icl.run.screen import Screened
+    import icl.benchmarks.vibe.plan as plan_mod
+    from icl.benchmarks.vibe.screen import Screened
 
     def trusting(ds, tasks, ids, need=None):
         keep = list(ids)[:need] if need else list(ids)
@@ -75,40 +76,43 @@ def test_corrupt_images_found_while_executing(data_copy, tmp_path, capsys, monke
     err = capsys.readouterr().err
     assert str(bad_query) in err and repr(query) in err
 
-    rows, failures = _rows(tmp_path / "out")
+    rows, failures = score_rows(tmp_path / "out" / "store.sqlite"), _failures(tmp_path / "out")
     status = {}
     for r in rows:
-        status.setdefault(r.key.query_id, set()).add(r.status)
+        status.setdefault(item_fields(r[0])[2], set()).add(r[2])
     assert status[query] == {"failed"} and any(s == {"ok"} for s in status.values())
-    f = next(f for f in failures if f.query_id == query)
-    assert f.stage == "data" and f.path == str(bad_query) and f.task == TASK
-    failed = [r for r in rows if r.status == "failed"]
-    assert all(r.error for r in failed)
-    # queries whose first context is the corrupt train image failed too, naming that file
-    assert any(str(bad_context) in r.error for r in failed if r.key.query_id != query)
+    f = next(f for f in failures if f.path == str(bad_query))
+    assert f.stage == "data" and f.item is not None and item_fields(f.item)[:3] == ("scenes-a", TASK, query)
+    failed = [r for r in rows if r[2] == "failed"]
+    assert all(r[3] == "data" and r[5] for r in failed)
+    # queries whose contexts hold the corrupt train image failed too, naming that file
+    assert any(str(bad_context) in r[5] for r in failed if item_fields(r[0])[2] != query)
     assert any(f.path == str(bad_context) for f in failures)
     with open(tmp_path / "out" / "results.csv") as fh:
         assert any(int(r["n_failed"]) > 0 for r in csv.DictReader(fh))
 
 
-def test_bad_shape_names_model_task_sample(fast_data, tmp_path, capsys):
+def test_bad_shape_names_model_and_item(fast_data, tmp_path, capsys):
     register_model("bad-shape-local", BadShape)
     try:
         assert main(_args(fast_data, tmp_path / "out", models="bad-shape-local,identity")) == 1
     finally:
         unregister_model("bad-shape-local")
     err = capsys.readouterr().err
-    rows, failures = _rows(tmp_path / "out")
-    bad = [r for r in rows if r.status == "failed"]
-    assert bad and all(r.key.model == "bad-shape-local" for r in bad)
+    rows, failures = score_rows(tmp_path / "out" / "store.sqlite"), _failures(tmp_path / "out")
+    bad = [r for r in rows if r[2] == "failed"]
+    assert bad and all(r[1] == "bad-shape-local" for r in bad)
+    assert len(bad) == -(-len([r for r in rows if r[1] == "identity"]) // BadShape.batch_size)  # one per batch
     for r in bad:
-        assert "'bad-shape-local'" in r.error and f"'{TASK}'" in r.error and repr(r.key.query_id) in r.error
-    assert f"[score] model bad-shape-local, dataset scenes-a, task {TASK}: {len(bad)} x, first: " in err
-    assert bad[0].error in err
-    assert {f.stage for f in failures} == {"score"}
-    # every other prediction of the bad model was scored, and identity is untouched
-    ok_bad = [r for r in rows if r.key.model == "bad-shape-local" and r.status == "ok"]
-    assert ok_bad and all(r.status == "ok" for r in rows if r.key.model == "identity")
+        assert r[3] == "invalid" and "model 'bad-shape-local' returned an invalid answer" in r[5]
+        assert "expected an image of shape [H, W, 3], got shape [" in r[5]
+    assert {(f.stage, f.model) for f in failures} == {("model", "bad-shape-local")}
+    assert sorted(f.item for f in failures) == sorted(r[0] for r in bad)
+    assert all(repr(f.item) in f.message for f in failures)  # the item key names dataset, task and sample
+    assert f"[model] model bad-shape-local: {len(bad)} x, first: " in err and failures[0].message in err
+    # every other answer of the bad model was scored, and identity is untouched
+    assert [r for r in rows if r[1] == "bad-shape-local" and r[2] == "ok"]
+    assert all(r[2] == "ok" for r in rows if r[1] == "identity")
 
 
 def test_crashing_model_recorded_others_run(fast_data, tmp_path, capsys):
@@ -118,29 +122,41 @@ def test_crashing_model_recorded_others_run(fast_data, tmp_path, capsys):
     finally:
         unregister_model("crashing-local")
     assert "weights exploded" in capsys.readouterr().err
-    rows, failures = _rows(tmp_path / "out")
-    assert {r.status for r in rows if r.key.model == "crashing-local"} == {"failed"}
-    assert {r.status for r in rows if r.key.model == "oracle"} == {"ok"}
-    assert all(f.stage == "model" and "crashing-local" in f.message for f in failures)
+    rows, failures = score_rows(tmp_path / "out" / "store.sqlite"), _failures(tmp_path / "out")
+    assert {(r[2], r[3]) for r in rows if r[1] == "crashing-local"} == {("failed", "error")}
+    assert {r[2] for r in rows if r[1] == "oracle"} == {"ok"}
+    assert failures and all(f.stage == "model" and "crashing-local" in f.message and "weights exploded" in f.message
+                            for f in failures)
+    with Store(tmp_path / "out" / "store.sqlite") as store:
+        assert store.count("responses", "failed") == len(failures)  # kept, asked again next time
 
 
-@pytest.mark.parametrize("flag,value,known", [("--models", "nope", "oracle"), ("--tasks", "nope", TASK),
-                                              ("--datasets", "nope", "scenes-a")])
+@pytest.mark.parametrize("flag,value,known", [("--models", "qqqq", "oracle"), ("--tasks", "qqqq", TASK),
+                                              ("--datasets", "qqqq", "scenes-a")])
 def test_unknown_names_exit_2(fast_data, tmp_path, capsys, flag, value, known):
     args = _args(fast_data, tmp_path / "out")
     args[args.index(flag) + 1] = value
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "'nope'" in err and known in err
+    assert "'qqqq'" in err and known in err and err.count("\n") == 1  # names what is known
 
 
-def test_store_rows_and_parallel_data_jobs(fast_data, tmp_path):
-    assert main(_args(fast_data, tmp_path / "one")) == 0
+def test_store_rows_and_batch_size_independence(fast_data, tmp_path):
+    assert main(_args(fast_data, tmp_path / "one", models="copy-target,oracle")) == 0
     con = sqlite3.connect(tmp_path / "one" / "store.sqlite")
-    n, n_ok = con.execute("SELECT COUNT(*), SUM(status='ok') FROM samples").fetchone()
-    assert n == n_ok > 0
+    n, n_ok = con.execute("SELECT COUNT(*), SUM(status='ok') FROM scores").fetchone()
+    assert n == n_ok > 0 and con.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == n
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     con.close()
-    assert main(_args(fast_data, tmp_path / "two", extra=["--jobs", "2"])) == 0
-    for name in ("results.csv", "ranks.csv", "contexts.csv"):
-        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    # the batch size is not part of a model's identity (model_version), nor of its results
+    assert main(_args(fast_data, tmp_path / "two", "copy-target,oracle", ["--model-arg", "batch_size=1"])) == 0
+    assert (tmp_path / "one" / "contexts.csv").read_bytes() == (tmp_path / "two" / "contexts.csv").read_bytes()
+    for name in ("results.csv", "ranks.csv"):
+        one, two = (_table(tmp_path / d / name) for d in ("one", "two"))
+        assert one and [{**r, "model": r["model"] + "[batch_size=1]"} for r in one] == two, name
+    assert {r["model"] for r in _table(tmp_path / "one" / "ranks.csv")} == {"copy-target"}
+
+
+def _table(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))

@@ -1,5 +1,6 @@
-"""Acceptance: ``--fast`` runs every task on the built-in data with the three baselines and
-writes every file; the oracle ranks first everywhere (needs every icl.ops kernel)."""
+"""Acceptance: ``vibe --fast`` runs every task on the built-in data with the three baselines and
+writes every file; ranked with the reference models, the oracle is first everywhere (needs
+every icl.ops kernel)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ import json
 
 import pytest
 
-from icl.run.__main__ import main
 from icl.benchmarks.vibe.tasks import list_tasks
+from icl.run.__main__ import main
 
 
 @pytest.mark.slow
 def test_fast_run_all_tasks(fast_data, tmp_path, capsys):
     out = tmp_path / "fast"
-    assert main(["--fast", "--data-root", str(fast_data), "--out", str(out), "--no-progress"]) == 0
+    assert main(["vibe", "--fast", "--data-root", str(fast_data), "--out", str(out), "--no-progress",
+                 "--rank-reference", "true", "--device", "cpu"]) == 0
     stdout = capsys.readouterr().out
     assert stdout.splitlines()[0].startswith("shots=1") and "overall rank" in stdout
 
@@ -31,6 +33,7 @@ def test_fast_run_all_tasks(fast_data, tmp_path, capsys):
         ranks = list(csv.DictReader(f))
     task_ranks = {(r["task"], r["model"]): float(r["rank"]) for r in ranks if r["metric"] == "*"}
     assert {t for t, _ in task_ranks} == {*list_tasks(), "*"}
+    assert {m for _, m in task_ranks} == {"oracle", "copy-target", "identity"}
     for (task, model), rank in task_ranks.items():
         if model == "oracle":
             assert rank == 1.0, f"oracle is not first on {task}"
@@ -45,6 +48,7 @@ def test_fast_run_all_tasks(fast_data, tmp_path, capsys):
     assert {r["task"] for r in oracle_rows} == set(list_tasks())
     for r in oracle_rows:
         where, value = (r["dataset"], r["task"], r["metric"]), float(r["mean"])
+        assert r["n_failed"] == r["n_missing"] == "0", where
         if r["metric"] in exact:
             assert value == exact[r["metric"]], where
         elif r["metric"] == "ssim":
@@ -53,12 +57,16 @@ def test_fast_run_all_tasks(fast_data, tmp_path, capsys):
             assert value < 0.5 * 20.0 / 256, where
 
     data = json.loads((out / "results.json").read_text())
-    assert data["protocol"] == "vibe-1" and data["seeds"] == {"global_seed": 0}
-    assert data["context_csv_sha256"] == hashlib.sha256((out / "contexts.csv").read_bytes()).hexdigest()
+    assert data["protocol"] == "vibe-1" and data["benchmark"] == "vibe" and data["config"]["fast"] is True
+    assert data["config"]["options"]["rank_reference"] is True
+    assert data["artifacts"]["contexts.csv"] == hashlib.sha256((out / "contexts.csv").read_bytes()).hexdigest()
+    assert set(data["fingerprints"]) == {"dataset:photos", "dataset:scenes-a", "dataset:scenes-b"}
     assert "git_revision" in data and data["packages"]["numpy"] and data["packages"]["icl"]
     stages = {(c["model"], c["stage"]) for c in data["compute"]}
     for model in ("oracle", "copy-target", "identity"):
         assert {(model, "model"), (model, "score")} <= stages
     assert ("*", "data") in stages
-    assert set(data["timings"]) >= {"plan_s", "execute_s", "report_s", "total_s"}
-    assert data["counts"]["failed"] == 0 and data["counts"]["computed"] == data["counts"]["planned"]
+    assert set(data["timings"]) >= {"plan_s", "execute_s"}
+    counts = data["counts"]
+    assert counts["failed"] == counts["missing"] == 0 and counts["computed"] == counts["planned"] > 0
+    assert counts["planned"] == 3 * data["plan"]["items"]

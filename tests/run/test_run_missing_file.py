@@ -8,26 +8,36 @@ import shutil
 from icl.data.registry import get_dataset
 from icl.run.__main__ import main
 from icl.store import Store
+from tests.run.conftest import item_fields, score_rows
+
+
+def _copy(src, root, name):
+    """A copy of a built-in dataset as an on-disk dataset called ``name``."""
+    dst = root / name
+    shutil.copytree(src, dst)
+    meta = json.loads((dst / "meta.json").read_text())
+    meta["name"] = name
+    (dst / "meta.json").write_text(json.dumps(meta))
+    return dst
 
 
 def test_missing_paired_file_skips_that_dataset_only(fast_data, tmp_path, capsys):
-    src = get_dataset("scenes-a", root=fast_data, fast=True).root
     root = tmp_path / "data"
-    mine = root / "mydata"
-    shutil.copytree(src, mine)
-    meta = json.loads((mine / "meta.json").read_text())
-    meta["name"] = "mydata"
-    (mine / "meta.json").write_text(json.dumps(meta))
+    mine = _copy(get_dataset("scenes-a", root=fast_data, fast=True).root, root, "mydata")
     missing = sorted((mine / "paired").rglob("*.png"))[0]
     missing.unlink()
-    shutil.copytree(get_dataset("scenes-b", root=fast_data, fast=True).root, root / "scenes-b")
+    _copy(get_dataset("scenes-b", root=fast_data, fast=True).root, root, "otherdata")
     out = tmp_path / "out"
-    code = main(["--data-root", str(root), "--datasets", "mydata,scenes-b", "--tasks", "artifact_removal",
-                 "--models", "identity", "--out", str(out), "--no-plots", "--no-progress", "--qualitative", "0"])
+    code = main(["vibe", "--data-root", str(root), "--datasets", "mydata,otherdata", "--tasks", "artifact_removal",
+                 "--models", "identity", "--out", str(out), "--no-plots", "--no-progress", "--qualitative", "0",
+                 "--limit", "2", "--device", "cpu"])
     assert code == 1
     err = capsys.readouterr().err
-    assert str(missing) in err and "mydata" in err
+    assert str(missing) in err and "mydata" in err and "1 data failures" in err
+    rows = score_rows(out / "store.sqlite")
+    assert rows and {item_fields(r[0])[0] for r in rows} == {"otherdata"} and {r[2] for r in rows} == {"ok"}
     with Store(out / "store.sqlite") as store:
-        rows, failures = store.results(), store.failures()
-    assert rows and {r.key.dataset for r in rows} == {"scenes-b"}
-    assert any(f.path == str(missing) for f in failures)
+        failures = store.failures()
+    assert [(f.stage, f.path) for f in failures] == [("data", str(missing))] and "'mydata'" in failures[0].message
+    results = json.loads((out / "results.json").read_text())
+    assert results["failures"]["count"] == 1 and set(results["fingerprints"]) == {"dataset:otherdata"}

@@ -1,50 +1,87 @@
-import csv
+"""Runner-side planning: benchmark options, the plan's key check, model instantiation and
+identity (PROTOCOL §1.4 cache keys), compute records."""
+
 import tracemalloc
 
 import numpy as np
 import pytest
 
+from icl.benchmarks import registry as bench_registry
+from icl.benchmarks.base import Benchmark, Item
+from icl.models import register_model
+from icl.models.registry import unregister_model
 from icl.run.compute import ComputeMeter
+from icl.run.config import ModelSpec, RunConfig
 from icl.run.errors import ConfigError
-from icl.run.plan import RunConfig, load_models, make_plan
+from icl.run.models import make_model
+from icl.run.runner import _plan, open_benchmark
+from tests.run._adapters import Constant
 
 
-def _cfg(fast_data, tmp_path, **kw):
-    base = dict(fast=True, data_root=fast_data, out=tmp_path / "o", tasks=["edges"], progress=False)
-    return RunConfig(**{**base, **kw})
+def test_open_benchmark_fast_and_options(builtin_root):
+    bench = open_benchmark(RunConfig("vibe", {"limit": 2}, fast=True, data_root=builtin_root))
+    assert bench.fast and bench.data_root == builtin_root and bench.config["limit"] == 2
+    assert not open_benchmark(RunConfig("vibe")).fast
+    with pytest.raises(ConfigError, match="no option.*lmit"):
+        open_benchmark(RunConfig("vibe", {"lmit": 2}))
+    with pytest.raises(ConfigError, match="unknown benchmark 'vib'.*did you mean 'vibe'"):
+        open_benchmark(RunConfig("vib"))
 
 
-def test_plan_limit_shots_and_context_csv(fast_data, tmp_path):
-    plan = make_plan(_cfg(fast_data, tmp_path, limit=2, shots=[1, 3], qualitative=1))
-    assert [(g.dataset, g.task) for g in plan.groups] == [("scenes-a", "edges"), ("scenes-b", "edges")]
-    for g in plan.groups:
-        assert len(g.queries) == 2 and g.queries == sorted(g.queries)
-        for q in g.queries:
-            assert len(g.contexts[q]) == 3 and q not in g.contexts[q] and len(set(g.contexts[q])) == 3
-    with open(plan.context_csv) as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 2 * 2 * 3 and {r["protocol"] for r in rows} == {"vibe-1"}
-    assert len(plan.qualitative) == 1 and plan.n_samples == 2 * 2 * 3 * 2
-    again = make_plan(_cfg(fast_data, tmp_path / "again", limit=2, shots=[1, 3], qualitative=1))
-    assert again.context_sha256 == plan.context_sha256
-    assert again.context_csv.read_bytes() == plan.context_csv.read_bytes()
-    other_seed = make_plan(_cfg(fast_data, tmp_path / "seed", limit=2, shots=[1, 3], seed=1))
-    assert other_seed.context_sha256 != plan.context_sha256
+class _Twice(Benchmark):
+    name = "twice"
+
+    def items(self):
+        return [Item("a", {}), Item("b", {}), Item("a", {})]
+
+    def request(self, item, privileged=False):
+        return None
+
+    def score(self, item, response, judgements=()):
+        return {}
+
+    def summarise(self, rows):
+        return {}
 
 
-def test_plan_errors(fast_data, tmp_path):
-    with pytest.raises(ConfigError, match="needs 9 contexts"):
-        make_plan(_cfg(fast_data, tmp_path, shots=[9]))
-    with pytest.raises(ConfigError, match="apply to none"):
-        make_plan(_cfg(fast_data, tmp_path, datasets=["photos"]))
-    with pytest.raises(ConfigError, match="--limit"):
-        make_plan(_cfg(fast_data, tmp_path, limit=0))
+def test_plan_refuses_duplicate_item_keys(monkeypatch):
+    monkeypatch.setitem(bench_registry._registered, "twice", _Twice)
+    with pytest.raises(ConfigError, match="planned item 'a' twice"):
+        _plan(open_benchmark(RunConfig("twice")))
 
 
-def test_dtype_overrides_precision():
-    models = load_models(RunConfig(models=["oracle", "identity"], dtype="bf16"))
-    assert [m.precision for m in models.values()] == ["bf16", "bf16"]
-    assert load_models(RunConfig(models=["oracle"]))["oracle"].precision == "fp32"
+def test_model_identity_and_precision():
+    a = make_model(ModelSpec("oracle"), "cpu")
+    assert a.adapter.precision == "fp32" and a.identity["precision"] == "fp32" and a.identity["device"] == "cpu"
+    assert a.identity["adapter"] == "oracle" and a.identity["cls"] == "icl.models.builtin.Oracle"
+    assert a.model_id == make_model(ModelSpec("oracle"), "cpu").model_id and len(a.model_id) == 20
+    bf16 = make_model(ModelSpec("oracle"), "cpu", dtype="bf16")
+    assert bf16.adapter.precision == "bf16" and bf16.model_id != a.model_id
+    own = make_model(ModelSpec("oracle", {"dtype": "fp16"}), "cpu", dtype="bf16")  # the model's own dtype wins
+    assert own.adapter.precision == "fp16" and own.model_id not in (a.model_id, bf16.model_id)
+    batched = make_model(ModelSpec("oracle", {"batch_size": 3}), "cpu")
+    assert batched.adapter.batch_size == 3 and batched.model_id == a.model_id  # not part of the answers
+    timed = make_model(ModelSpec("oracle", {"timeout": 2.5}), "cpu")
+    assert timed.timeout == 2.5 and timed.model_id == a.model_id
+
+
+def test_model_arguments_with_defaults_are_identity():
+    register_model("constant-local", Constant)
+    try:
+        zero = make_model(ModelSpec("constant-local"), "cpu")
+        assert zero.identity["args"] == {"level": 0} and zero.adapter.level == 0
+        explicit = make_model(ModelSpec("constant-local", {"level": 0}), "cpu")
+        assert explicit.model_id == zero.model_id and explicit.label == "constant-local[level=0]"
+        seven = make_model(ModelSpec("constant-local", {"level": 7}), "cpu")
+        assert seven.adapter.level == 7 and seven.model_id != zero.model_id
+        with pytest.raises(ConfigError, match="no argument.*gain.*it takes: batch_size, dtype, level, timeout"):
+            make_model(ModelSpec("constant-local", {"gain": 2}), "cpu")
+    finally:
+        unregister_model("constant-local")
+    with pytest.raises(ConfigError, match="unknown model 'oracel'.*did you mean 'oracle'"):
+        make_model(ModelSpec("oracel"), "cpu")
+    with pytest.raises(ConfigError, match="timeout must be a positive number"):
+        make_model(ModelSpec("oracle", {"timeout": -1}), "cpu")
 
 
 @pytest.mark.parametrize("trace", [False, True])
@@ -63,6 +100,7 @@ def test_compute_meter(trace):
         meter.close()
     assert not tracemalloc.is_tracing()
     assert t.elapsed > 0 and model.samples == 10 and score.samples == 10 and model.run_id == "run"
+    assert (model.stage, score.stage, model.device) == ("model", "score", "cpu")
     assert model.memory_kind == ("tracemalloc-peak" if trace else "process-max-rss")
     assert model.peak_memory_bytes >= 16_000_000
     assert model.samples_per_s == model.samples / model.wall_s

@@ -3,94 +3,131 @@ import sqlite3
 
 import pytest
 
-from icl.store import ComputeRecord, Failure, SampleKey, SampleResult, Store
+from icl.store import ComputeRecord, Failure, Response, Score, ScoreKey, Store, StoreError
+from icl.store.sqlite import SCHEMA_VERSION
 
 
-def _key(q="q1", model="oracle", shots=1, ctx="abc"):
-    return SampleKey("vibe-1", "ds", "flip", q, ctx, model, "1", shots, 0)
+def _key(item="q1", model="m-oracle", judge="", scorer="1", protocol="vibe-1"):
+    return ScoreKey("vibe", protocol, item, model, judge, scorer)
 
 
-def test_wal_mode_and_roundtrip(tmp_path):
+def test_wal_mode_and_score_roundtrip(tmp_path):
     path = tmp_path / "sub" / "store.sqlite"
     with Store(path) as store:
         assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         metrics = {"psnr": math.inf, "lpips": math.nan, "ssim": 0.5}
-        store.write_batch([SampleResult(_key("q2"), "ok", metrics, None, 0.1, 0.2, "r1"),
-                           SampleResult(_key("q1"), "failed", {}, "boom", run_id="r1")])
-        rows = store.results()
-    assert [r.key.query_id for r in rows] == ["q1", "q2"]  # sorted by key
-    assert rows[0].status == "failed" and rows[0].error == "boom"
+        store.write_batch(scores=[Score(_key("q2"), "ok", metrics, None, None, 0.1, 0.2, "r1"),
+                                  Score(_key("q1"), "failed", {}, "boom", "error", run_id="r1")])
+        rows = store.scores([_key("q1"), _key("q9"), _key("q2")])
+    assert [r.key.item_key for r in rows] == ["q1", "q2"]  # the order of the keys, absent ones left out
+    assert rows[0].status == "failed" and rows[0].error == "boom" and rows[0].reason == "error"
     m = rows[1].metrics
     assert m["psnr"] == math.inf and math.isnan(m["lpips"]) and m["ssim"] == 0.5
-    assert rows[1].model_s == 0.1 and rows[1].score_s == 0.2
+    assert rows[1].model_s == 0.1 and rows[1].score_s == 0.2 and rows[1].run_id == "r1"
     with Store(path) as again:  # reopening keeps everything
-        assert again.count() == 2 and again.count("ok") == 1
+        assert again.count() == 2 and again.count("scores", "ok") == 1 and again.count("responses") == 0
+        with pytest.raises(ValueError, match="table"):
+            again.count("models")
 
 
-def test_statuses_and_key_filter(tmp_path):
+def test_responses_and_links_roundtrip(tmp_path):
     with Store(tmp_path / "s.sqlite") as store:
-        store.write_batch([SampleResult(_key("q1"), "ok", {"a": 1.0}),
-                           SampleResult(_key("q2", ctx="def"), "failed", {}, "x"),
-                           SampleResult(_key("q1", model="identity"), "ok", {"a": 0.0}),
-                           SampleResult(_key("q1", shots=2), "ok", {"a": 2.0})])
-        assert store.statuses(_key()) == {("q1", "abc"): "ok", ("q2", "def"): "failed"}
-        assert store.statuses(_key(model="identity")) == {("q1", "abc"): "ok"}
-        assert store.statuses(_key(shots=3)) == {}
-        # results of another dataset or task version never count as done
-        other = SampleKey("vibe-1", "ds", "flip", "q1", "abc", "oracle", "1", 1, 0, "v2", "")
-        assert store.statuses(other) == {}
-        store.write_batch([SampleResult(other, "ok", {"a": 9.0})])
-        assert store.statuses(other) == {("q1", "abc"): "ok"}
-        assert store.results([_key("q1")])[0].metrics == {"a": 1.0}
-        sel = store.results([_key("q1", shots=2), _key("q9")])
-        assert [r.metrics["a"] for r in sel] == [2.0]
+        png = bytes(range(256)) * 3
+        store.write_batch(responses=[Response("h1", "m1", "ok", "png", png, seconds=0.5, run_id="r"),
+                                     Response("h2", "m1", "ok", "text", "a cat", run_id="r"),
+                                     Response("h3", "m1", "failed", "none", None, "timed out", "timeout"),
+                                     Response("h1", "m2", "ok", "text", "other model")],
+                          links=[("item-a", "m1", "answer:0", "h1"), ("item-a", "m1", "answer:1", "h2"),
+                                 ("item-b", "m1", "answer:0", "h3"), ("item-a", "m2", "answer:0", "h1")])
+        got = store.responses(["h1", "h2", "h3", "h4", "h1"], "m1")
+        assert set(got) == {"h1", "h2", "h3"}
+        assert got["h1"].body == png and isinstance(got["h1"].body, bytes) and got["h1"].seconds == 0.5
+        assert got["h2"].kind == "text" and got["h2"].body == "a cat"
+        assert (got["h3"].status, got["h3"].reason, got["h3"].error, got["h3"].body) == \
+            ("failed", "timeout", "timed out", None)
+        assert store.responses(["h1"], "m2")["h1"].body == "other model"  # keyed by model identity too
+        assert store.links(["item-a", "item-b", "item-c"], "m1") == {
+            "item-a": {"answer:0": "h1", "answer:1": "h2"}, "item-b": {"answer:0": "h3"}}
+        # a later answer to the same request replaces the failed one
+        store.write_batch(responses=[Response("h3", "m1", "ok", "text", "late")])
+        assert store.responses(["h3"], "m1")["h3"].status == "ok" and store.count("responses") == 4
+        with pytest.raises(ValueError, match="status"):
+            store.write_batch(responses=[Response("h9", "m1", "maybe", "text", "x")])
+
+
+def test_done_is_keyed_by_protocol_model_judge_and_scorer(tmp_path):
+    with Store(tmp_path / "s.sqlite") as store:
+        store.write_batch(scores=[Score(_key("q1"), "ok", {"a": 1.0}),
+                                  Score(_key("q2"), "failed", {}, "x"),
+                                  Score(_key("q1", model="m-id"), "ok", {"a": 0.0}),
+                                  Score(_key("q3", judge="j1"), "ok", {"a": 2.0})])
+        assert store.done("vibe", "vibe-1", "m-oracle", "", "1") == {"q1"}  # failed items are not done
+        assert store.done("vibe", "vibe-1", "m-id", "", "1") == {"q1"}
+        assert store.done("vibe", "vibe-1", "m-oracle", "j1", "1") == {"q3"}
+        # another scorer version, protocol or benchmark never counts as done
+        assert store.done("vibe", "vibe-1", "m-oracle", "", "2") == set()
+        assert store.done("vibe", "vibe-2", "m-oracle", "", "1") == set()
+        assert store.done("best50", "vibe-1", "m-oracle", "", "1") == set()
+        store.write_batch(scores=[Score(_key("q1", scorer="2"), "ok", {"a": 9.0})])
+        assert store.done("vibe", "vibe-1", "m-oracle", "", "2") == {"q1"}
+        assert store.scores([_key("q1")])[0].metrics == {"a": 1.0}
+        assert [s.metrics["a"] for s in store.scores([_key("q1", scorer="2"), _key("q9")])] == [9.0]
 
 
 def test_rewrite_replaces_failed_row(tmp_path):
     with Store(tmp_path / "s.sqlite") as store:
-        store.write_batch([SampleResult(_key(), "failed", {}, "first try")])
-        store.write_batch([SampleResult(_key(), "ok", {"a": 3.0})])
-        (row,) = store.results()
-        assert row.status == "ok" and row.error is None and store.count() == 1
+        store.write_batch(scores=[Score(_key(), "failed", {}, "first try", "error")])
+        store.write_batch(scores=[Score(_key(), "ok", {"a": 3.0})])
+        (row,) = store.scores([_key()])
+        assert row.status == "ok" and row.error is None and row.reason is None and store.count() == 1
 
 
 def test_batch_is_atomic(tmp_path):
     with Store(tmp_path / "s.sqlite") as store:
         with pytest.raises(ValueError, match="status"):
-            store.write_batch([SampleResult(_key("q1"), "ok", {}), SampleResult(_key("q2"), "weird", {})])
+            store.write_batch(scores=[Score(_key("q1"), "ok", {}), Score(_key("q2"), "weird", {})])
         assert store.count() == 0
-        # an error inside the transaction (a failure without message, after the sample rows
-        # were inserted) rolls the whole batch back
+        # an error inside the transaction (a failure without message, after the response and
+        # score rows were inserted) rolls the whole batch back
         with pytest.raises(sqlite3.IntegrityError):
-            store.write_batch([SampleResult(_key("q1"), "ok", {})], [Failure("data", None)])
-        assert store.count() == 0 and store.failures() == []
-        store.write_batch([SampleResult(_key("q1"), "ok", {})], [Failure("data", "bad file", path="/x.png")])
+            store.write_batch([Response("h", "m", "ok", "text", "x")], [("q1", "m", "answer:0", "h")],
+                              [Score(_key("q1"), "ok", {})], [Failure("data", None)])
+        assert store.count() == 0 and store.count("responses") == 0 and store.failures() == []
+        assert store.links(["q1"], "m") == {}
+        store.write_batch(scores=[Score(_key("q1"), "ok", {})], failures=[Failure("data", "bad file", path="/x.png")])
         assert store.count() == 1 and len(store.failures()) == 1
 
 
-def test_failures_and_compute(tmp_path):
+def test_runs_models_failures_and_compute(tmp_path):
     with Store(tmp_path / "s.sqlite") as store:
         r1 = store.start_run({"argv": ["--fast"]})
         r2 = store.start_run({})
         assert r1 != r2 and store.run_ids() == [r1, r2]
-        store.add_failures([Failure("data", "corrupt", None, "ds", "flip", "q1", None, "/d/q1.png", r1),
-                            Failure("score", "bad shape", "m", "ds", "flip", "q2", 1, None, r2)])
+        store.put_model("m1", "painter[dtype=bf16]", {"adapter": "painter", "precision": "bf16"})
+        store.put_model("m1", "painter[dtype=bf16]", {"adapter": "painter", "precision": "bf16", "v": 2})
+        assert store.models() == {"m1": ("painter[dtype=bf16]", {"adapter": "painter", "precision": "bf16", "v": 2})}
+        store.add_failures([Failure("data", "corrupt", None, None, "/d/q1.png", r1),
+                            Failure("model", "bad shape", "m", "vibe-item/q2", None, r2)])
         assert [f.message for f in store.failures()] == ["corrupt", "bad shape"]
         (f,) = store.failures(r1)
-        assert f.path == "/d/q1.png" and f.query_id == "q1" and f.stage == "data"
+        assert (f.stage, f.path, f.item, f.model, f.run_id) == ("data", "/d/q1.png", None, None, r1)
+        (g,) = store.failures(r2)
+        assert (g.stage, g.model, g.item) == ("model", "m", "vibe-item/q2")
         store.add_compute([ComputeRecord(r1, "oracle", "model", "cpu", 10, 0.5, 1024, "process-max-rss"),
                            ComputeRecord(r2, "oracle", "score", "cpu", 4, 0.0, None, None)])
         recs = store.compute([r1])
-        assert len(recs) == 1 and recs[0].samples_per_s == 20.0
-        assert math.isnan(store.compute([r2])[0].samples_per_s)
+        assert len(recs) == 1 and recs[0].samples_per_s == 20.0 and recs[0].peak_memory_bytes == 1024
+        assert math.isnan(store.compute([r2])[0].samples_per_s) and len(store.compute()) == 2
 
 
 def test_schema_version_mismatch(tmp_path):
     path = tmp_path / "s.sqlite"
     Store(path).close()
     con = sqlite3.connect(path)
-    con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    con.execute("UPDATE meta SET value='1' WHERE key='schema_version'")  # a store of the old runner
     con.commit()
     con.close()
-    with pytest.raises(RuntimeError, match="schema version 99"):
+    with pytest.raises(StoreError, match=f"schema version 1, this icl writes version {SCHEMA_VERSION}.*--out"):
         Store(path)
+    assert issubclass(StoreError, RuntimeError)
