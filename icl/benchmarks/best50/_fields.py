@@ -12,7 +12,7 @@ import numpy as np
 
 
 
-_MESSAGE_LIMIT = 400
+_MESSAGE_LIMIT = 800
 # values quoted in messages: bounded in depth and length, so a hostile value cannot blow up a message
 _SHOW = reprlib.Repr()
 _SHOW.maxlevel, _SHOW.maxlist, _SHOW.maxtuple, _SHOW.maxdict = 3, 6, 6, 6

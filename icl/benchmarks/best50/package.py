@@ -153,8 +153,13 @@ def _check_boxes_in(boxes: np.ndarray, size: tuple[int, int], name: str) -> None
             raise FieldError(name, f"box {i} {[x0, y0, x1, y1]} lies outside the {w}x{h} image")
 
 
+def _quote(rel: str) -> str:
+    """A path as written in the line, quoted (long ones shortened)."""
+    return repr(rel) if len(rel) <= 300 else repr(rel[:300]) + "..."
+
+
 def _outside(rel: str) -> str:
-    return (f"{show(rel)} leads outside the package (image paths must be package-relative, without '..' "
+    return (f"{_quote(rel)} leads outside the package (image paths must be package-relative, without '..' "
             f"and without a symlink out of the package)")
 
 
@@ -163,7 +168,7 @@ def package_path(root: Path, root_resolved: Path, rel: str, name: str) -> Path:
     (absolute, ``..``, resolved through symlinks) never look at whether the target exists, so
     the message is the same for outside files that exist and ones that do not."""
     if "\0" in rel:
-        raise FieldError(name, f"{show(rel)} contains a NUL character")
+        raise FieldError(name, f"{_quote(rel)} contains a NUL character")
     pure = PurePosixPath(rel)
     if pure.is_absolute() or Path(rel).is_absolute() or ".." in pure.parts or ".." in Path(rel).parts:
         raise FieldError(name, _outside(rel))
@@ -171,11 +176,11 @@ def package_path(root: Path, root_resolved: Path, rel: str, name: str) -> Path:
     try:
         resolved = path.resolve()
     except (OSError, RuntimeError) as exc:  # a symlink loop
-        raise FieldError(name, f"{show(rel)} cannot be resolved ({exc})") from None
+        raise FieldError(name, f"{_quote(rel)} cannot be resolved ({exc})") from None
     if not resolved.is_relative_to(root_resolved):
         raise FieldError(name, _outside(rel))
     if not path.is_file():
-        raise FieldError(name, f"{show(rel)} does not exist in the package")
+        raise FieldError(name, f"{_quote(rel)} does not exist in the package")
     return path
 
 
@@ -252,7 +257,7 @@ def _sample(obj: dict, k: int, root: Path, root_resolved: Path, line: int,
             try:
                 sizes[path] = image_size(path, max_pixels)
             except ImageError as exc:
-                raise FieldError(name, f"{show(rel)}: {str(exc).removeprefix(exc.path + ': ')}") from None
+                raise FieldError(name, f"{_quote(rel)}: {str(exc).removeprefix(exc.path + ': ')}") from None
         if sizes[path] != claimed:
             raise FieldError(name + "_size", f"says {show(list(claimed))} but {rel} is {list(sizes[path])} "
                                              f"(width, height)")
