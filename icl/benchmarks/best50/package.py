@@ -179,7 +179,11 @@ def package_path(root: Path, root_resolved: Path, rel: str, name: str) -> Path:
         raise FieldError(name, f"{_quote(rel)} cannot be resolved ({exc})") from None
     if not resolved.is_relative_to(root_resolved):
         raise FieldError(name, _outside(rel))
-    if not path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError as exc:  # e.g. a name longer than the filesystem allows
+        raise FieldError(name, f"{_quote(rel)} cannot be read ({exc.strerror or exc})") from None
+    if not is_file:
         raise FieldError(name, f"{_quote(rel)} does not exist in the package")
     return path
 
