@@ -84,7 +84,8 @@ def atomic_open(path: str | Path, mode: str = "w", *, encoding: str = "utf-8", n
             umask = os.umask(0)
             os.umask(umask)
             os.fchmod(fd, 0o666 & ~umask)
-            f = os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": encoding, "newline": newline}))
+            f: Any = (os.fdopen(fd, "wb") if mode == "wb"
+                      else os.fdopen(fd, "w", encoding=encoding, newline=newline))
         with f:
             with _translated(path):
                 yield f
@@ -142,16 +143,16 @@ def write_csv(path: str | Path, rows: Iterable[Sequence[Any]] | Iterable[dict], 
     """Atomically write a CSV: ``rows`` are sequences (``header`` optional) or dicts (``header``
     is then the field order and required)."""
     buf = io.StringIO(newline="")
-    rows = list(rows)
-    if rows and isinstance(rows[0], dict):
+    table: list[Any] = list(rows)
+    if table and isinstance(table[0], dict):
         if header is None:
             raise ValueError("write_csv: dict rows need header (the field order)")
         writer = csv.DictWriter(buf, fieldnames=list(header), lineterminator="\n")
         writer.writeheader()
-        writer.writerows(rows)  # type: ignore[arg-type]
+        writer.writerows(table)
     else:
         plain = csv.writer(buf, lineterminator="\n")
         if header is not None:
             plain.writerow(header)
-        plain.writerows(rows)  # type: ignore[arg-type]
+        plain.writerows(table)
     return write_text(path, buf.getvalue(), durable=durable)

@@ -1,7 +1,7 @@
 """Call a model's ``predict`` on one batch so that nothing it does can harm the run.
 
 :class:`ModelGuard` wraps a ``predict(requests) -> outputs`` callable and returns one
-:class:`Outcome` per request (``ok`` with the value, ``error`` with type and message, or
+:class:`ItemOutcome` per request (``ok`` with the value, ``error`` with type and message, or
 ``timeout``), never raising for what the model does:
 
 - Inputs: every numpy array of a request is copied and the copy made read-only (torch tensors
@@ -50,7 +50,7 @@ _DEFAULT_IMAGE = (1024, 1024)
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ItemOutcome:
     """What became of one request: ``status`` "ok" (``value`` set), "error" (``error_type``,
     ``message``) or "timeout" (``message``); ``seconds``: its share of the model time."""
 
@@ -192,13 +192,13 @@ class ModelGuard:
         """True while a call that timed out is still running in the worker thread."""
         return self._worker.busy
 
-    def __call__(self, requests: Sequence[Any]) -> list[Outcome]:
-        """One :class:`Outcome` per request, in order."""
+    def __call__(self, requests: Sequence[Any]) -> list[ItemOutcome]:
+        """One :class:`ItemOutcome` per request, in order."""
         requests = list(requests)
         if not requests:
             return []
         if self.hung:
-            return [Outcome(TIMEOUT, message=f"model {self.name!r} is still running a batch that timed out; "
+            return [ItemOutcome(TIMEOUT, message=f"model {self.name!r} is still running a batch that timed out; "
                                              f"not called again until it returns") for _ in requests]
         outcomes, failure = self._batch(requests)
         if outcomes is not None:
@@ -209,13 +209,13 @@ class ModelGuard:
         out = []
         for req in requests:
             if self.hung:
-                out.append(Outcome(TIMEOUT, message=f"model {self.name!r} is still running a batch that timed out"))
+                out.append(ItemOutcome(TIMEOUT, message=f"model {self.name!r} is still running a batch that timed out"))
                 continue
             single, fail = self._batch([req])
             out.append(single[0] if single is not None else fail)
         return out
 
-    def _batch(self, requests: list) -> tuple[Optional[list[Outcome]], Outcome]:
+    def _batch(self, requests: list) -> tuple[Optional[list[ItemOutcome]], ItemOutcome]:
         """``(outcomes, unused)`` when the call returned one output per request, else ``(None, failure)``."""
         inputs = [readonly_copy(r) for r in requests] if self.copy_inputs else list(requests)
         start = time.perf_counter()
@@ -223,22 +223,22 @@ class ModelGuard:
         finished = call.done.wait(self.timeout_s)  # Ctrl-C interrupts this wait in the caller's thread
         seconds = time.perf_counter() - start
         if not finished:
-            return None, Outcome(TIMEOUT, message=f"model {self.name!r} did not answer {len(requests)} request(s) "
+            return None, ItemOutcome(TIMEOUT, message=f"model {self.name!r} did not answer {len(requests)} request(s) "
                                                   f"within {self.timeout_s:g} s", seconds=seconds)
         if call.error is not None:
             if isinstance(call.error, KeyboardInterrupt):
                 raise call.error
             kind, text = _describe(call.error)
-            return None, Outcome(ERROR, error_type=kind, message=text, seconds=seconds)
+            return None, ItemOutcome(ERROR, error_type=kind, message=text, seconds=seconds)
         values = self._split(call.result, len(requests))
         if values is None:
             got = call.result
             size = len(got) if hasattr(got, "__len__") else "?"
-            return None, Outcome(ERROR, error_type="OutputCountError", seconds=seconds,
+            return None, ItemOutcome(ERROR, error_type="OutputCountError", seconds=seconds,
                                  message=f"model {self.name!r} returned {type(got).__name__} of length {size} "
                                          f"for {len(requests)} request(s)")
         share = seconds / len(requests)
-        return [self._check(req, value, share) for req, value in zip(requests, values)], Outcome(OK)
+        return [self._check(req, value, share) for req, value in zip(requests, values)], ItemOutcome(OK)
 
     @staticmethod
     def _split(result: Any, n: int) -> Optional[list]:
@@ -249,14 +249,14 @@ class ModelGuard:
             return [result[i] for i in range(n)]
         return None
 
-    def _check(self, request: Any, value: Any, seconds: float) -> Outcome:
+    def _check(self, request: Any, value: Any, seconds: float) -> ItemOutcome:
         limit = None if self.output_limit is None else self.output_limit(request)
         if limit is not None:
             size = output_size(value)
             if size > limit:
-                return Outcome(ERROR, error_type="OutputTooLarge", seconds=seconds,
+                return ItemOutcome(ERROR, error_type="OutputTooLarge", seconds=seconds,
                                message=f"output of {size:,} elements exceeds the {limit:,} this request allows")
-        return Outcome(OK, value=value, seconds=seconds)
+        return ItemOutcome(OK, value=value, seconds=seconds)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -202,3 +202,14 @@ def test_headers_of_every_format_match_opencv(tmp_path, ext):
     (tmp_path / "x.pgm").write_bytes(b"P5\n53 37\n255\n" + bytes(53 * 37))
     with pytest.raises(ImageError, match="unknown image format"):
         read_header(tmp_path / "x.pgm")
+
+
+def test_data_errors_survive_pickling_with_their_fields(hostile):
+    import pickle
+
+    (hostile / "images" / "s1.png").write_bytes(_png_header_only(100_000, 100_000))
+    with pytest.raises(DataError) as info:
+        load_dataset(hostile).load("s1")
+    again = pickle.loads(pickle.dumps(info.value))
+    assert (str(again), again.path, again.sample_id, again.cause) == (
+        str(info.value), info.value.path, "s1", "ImageError")

@@ -310,7 +310,7 @@ def load_package(root: str | Path, max_pixels: Optional[int] = None) -> Package:
     samples: dict[int, list[Sample]] = {}
     sizes: dict[Path, tuple[int, int]] = {}
     for path in files:
-        k = int(_INPUTS.fullmatch(path.name).group(1))
+        k = int(path.name[len("inputs_k"):-len(".jsonl")])  # the name matched _INPUTS above
         rel = path.relative_to(root).as_posix()
         seen: dict[str, int] = {}
         extra: dict[str, list[int]] = {}
