@@ -58,7 +58,7 @@ def _mutate_json_line(gen, line: str) -> str:
     """One JSON-level change (delete, replace, deepen or add a field) of a JSON object text."""
     try:
         obj = json.loads(line)
-    except ValueError:  # an earlier byte mutation broke it already
+    except (ValueError, RecursionError):  # an earlier byte mutation broke it already
         return line
     if not isinstance(obj, dict) or not obj:
         return line
