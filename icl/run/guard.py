@@ -18,6 +18,8 @@
   *hung*: every later call returns ``timeout`` at once without calling it (a model is never
   entered twice concurrently). If the thread finishes later, its answer is discarded and the
   model is called again normally.
+- Outputs that are read-only numpy arrays (a model handing back its input copy) are copied, so
+  the caller may modify what it gets.
 - Output size: an output far larger than its request allows (``output_limit(request)``
   elements; :func:`default_output_limit` allows 16 times the requested image size, or 64
   characters per allowed new token) is an ``error`` of type ``OutputTooLarge``.
@@ -256,6 +258,8 @@ class ModelGuard:
             if size > limit:
                 return ItemOutcome(ERROR, error_type="OutputTooLarge", seconds=seconds,
                                message=f"output of {size:,} elements exceeds the {limit:,} this request allows")
+        if isinstance(value, np.ndarray) and not value.flags.writeable:
+            value = value.copy()  # a model that hands back its read-only input: callers get their own array
         return ItemOutcome(OK, value=value, seconds=seconds)
 
 

@@ -180,3 +180,15 @@ def test_output_far_larger_than_the_request_allows_is_refused():
     chat = ChatRequest.user("c", "hi", max_new_tokens=10)
     assert default_output_limit(chat) >= 10 * 64
     assert [o.status for o in ModelGuard(lambda rs: ["x" * 10_000_000])([chat])] == ["error"]
+
+
+def test_a_registry_adapter_runs_through_the_guard():
+    from icl.models.registry import get_model
+
+    model = get_model("identity")
+    model.load("cpu")
+    reqs = _requests(3)
+    outs = ModelGuard(model.predict, name=model.name)(reqs)
+    for o, r in zip(outs, reqs):
+        assert o.ok and o.value.flags.writeable and o.value is not r.query
+        np.testing.assert_array_equal(o.value, r.query)
