@@ -163,3 +163,16 @@ def test_resume_only_appends_and_survives_a_kill(tmp_path):
         f.write(b"{broken}\n")
     with pytest.raises(ValueError, match=r"predictions.jsonl:\d+: not valid JSON"):
         PredictionsLog(path, "m")
+
+
+def test_lone_surrogates_are_field_errors_and_can_be_logged(tmp_path, pkg_dir):
+    path = pkg_dir / "inputs" / "inputs_k1.jsonl"
+    lines = path.read_text().splitlines()
+    row = json.loads(lines[0])
+    lines[0] = json.dumps(row).replace(json.dumps(row["query_image"]), '"query_images/\\ud800.png"')
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(PackageError, match=r"inputs_k1.jsonl:1: field 'query_image': not valid Unicode"):
+        load_package(pkg_dir)
+    with PredictionsLog(tmp_path / "p.jsonl", "m") as log:
+        log.append([{"k": 1, "sample_id": "s", "response": "\ud800 odd answer"}])
+    assert json.loads((tmp_path / "p.jsonl").read_text())["response"] == "\ud800 odd answer"

@@ -93,9 +93,14 @@ def _get(obj: dict, name: str) -> Any:
 
 
 def get_str(obj: dict, name: str) -> str:
+    """A non-empty string that is valid Unicode (JSON's ``\\ud800`` escapes can make lone surrogates)."""
     value = _get(obj, name)
     if not isinstance(value, str) or not value:
         raise FieldError(name, f"expected a non-empty string, got {show(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise FieldError(name, f"not valid Unicode (a lone surrogate at character {exc.start})") from None
     return value
 
 

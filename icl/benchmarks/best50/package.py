@@ -188,7 +188,7 @@ def package_path(root: Path, root_resolved: Path, rel: str, name: str) -> Path:
     return path
 
 
-def _token_problem(value: Any, pixels: np.ndarray, size: tuple[int, int], name: str,
+def _token_problem(value: Any, pixels: np.ndarray, size: tuple[int, int],
                    as_string: bool) -> tuple[Optional[list], str]:
     """``(grid boxes, "")`` when the token field is usable, else ``(None, what is wrong)``.
 
@@ -227,7 +227,7 @@ def _tokens(obj: dict, name: str, pixels: np.ndarray, size: tuple[int, int], as_
     if name not in obj:
         warn.append(f"missing field {name!r} (grid boxes taken from the pixel boxes)")
         return tuple(pixels_to_grid(pixels, size))
-    boxes, problem = _token_problem(obj[name], pixels, size, name, as_string)
+    boxes, problem = _token_problem(obj[name], pixels, size, as_string)
     if boxes is None:
         warn.append(f"field {name!r}: {problem} (grid boxes taken from the pixel boxes)")
         return tuple(pixels_to_grid(pixels, size))

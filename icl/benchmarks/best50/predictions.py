@@ -241,7 +241,7 @@ class PredictionsLog:
         rows = [dict(r, model=self.model) for r in rows]
         if not rows:
             return
-        payload = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+        payload = "".join(json.dumps(r) + "\n" for r in rows).encode("ascii")  # ASCII: any str can be written
         self._file.seek(0, os.SEEK_END)
         self._file.write(payload)
         self._file.flush()
