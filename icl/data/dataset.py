@@ -71,7 +71,7 @@ class DataError(Exception):
         if sample_id is not None:
             where.append(f"sample {sample_id!r}")
         if path is not None:
-            where.append(f"file {str(path)!r}")
+            where.append(f"file {self.path!r}")
         super().__init__(f"{message} ({', '.join(where)})" if where else message)
 
     def __reduce__(self) -> tuple:  # picklable across worker processes, with its keywords
