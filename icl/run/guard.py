@@ -142,7 +142,9 @@ class _Worker:
 
     def _loop(self) -> None:
         while True:
-            call: _Call = self._jobs.get()
+            call: Optional[_Call] = self._jobs.get()
+            if call is None:  # close(): the thread ends after the call it was running
+                return
             try:
                 call.result = call.fn()
             except BaseException as exc:  # everything goes back to the caller, SystemExit included
@@ -159,6 +161,9 @@ class _Worker:
         self.current = call
         self._jobs.put(call)
         return call
+
+    def stop(self) -> None:
+        self._jobs.put(None)
 
 
 def _describe(exc: BaseException) -> tuple[str, str]:
@@ -187,6 +192,7 @@ class ModelGuard:
         self.output_limit = output_limit
         self.copy_inputs = copy_inputs
         self.name = name
+        self._closed = False
         self._worker = _Worker(name)
 
     @property
@@ -194,8 +200,22 @@ class ModelGuard:
         """True while a call that timed out is still running in the worker thread."""
         return self._worker.busy
 
+    def close(self) -> None:
+        """End the worker thread (after a call it may still be running); the guard is unusable after."""
+        if not self._closed:
+            self._closed = True
+            self._worker.stop()
+
+    def __enter__(self) -> "ModelGuard":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __call__(self, requests: Sequence[Any]) -> list[ItemOutcome]:
         """One :class:`ItemOutcome` per request, in order."""
+        if self._closed:
+            raise RuntimeError(f"ModelGuard for {self.name!r} is closed")
         requests = list(requests)
         if not requests:
             return []

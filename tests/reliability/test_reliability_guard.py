@@ -192,3 +192,19 @@ def test_a_registry_adapter_runs_through_the_guard():
     for o, r in zip(outs, reqs):
         assert o.ok and o.value.flags.writeable and o.value is not r.query
         np.testing.assert_array_equal(o.value, r.query)
+
+
+def test_closing_ends_the_worker_thread():
+    def workers():
+        return [t for t in threading.enumerate() if t.name == "icl-model-closing"]
+
+    with ModelGuard(invert, name="closing") as guard:
+        assert guard(_requests(1))[0].ok
+        assert len(workers()) == 1
+    for _ in range(200):
+        if not workers():
+            break
+        time.sleep(0.01)
+    assert workers() == []
+    with pytest.raises(RuntimeError, match="closed"):
+        guard(_requests(1))
