@@ -149,11 +149,12 @@ def test_ctrl_c_still_stops_the_run():
         time.sleep(5)
         return invert(requests)
 
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    guard = ModelGuard(slow, timeout_s=None)
+    requests = _requests(1)
     t0 = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt):
-        ModelGuard(slow, timeout_s=None)(_requests(1))
+    with pytest.raises(KeyboardInterrupt):  # the signal is sent only inside the block
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        guard(requests)
     assert time.perf_counter() - t0 < 3
 
 
