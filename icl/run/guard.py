@@ -166,6 +166,13 @@ class _Worker:
         self._jobs.put(None)
 
 
+def _length(value: Any) -> str:
+    try:
+        return str(len(value))
+    except Exception:  # no length (or a broken __len__)
+        return "?"
+
+
 def _describe(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, SystemExit):
         return "SystemExit", f"the model called sys.exit({exc.code!r})"
@@ -255,26 +262,33 @@ class ModelGuard:
         values = self._split(call.result, len(requests))
         if values is None:
             got = call.result
-            size = len(got) if hasattr(got, "__len__") else "?"
             return None, ItemOutcome(ERROR, error_type="OutputCountError", seconds=seconds,
-                                 message=f"model {self.name!r} returned {type(got).__name__} of length {size} "
-                                         f"for {len(requests)} request(s)")
+                                     message=f"model {self.name!r} returned {type(got).__name__} of length "
+                                             f"{_length(got)} for {len(requests)} request(s)")
         share = seconds / len(requests)
         return [self._check(req, value, share) for req, value in zip(requests, values)], ItemOutcome(OK)
 
     @staticmethod
     def _split(result: Any, n: int) -> Optional[list]:
+        """One value per request, or None when ``result`` is not n outputs (never raises)."""
         if isinstance(result, (list, tuple)):
             return list(result) if len(result) == n else None
-        shape = getattr(result, "shape", None)
-        if shape is not None and len(shape) == 4 and shape[0] == n:  # one [B, h, w, 3] batch
-            return [result[i] for i in range(n)]
+        try:
+            shape = tuple(getattr(result, "shape", None) or ())
+            if len(shape) == 4 and shape[0] == n:  # one [B, h, w, 3] batch
+                return [result[i] for i in range(n)]
+        except Exception:  # an object with a strange shape: not a batch
+            return None
         return None
 
     def _check(self, request: Any, value: Any, seconds: float) -> ItemOutcome:
         limit = None if self.output_limit is None else self.output_limit(request)
         if limit is not None:
-            size = output_size(value)
+            try:
+                size = output_size(value)
+            except Exception as exc:  # an output whose size cannot even be measured
+                return ItemOutcome(ERROR, error_type="InvalidOutput", seconds=seconds,
+                                   message=f"cannot measure the output ({type(exc).__name__}: {exc})"[:2000])
             if size > limit:
                 return ItemOutcome(ERROR, error_type="OutputTooLarge", seconds=seconds,
                                message=f"output of {size:,} elements exceeds the {limit:,} this request allows")

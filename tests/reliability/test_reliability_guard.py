@@ -209,3 +209,9 @@ def test_closing_ends_the_worker_thread():
     assert workers() == []
     with pytest.raises(RuntimeError, match="closed"):
         guard(_requests(1))
+
+
+@pytest.mark.parametrize("answer", [np.float32(3.0), np.zeros(()), None, "text", {"a": 1}])
+def test_answers_that_are_not_one_output_per_request_are_errors(answer):
+    outs = ModelGuard(lambda rs: answer)(_requests(2))
+    assert [o.status for o in outs] == ["error", "error"] and outs[0].error_type == "OutputCountError"
