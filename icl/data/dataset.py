@@ -1,15 +1,21 @@
 """Datasets in the canonical on-disk format (docs/data-format.md) and their validating loader.
 
 A dataset is a directory with ``meta.json`` and one file per sample and annotation kind.
-:func:`load_dataset` checks the metadata and that every sample has the files its declared
-tasks need; :meth:`Dataset.load` decodes and validates one sample's files and raises
-:class:`DataError` naming the file and the sample when something is missing or corrupt.
+:func:`load_dataset` checks the metadata and lists the samples; a problem of one sample (a
+missing annotation file, a file name that is not a valid sample id, two images with one id) is
+recorded in :attr:`Dataset.problems` and fails only that sample. :meth:`Dataset.load` decodes
+and validates one sample's files and raises :class:`DataError` naming the file and the sample
+for anything that goes wrong while reading them, whatever the underlying exception was (its
+type is kept in ``DataError.cause``): images are size-checked from their headers and checked
+for truncation before decoding (:mod:`icl.data.images`), annotation images and ``.npy`` arrays
+are checked against the image's size from their headers before they are decoded.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +23,8 @@ from typing import Any, Iterable
 
 import cv2
 import numpy as np
+
+from icl.data.images import ImageError, decode_image, display_path, load_npy, read_header, read_npy_header
 
 FORMAT = "icl-dataset/1"
 VOID = 255
@@ -48,17 +56,33 @@ def _is_name(value: Any) -> bool:
 
 
 class DataError(Exception):
-    """Missing, corrupt or inconsistent dataset files; the message names the file and sample."""
+    """Missing, corrupt or inconsistent dataset files; the message names the file and sample.
 
-    def __init__(self, message: str, *, path: str | Path | None = None, sample_id: str | None = None):
-        self.path = None if path is None else str(path)
+    ``path`` is always UTF-8-encodable text (see :func:`icl.data.images.display_path`);
+    ``cause`` names the type of the exception that made the file unreadable ("DataError" when
+    the loader itself found the problem)."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, sample_id: str | None = None,
+                 cause: str = "DataError"):
+        self.path = None if path is None else display_path(path)
         self.sample_id = sample_id
+        self.cause = cause
         where = []
         if sample_id is not None:
             where.append(f"sample {sample_id!r}")
         if path is not None:
-            where.append(f"file {str(path)!r}")
+            where.append(f"file {self.path!r}")
         super().__init__(f"{message} ({', '.join(where)})" if where else message)
+
+    def __reduce__(self) -> tuple:  # picklable across worker processes, with its keywords
+        return (_rebuild_data_error, (self.args[0], self.path, self.sample_id, self.cause))
+
+
+def _rebuild_data_error(text: str, path: str | None, sample_id: str | None, cause: str) -> DataError:
+    err = DataError.__new__(DataError)
+    Exception.__init__(err, text)
+    err.path, err.sample_id, err.cause = path, sample_id, cause
+    return err
 
 
 @dataclass(frozen=True)
@@ -157,13 +181,28 @@ def _meta_from_json(raw: Any, path: Path) -> DatasetMeta:
     )
 
 
-def read_rgb(path: Path, sample_id: str) -> np.ndarray:
-    """8-bit image file -> uint8 [H, W, 3] RGB (grey is replicated, alpha dropped)."""
+def _decode(path: Path, sample_id: str, what: str, max_pixels: int | None,
+            hw: tuple[int, int] | None = None) -> np.ndarray:
+    """Header checks (size cap; equal to ``hw`` when given), completeness check, then decode."""
     if not path.is_file():
-        raise DataError("missing image", path=path, sample_id=sample_id)
-    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-    if img is None:
-        raise DataError("cannot decode image (corrupt or not an image)", path=path, sample_id=sample_id)
+        raise DataError(f"missing {what}", path=path, sample_id=sample_id)
+    try:
+        if hw is not None:
+            header = read_header(path)
+            if (header.height, header.width) != hw:
+                raise DataError(f"{what} has size {(header.height, header.width)}, the image {hw}",
+                                path=path, sample_id=sample_id)
+        return decode_image(path, max_pixels=max_pixels)
+    except ImageError as exc:
+        raise DataError(f"cannot read {what}: {str(exc).removeprefix(exc.path + ': ')}", path=path,
+                        sample_id=sample_id, cause="ImageError") from None
+
+
+def read_rgb(path: Path, sample_id: str, max_pixels: int | None = None) -> np.ndarray:
+    """8-bit image file -> uint8 [H, W, 3] RGB (grey is replicated, alpha dropped).
+
+    ``max_pixels``: the size cap checked from the header (None: :mod:`icl.data.images`' default)."""
+    img = _decode(path, sample_id, "image", max_pixels)
     if img.dtype != np.uint8:
         raise DataError(f"expected an 8-bit image, got {img.dtype}", path=path, sample_id=sample_id)
     if img.ndim == 2:
@@ -173,10 +212,8 @@ def read_rgb(path: Path, sample_id: str) -> np.ndarray:
     return np.ascontiguousarray(cv2.cvtColor(img[:, :, :3], cv2.COLOR_BGR2RGB))
 
 
-def _read_gray8(path: Path, sample_id: str, what: str) -> np.ndarray:
-    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-    if img is None:
-        raise DataError(f"cannot decode {what} PNG", path=path, sample_id=sample_id)
+def _read_gray8(path: Path, sample_id: str, what: str, hw: tuple[int, int], max_pixels: int | None) -> np.ndarray:
+    img = _decode(path, sample_id, f"{what} PNG", max_pixels, hw)
     if img.dtype != np.uint8 or img.ndim != 2:
         raise DataError(
             f"{what} must be a single-channel 8-bit PNG, got {img.dtype} shape {img.shape}",
@@ -186,11 +223,20 @@ def _read_gray8(path: Path, sample_id: str, what: str) -> np.ndarray:
     return img
 
 
-def _read_json(path: Path, sample_id: str) -> Any:
+def _read_json(path: Path, sample_id: str | None) -> Any:
+    """Parse a JSON file; every way it can fail (unreadable, not UTF-8, invalid, nested too
+    deeply for the parser, an integer too long to convert) is a :class:`DataError`."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read JSON ({exc})", path=path, sample_id=sample_id) from exc
+    except OSError as exc:
+        raise DataError(f"cannot read JSON ({exc.strerror or exc})", path=path, sample_id=sample_id,
+                        cause=type(exc).__name__) from None
+    except RecursionError:
+        raise DataError("cannot read JSON (nested too deeply)", path=path, sample_id=sample_id,
+                        cause="RecursionError") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, and int digit-limit errors
+        raise DataError(f"cannot read JSON ({str(exc)[:200]})", path=path, sample_id=sample_id,
+                        cause=type(exc).__name__) from None
 
 
 def _check_size(arr: np.ndarray, hw: tuple[int, int], path: Path, sample_id: str, what: str) -> None:
@@ -201,10 +247,18 @@ def _check_size(arr: np.ndarray, hw: tuple[int, int], path: Path, sample_id: str
 class Dataset:
     """A validated dataset directory. Use :func:`load_dataset` to open one."""
 
-    def __init__(self, root: Path, meta: DatasetMeta, files: dict[str, Path]):
+    def __init__(self, root: Path, meta: DatasetMeta, files: dict[str, Path], *,
+                 problems: list[DataError] | None = None, max_pixels: int | None = None):
         self.root = root
         self.meta = meta
         self._images = files
+        #: problems found on opening, one per file or sample (each fails only its sample; one
+        #: without a usable sample id, e.g. a file name that is not UTF-8, names no sample)
+        self.problems: list[DataError] = list(problems or [])
+        #: size cap for every image this dataset decodes (None: icl.data.images' default)
+        self.max_pixels = max_pixels
+        # samples that fail whatever part is asked for (two images with one id)
+        self._broken: dict[str, DataError] = {}
         self._parts = tuple(p for p in PARTS if any(p in TASK_PARTS[t] for t in meta.tasks))
         self._class_cache: dict[tuple[str, str], frozenset[int]] = {}
 
@@ -230,40 +284,55 @@ class Dataset:
     def _kinds(self) -> list[str]:
         return sorted({kind for _, kind in self.meta.pairs})
 
-    def check_files(self) -> None:
-        """Every sample has a file for every part its declared tasks need (no decoding)."""
+    def check_files(self) -> list[DataError]:
+        """One error per sample lacking a file that a part of its declared tasks needs (no decoding)."""
+        found = []
         for sid in self.ids():
             for part in self._parts:
                 for kind in self._kinds() if part == "paired" else [None]:
                     path = self._path(part, sid, kind)
                     if not path.is_file():
-                        raise DataError(f"missing {part} file", path=path, sample_id=sid)
+                        found.append(DataError(f"missing {part} file", path=path, sample_id=sid))
+        return found
 
     def load(self, sample_id: str, parts: Iterable[str] | None = None) -> Sample:
-        """Decode and validate one sample (all parts the dataset's tasks need, or ``parts``)."""
+        """Decode and validate one sample (all parts the dataset's tasks need, or ``parts``).
+
+        Raises :class:`DataError` (naming the file being read and the sample) for any failure
+        while reading the sample's files; ``ValueError`` only for an unknown part name."""
         if sample_id not in self._images:
             raise DataError(f"unknown sample id in dataset {self.meta.name!r}", path=self.root, sample_id=sample_id)
+        if sample_id in self._broken:
+            raise self._broken[sample_id]
         wanted = self._parts if parts is None else tuple(parts)
-        image = read_rgb(self._images[sample_id], sample_id)
-        hw = image.shape[:2]
-        ann: dict[str, Any] = {}
-        for part in wanted:
-            if part not in PARTS:
-                raise ValueError(f"parts: unknown part {part!r}; known: {PARTS}")
-            if part == "paired":
-                ann["paired"], ann["paired_info"] = {}, {}
-                ann["pair_kinds"] = dict(self.meta.pairs)
-                for kind in self._kinds():
-                    path = self._path(part, sample_id, kind)
-                    ann["paired"][kind] = read_rgb(path, sample_id)
-                    side = path.with_suffix(".json")
-                    ann["paired_info"][kind] = _read_json(side, sample_id) if side.exists() else {}
-                    self._check_paired_info(ann["paired_info"][kind], hw, side, sample_id)
-                continue
-            path = self._path(part, sample_id)
-            if not path.is_file():
-                raise DataError(f"missing {part} file", path=path, sample_id=sample_id)
-            ann.update(getattr(self, f"_read_{part}")(path, sample_id, hw))
+        unknown = [p for p in wanted if p not in PARTS]
+        if unknown:
+            raise ValueError(f"parts: unknown part {unknown[0]!r}; known: {PARTS}")
+        reading: Path = self._images[sample_id]
+        try:
+            image = read_rgb(reading, sample_id, self.max_pixels)
+            hw = image.shape[:2]
+            ann: dict[str, Any] = {}
+            for part in wanted:
+                if part == "paired":
+                    ann["paired"], ann["paired_info"] = {}, {}
+                    ann["pair_kinds"] = dict(self.meta.pairs)
+                    for kind in self._kinds():
+                        reading = self._path(part, sample_id, kind)
+                        ann["paired"][kind] = read_rgb(reading, sample_id, self.max_pixels)
+                        reading = reading.with_suffix(".json")
+                        ann["paired_info"][kind] = _read_json(reading, sample_id) if reading.exists() else {}
+                        self._check_paired_info(ann["paired_info"][kind], hw, reading, sample_id)
+                    continue
+                reading = self._path(part, sample_id)
+                if not reading.is_file():
+                    raise DataError(f"missing {part} file", path=reading, sample_id=sample_id)
+                ann.update(getattr(self, f"_read_{part}")(reading, sample_id, hw))
+        except DataError:
+            raise
+        except Exception as exc:  # contained: any failure reading one sample fails that sample only
+            raise DataError(f"cannot read file ({type(exc).__name__}: {str(exc)[:300]})", path=reading,
+                            sample_id=sample_id, cause=type(exc).__name__) from exc
         return Sample(dataset=self.meta.name, id=sample_id, image=image, annotations=ann)
 
     def classes_present(self, sample_id: str, part: str) -> frozenset[int]:
@@ -288,7 +357,7 @@ class Dataset:
 
     # -- readers, one per part ------------------------------------------------------------
     def _read_segmentation(self, path: Path, sid: str, hw: tuple[int, int]) -> dict[str, Any]:
-        seg = _read_gray8(path, sid, "segmentation")
+        seg = _read_gray8(path, sid, "segmentation", hw, self.max_pixels)
         _check_size(seg, hw, path, sid, "segmentation")
         bad = (seg != VOID) & (seg >= len(self.meta.classes))
         if bad.any():
@@ -301,25 +370,35 @@ class Dataset:
 
     def _read_depth(self, path: Path, sid: str, hw: tuple[int, int]) -> dict[str, Any]:
         if path.suffix == ".npy":
+            # shape and dtype from the header, checked against the image before the data is read
             try:
-                arr = np.load(path, allow_pickle=False)
-            except (OSError, ValueError) as exc:
-                raise DataError(f"cannot read depth .npy ({exc})", path=path, sample_id=sid) from exc
-            if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.floating):
-                raise DataError(f"depth .npy must be 2-D float metres, got {arr.dtype} {arr.shape}", path=path, sample_id=sid)
+                header = read_npy_header(path)
+            except ImageError as exc:
+                raise DataError(f"cannot read depth .npy: {str(exc).removeprefix(exc.path + ': ')}", path=path,
+                                sample_id=sid, cause="ImageError") from None
+            if len(header.shape) != 2 or not np.issubdtype(header.dtype, np.floating):
+                raise DataError(f"depth .npy must be 2-D float metres, got {header.dtype} {header.shape}",
+                                path=path, sample_id=sid)
+            if header.shape != hw:
+                raise DataError(f"depth has size {header.shape}, the image {hw}", path=path, sample_id=sid)
+            try:
+                arr = load_npy(path, header)
+            except ImageError as exc:
+                raise DataError(f"cannot read depth .npy: {str(exc).removeprefix(exc.path + ': ')}", path=path,
+                                sample_id=sid, cause="ImageError") from None
             depth = arr.astype(np.float32)
         else:
-            arr = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-            if arr is None or arr.dtype != np.uint16 or arr.ndim != 2:
-                got = "undecodable" if arr is None else f"{arr.dtype} {arr.shape}"
-                raise DataError(f"depth PNG must be single-channel 16-bit millimetres, got {got}", path=path, sample_id=sid)
+            arr = _decode(path, sid, "depth PNG", self.max_pixels, hw)
+            if arr.dtype != np.uint16 or arr.ndim != 2:
+                raise DataError(f"depth PNG must be single-channel 16-bit millimetres, got {arr.dtype} {arr.shape}",
+                                path=path, sample_id=sid)
             depth = arr.astype(np.float32) / np.float32(1000.0)
         _check_size(depth, hw, path, sid, "depth")
         depth[~np.isfinite(depth) | (depth <= 0)] = -1.0
         return {"depth": depth}
 
     def _read_edges(self, path: Path, sid: str, hw: tuple[int, int]) -> dict[str, Any]:
-        edges = _read_gray8(path, sid, "edges")
+        edges = _read_gray8(path, sid, "edges", hw, self.max_pixels)
         _check_size(edges, hw, path, sid, "edges")
         return {"edges": edges != 0}
 
@@ -329,7 +408,7 @@ class Dataset:
         shape_ok = isinstance(pts, list) and all(isinstance(p, list) and len(p) == 3 for p in pts)
         try:
             arr = np.asarray(pts, dtype=np.float64).reshape(-1, 3) if shape_ok else None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             arr = None
         if arr is None:
             raise DataError('keypoints must be {"points": [[x, y, v], ...]} with numbers', path=path, sample_id=sid)
@@ -350,7 +429,7 @@ class Dataset:
         try:
             boxes = np.asarray([b["box"] for b in items], dtype=np.float64).reshape(-1, 4)
             classes = np.asarray([int(b.get("class", 0)) for b in items], dtype=np.int64)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise DataError(f"boxes: bad box or class ({exc})", path=path, sample_id=sid) from exc
         h, w = hw
         ok = (
@@ -377,38 +456,55 @@ class Dataset:
                 raise DataError(f"paired box {box!r} is not inside the image", path=path, sample_id=sid)
 
 
-def load_dataset(root: str | Path) -> Dataset:
-    """Open and validate a dataset directory (meta.json, sample ids, presence of needed files)."""
+def load_dataset(root: str | Path, max_pixels: int | None = None) -> Dataset:
+    """Open a dataset directory: validate ``meta.json`` and list the samples of ``images/``.
+
+    Raises :class:`DataError` only when the dataset as a whole is unusable (no or invalid
+    ``meta.json``, no ``images/``, no image at all). A problem of one file or sample is recorded
+    in :attr:`Dataset.problems` instead: a file name that is not a valid sample id (including
+    names that are not UTF-8) is left out; a sample with two images, or without a file its tasks
+    need, keeps its id and fails when loaded. ``max_pixels``: size cap for every image decoded.
+    """
     root = Path(root)
     meta_path = root / "meta.json"
     if not meta_path.is_file():
         raise DataError("not a dataset directory: meta.json is missing", path=meta_path)
-    try:
-        raw = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"cannot read meta.json ({exc})", path=meta_path) from exc
-    meta = _meta_from_json(raw, meta_path)
+    meta = _meta_from_json(_read_json(meta_path, None), meta_path)
     images_dir = root / "images"
     if not images_dir.is_dir():
         raise DataError("missing images/ directory", path=images_dir)
     files: dict[str, Path] = {}
-    for path in sorted(images_dir.iterdir()):
+    problems: list[DataError] = []
+    duplicates: dict[str, DataError] = {}
+    try:
+        listing = sorted(images_dir.iterdir(), key=lambda p: os.fsencode(p.name))
+    except OSError as exc:
+        raise DataError(f"cannot list images/ ({exc.strerror or exc})", path=images_dir) from None
+    for path in listing:
         if path.suffix.lower() not in IMAGE_SUFFIXES:
             continue
         sid = path.stem
-        if not _NAME.match(sid):
-            raise DataError(f"sample id {sid!r} must match {_NAME.pattern}", path=path, sample_id=sid)
+        if not _NAME.fullmatch(sid):
+            problems.append(DataError(f"file name {display_path(sid)!r} is not a valid sample id "
+                                      f"(must match {_NAME.pattern}); file skipped", path=path))
+            continue
         if sid in files:
-            raise DataError(f"two images share the sample id (also {files[sid].name})", path=path, sample_id=sid)
+            duplicates[sid] = DataError(f"two images share the sample id ({files[sid].name} and {path.name})",
+                                        path=path, sample_id=sid)
+            problems.append(duplicates[sid])
+            continue
         files[sid] = path
     if not files:
-        raise DataError("no images (.png/.jpg/.jpeg) in images/", path=images_dir)
+        raise DataError("no images (.png/.jpg/.jpeg) with a valid sample id in images/", path=images_dir)
     if "object_removal" in meta.tasks:
         kind = meta.pair_kind("object_removal")
         for sid in files:
             side = root / "paired" / str(kind) / f"{sid}.json"
             if not side.is_file():
-                raise DataError('object removal needs a sidecar {"box": [x0, y0, x1, y1]}', path=side, sample_id=sid)
-    dataset = Dataset(root, meta, files)
-    dataset.check_files()
+                problems.append(DataError('object removal needs a sidecar {"box": [x0, y0, x1, y1]}', path=side,
+                                          sample_id=sid))
+    dataset = Dataset(root, meta, files, problems=problems, max_pixels=max_pixels)
+    dataset._broken.update(duplicates)
+    # a missing file fails its sample only for the tasks that read it (load raises then)
+    dataset.problems += dataset.check_files()
     return dataset

@@ -94,19 +94,26 @@ def test_corrupt_image_names_path_and_sample(tiny):
     assert "a1" in str(err.value) and "images/a1.png" in str(err.value)
 
 
-def test_missing_annotation_file_is_reported_on_open(tiny):
+def test_missing_annotation_file_fails_only_its_sample(tiny):
     root, _ = tiny
     (root / "segmentation" / "a2.png").unlink()
-    with pytest.raises(DataError) as err:
-        load_dataset(root)
-    assert err.value.sample_id == "a2" and "segmentation/a2.png" in str(err.value)
+    ds = load_dataset(root)
+    (problem,) = ds.problems
+    assert problem.sample_id == "a2" and "segmentation/a2.png" in str(problem)
+    with pytest.raises(DataError, match="missing segmentation file") as err:
+        ds.load("a2")
+    assert err.value.sample_id == "a2"
+    assert ds.load("a2", parts=("depth",)).annotations["depth"].shape == (9, 13)  # other parts still load
+    assert ds.load("a0").id == "a0" and ds.load("a1").id == "a1"
 
 
 def test_missing_paired_image(tiny):
     root, _ = tiny
     (root / "paired" / "rain" / "a0.png").unlink()
+    ds = load_dataset(root)
+    assert [p.sample_id for p in ds.problems] == ["a0"] and "paired/rain/a0.png" in str(ds.problems[0])
     with pytest.raises(DataError, match="paired/rain/a0.png"):
-        load_dataset(root)
+        ds.load("a0")
 
 
 @pytest.mark.parametrize(

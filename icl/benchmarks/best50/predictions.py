@@ -6,17 +6,25 @@ text under ``response`` (or ``text``), which also needs ``query_image_size`` ``[
 to turn grid coordinates into pixels. Text that holds no well-formed box (or is not a string)
 gives no boxes. ``sample_id`` is optional; when a package is given, a line with a
 ``sample_id`` must name a sample of that package at its K with the same class and boxes.
+
+:func:`load_predictions` keeps the first line of each ``(k, sample_id)`` and reports repeats
+and, against a package, the samples without a prediction (:class:`Coverage`) as data, so a
+report can warn; :func:`read_predictions` is the strict form that refuses repeats.
+:class:`PredictionsLog` is the writer side: resume by appending only (earlier lines are never
+rewritten; a line torn by a kill is cut off, and its sample asked again).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
-from icl.benchmarks.best50._fields import FieldError, get_boxes, get_int, get_size, get_str, json_lines
+from icl.benchmarks.best50._fields import FieldError, get_boxes, get_int, get_size, get_str, json_lines, show
 from icl.benchmarks.best50.package import Package, format_problems
 from icl.benchmarks.best50.parse import parse_boxes
 
@@ -69,15 +77,100 @@ def record_from_line(obj: dict, line: int = 0, package: Optional[Package] = None
     return Record(k=k, cls=cls, gt=gt, pred=pred, sample_id=sample_id, line=line)
 
 
+@dataclass
+class Predictions:
+    """A predictions file read leniently about repeats: ``records`` (the first line of each
+    ``(k, sample_id)``, and every line without a ``sample_id``), ``repeats`` mapping a key to the
+    line numbers of all its lines (first included) when there are several."""
+
+    path: Path
+    records: list[Record]
+    repeats: dict[tuple[int, str], list[int]] = field(default_factory=dict)
+
+    def coverage(self, package: Package, ks: Optional[Iterable[int]] = None) -> "Coverage":
+        """Which samples of ``package`` (at ``ks``, default all) have a prediction."""
+        return coverage(self, package, ks)
+
+
+@dataclass(frozen=True)
+class KCoverage:
+    """Coverage at one K: ``expected`` package samples, ``covered`` with a prediction,
+    ``missing`` ids (package order), ``repeated`` ids with their number of lines."""
+
+    k: int
+    expected: int
+    covered: int
+    missing: tuple[str, ...]
+    repeated: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Per-K coverage of a package by a predictions file; ``unkeyed``: lines without a
+    ``sample_id`` (cannot be matched to samples)."""
+
+    by_k: tuple[KCoverage, ...]
+    unkeyed: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Every sample covered exactly once (no missing, no repeated)."""
+        return all(not c.missing and not c.repeated for c in self.by_k)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"k": {"package", "scored", "missing", "repeated"}, ..., "unkeyed"}`` for results.json."""
+        return {**{str(c.k): {"package": c.expected, "scored": c.covered, "missing": list(c.missing),
+                              "repeated": dict(c.repeated)} for c in self.by_k},
+                "unkeyed": self.unkeyed}
+
+    def warnings(self, shown: int = 5) -> list[str]:
+        """One line per K with missing or repeated samples (the first ``shown`` ids named)."""
+        out = []
+        for c in self.by_k:
+            if c.missing:
+                names = ", ".join(repr(x) for x in c.missing[:shown]) + (" ..." if len(c.missing) > shown else "")
+                out.append(f"k={c.k}: {len(c.missing)} of {c.expected} samples have no prediction ({names})")
+            if c.repeated:
+                names = ", ".join(f"{x!r} x{n}" for x, n in c.repeated[:shown]) + (" ..." if len(c.repeated) > shown else "")
+                out.append(f"k={c.k}: {len(c.repeated)} sample(s) predicted more than once, first line kept ({names})")
+        return out
+
+
+def coverage(predictions: Predictions, package: Package, ks: Optional[Iterable[int]] = None) -> Coverage:
+    """Coverage of ``package`` at ``ks`` (default: every K of the package) by ``predictions``."""
+    keyed = {(r.k, r.sample_id) for r in predictions.records if r.sample_id is not None}
+    by_k = []
+    for k in package.ks if ks is None else sorted(set(ks)):
+        samples = package.samples.get(k, [])
+        missing = tuple(s.sample_id for s in samples if (k, s.sample_id) not in keyed)
+        repeated = tuple((sid, len(lines)) for (rk, sid), lines in predictions.repeats.items() if rk == k)
+        by_k.append(KCoverage(k, len(samples), len(samples) - len(missing), missing, repeated))
+    return Coverage(tuple(by_k), sum(r.sample_id is None for r in predictions.records))
+
+
+def load_predictions(path: str | Path, package: Optional[Package] = None) -> Predictions:
+    """Read a predictions file; raises :class:`PredictionsError` listing each malformed line
+    (``FileNotFoundError`` when there is no file). Repeated samples are data, not errors."""
+    return _read(Path(path), package, strict=False)
+
+
 def read_predictions(path: str | Path, package: Optional[Package] = None) -> list[Record]:
-    """Every record of a predictions file; raises :class:`PredictionsError` listing each bad line."""
-    path = Path(path)
+    """Every record of a predictions file; raises :class:`PredictionsError` listing each bad
+    line, a repeated ``(k, sample_id)`` included."""
+    return _read(Path(path), package, strict=True).records
+
+
+def _read(path: Path, package: Optional[Package], strict: bool) -> Predictions:
     if not path.is_file():
         raise FileNotFoundError(f"predictions file {path} does not exist")
     records: list[Record] = []
     problems: list[str] = []
-    seen: dict[tuple[int, str], int] = {}
-    for line, obj, error in json_lines(path):
+    seen: dict[tuple[int, str], list[int]] = {}
+    try:
+        lines = list(json_lines(path))
+    except OSError as exc:
+        raise PredictionsError(path, [f"cannot be read ({exc.strerror or exc})"]) from None
+    for line, obj, error in lines:
         if error:
             problems.append(f"line {line}: {error}")
             continue
@@ -88,13 +181,78 @@ def read_predictions(path: str | Path, package: Optional[Package] = None) -> lis
             continue
         if rec.sample_id is not None:
             key = (rec.k, rec.sample_id)
-            if key in seen:
-                problems.append(f"line {line}: sample {rec.sample_id!r} at k={rec.k} repeats line {seen[key]}")
+            seen.setdefault(key, []).append(line)
+            if len(seen[key]) > 1:
+                if strict:
+                    problems.append(f"line {line}: sample {show(rec.sample_id)} at k={rec.k} repeats line {seen[key][0]}")
                 continue
-            seen[key] = line
         records.append(rec)
     if problems:
         raise PredictionsError(path, problems)
     if not records:
         raise PredictionsError(path, ["no predictions (the file is empty)"])
-    return records
+    return Predictions(path, records, {key: at for key, at in seen.items() if len(at) > 1})
+
+
+class PredictionsLog:
+    """Append-only predictions file for resumable runs.
+
+    Opening scans the existing file: complete lines are kept as they are (their
+    ``(k, sample_id)`` go to :attr:`done`); bytes after the last newline (a line torn by a
+    kill) are cut off with ``truncate``, so earlier lines are never rewritten. A complete line
+    that is not valid JSON, lacks ``k``/``sample_id``, or names another ``model`` raises
+    ``ValueError`` naming the file and line. :meth:`append` writes whole lines in one write,
+    then flushes and fsyncs: a kill loses at most the lines being written.
+    """
+
+    def __init__(self, path: str | Path, model: str) -> None:
+        self.path = Path(path)
+        self.model = model
+        self.done: set[tuple[int, str]] = set()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a+b")
+        try:
+            self._scan()
+        except BaseException:
+            self._file.close()
+            raise
+
+    def _scan(self) -> None:
+        f = self._file
+        f.seek(0)
+        data = f.read()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            f.truncate(end)  # only the torn tail goes; complete lines stay byte for byte
+        for line, obj, error in json_lines(self.path):
+            if error:
+                raise ValueError(f"{self.path}:{line}: {error}; cannot resume into a damaged predictions file")
+            if obj.get("model") != self.model:
+                raise ValueError(f"{self.path}:{line}: written by model {show(obj.get('model'))}, not "
+                                 f"{self.model!r}; use another output directory")
+            k, sid = obj.get("k"), obj.get("sample_id")
+            if not isinstance(k, int) or isinstance(k, bool) or not isinstance(sid, str):
+                raise ValueError(f"{self.path}:{line}: a predictions line without an integer 'k' and a string "
+                                 f"'sample_id' cannot be resumed")
+            self.done.add((k, sid))
+
+    def append(self, rows: Iterable[dict]) -> None:
+        """Append ``rows`` (each with ``k`` and ``sample_id``; ``model`` is set) as JSON lines."""
+        rows = [dict(r, model=self.model) for r in rows]
+        if not rows:
+            return
+        payload = "".join(json.dumps(r) + "\n" for r in rows).encode("ascii")  # ASCII: any str can be written
+        self._file.seek(0, os.SEEK_END)
+        self._file.write(payload)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self.done.update((r["k"], r["sample_id"]) for r in rows)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "PredictionsLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,23 +1,30 @@
-"""A small synthetic best50 package in exactly the published format (for tests and ``--fast``).
+"""A small synthetic best50 package in the published format (for tests and ``--fast``).
+
+The layout and field types are the package README's: ``inputs/inputs_k{K}.jsonl``,
+``support_images/K{K}/<class>/<support_stem>__K{K}.png``, ``query_images/<class>/<stem>.png``;
+``support_boxes_tokens`` one string of K concatenated token boxes, ``query_gt_boxes_tokens`` a
+list of one token string per GT box. Images are PNG (not the published JPEG) so that the red
+marks are exact, and sizes vary (the published images are all 1024 x 1024) so that grid-to-pixel
+scaling is exercised. ``sample_id`` is ``<class>_<index>`` (the same id at every K).
 
 Each class is a drawn shape. For every class and query index there is one query image (1-3
 instances of the class among 0-3 distractors of other classes) and, for every K, one support
 image with K instances of the class marked by red boxes. Objects sit in distinct cells of a
-32-pixel grid, so they never overlap. Every random choice comes from a generator seeded by the
-SHA-256 of ``"{seed}/best50-synthetic/{class}/{index}/{purpose}"``: the package is identical
-byte for byte for the same arguments.
+32-pixel grid, so they never overlap. Every random choice comes from
+``icl.data.seeds.rng(seed, "best50-synthetic", "*", "<class>/<index>", purpose)``: the package
+is identical byte for byte for the same arguments.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from icl.benchmarks.best50.parse import format_box, pixels_to_grid
+from icl.benchmarks.best50.parse import format_box, format_boxes, pixels_to_grid
+from icl.data.seeds import ANY, rng as seeded_rng
 
 DEFAULT_CLASSES = ("circle", "square", "triangle", "cross", "ring", "diamond", "ellipse", "square_cage")
 KS = (1, 2, 4, 8)
@@ -32,8 +39,7 @@ _RED = (255, 0, 0)
 
 
 def _rng(seed: int, cls: str, index: int, purpose: str) -> np.random.Generator:
-    digest = hashlib.sha256(f"{seed}/best50-synthetic/{cls}/{index}/{purpose}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    return seeded_rng(seed, "best50-synthetic", ANY, f"{cls}/{index}", purpose)
 
 
 def _draw(img: np.ndarray, shape: str, box: tuple[int, int, int, int], colour: tuple[int, int, int]) -> None:
@@ -100,7 +106,8 @@ def _write(path: Path, rgb: np.ndarray) -> None:
 
 def write_package(root: str | Path, n_per_class: int = 4, classes: Sequence[str] = DEFAULT_CLASSES,
                   seed: int = 0, ks: Sequence[int] = KS) -> Path:
-    """Write ``root/inputs/inputs_k{K}.jsonl`` and ``root/images/...``; return ``root``.
+    """Write ``root/inputs/inputs_k{K}.jsonl``, ``root/support_images/...`` and
+    ``root/query_images/...``; return ``root``.
 
     ``n_per_class`` queries per class and K; K up to 8 (support images hold K instances).
     """
@@ -120,7 +127,8 @@ def write_package(root: str | Path, n_per_class: int = 4, classes: Sequence[str]
             shapes = _shapes(rng, cls, int(rng.integers(1, 4)), classes)
             q_img, q_boxes = _scene(rng, shapes, q_size)
             gt = [b for b, s in zip(q_boxes, shapes) if s == cls]
-            _write(root / "images" / "query" / f"{stem}.png", q_img)
+            query_rel = f"query_images/{cls}/{stem}.png"
+            _write(root / query_rel, q_img)
             for k in ks:
                 rng = _rng(seed, cls, i, f"support_k{k}")
                 s_size = (int(rng.integers(6, 9)) * _CELL, int(rng.integers(4, 6)) * _CELL)
@@ -131,14 +139,15 @@ def write_package(root: str | Path, n_per_class: int = 4, classes: Sequence[str]
                     cv2.rectangle(s_img, (max(0, x0 - 2), max(0, y0 - 2)),
                                   (min(s_size[0] - 1, x1 + 1), min(s_size[1] - 1, y1 + 1)), _RED, 1)
                 support_stem = f"{stem}_k{k}"
-                _write(root / "images" / "support" / f"{support_stem}.png", s_img)
+                support_rel = f"support_images/K{k}/{cls}/{support_stem}__K{k}.png"
+                _write(root / support_rel, s_img)
                 record = {
                     "sample_id": stem, "class": cls, "k": k,
                     "prompt": PROMPT_TEMPLATE.replace("{k}", str(k)), "prompt_template": PROMPT_TEMPLATE,
-                    "support_image": f"images/support/{support_stem}.png", "support_image_size": list(s_size),
+                    "support_image": support_rel, "support_image_size": list(s_size),
                     "support_boxes_pixel": [list(b) for b in marked],
-                    "support_boxes_tokens": [format_box(g) for g in pixels_to_grid(marked, s_size)],
-                    "query_image": f"images/query/{stem}.png", "query_image_size": list(q_size),
+                    "support_boxes_tokens": format_boxes(pixels_to_grid(marked, s_size)),
+                    "query_image": query_rel, "query_image_size": list(q_size),
                     "query_gt_boxes_pixel": [list(b) for b in gt],
                     "query_gt_boxes_tokens": [format_box(g) for g in pixels_to_grid(gt, q_size)],
                     "support_stem": support_stem,

@@ -51,11 +51,11 @@ def test_image_size_from_headers_matches_opencv(tmp_path, ext, hw):
     assert image_size(path) == (img.shape[1], img.shape[0])
 
 
-def test_image_size_falls_back_to_opencv_and_rejects_non_images(tmp_path):
+def test_image_size_of_other_formats_and_non_images(tmp_path):
     cv2.imwrite(str(tmp_path / "x.bmp"), np.zeros((5, 9, 3), np.uint8))
     assert image_size(tmp_path / "x.bmp") == (9, 5)
     (tmp_path / "bad.png").write_bytes(b"not an image at all")
-    with pytest.raises(ValueError, match="not a readable image"):
+    with pytest.raises(ValueError, match="bad.png: unknown image format"):
         image_size(tmp_path / "bad.png")
 
 
@@ -75,12 +75,13 @@ def _mutated(tmp_path, package_dir, k, index, change):
 
 
 @pytest.mark.parametrize("k, change, message", [
-    (1, lambda o: o.pop("support_stem"), "missing field 'support_stem'"),
+    (1, lambda o: o.pop("sample_id"), "missing field 'sample_id'"),
+    (1, lambda o: o.update({"class": ""}), "field 'class': expected a non-empty string"),
     (1, lambda o: o.pop("prompt"), "missing field 'prompt'"),
     (2, lambda o: o.update(k=4), "field 'k': expected 2"),
     (2, lambda o: o.update(k="2"), "field 'k'"),
-    (1, lambda o: o.update(query_image="images/query/nope.png"), "field 'query_image': 'images/query/nope.png' does not exist"),
-    (1, lambda o: o.update(support_image="/etc/hostname"), "package-relative"),
+    (1, lambda o: o.update(query_image="query_images/nope.png"), "field 'query_image': 'query_images/nope.png' does not exist"),
+    (1, lambda o: o.update(support_image="/etc/hostname"), "leads outside the package"),
     (1, lambda o: o.update(query_image_size=[o["query_image_size"][1], o["query_image_size"][0]]),
      "field 'query_image_size': says"),
     (1, lambda o: o.update(query_image_size=[10]), "field 'query_image_size': expected \\[width, height\\]"),
@@ -89,11 +90,6 @@ def _mutated(tmp_path, package_dir, k, index, change):
     (1, lambda o: o["query_gt_boxes_pixel"][0].__setitem__(2, o["query_gt_boxes_pixel"][0][0]),
      "expected x1 > x0"),
     (1, lambda o: o["query_gt_boxes_pixel"][0].__setitem__(1, "3"), "four finite numbers"),
-    (1, lambda o: o["query_gt_boxes_tokens"].pop(), "field 'query_gt_boxes_tokens': expected"),
-    (1, lambda o: o.update(query_gt_boxes_tokens=["<bbox_start><x1><y2><x3><y4><bbox_end>"] * len(o["query_gt_boxes_tokens"])),
-     "does not match pixel box"),
-    (1, lambda o: o["support_boxes_tokens"].__setitem__(0, "<x1><y2>"), "field 'support_boxes_tokens': box 0"),
-    (1, lambda o: o["support_boxes_tokens"].__setitem__(0, [0, 0, 2000, 10]), "C <= 1024"),
     (1, "{not json", "not valid JSON"),
     (1, "[1, 2]", "expected a JSON object"),
 ])
@@ -104,12 +100,54 @@ def test_invalid_lines_name_file_line_and_field(tmp_path, package_dir, k, change
     assert info.value.problems[0].startswith(f"inputs/inputs_k{k}.jsonl:3: ")
 
 
-def test_tokens_as_integer_lists_are_accepted(tmp_path, package_dir):
+@pytest.mark.parametrize("field, change, warning", [
+    ("query_gt_boxes_tokens", lambda o: o["query_gt_boxes_tokens"].append(o["query_gt_boxes_tokens"][0]),
+     "field 'query_gt_boxes_tokens': holds 2 box(es), the pixel boxes 1"),
+    ("query_gt_boxes_tokens", lambda o: o.update(query_gt_boxes_tokens=["<bbox_start><x1><y2><x3><y4><bbox_end>"]),
+     "does not match pixel box"),
+    ("query_gt_boxes_tokens", lambda o: o.pop("query_gt_boxes_tokens"), "missing field 'query_gt_boxes_tokens'"),
+    ("support_boxes_tokens", lambda o: o.update(support_boxes_tokens="<x1><y2>"),
+     "field 'support_boxes_tokens': holds 0 box(es), the pixel boxes 1"),
+    ("support_boxes_tokens", lambda o: o.update(support_boxes_tokens=7), "expected a string, got int"),
+    ("support_boxes_tokens", lambda o: o.update(support_boxes_tokens="<bbox_start><x0><y0><x2000><y10><bbox_end>"),
+     "off the 0-1024 grid"),
+    ("support_stem", lambda o: o.pop("support_stem"), "missing field 'support_stem'"),
+    ("prompt_template", lambda o: o.update(prompt_template=None), "field 'prompt_template': expected a string"),
+])
+def test_token_and_descriptive_fields_only_warn(tmp_path, package_dir, field, change, warning):
+    root = _mutated(tmp_path, package_dir, 1, 2, change)
+    pkg = load_package(root)
+    (line,) = [w for w in pkg.warnings if w.startswith("inputs/inputs_k1.jsonl:3: ")]
+    assert warning in line
+    sample = pkg.samples[1][2]
+    clean = load_package(package_dir).samples[1][2]
+    # token boxes fall back to the pixel boxes' grid boxes, so they equal the clean package's
+    assert sample.query_gt_boxes_tokens == clean.query_gt_boxes_tokens
+    assert sample.support_boxes_tokens == clean.support_boxes_tokens
+    assert len(pkg.samples[1]) == len(load_package(package_dir).samples[1])
+
+
+def test_unknown_fields_warn_once_per_file(tmp_path, package_dir):
+    root = tmp_path / "pkg"
+    shutil.copytree(package_dir, root)
+    path = root / "inputs" / "inputs_k2.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    for r in rows[1:]:
+        r["annotator"] = "x"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pkg = load_package(root)
+    assert pkg.warnings == [f"inputs/inputs_k2.jsonl:2: unknown field 'annotator' (on {len(rows) - 1} line(s); ignored)"]
+
+
+def test_published_list_and_integer_token_forms_are_read(tmp_path, package_dir):
     from icl.benchmarks.best50.parse import parse_grid_boxes
 
-    root = _mutated(tmp_path, package_dir, 1, 0,
-                    lambda o: o.update(query_gt_boxes_tokens=[list(parse_grid_boxes(t)[0]) for t in o["query_gt_boxes_tokens"]]))
-    load_package(root)
+    def to_lists(o):
+        o["query_gt_boxes_tokens"] = [list(parse_grid_boxes(t)[0]) for t in o["query_gt_boxes_tokens"]]
+
+    pkg = load_package(_mutated(tmp_path, package_dir, 1, 0, to_lists))
+    assert not [w for w in pkg.warnings if ":1: " in w]
+    assert pkg.samples[1][0].query_gt_boxes_tokens == load_package(package_dir).samples[1][0].query_gt_boxes_tokens
 
 
 def test_duplicate_ids_and_every_problem_listed(tmp_path, package_dir):

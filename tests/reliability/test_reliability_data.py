@@ -1,0 +1,215 @@
+"""Hostile dataset files fail only their own sample, with file, sample and cause recorded; every
+other sample loads exactly as from a clean copy of the dataset."""
+
+import json
+import os
+import sqlite3
+import struct
+import zlib
+
+import cv2
+import numpy as np
+import pytest
+
+from icl.data.dataset import DataError, DatasetMeta, load_dataset
+from icl.data.images import DEFAULT_MAX_PIXELS, ImageError, decode_image, read_header, read_npy_header
+from icl.data.seeds import rng as seeded_rng
+from icl.data.writer import DatasetWriter
+
+META = DatasetMeta(name="hostile", version="1", tasks=("segmentation", "depth", "keypoints", "detection"),
+                   classes=("background", "thing"), depth_range=(0.0, 10.0))
+IDS = [f"s{i}" for i in range(5)]
+
+
+def _write(root):
+    gen = seeded_rng(0, "hostile", "*", "*", "write")
+    writer = DatasetWriter(root, META)
+    for sid in IDS:
+        h, w = 8, 11
+        writer.add(sid, image=gen.integers(0, 256, (h, w, 3), dtype=np.uint8),
+                   segmentation=gen.integers(0, 2, (h, w)).astype(np.uint8),
+                   depth=gen.uniform(1, 9, (h, w)).astype(np.float32),
+                   keypoints=np.array([[1.0, 2.0, 2]]), boxes=np.array([[0.0, 0.0, 4.0, 3.0]]), box_classes=np.array([1]))
+    return root
+
+
+@pytest.fixture
+def clean(tmp_path):
+    return load_dataset(_write(tmp_path / "clean"))
+
+
+@pytest.fixture
+def hostile(tmp_path):
+    return _write(tmp_path / "hostile")
+
+
+def _png_header_only(width, height):
+    """A PNG signature and a valid IHDR claiming ``width x height``, and nothing else."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = struct.pack(">I", len(ihdr)) + b"IHDR" + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
+    return b"\x89PNG\r\n\x1a\n" + chunk
+
+
+def _assert_rest_equal(ds, clean, failed, parts=None):
+    """``failed`` fails with a DataError naming it; every other sample equals the clean load."""
+    for sid in IDS:
+        if sid == failed:
+            with pytest.raises(DataError) as info:
+                ds.load(sid, parts=parts)
+            assert info.value.sample_id == sid
+            json.dumps({"path": info.value.path, "message": str(info.value)})  # storable as UTF-8
+            continue
+        got, want = ds.load(sid, parts=parts), clean.load(sid, parts=parts)
+        np.testing.assert_array_equal(got.image, want.image)
+        assert got.annotations.keys() == want.annotations.keys()
+        for key in want.annotations:
+            np.testing.assert_array_equal(got.annotations[key], want.annotations[key])
+    return info.value
+
+
+def test_header_only_png_claiming_100000_squared_fails_before_decoding(hostile, clean):
+    (hostile / "images" / "s1.png").write_bytes(_png_header_only(100_000, 100_000))
+    err = _assert_rest_equal(load_dataset(hostile), clean, "s1")
+    assert "100000x100000" in str(err) and f"{DEFAULT_MAX_PIXELS:,}" in str(err) and err.cause == "ImageError"
+    assert err.path.endswith("images/s1.png")
+
+
+def test_6000_squared_image_under_a_lowered_cap(hostile, clean, monkeypatch):
+    big = np.zeros((6000, 6000, 3), np.uint8)
+    cv2.imwrite(str(hostile / "images" / "s2.png"), big, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+    err = _assert_rest_equal(load_dataset(hostile, max_pixels=10_000_000), clean, "s2")
+    assert "36,000,000 pixels, over the limit of 10,000,000" in str(err)
+    monkeypatch.setenv("ICL_MAX_IMAGE_PIXELS", "1000000")
+    with pytest.raises(ImageError, match="over the limit of 1,000,000"):
+        decode_image(hostile / "images" / "s2.png")
+    monkeypatch.setenv("ICL_MAX_IMAGE_PIXELS", "lots")
+    with pytest.raises(ValueError, match="ICL_MAX_IMAGE_PIXELS"):
+        decode_image(hostile / "images" / "s2.png")
+
+
+@pytest.mark.parametrize("ext, cut", [("jpg", 0.5), ("jpg", 0.97), ("png", 0.5), ("png", 0.99)])
+def test_truncated_images_are_data_failures(hostile, clean, ext, cut):
+    src = hostile / "images" / "s3.png"
+    img = cv2.imread(str(src))
+    src.unlink()
+    path = hostile / "images" / f"s3.{ext}"
+    big = cv2.resize(img, (160, 120), interpolation=cv2.INTER_NEAREST)  # enough bytes to cut
+    cv2.imwrite(str(path), big)
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * cut)])
+    if ext == "jpg":
+        # OpenCV alone decodes a cut JPEG into an image (libjpeg only warns): the failure OpenCV misses
+        assert cv2.imread(str(path)) is not None
+    err = _assert_rest_equal(load_dataset(hostile), clean, "s3", parts=())
+    assert "truncated" in str(err)
+
+
+def test_annotation_sizes_are_checked_from_headers_before_decoding(hostile, clean):
+    # a depth .npy whose header claims 100000 x 100000 float64 (80 GB) but holds 8 bytes of data
+    header = {"descr": "<f8", "fortran_order": False, "shape": (100_000, 100_000)}
+    buf = bytearray(b"\x93NUMPY\x01\x00")
+    text = repr(header).encode() + b" " * (117 - len(repr(header))) + b"\n"
+    buf += struct.pack("<H", len(text)) + text + b"\x00" * 8
+    (hostile / "depth" / "s0.npy").write_bytes(bytes(buf))
+    with pytest.raises(ImageError, match="truncated .npy: shape \\(100000, 100000\\) float64 needs 80000000000"):
+        read_npy_header(hostile / "depth" / "s0.npy")
+    err = _assert_rest_equal(load_dataset(hostile), clean, "s0")
+    assert "truncated .npy" in str(err)
+    # a well-formed .npy of another size than the image: refused from its header
+    np.save(hostile / "depth" / "s0.npy", np.zeros((3, 4), np.float32))
+    err = _assert_rest_equal(load_dataset(hostile), clean, "s0")
+    assert "depth has size (3, 4), the image (8, 11)" in str(err)
+    # a segmentation PNG whose header says another size than the image: refused from the header
+    (hostile / "depth" / "s0.npy").write_bytes((clean.root / "depth" / "s0.npy").read_bytes())
+    (hostile / "segmentation" / "s4.png").write_bytes(_png_header_only(50_000, 50_000))
+    err = _assert_rest_equal(load_dataset(hostile), clean, "s4")
+    assert "segmentation PNG has size (50000, 50000), the image (8, 11)" in str(err)
+
+
+@pytest.mark.parametrize("payload, message", [
+    (b"\x93NUMPY\x01\x00\x10\x00{'descr': 1}    \n", "bad .npy header"),
+    (b"not numpy at all", "bad .npy header"),
+    (b"\x93NUMPY\x01\x00\xff\xff" + b"{" * 65535, "bad .npy header"),
+])
+def test_bad_npy_headers_are_clear_per_file_errors(hostile, clean, payload, message):
+    (hostile / "depth" / "s2.npy").write_bytes(payload)
+    err = _assert_rest_equal(load_dataset(hostile), clean, "s2")
+    assert message in str(err) and err.path.endswith("depth/s2.npy")
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"points": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+    ('{"points": [[1, 2, ' + "9" * 5000 + "]]}", "cannot read JSON"),
+    ('{"points": [[1e999, 2, 2]]}', "finite"),
+    ('{"points": [[' + "9" * 4000 + ', 2, 2]]}', "points"),
+    (b"\xff\xfe{}".decode("latin-1"), "cannot read JSON"),
+])
+def test_hostile_json_fails_its_sample_only(hostile, clean, text, message):
+    (hostile / "keypoints" / "s1.json").write_text(text, encoding="latin-1")
+    err = _assert_rest_equal(load_dataset(hostile), clean, "s1")
+    assert message in str(err)
+
+
+def test_hostile_meta_json_is_a_clear_dataset_error(hostile):
+    (hostile / "meta.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(DataError, match="nested too deeply") as info:
+        load_dataset(hostile)
+    assert info.value.path.endswith("meta.json")
+
+
+def test_missing_annotation_file_fails_only_its_sample(hostile, clean):
+    (hostile / "boxes" / "s3.json").unlink()
+    ds = load_dataset(hostile)
+    assert [(p.sample_id, p.path.endswith("boxes/s3.json")) for p in ds.problems] == [("s3", True)]
+    _assert_rest_equal(ds, clean, "s3")
+    # the sample still serves tasks that do not read the missing file
+    np.testing.assert_array_equal(ds.load("s3", parts=("depth",)).annotations["depth"],
+                                  clean.load("s3", parts=("depth",)).annotations["depth"])
+
+
+def test_non_utf8_file_name_is_recorded_safely(hostile, clean, tmp_path):
+    raw = os.path.join(os.fsencode(hostile / "images"), b"caf\xe9.png")
+    with open(raw, "wb") as f:
+        f.write((hostile / "images" / "s0.png").read_bytes())
+    ds = load_dataset(hostile)
+    assert ds.ids() == IDS
+    (problem,) = ds.problems
+    assert problem.sample_id is None and problem.path.endswith("images/caf\\xe9.png")
+    assert "is not a valid sample id" in str(problem)
+    with sqlite3.connect(tmp_path / "failures.sqlite") as db:  # storable as it is
+        db.execute("create table f (path text, message text)")
+        db.execute("insert into f values (?, ?)", (problem.path, str(problem)))
+    for sid in IDS:
+        np.testing.assert_array_equal(ds.load(sid).image, clean.load(sid).image)
+
+
+def test_duplicate_id_fails_that_sample_only(hostile, clean):
+    cv2.imwrite(str(hostile / "images" / "s4.jpg"), np.zeros((8, 11, 3), np.uint8))
+    ds = load_dataset(hostile)
+    err = _assert_rest_equal(ds, clean, "s4")
+    assert "two images share the sample id" in str(err)
+
+
+@pytest.mark.parametrize("ext", ["png", "jpg", "bmp", "gif", "webp", "tiff"])
+def test_headers_of_every_format_match_opencv(tmp_path, ext):
+    img = seeded_rng(0, "hostile", "*", ext, "header").integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    path = tmp_path / f"x.{ext}"
+    if not cv2.imwrite(str(path), img):
+        pytest.skip(f"this OpenCV build cannot write {ext}")
+    header = read_header(path)
+    decoded = decode_image(path)
+    assert (header.width, header.height) == (53, 37) == (decoded.shape[1], decoded.shape[0])
+    (tmp_path / "x.pgm").write_bytes(b"P5\n53 37\n255\n" + bytes(53 * 37))
+    with pytest.raises(ImageError, match="unknown image format"):
+        read_header(tmp_path / "x.pgm")
+
+
+def test_data_errors_survive_pickling_with_their_fields(hostile):
+    import pickle
+
+    (hostile / "images" / "s1.png").write_bytes(_png_header_only(100_000, 100_000))
+    with pytest.raises(DataError) as info:
+        load_dataset(hostile).load("s1")
+    again = pickle.loads(pickle.dumps(info.value))
+    assert (str(again), again.path, again.sample_id, again.cause) == (
+        str(info.value), info.value.path, "s1", "ImageError")
