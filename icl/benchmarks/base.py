@@ -58,8 +58,11 @@ class Option:
 
 
 def comma_list(text: str) -> tuple[str, ...]:
-    """``"a,b, c"`` -> ``("a", "b", "c")``."""
-    return tuple(p.strip() for p in text.split(",") if p.strip())
+    """``"a,b, c"`` -> ``("a", "b", "c")``; a list naming nothing is an error."""
+    out = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not out:
+        raise ValueError(f"expected a comma-separated list of names, got {text!r}")
+    return out
 
 
 def int_list(text: str) -> tuple[int, ...]:

@@ -46,7 +46,7 @@ def as_output(image: Any, precision: str) -> Any:
     import torch
 
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
-    t = image if isinstance(image, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(image))
+    t = image if isinstance(image, torch.Tensor) else torch.from_numpy(np.array(image))  # the request's own is read-only
     return t.to(dtype) / 255
 
 

@@ -183,10 +183,15 @@ def _split(argv: list[str]) -> tuple[Optional[str], list[str]]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point; returns the exit status."""
+    from icl.run.atomic import OutputWriteError
+    from icl.run.guard import sigterm_as_interrupt
+    from icl.run.lock import LockError
+
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _main(argv)
-    except ConfigError as exc:
+        with sigterm_as_interrupt():  # SIGTERM stops like Ctrl-C: finished batches are kept
+            return _main(argv)
+    except (ConfigError, LockError, OutputWriteError) as exc:
         print(f"icl.run: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -244,17 +249,20 @@ def _fast_all(rest: list[str], names: list[str]) -> int:
     from icl.run.runner import run
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    lines, worst = [], 0
-    for name in names:
+    configs = []
+    for name in names:  # every setting checked before anything runs
         cls = get_benchmark(name)
-        parser = common_parser(f"python -m icl.run {name}")
-        add_benchmark_options(parser, cls)
+        parser = common_parser("python -m icl.run --fast")
         args, unknown = parser.parse_known_args(rest)
         if unknown:
-            raise ConfigError(f"--fast for every benchmark takes only common options; {unknown[0]!r} is not one")
+            raise ConfigError(f"--fast without a benchmark takes only the common options; {unknown[0]!r} is not one "
+                              f"(give the benchmark: python -m icl.run --fast BENCHMARK {' '.join(unknown)})")
         config = build_config(name, args, cls, ["--fast", *rest])
         if args.out is not None:
             config.out = args.out / config.run_name
+        configs.append(config)
+    lines, worst = [], 0
+    for name, config in zip(names, configs):
         print(f"== {name} ==")
         outcome = run(config)
         worst = max(worst, outcome.exit_code)

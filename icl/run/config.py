@@ -101,9 +101,8 @@ def apply_model_args(specs: Sequence[ModelSpec], pairs: Sequence[str]) -> list[M
 def closest(name: str, known: Sequence[str]) -> str:
     """`` (did you mean 'x'?)`` when a known name is close, else the known names."""
     near = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)
-    if near:
-        return f" (did you mean {' or '.join(repr(n) for n in near)}?)"
-    return f"; known: {', '.join(known)}" if known else ""
+    hint = f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
+    return hint + (f"; known: {', '.join(known)}" if known else "")
 
 
 @dataclass

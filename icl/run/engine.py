@@ -27,36 +27,30 @@ from icl.models.requests import AnalogyRequest, content_hash
 from icl.run import responses as R
 from icl.run.compute import ComputeMeter
 from icl.run.device import ScorePipeline, tensor_requests
+from icl.run.guard import ItemOutcome, ModelGuard
 from icl.run.models import RunModel
 from icl.store import Failure, Response, Score, ScoreKey, Store
 
 MAX_STEPS = 4  # answers per item (the first and its follow-ups)
+DEFAULT_TIMEOUT_S = 3600.0  # per model call (a batch); the ``timeout`` model argument changes it
 
 
-def call_batch(adapter: Any, requests: list[Any], timeout: Optional[float] = None) -> list[Any]:
-    """``adapter.predict(requests)``, one result per request (the output, or the exception
-    that request raised): a batch that raises is retried item by item so that only the failing
-    items fail; an adapter may also put an exception instance in a request's slot."""
-    try:
-        out = adapter.predict(requests)
-        results = out if getattr(out, "ndim", 0) == 4 else list(out)
-        if len(results) != len(requests):
-            raise ValueError(f"returned {len(results)} answers for a batch of {len(requests)} requests")
-        return list(results)
-    except Exception as exc:
-        if len(requests) == 1:
-            return [exc]
-    results = []
-    for r in requests:
-        try:
-            one = adapter.predict([r])
-            one = one if getattr(one, "ndim", 0) == 4 else list(one)
-            if len(one) != 1:
-                raise ValueError(f"returned {len(one)} answers for one request")
-            results.append(one[0])
-        except Exception as exc:
-            results.append(exc)
-    return results
+class ModelFailure(Exception):
+    """A request the guarded model call did not answer: ``reason`` error|timeout|overflow."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.icl_reason = reason
+
+
+def _result(outcome: ItemOutcome) -> Any:
+    """A guarded outcome as the value or the exception the engine records."""
+    if outcome.ok:
+        return outcome.value
+    if outcome.status == "timeout":
+        return ModelFailure("timeout", outcome.message or "timed out")
+    reason = "overflow" if outcome.error_type == "ContextOverflowError" else "error"
+    return ModelFailure(reason, f"{outcome.error_type}: {outcome.message}")
 
 
 def short_trace(exc: BaseException) -> str:
@@ -100,6 +94,7 @@ class Engine:
         self.run_id, self.meter, self.device, self.eval_device = run_id, meter, device, eval_device
         self.progress = progress
         self.stats = ExecStats()
+        self._guards: dict[str, ModelGuard] = {}
         # scoring (and PNG encoding) overlaps the next batch on the device path, and on the host
         # for benchmarks whose scorer may run beside request()
         self.pipeline = ScorePipeline(eval_device, overlap and (eval_device is not None or
@@ -137,6 +132,8 @@ class Engine:
                 self.pipeline.drain()
         finally:
             self.pipeline.close()  # batches scored before an interruption are still committed
+            for g in self._guards.values():
+                g.close()
         return self.stats
 
     # -- one batch ---------------------------------------------------------------------------
@@ -255,12 +252,18 @@ class Engine:
             err.icl_reason = "load"  # type: ignore[attr-defined]
             return [(err, 0.0)] * len(reqs)
         sent = reqs
-        if self.eval_device is not None and model.adapter.accepts_tensors and all(
-                isinstance(r, AnalogyRequest) for r in reqs):
+        tensors = self.eval_device is not None and model.adapter.accepts_tensors and all(
+            isinstance(r, AnalogyRequest) for r in reqs)
+        if tensors:
             sent = tensor_requests(reqs, self.eval_device)  # each image crosses once
+        guard = self._guards.get(model.model_id)
+        if guard is None:  # read-only input copies, per-item retries, a timeout (icl.run.guard)
+            guard = self._guards[model.model_id] = ModelGuard(
+                model.adapter.predict, timeout_s=model.timeout or DEFAULT_TIMEOUT_S, name=model.label,
+                copy_inputs=not tensors)
         self.stats.model_calls += 1
         with self.meter.measure(model.label, "model", len(reqs)) as timing:
-            results = call_batch(model.adapter, sent, timeout=model.timeout)
+            results = [_result(o) for o in guard(sent)]
         per = timing.elapsed / max(len(reqs), 1)
         for key, r in zip(keys, results):
             if isinstance(r, BaseException):

@@ -1,33 +1,21 @@
 """The common files every run writes: one CSV per summary table, results.json, report.md and
-plots/. Each file is written to a temporary name beside it and renamed, so a killed run never
-leaves a truncated file behind."""
+plots/. Each file is written to a unique temporary name beside it and renamed
+(:mod:`icl.run.atomic`), so a killed run never leaves a truncated file behind."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from icl.benchmarks.base import Benchmark
 from icl.report.tables import csv_text, jsonable
+from icl.run.atomic import write_text
 from icl.run.meta import git_revision, package_versions
 from icl.store import Failure
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a unique temporary file and a rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def provenance() -> dict[str, Any]:

@@ -25,7 +25,9 @@ from icl.run.config import ModelSpec, RunConfig, closest, parse_models
 from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
 from icl.run.errors import ConfigError
+from icl.run.atomic import OutputWriteError
 from icl.run.files import write_outputs
+from icl.run.lock import FolderLock
 from icl.run.models import RunModel, make_model, resolve_device
 from icl.store import Failure, Score, ScoreKey, Store
 
@@ -62,9 +64,11 @@ def open_benchmark(config: RunConfig) -> Benchmark:
     options.update(config.options)
     options.pop("fast", None)
     try:
-        return cls({**options, "fast": config.fast, "data_root": config.data_root})
+        bench = cls({**options, "fast": config.fast, "data_root": config.data_root})
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    config.options = dict(bench.config)  # every effective setting goes into results.json
+    return bench
 
 
 def _plan(bench: Benchmark) -> list[Item]:
@@ -106,7 +110,16 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     device = resolve_device(config.device)
     models, judge = _models(config, bench, device)
     out = config.out_dir
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputWriteError(out, exc) from None
+    with FolderLock(out, config.command):
+        return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr)
+
+
+def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
+                judge: Optional[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO) -> Outcome:
     artifacts = bench.write_artifacts(out)
     t_plan = time.perf_counter()
     where = eval_device(device, config.evaluate)
@@ -127,17 +140,18 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
         outcome = finish(config, bench, items, [(m.label, m.model_id) for m in models], engine.judge_id, store,
                          run_id, stats, artifacts, dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan),
                          identities={m.model_id: m.identity for m in models},
-                         judge=None if judge is None else judge.identity, device=device)
-    outcome.timings.update(total_s=time.perf_counter() - t0)
+                         judge=None if judge is None else judge.identity, device=device, t0=t0)
     print_summary(bench, outcome, stdout, stderr)
     return outcome
 
 
 def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
            judge_id: str, store: Store, run_id: str, stats: ExecStats, artifacts: Mapping[str, str],
-           timings: dict[str, float], identities: Mapping[str, Any], judge: Any, device: str) -> Outcome:
-    """Read the planned scores back, summarise, write the common files."""
-    t0 = time.perf_counter()
+           timings: dict[str, float], identities: Mapping[str, Any], judge: Any, device: str,
+           t0: Optional[float] = None) -> Outcome:
+    """Read the planned scores back, summarise, write the common files (``t0``: when the run
+    started, for the total in results.json)."""
+    t_report = time.perf_counter()
     rows, failed, missing = [], 0, 0
     for label, model_id in models:
         keys = [ScoreKey(bench.name, bench.protocol, it.key, model_id, judge_id, bench.scorer_version) for it in items]
@@ -152,6 +166,9 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
                          "reason": s.reason, **dict(it.group), **s.metrics})
     tables = bench.summarise(rows)
     failures = store.failures(run_id)
+    timings["summarise_s"] = time.perf_counter() - t_report
+    if t0 is not None:
+        timings["total_s"] = time.perf_counter() - t0  # up to the files, which follow
     compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
 
     def answers(item_key: str) -> dict[str, Any]:
@@ -169,7 +186,7 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
         benchmark=bench.name, protocol=bench.protocol, scorer_version=bench.scorer_version, run_id=run_id,
         config=config.resolved(), command=config.command, device=device,
         models={label: dict(model_id=mid, identity=identities.get(mid)) for label, mid in models},
-        judge=judge, plan=dict(items=len(items), sha256=hashlib.sha256("\n".join(it.key for it in items).encode())
+        judge=judge, judge_id=judge_id or None, plan=dict(items=len(items), sha256=hashlib.sha256("\n".join(it.key for it in items).encode())
                                .hexdigest()),
         artifacts=dict(artifacts), fingerprints=bench.fingerprints(),
         counts=dict(planned=len(items) * len(models), computed=stats.computed, skipped=stats.skipped,
@@ -178,7 +195,7 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
         timings=timings, compute=compute,
     )
     write_outputs(config.out_dir, bench, tables, meta, failures, answers, plots=config.plots)
-    timings["report_s"] = time.perf_counter() - t0
+    timings["report_s"] = time.perf_counter() - t_report
     return Outcome(config.out_dir, run_id, stats, tables, rows, failures, failed, missing, timings)
 
 
@@ -196,8 +213,9 @@ def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) 
         print(f"FAILED: {o.failed_items} items failed, {data} data failures, {len(o.failures) - data} other failure "
               f"events in this run (grouped by stage and model):", file=stderr)
         groups: dict[tuple, list[str]] = {}
-        for f in o.failures:
-            groups.setdefault((f.stage, f.model or "-", f.item if f.stage == "data" else None), []).append(f.message)
+        for f in o.failures:  # data failures one per file or item, the others by stage and model
+            groups.setdefault((f.stage, f.model or "-", (f.path or f.item or f.message) if f.stage == "data" else None),
+                              []).append(f.message)
         for (stage, model, _), messages in list(groups.items())[:MAX_FAILURES_SHOWN]:
             count = f"{len(messages)} x, first: " if len(messages) > 1 else ""
             print(f"  [{stage}] model {model}: {count}{messages[0]}", file=stderr)
@@ -221,12 +239,13 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     bench = open_benchmark(config)
     items = _plan(bench)
     models = [(label, m["model_id"]) for label, m in meta["models"].items()]
-    judge_id = ""
-    if meta.get("judge"):
-        judge_id = hashlib.sha256(json.dumps(meta["judge"], sort_keys=True).encode()).hexdigest()[:20]
+    judge_id = meta.get("judge_id") or ""
     stats = ExecStats()
-    with Store(config.store_path) as store:
+    with FolderLock(config.out_dir, ["python", "-m", "icl.run", "rescore", str(run_dir)]), \
+            Store(config.store_path) as store:
         run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol, rescore=str(run_dir)))
+        store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
+                            for where_, msg, path in bench.data_failures()])
         for label, model_id in models:
             links = store.links([it.key for it in items], model_id)
             judge_links = store.links([f"{it.key}|{model_id}" for it in items], judge_id) if judge_id else {}
@@ -260,7 +279,6 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
         outcome = finish(config, bench, items, models, judge_id, store, run_id, stats,
                          bench.write_artifacts(config.out_dir), meta_timings,
                          identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
-                         judge=meta.get("judge"), device=meta.get("device", "cpu"))
-    outcome.timings["rescore_s"] = time.perf_counter() - t0
+                         judge=meta.get("judge"), device=meta.get("device", "cpu"), t0=t0)
     print_summary(bench, outcome, stdout, stderr)
     return outcome

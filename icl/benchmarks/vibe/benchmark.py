@@ -210,8 +210,12 @@ class Vibe(Benchmark):
         tables = rank_models([a for a in aggs if a.model in ranked], specs, ranked)
         # the terminal and report tables show every model; only the ranked ones get ranks
         shown = rank_models(aggs, specs, order)
-        for full, part in zip(shown, tables):
-            full.metric_ranks, full.task_ranks, full.overall = part.metric_ranks, part.task_ranks, part.overall
+        by_shots = {t.shots: t for t in tables}
+        for full in shown:
+            part = by_shots.get(full.shots)
+            full.metric_ranks = part.metric_ranks if part else {t: {} for t in full.tasks}
+            full.task_ranks = part.task_ranks if part else {}
+            full.overall = part.overall if part else {}
         self._aggs, self._tables, self._shown, self._order = aggs, tables, shown, order
         return {"results": [{c: getattr(a, c) for c in RESULT_COLUMNS} for a in aggs],
                 "ranks": [{c: r[c] for c in RANK_COLUMNS} for r in rank_rows(tables)],
