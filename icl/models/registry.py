@@ -29,6 +29,7 @@ _BUILTIN: dict[str, str] = {
     "oracle": "icl.models.builtin:Oracle",
     "copy-target": "icl.models.builtin:CopyTarget",
     "identity": "icl.models.builtin:Identity",
+    "image-analogies": "icl.models.vicl.image_analogies:ImageAnalogies",
 }
 _registered: dict[str, Target] = {}
 
