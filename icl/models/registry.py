@@ -30,6 +30,10 @@ _BUILTIN: dict[str, str] = {
     "copy-target": "icl.models.builtin:CopyTarget",
     "identity": "icl.models.builtin:Identity",
     "image-analogies": "icl.models.vicl.image_analogies:ImageAnalogies",
+    "painter": "icl.models.vicl.painter:Painter",
+    "mae-vqgan": "icl.models.vicl.mae_vqgan:MAEVQGAN",
+    "lvm": "icl.models.vicl.lvm:LVM",
+    "delvm": "icl.models.vicl.lvm:DeLVM",
 }
 _registered: dict[str, Target] = {}
 
