@@ -1,10 +1,10 @@
 // PatchMatch nearest-neighbour field (Barnes et al. 2009) in a deterministic, parallel form.
 //
 // The algorithm is defined in icl/ops/patch_match.py (the torch reference implements the same
-// steps); in short, per iteration: jump-flood propagation passes with steps 8, 4, 2, 1 (each a
-// Jacobi pass over a snapshot of the field, candidates from the 4 neighbours at that step in
-// the fixed order left, right, up, down), then a random search around each pixel's match with
-// halving radii. Random offsets come from a counter-based hash of (seed, stream, pixel), so
+// steps); in short, per iteration: propagation passes (jump flooding with steps 8, 4, 2, 1 in
+// the first iteration, step 1 afterwards; each a Jacobi pass over a snapshot of the field,
+// candidates from the 4 neighbours at that step in the fixed order left, right, up, down), then
+// a random search around each pixel's match with halving radii. Random offsets come from a counter-based hash of (seed, stream, pixel), so
 // the result does not depend on the thread count. Candidates replace the current match only
 // when strictly better; random-search candidates pay the coherence factor (1 + kappa).
 //
@@ -39,7 +39,10 @@ inline int64_t uniform(uint32_t u, int64_t lo, int64_t hi) {
   return lo + static_cast<int64_t>(u % static_cast<uint32_t>(hi - lo + 1));
 }
 
-constexpr int kSteps[4] = {8, 4, 2, 1};
+constexpr int kFirstSteps[4] = {8, 4, 2, 1};
+constexpr int kLaterSteps[1] = {1};
+// Below this many target pixels a thread team costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 14;
 constexpr int kNeighbours[4][2] = {{0, -1}, {0, 1}, {-1, 0}, {1, 0}};  // (dy, dx): left, right, up, down
 
 template <typename T>
@@ -125,7 +128,7 @@ py::tuple patch_match_impl(icl::carray<T> source, icl::carray<T> target, icl::ca
     std::vector<int32_t> prev(2 * n);
     bool exceeded = false;
 
-#pragma omp parallel for schedule(static) firstprivate(exceeded)
+#pragma omp parallel for schedule(static) firstprivate(exceeded) if (n >= kParallelMin)
     for (int64_t p = 0; p < n; ++p) {
       const int64_t y = p / Wt, x = p % Wt;
       int64_t sy, sx;
@@ -143,10 +146,14 @@ py::tuple patch_match_impl(icl::carray<T> source, icl::carray<T> target, icl::ca
       eff[p] = static_cast<double>(d);
     }
 
+    const bool parallel = n >= kParallelMin;
     for (int64_t it = 0; it < iterations; ++it) {
-      for (int step : kSteps) {
+      const int* steps = it == 0 ? kFirstSteps : kLaterSteps;
+      const int nsteps = it == 0 ? 4 : 1;
+      for (int si = 0; si < nsteps; ++si) {
+        const int step = steps[si];
         std::copy(nnf, nnf + 2 * n, prev.begin());
-#pragma omp parallel for schedule(static) firstprivate(exceeded)
+#pragma omp parallel for schedule(static) firstprivate(exceeded) if (parallel)
         for (int64_t p = 0; p < n; ++p) {
           const int64_t y = p / Wt, x = p % Wt;
           for (const auto& nb : kNeighbours) {
@@ -167,7 +174,7 @@ py::tuple patch_match_impl(icl::carray<T> source, icl::carray<T> target, icl::ca
         }
       }
       const int64_t radius0 = std::max(Hs, Ws);
-#pragma omp parallel for schedule(static) firstprivate(exceeded)
+#pragma omp parallel for schedule(static) firstprivate(exceeded) if (parallel)
       for (int64_t p = 0; p < n; ++p) {
         const int64_t y = p / Wt, x = p % Wt;
         int64_t i = 0;

@@ -3,8 +3,8 @@
 The search is a deterministic, parallel form of PatchMatch, identical on every backend:
 
 1. Start: ``init`` when given, else a uniform random source position per target pixel.
-2. Each iteration: four jump-flood propagation passes with steps 8, 4, 2, 1. A pass reads a
-   snapshot of the field; each target pixel ``p`` tries, in the order left, right, up, down,
+2. Each iteration: propagation passes, four in the first iteration (jump flooding with steps
+   8, 4, 2, 1), one with step 1 afterwards. A pass reads a snapshot of the field; each target pixel ``p`` tries, in the order left, right, up, down,
    its neighbour ``q = p + s * n`` (for the unit offset ``n``) and the candidate
    ``field[q] - s * n`` (skipped outside either image or when equal to ``p``'s match).
 3. Then a random search: radii ``max(Hs, Ws)``, halved (integer division) down to 1; at radius
@@ -32,7 +32,8 @@ from icl.ops._tensor import as_tensor, restore
 
 _OP = op("patch_match")
 
-STEPS = (8, 4, 2, 1)
+FIRST_STEPS = (8, 4, 2, 1)
+LATER_STEPS = (1,)
 NEIGHBOURS = ((0, -1), (0, 1), (-1, 0), (1, 0))  # (dy, dx): left, right, up, down
 _M32 = 0xFFFFFFFF
 
@@ -120,7 +121,7 @@ def _reference(source: torch.Tensor, target: torch.Tensor, init: Optional[torch.
         dist[rows], eff[rows] = d, cost
 
     for it in range(iterations):
-        for step in STEPS:
+        for step in FIRST_STEPS if it == 0 else LATER_STEPS:
             snap_y, snap_x = my.clone(), mx.clone()
             for dy, dx in NEIGHBOURS:
                 qy, qx = py + dy * step, px + dx * step

@@ -9,6 +9,15 @@ from icl.ops import patch_match
 from icl.ops._dispatch import backend_status
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The reference's many small torch ops: a thread team only adds wake-ups on a loaded CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def padded_patches(img: np.ndarray, p: int) -> np.ndarray:
     """Every p x p patch (edges replicated) as rows [H * W, p * p * C], in int64/float64."""
     r = p // 2
