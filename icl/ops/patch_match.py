@@ -148,7 +148,7 @@ def _cpu(source: torch.Tensor, target: torch.Tensor, init: Optional[torch.Tensor
     from icl import _C
 
     has_init = init is not None
-    init_np = init.numpy() if has_init else np.zeros((1, 1, 1), np.int32)
+    init_np = init.numpy() if init is not None else np.zeros((1, 1, 1), np.int32)
     nnf, dist = _C.patch_match(source.contiguous().numpy(), target.contiguous().numpy(), init_np, has_init,
                                patch, iterations, kappa, seed)
     return torch.from_numpy(nnf), torch.from_numpy(dist)

@@ -14,7 +14,7 @@ the official two res blocks per level that is every attention level, as here.)
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -110,7 +110,7 @@ class _Level(nn.Module):
     """One resolution: ``block`` (res blocks), ``attn`` (attention after each, at attention
     resolutions) and an optional ``downsample``/``upsample``."""
 
-    def __init__(self, blocks: list[nn.Module], attns: list[nn.Module]):
+    def __init__(self, blocks: Sequence[nn.Module], attns: Sequence[nn.Module]):
         super().__init__()
         self.block = nn.ModuleList(blocks)
         self.attn = nn.ModuleList(attns)
@@ -145,7 +145,8 @@ class Encoder(nn.Module):
         block_in = cfg.ch
         for i, mult in enumerate(cfg.ch_mult):
             block_in, block_out = cfg.ch * in_mult[i], cfg.ch * mult
-            blocks, attns = [], []
+            blocks: list[nn.Module] = []
+            attns: list[nn.Module] = []
             for _ in range(cfg.num_res_blocks):
                 blocks.append(ResnetBlock(block_in, block_out, g))
                 block_in = block_out
@@ -164,8 +165,9 @@ class Encoder(nn.Module):
         h = self.conv_in(x)
         for level in self.down:
             h = level.run(h)
-            if hasattr(level, "downsample"):
-                h = level.downsample(h)
+            down = getattr(level, "downsample", None)
+            if isinstance(down, nn.Module):
+                h = down(h)
         h = self.mid(h)
         return self.conv_out(F.silu(self.norm_out(h)))
 
@@ -181,7 +183,8 @@ class Decoder(nn.Module):
         levels: list[_Level] = []
         for i in reversed(range(len(cfg.ch_mult))):
             block_out = cfg.ch * cfg.ch_mult[i]
-            blocks, attns = [], []
+            blocks = []
+            attns = []
             for _ in range(cfg.num_res_blocks + 1):
                 blocks.append(ResnetBlock(block_in, block_out, g))
                 block_in = block_out
@@ -200,8 +203,9 @@ class Decoder(nn.Module):
         h = self.mid(self.conv_in(z))
         for i in reversed(range(len(self.up))):
             h = self.up[i].run(h)
-            if hasattr(self.up[i], "upsample"):
-                h = self.up[i].upsample(h)
+            up = getattr(self.up[i], "upsample", None)
+            if isinstance(up, nn.Module):
+                h = up(h)
         return self.conv_out(F.silu(self.norm_out(h)))
 
 

@@ -103,7 +103,7 @@ class ImageAnalogies(Adapter):
 
     def analogy(self, req: AnalogyRequest) -> np.ndarray:
         """B' for one request: uint8 ``[h, w, 3]`` at the working size."""
-        from icl.ops import patch_match
+        from icl.ops.patch_match import patch_match
 
         check_analogy(req, self.name)
         size = self.working_size(req.query.shape)

@@ -57,9 +57,10 @@ class MAEVQGANConfig:
         bad = sorted(set(overrides) - names)
         if bad:
             raise ValueError(f"mae-vqgan: unknown config fields {bad}; known: {sorted(names)}")
-        kw = dict(overrides)
+        kw: dict[str, Any] = dict(overrides)
         if "vqgan" in kw and isinstance(kw["vqgan"], dict):
-            kw["vqgan"] = VQGANConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in kw["vqgan"].items()})
+            vq: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in kw["vqgan"].items()}
+            kw["vqgan"] = VQGANConfig(**vq)
         cfg = cls(**kw)
         grid = cfg.img_size // cfg.patch_size
         if cfg.img_size % cfg.patch_size or grid % 2 or cfg.vqgan.factor != cfg.patch_size:

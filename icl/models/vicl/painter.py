@@ -58,7 +58,7 @@ class PainterConfig:
         bad = sorted(set(overrides) - names)
         if bad:
             raise ValueError(f"painter: unknown config fields {bad}; known: {sorted(names)}")
-        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
+        kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
         cfg = cls(**kw)
         idx = cfg.feature_indices
         if len(idx) != 4 or max(idx) >= cfg.depth or min(idx) < cfg.merge_index:
