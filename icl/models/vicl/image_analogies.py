@@ -3,9 +3,9 @@
 B' is synthesised coarse to fine over Gaussian pyramids. At each level a nearest-neighbour
 field from B's patches to A's patches (:func:`icl.ops.patch_match`, with Hertzmann's coherence
 ``kappa``) picks, for every pixel of B', the A' pixel at its match. The search features are
-the input images (A against B) concatenated with the outputs (A' against the current B',
-weighted by ``output_weight``): the first search of the coarsest level sees only the inputs,
-later searches also keep B' coherent with A'. The field found at one level, upsampled, starts
+the input images (A against B) and, below the coarsest level, the outputs of the coarser level
+enlarged to this one (A' against the B' synthesised there, weighted by ``output_weight``), as
+Hertzmann's coarse-level neighbourhood term. The field found at one level, upsampled, starts
 the search at the next. Every B' pixel is copied from A' (never averaged), so label-like
 outputs (segmentation colours, edge maps) keep the context's exact colours.
 """
@@ -21,7 +21,7 @@ from icl.data.seeds import ANY, derive_seed
 from icl.models.base import Adapter
 from icl.models.builtin import as_output
 from icl.models.requests import AnalogyRequest
-from icl.models.vicl.canvas import check_analogy, host_image, resize_area, resize_nearest
+from icl.models.vicl.canvas import check_analogy, host_image, resize_area, resize_bilinear, resize_nearest
 
 
 def pyramid(image: np.ndarray, levels: int, nearest: bool) -> list[np.ndarray]:
@@ -118,21 +118,21 @@ class ImageAnalogies(Adapter):
         for level in range(n_levels - 1, -1, -1):
             fa = pa[level].astype(np.float32) / 255
             fb = pb[level].astype(np.float32) / 255
-            fa_out = pa_out[level].astype(np.float32) * (self.output_weight / 255)
+            src, tgt = fa, fb
             if nnf is not None:
+                # output features: A' and B' of the coarser level, enlarged (Hertzmann's l-1 term;
+                # this level's own B' would only vote for itself)
+                w = self.output_weight / 255
+                fa_out = resize_bilinear(pa_out[level + 1], fa.shape[:2]).astype(np.float32) * w
+                fb_out = resize_bilinear(b_out, fb.shape[:2]).astype(np.float32) * w
+                src, tgt = np.concatenate([fa, fa_out], -1), np.concatenate([fb, fb_out], -1)
                 nnf = upsample_field(nnf, fb.shape[:2], fa.shape[:2])
-                b_out = gather(pa_out[level], nnf)
             kappa = self.kappa * 2.0 ** (-level)
             for step in range(self.searches):
                 seed = derive_seed(req.seed, req.dataset, ANY, req.query_id, f"image-analogies/{level}/{step}")
-                if nnf is None:
-                    src, tgt = fa, fb
-                else:
-                    fb_out = b_out.astype(np.float32) * (self.output_weight / 255)
-                    src, tgt = np.concatenate([fa, fa_out], -1), np.concatenate([fb, fb_out], -1)
                 nnf, _ = patch_match(src, tgt, patch_size=self.patch_size, iterations=self.iterations,
                                      init=nnf, kappa=kappa, seed=seed)
-                b_out = gather(pa_out[level], nnf)
+            b_out = gather(pa_out[level], nnf)
         return np.ascontiguousarray(b_out)
 
     def predict(self, requests: Sequence[AnalogyRequest]) -> list[Any]:
