@@ -99,3 +99,17 @@ def test_missing_and_wrong_weights(tmp_path, monkeypatch):
 def test_bad_config():
     with pytest.raises(ValueError, match="unknown config fields"):
         Painter(config={"depht": 3})
+
+
+def test_sha256_sidecar_is_checked(tmp_path):
+    path = painter_checkpoint(tmp_path)
+    (tmp_path / "painter_vit_large.pth.sha256").write_text("0" * 64 + "  painter_vit_large.pth\n")
+    with pytest.raises(WeightsError, match="does not match"):
+        Painter(weights=str(tmp_path), config=PAINTER).load("cpu")
+    import hashlib
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    (tmp_path / "painter_vit_large.pth.sha256").write_text(digest + "  painter_vit_large.pth\n")
+    model = Painter(weights=str(tmp_path), config=PAINTER)  # a folder holding the official name
+    model.load("cpu")
+    assert model.weight_files() == (path,)
