@@ -54,7 +54,8 @@ def to_device_tensor(images: Sequence[np.ndarray], device: torch.device, dtype: 
 class TorchAdapter(Adapter):
     """Base of the neural adapters. Model arguments shared by all: ``weights`` (a file or
     folder; default ``$ICL_WEIGHTS_DIR/<name>/<official file>``), ``dtype`` (fp32/fp16/bf16;
-    overrides ``precision``), ``compile`` (wrap the network in ``torch.compile``), ``config``
+    overrides ``precision``), ``compile`` (wrap the network in ``torch.compile``: true for
+inductor, or a backend name), ``config``
     (architecture override as JSON, for small test models; default the official one).
 
     Subclasses implement :meth:`build` (network with weights, on the host) and
@@ -64,8 +65,8 @@ class TorchAdapter(Adapter):
 
     accepts_tensors = True
 
-    def __init__(self, weights: Optional[str] = None, dtype: Optional[str] = None, compile: bool = False,
-                 config: Union[None, str, Mapping[str, Any]] = None):
+    def __init__(self, weights: Optional[str] = None, dtype: Optional[str] = None,
+                 compile: Union[bool, str] = False, config: Union[None, str, Mapping[str, Any]] = None):
         if dtype is not None:
             key = _DTYPE_ALIASES.get(str(dtype), str(dtype))
             if key not in PRECISIONS:
@@ -74,7 +75,9 @@ class TorchAdapter(Adapter):
         else:
             self.dtype_arg = None
         self.weights = weights
-        self.compile = bool(compile)
+        if isinstance(compile, str) and compile.lower() in ("true", "false", "0", "1", ""):
+            compile = compile.lower() in ("true", "1")
+        self.compile: Union[bool, str] = compile
         self.config_overrides = parse_config(config, self.name)
         self.net: Any = None
         self.device = "cpu"
@@ -92,7 +95,11 @@ class TorchAdapter(Adapter):
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"{self.name}: device {device!r} requested but CUDA is not available")
         net = self.build().to(device=dev, dtype=self.torch_dtype).eval()
-        self.net = torch.compile(net) if self.compile else net
+        if self.compile:
+            backend = self.compile if isinstance(self.compile, str) else "inductor"
+            self.net = torch.compile(net, backend=backend)
+        else:
+            self.net = net
         self.device = str(dev)
 
     def group_key(self, req: AnalogyRequest) -> Hashable:

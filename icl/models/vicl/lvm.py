@@ -16,7 +16,7 @@ one KV cache (all sentences then have the same length: no padding).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Hashable, Optional, Sequence
+from typing import Hashable, Optional, Sequence, Union
 
 import cv2
 import numpy as np
@@ -99,7 +99,7 @@ class LVM(TorchAdapter):
     shots_policy = "all K pairs as one visual sentence (c_in, c_out, ..., query), then 256 generated tokens"
 
     def __init__(self, weights: Optional[str] = None, vqgan_weights: Optional[str] = None,
-                 dtype: Optional[str] = None, compile: bool = False, do_sample: bool = False,
+                 dtype: Optional[str] = None, compile: Union[bool, str] = False, do_sample: bool = False,
                  temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0):
         super().__init__(weights, dtype, compile, None)
         if temperature <= 0 or not 0 < top_p <= 1 or top_k < 0:

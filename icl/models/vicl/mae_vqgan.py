@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -129,7 +129,7 @@ class MAEVQGAN(TorchAdapter):
     shots_policy = "first context pair only (2x2 canvas: c_in | c_out / query | masked)"
 
     def __init__(self, weights: Optional[str] = None, vqgan_weights: Optional[str] = None,
-                 dtype: Optional[str] = None, compile: bool = False, config: Any = None):
+                 dtype: Optional[str] = None, compile: Union[bool, str] = False, config: Any = None):
         super().__init__(weights, dtype, compile, config)
         self.vqgan_weights = vqgan_weights
         self.cfg = MAEVQGANConfig.from_overrides(self.config_overrides)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import cv2
 import numpy as np
@@ -158,7 +158,7 @@ class Painter(TorchAdapter):
     batch_size = 8
     shots_policy = "first context pair only (one prompt pair on the 896x448 canvas)"
 
-    def __init__(self, weights: Optional[str] = None, dtype: Optional[str] = None, compile: bool = False,
+    def __init__(self, weights: Optional[str] = None, dtype: Optional[str] = None, compile: Union[bool, str] = False,
                  config: Any = None):
         super().__init__(weights, dtype, compile, config)
         self.cfg = PainterConfig.from_overrides(self.config_overrides)

@@ -113,3 +113,16 @@ def test_sha256_sidecar_is_checked(tmp_path):
     model = Painter(weights=str(tmp_path), config=PAINTER)  # a folder holding the official name
     model.load("cpu")
     assert model.weight_files() == (path,)
+
+
+def test_compile_flag_wraps_the_network(ckpt):
+    # the "eager" backend runs the TorchDynamo path without inductor's (minutes-long on CPU) codegen
+    ref = Painter(weights=str(ckpt), config=PAINTER)
+    ref.load("cpu")
+    model = Painter(weights=str(ckpt), config=PAINTER, compile="eager")
+    model.load("cpu")
+    assert type(model.net).__name__ == "OptimizedModule"
+    reqs = four_requests(4)[:2]
+    for a, b in zip(model.predict(reqs), ref.predict(reqs)):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    assert Painter(config=PAINTER, compile="true").compile is True
