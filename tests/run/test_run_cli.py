@@ -98,7 +98,9 @@ def test_list(capsys, tmp_path):
     assert main(["--list", "--data-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("tasks:    segmentation, edges") and "flip" in out[0]
-    assert "scenes-a" in out[1] and out[2] == "models:   copy-target, identity, oracle"
+    assert "scenes-a" in out[1] and out[2].startswith("models:   ")
+    names = out[2][len("models:   "):].split(", ")
+    assert names == sorted(names) and {"copy-target", "identity", "oracle", "image-analogies"} <= set(names)
 
 
 def test_interrupt_keeps_store_and_says_how_to_resume(monkeypatch, capsys, tmp_path):
