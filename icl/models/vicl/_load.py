@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any, Optional
@@ -10,6 +11,10 @@ import torch
 from torch import nn
 
 from icl.models.weights import WeightsError
+
+# Plain data containers the official training scripts pickle beside the weights (MAE's and
+# Painter's misc.save_model stores the argparse Namespace under "args"); no code runs on load.
+SAFE_GLOBALS = [argparse.Namespace]
 
 
 def read_state_dict(path: Path, key: Optional[str] = None) -> dict[str, torch.Tensor]:
@@ -22,7 +27,8 @@ def read_state_dict(path: Path, key: Optional[str] = None) -> dict[str, torch.Te
 
             state: Any = load_file(str(path), device="cpu")
         else:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            with torch.serialization.safe_globals(SAFE_GLOBALS):
+                state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # pickles with code, truncated files, wrong formats
         raise WeightsError(f"{path}: cannot read the checkpoint with safetensors or torch.load(weights_only=True) "
                            f"({type(exc).__name__}: {exc}); if it pickles objects, re-save its state dict "

@@ -3,6 +3,7 @@ model's official checkpoint format (the tests then load them through the adapter
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -43,7 +44,8 @@ def mae_checkpoint(folder: Path, seed: int = 0, with_vae: bool = True) -> Path:
         torch.save({"state_dict": {**vae, "loss.discriminator.main.0.weight": torch.zeros(2)}}, folder / "last.ckpt")
         state = {k: v for k, v in state.items() if not k.startswith("vae.")}
     path = folder / "checkpoint-1000.pth"
-    torch.save({"model": state, "epoch": 1000}, path)
+    # as MAE's misc.save_model writes it: the training arguments ride along as a Namespace
+    torch.save({"model": state, "epoch": 1000, "args": argparse.Namespace(model="mae_vit_large_patch16")}, path)
     return path
 
 

@@ -126,3 +126,10 @@ def test_compile_flag_wraps_the_network(ckpt):
     for a, b in zip(model.predict(reqs), ref.predict(reqs)):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
     assert Painter(config=PAINTER, compile="true").compile is True
+
+
+def test_pickled_code_is_refused(tmp_path):
+    path = tmp_path / "painter_vit_large.pth"
+    torch.save({"model": {}, "hook": Painter}, path)  # a class reference: not plain data
+    with pytest.raises(WeightsError, match="weights_only=True"):
+        Painter(weights=str(path), config=PAINTER).load("cpu")
