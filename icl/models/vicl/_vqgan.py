@@ -13,7 +13,7 @@ the official two res blocks per level that is every attention level, as here.)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -43,9 +43,6 @@ class VQGANConfig:
     def factor(self) -> int:
         """Downsampling factor (16 for the f16 models)."""
         return 2 ** (len(self.ch_mult) - 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _norm(channels: int, groups: int) -> nn.GroupNorm:

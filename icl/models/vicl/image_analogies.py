@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import cv2
 import numpy as np
 
 from icl.data.seeds import ANY, derive_seed

@@ -17,7 +17,7 @@ nearest neighbour, as the official demo does.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
@@ -206,7 +206,3 @@ class Painter(TorchAdapter):
             out.append(F.interpolate(img[None], size=(h, w), mode="nearest")[0].permute(1, 2, 0))
         return out
 
-
-def painter_config_dict(cfg: PainterConfig) -> dict[str, Any]:
-    """A config as a JSON-ready dict (the ``config`` model argument)."""
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()}
