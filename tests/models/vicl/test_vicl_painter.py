@@ -133,3 +133,14 @@ def test_pickled_code_is_refused(tmp_path):
     torch.save({"model": {}, "hook": Painter}, path)  # a class reference: not plain data
     with pytest.raises(WeightsError, match="weights_only=True"):
         Painter(weights=str(path), config=PAINTER).load("cpu")
+
+
+def test_tensor_requests_answer_like_numpy(ckpt):
+    model = Painter(weights=str(ckpt), config=PAINTER)
+    model.load("cpu")
+    reqs = four_requests(5)[:2]
+    as_tensors = [AnalogyRequest(r.task, r.dataset, r.query_id, [torch.from_numpy(x) for x in r.context_inputs],
+                                 [torch.from_numpy(x) for x in r.context_outputs], torch.from_numpy(r.query),
+                                 r.target_size, device="cpu") for r in reqs]
+    for a, b in zip(model.predict(as_tensors), model.predict(reqs)):
+        assert torch.equal(a, b)
