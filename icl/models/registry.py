@@ -33,6 +33,11 @@ _BUILTIN: dict[str, str] = {
     "frequent-answer": "icl.models.icl_baselines:FrequentAnswer",
     "hf-vlm": "icl.models.vlm.hf:HFVisionLanguage",
     "openai": "icl.models.vlm.openai:OpenAIChat",
+    "image-analogies": "icl.models.vicl.image_analogies:ImageAnalogies",
+    "painter": "icl.models.vicl.painter:Painter",
+    "mae-vqgan": "icl.models.vicl.mae_vqgan:MAEVQGAN",
+    "lvm": "icl.models.vicl.lvm:LVM",
+    "delvm": "icl.models.vicl.lvm:DeLVM",
 }
 _registered: dict[str, Target] = {}
 

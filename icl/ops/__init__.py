@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "lpips": "lpips",
     "match_points": "match_points",
     "nearest_palette": "palette",
+    "patch_match": "patch_match",
     "psnr": "psnr",
     "redness": "redness",
     "ssim": "ssim",

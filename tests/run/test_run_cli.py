@@ -155,7 +155,8 @@ def test_list(capsys, tmp_path):
     shown = {k: v.strip() for k, _, v in (ln.partition(":") for ln in lines if not ln.startswith(" "))}
     assert shown["tasks"].startswith("segmentation, edges") and "flip" in shown["tasks"]
     assert "scenes-a" in shown["datasets"] and lines[-1].startswith("models:")
-    assert {"copy-target", "identity", "oracle"} <= set(shown["models"].split(", "))
+    names = shown["models"].split(", ")
+    assert names == sorted(names) and {"copy-target", "identity", "oracle", "image-analogies"} <= set(names)
 
 
 def test_interrupt_keeps_store_and_says_how_to_resume(monkeypatch, capsys, tmp_path):

@@ -1,0 +1,72 @@
+"""Reading official checkpoints: safetensors or ``torch.load(weights_only=True)``, never pickled code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+from icl.models.weights import WeightsError
+
+# Plain data containers the official training scripts pickle beside the weights (MAE's and
+# Painter's misc.save_model stores the argparse Namespace under "args"); no code runs on load.
+SAFE_GLOBALS = [argparse.Namespace]
+
+
+def read_state_dict(path: Path, key: Optional[str] = None) -> dict[str, torch.Tensor]:
+    """The tensors of a checkpoint file. ``.safetensors`` files are read with safetensors;
+    anything else with ``torch.load(weights_only=True)``, then ``checkpoint[key]`` when the file
+    holds a dict with that key (``"model"`` for MAE/Painter, ``"state_dict"`` for Lightning)."""
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            state: Any = load_file(str(path), device="cpu")
+        else:
+            with torch.serialization.safe_globals(SAFE_GLOBALS):
+                state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # pickles with code, truncated files, wrong formats
+        raise WeightsError(f"{path}: cannot read the checkpoint with safetensors or torch.load(weights_only=True) "
+                           f"({type(exc).__name__}: {exc}); if it pickles objects, re-save its state dict "
+                           f"with safetensors") from exc
+    if key is not None and isinstance(state, dict) and key in state and isinstance(state[key], dict):
+        state = state[key]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise WeightsError(f"{path}: expected a state dict of tensors{f' (or a dict with {key!r})' if key else ''}")
+    return state
+
+
+def load_module(module: nn.Module, state: dict[str, torch.Tensor], path: Path, what: str,
+                ignore: tuple[str, ...] = ()) -> None:
+    """Load ``state`` into ``module`` strictly (keys starting with an ``ignore`` prefix are
+    dropped); a mismatch raises :class:`WeightsError` naming the file and the first keys."""
+    state = {k: v for k, v in state.items() if not k.startswith(ignore)} if ignore else state
+    own = module.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    wrong = [f"{k} {tuple(state[k].shape)} != {tuple(v.shape)}" for k, v in own.items()
+             if k in state and tuple(state[k].shape) != tuple(v.shape)]
+    if missing or unexpected or wrong:
+        parts = []
+        for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)):
+            if keys:
+                parts.append(f"{len(keys)} {label} ({', '.join(keys[:4])}{', ...' if len(keys) > 4 else ''})")
+        raise WeightsError(f"{path}: not a {what} checkpoint for this configuration: " + "; ".join(parts))
+    module.load_state_dict(state, strict=True)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A ``config.json`` as a dict, with a clear error when it is missing or malformed."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise WeightsError(f"{path}: missing (the folder must hold the model's config.json)") from None
+    except (OSError, ValueError) as exc:
+        raise WeightsError(f"{path}: cannot read JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise WeightsError(f"{path}: expected a JSON object")
+    return data

@@ -1,0 +1,124 @@
+"""What every neural visual in-context adapter shares: precision, device, optional
+``torch.compile``, weight lookup, and batched prediction over groups of same-shape requests."""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any, Hashable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from icl.models.base import PRECISIONS, Adapter
+from icl.models.requests import AnalogyRequest
+from icl.models.vicl.canvas import check_analogy, group_by
+
+TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+_DTYPE_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def parse_config(config: Union[None, str, Mapping[str, Any]], model: str) -> dict[str, Any]:
+    """A model-architecture override: None (the official configuration), a mapping, a JSON
+    object string, or the path of a JSON file."""
+    if config is None:
+        return {}
+    if isinstance(config, Mapping):
+        return dict(config)
+    text = str(config).strip()
+    if not text.startswith("{"):
+        path = Path(text).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"{model}: config {config!r} is neither a JSON object nor a readable file ({exc})") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{model}: config is not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{model}: config must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def to_device_tensor(images: Sequence[np.ndarray], device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """uint8 ``[H, W, 3]`` arrays of one size -> float ``[B, 3, H, W]`` in [0, 1] on ``device``."""
+    batch = torch.from_numpy(np.stack(images)).to(device)
+    return batch.permute(0, 3, 1, 2).to(dtype) / 255
+
+
+class TorchAdapter(Adapter):
+    """Base of the neural adapters. Model arguments shared by all: ``weights`` (a file or
+    folder; default ``$ICL_WEIGHTS_DIR/<name>/<official file>``), ``dtype`` (fp32/fp16/bf16;
+    overrides ``precision``), ``compile`` (wrap the network in ``torch.compile``: true for
+inductor, or a backend name), ``config``
+    (architecture override as JSON, for small test models; default the official one).
+
+    Subclasses implement :meth:`build` (network with weights, on the host) and
+    :meth:`run_group` (one batch of requests sharing :meth:`group_key`). Outputs are float32
+    ``[h, w, 3]`` tensors in [0, 1] on the model's device.
+    """
+
+    accepts_tensors = True
+
+    def __init__(self, weights: Optional[str] = None, dtype: Optional[str] = None,
+                 compile: Union[bool, str] = False, config: Union[None, str, Mapping[str, Any]] = None):
+        if dtype is not None:
+            key = _DTYPE_ALIASES.get(str(dtype), str(dtype))
+            if key not in PRECISIONS:
+                raise ValueError(f"{self.name}: dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
+            self.dtype_arg: Optional[str] = key
+        else:
+            self.dtype_arg = None
+        self.weights = weights
+        if isinstance(compile, str) and compile.lower() in ("true", "false", "0", "1", ""):
+            compile = compile.lower() in ("true", "1")
+        self.compile: Union[bool, str] = compile
+        self.config_overrides = parse_config(config, self.name)
+        self.net: Any = None
+        self.device = "cpu"
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return TORCH_DTYPES[self.dtype_arg or self.precision]
+
+    @abstractmethod
+    def build(self) -> torch.nn.Module:
+        """The network with its weights loaded, on the host in float32."""
+
+    def load(self, device: str) -> None:
+        dev = torch.device(device)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(f"{self.name}: device {device!r} requested but CUDA is not available")
+        net = self.build().to(device=dev, dtype=self.torch_dtype).eval()
+        if self.compile:
+            backend = self.compile if isinstance(self.compile, str) else "inductor"
+            self.net = torch.compile(net, backend=backend)
+        else:
+            self.net = net
+        self.device = str(dev)
+
+    def group_key(self, req: AnalogyRequest) -> Hashable:
+        """Requests with equal keys are stacked into one batch (default: all together)."""
+        return ()
+
+    @abstractmethod
+    def run_group(self, requests: Sequence[AnalogyRequest]) -> list[torch.Tensor]:
+        """Answers of one group, in order: float ``[h, w, 3]`` tensors in [0, 1]."""
+
+    def predict(self, requests: Sequence[AnalogyRequest]) -> list[Any]:
+        if self.net is None:
+            raise RuntimeError(f"{self.name}: call load(device) before predict")
+        for req in requests:
+            check_analogy(req, self.name)
+        out: list[Any] = [None] * len(requests)
+        with torch.inference_mode():
+            for _, idx in group_by(requests, self.group_key).items():
+                answers = self.run_group([requests[i] for i in idx])
+                for i, a in zip(idx, answers):
+                    out[i] = a.float().clamp(0, 1)
+        return out

@@ -1,0 +1,73 @@
+"""Shared pieces of the visual in-context adapters: request checks, resizing, canvases and
+grouping of requests by size (so same-size canvases are stacked into one batch)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable, Hashable, Sequence
+
+import cv2
+import numpy as np
+
+from icl.models.requests import AnalogyRequest
+
+
+def host_image(image: Any) -> np.ndarray:
+    """A request image as a uint8 ``[H, W, 3]`` numpy array (torch tensors are copied to the host)."""
+    if hasattr(image, "detach"):
+        image = image.detach().cpu().numpy()
+    return np.ascontiguousarray(image)
+
+
+def _check_image(image: Any, what: str, model: str, req: AnalogyRequest) -> None:
+    shape = tuple(getattr(image, "shape", ()))
+    dtype = str(getattr(image, "dtype", type(image).__name__))
+    if len(shape) != 3 or shape[2] != 3 or shape[0] < 1 or shape[1] < 1 or "uint8" not in dtype:
+        raise ValueError(f"{model}: {what} of request {req.task}/{req.dataset}/{req.query_id} must be a uint8 "
+                         f"[H, W, 3] image, got {dtype} of shape {shape}")
+
+
+def check_analogy(req: AnalogyRequest, model: str) -> None:
+    """Raise ``ValueError`` naming the request when it has no context or an image is malformed."""
+    if not isinstance(req, AnalogyRequest):
+        raise TypeError(f"{model}: expected an AnalogyRequest, got {type(req).__name__}")
+    if req.shots < 1 or len(req.context_outputs) != req.shots:
+        raise ValueError(f"{model}: request {req.task}/{req.dataset}/{req.query_id} needs at least one context "
+                         f"pair, got {len(req.context_inputs)} inputs and {len(req.context_outputs)} outputs")
+    _check_image(req.query, "the query", model, req)
+    for k, (x, y) in enumerate(zip(req.context_inputs, req.context_outputs)):
+        _check_image(x, f"context input {k}", model, req)
+        _check_image(y, f"context output {k}", model, req)
+
+
+def resize_area(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Resize to ``(h, w)``: area averaging when shrinking, bilinear when enlarging (OpenCV)."""
+    h, w = size
+    if image.shape[:2] == (h, w):
+        return image
+    shrink = h <= image.shape[0] and w <= image.shape[1]
+    return cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+
+
+def resize_nearest(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Resize to ``(h, w)`` with OpenCV nearest neighbour (keeps label colours exact)."""
+    h, w = size
+    if image.shape[:2] == (h, w):
+        return image
+    return cv2.resize(image, (w, h), interpolation=cv2.INTER_NEAREST)
+
+
+def resize_bilinear(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Resize to ``(h, w)`` with OpenCV bilinear interpolation."""
+    h, w = size
+    if image.shape[:2] == (h, w):
+        return image
+    return cv2.resize(image, (w, h), interpolation=cv2.INTER_LINEAR)
+
+
+def group_by(items: Sequence[Any], key: Callable[[Any], Hashable]) -> "OrderedDict[Hashable, list[int]]":
+    """Indices of ``items`` grouped by ``key`` (groups in first-seen order, indices ascending)."""
+    groups: "OrderedDict[Hashable, list[int]]" = OrderedDict()
+    for i, item in enumerate(items):
+        groups.setdefault(key(item), []).append(i)
+    return groups
