@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--skip-e2e", action="store_true", help="skip the end-to-end device evaluation")
     parser.add_argument("--e2e-samples", type=int, default=256, help="predictions per end-to-end task")
+    parser.add_argument("--skip-models", action="store_true", help="skip the model families' throughput")
     parser.add_argument("--dry-run-cpu", action="store_true",
                         help="run every step on the CPU (Triton interpreter, numba simulator) at a tiny size: "
                              "checks the script itself, measures nothing meaningful")
@@ -234,13 +235,17 @@ def main(argv: list[str] | None = None) -> int:
            {"torch": lambda: ops.box_iou(boxes, boxes, backend="reference")})
     if not args.skip_tests:
         report["device_eval_exit"] = run_parity_tests(
-            out, ["tests/tasks/test_device_path.py", "tests/run/test_device_run.py::test_device_runs_match_the_host_run"],
+            out, ["tests/benchmarks/vibe/tasks/test_device_path.py", "tests/run/test_device_run.py::test_device_runs_match_the_host_run"],
             name="device_eval", timeout=150)
     if not args.skip_e2e:
         from bench._device_eval import measure, print_report
 
         report["end_to_end"] = measure(dev, n=args.e2e_samples, size=s, batch=b)
         print_report(report["end_to_end"])
+    if not args.skip_models:  # full-size model families with random weights (small ones on the dry run)
+        from bench import gpu_models
+
+        report["models"] = gpu_models.run(out, dev, dry_run=args.dry_run_cpu)
     (out / "gpu_check.json").write_text(json.dumps(report, indent=2))
     print(f"wrote {out / 'gpu_check.json'}")
     return 0 if not (report["parity_exit"] or report.get("device_eval_exit")) else 1
