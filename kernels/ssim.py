@@ -86,8 +86,8 @@ def _ssim_tile_kernel(
 
 
 def ssim_triton(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Tensor:
-    """Launcher. x, y [B, H, W, C] (same dtype, contiguous, H and W >= 11). Returns float32 [B]:
-    the mean over valid window positions per channel, then over channels."""
+    """Launcher. x, y [B, H, W, C] (same dtype, contiguous, H and W >= 11). Returns float64 [B]:
+    the mean over valid window positions per channel, then over channels (tile sums in float64)."""
     bsz, h, w, c = x.shape
     x = x.contiguous()
     y = y.contiguous()
@@ -104,7 +104,7 @@ def ssim_triton(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Te
     )
     n_valid = (h - (WIN - 1)) * (w - (WIN - 1))
     per_channel = partial.double().sum(dim=(1, 2)) / n_valid
-    return per_channel.view(bsz, c).mean(dim=1).to(torch.float32)
+    return per_channel.view(bsz, c).mean(dim=1)
 
 
 @triton.jit
@@ -124,7 +124,8 @@ def _sq_diff_kernel(x_ptr, y_ptr, partial_ptr, n, IS_INT: tl.constexpr, BLOCK: t
 
 
 def psnr_triton(x: torch.Tensor, y: torch.Tensor, data_range: float, block: int = 4096) -> torch.Tensor:
-    """Launcher. x, y [B, ...] same shape and dtype. Returns float32 [B]; identical -> +inf."""
+    """Launcher. x, y [B, ...] same shape and dtype. Returns float64 [B] (the MSE is summed and
+    the logarithm taken in float64, as on the CPU); identical -> +inf."""
     bsz = x.shape[0]
     n = x[0].numel()
     x = x.contiguous()
@@ -135,4 +136,4 @@ def psnr_triton(x: torch.Tensor, y: torch.Tensor, data_range: float, block: int 
     mse = partial.sum(dim=1) / n
     with torch.no_grad():
         out = 10.0 * torch.log10((data_range ** 2) / mse)
-    return torch.where(mse == 0, torch.full_like(out, math.inf), out).to(torch.float32)
+    return torch.where(mse == 0, torch.full_like(out, math.inf), out)

@@ -10,4 +10,4 @@ from icl.ops.ssim import _OP
 
 @_OP.register("triton", supports=float32_only)
 def _triton(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Tensor:
-    return kernels_module("ssim").ssim_triton(x, y, data_range).to(torch.float64)
+    return kernels_module("ssim").ssim_triton(x, y, data_range)
