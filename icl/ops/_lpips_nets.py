@@ -96,14 +96,16 @@ def distance(x: torch.Tensor, y: torch.Tensor, params: dict[str, torch.Tensor], 
     """LPIPS between scaled inputs ``x``, ``y`` ``[N, 3, H, W]`` -> float32 ``[N]``.
 
     The trunk runs in the dtype of ``x`` and ``params``; normalisation, heads and the spatial
-    average run in float32 (half-precision channel norms would overflow).
+    average run in float32 (half-precision channel norms would overflow), or float64 for a
+    float64 trunk (then the result is float64).
     """
     n = x.shape[0]
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
     taps = features(torch.cat([x, y]), params, net)
-    total = torch.zeros(n, dtype=torch.float32, device=x.device)
+    total = torch.zeros(n, dtype=acc, device=x.device)
     for k, f in enumerate(taps):
-        f = f.float()
+        f = f.to(acc)
         d = (_unit(f[:n]) - _unit(f[n:])).square()
         # 1x1 head then spatial mean == spatial mean then head (both linear)
-        total += d.mean(dim=(2, 3)) @ params[f"lin{k}.weight"].float()
+        total = total + d.mean(dim=(2, 3)) @ params[f"lin{k}.weight"].to(acc)
     return total

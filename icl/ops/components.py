@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from icl.ops._dispatch import op
-from icl.ops._tensor import FLOAT_DTYPES, as_tensor, check_finite
+from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, check_finite
 
 _OP = op("connected_components", gpu_module="icl.ops._gpu.components")
 
@@ -121,7 +121,38 @@ def _cpu(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor]) 
     return Components(*_C.connected_components(m, connectivity, v))
 
 
-def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *,
+_Fields = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                torch.Tensor, torch.Tensor]
+
+
+@torch.library.custom_op("icl::connected_components", mutates_args=())
+def _components_op(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor],
+                   backend: Optional[str]) -> _Fields:
+    # an op returns tensors only: without values the three value fields are empty
+    out = _OP(mask.device.type, mask, connectivity, values, backend=backend)
+    empty = {5: (0,), 6: (0,), 7: (0, 2)}
+    fields = []
+    for i, field in enumerate(out):
+        if field is None:
+            field = torch.zeros(empty[i], dtype=(torch.float32, torch.float32, torch.int64)[i - 5], device=mask.device)
+        elif isinstance(field, np.ndarray):
+            field = torch.from_numpy(field)
+        fields.append(field)
+    return tuple(fields)  # type: ignore[return-value]
+
+
+@_components_op.register_fake
+def _components_fake(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor],
+                     backend: Optional[str]) -> _Fields:
+    n = torch.library.get_ctx().new_dynamic_size()
+    k = 0 if values is None else n
+    new = mask.new_empty
+    return (new(mask.shape, dtype=torch.int32), new((mask.shape[0],), dtype=torch.int64),
+            new((n,), dtype=torch.int64), new((n,), dtype=torch.int64), new((n, 4), dtype=torch.int32),
+            new((k,), dtype=torch.float32), new((k,), dtype=torch.float32), new((k, 2), dtype=torch.int64))
+
+
+def connected_components(mask: ArrayLike, connectivity: int = 8, values: Optional[ArrayLike] = None, *,
                          backend: Optional[str] = None) -> Components:
     """Connected components of ``mask`` with per-component statistics.
 
@@ -132,7 +163,9 @@ def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *
     value, the first in raster order on ties.
     Returns :class:`Components`; ``labels`` is always ``[B, H, W]`` int32, components are
     numbered 1..n per image in raster order of their first pixel, and the per-component fields
-    are flattened over the batch in (image, label) order. Numpy in gives numpy out.
+    are flattened over the batch in (image, label) order. Numpy in gives numpy out. Not
+    differentiable (``values`` is read without gradient); a ``torch.library`` op
+    (``torch.ops.icl.connected_components``).
     """
     x, was_numpy = as_tensor(mask, "mask")
     if x.dtype.is_floating_point or x.dtype.is_complex:
@@ -153,8 +186,10 @@ def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *
             raise ValueError(f"values: expected the shape of mask {tuple(x.shape)}, got {tuple(vals.shape)}")
         if vals.device != x.device:
             raise ValueError(f"values: expected a tensor on {x.device} like mask, got {vals.device}")
-        vals = vals.reshape(m.shape)
-    out = _OP(m.device.type, m, int(connectivity), vals, backend=backend)
+        vals = vals.detach().reshape(m.shape)
+    fields = list(torch.ops.icl.connected_components(m.detach(), int(connectivity), vals, backend))
+    if values is None:
+        fields[5:] = [None, None, None]
     if was_numpy:
-        return Components(*(a.cpu().numpy() if isinstance(a, torch.Tensor) else a for a in out))
-    return Components(*(torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in out))
+        return Components(*(f.cpu().numpy() if isinstance(f, torch.Tensor) else f for f in fields))
+    return Components(*fields)
