@@ -119,7 +119,8 @@ def _sq_diff_kernel(x_ptr, y_ptr, partial_ptr, n, IS_INT: tl.constexpr, BLOCK: t
         s = tl.sum((d * d).to(tl.int64), axis=0).to(tl.float64)
     else:
         d = tl.load(x_ptr + base + offs, mask=m, other=0.0).to(tl.float32) - tl.load(y_ptr + base + offs, mask=m, other=0.0).to(tl.float32)
-        s = tl.sum(d * d, axis=0).to(tl.float64)
+        # squares in float32 summed in float64, as the cpu backend does
+        s = tl.sum((d * d).to(tl.float64), axis=0)
     tl.store(partial_ptr + b * tl.num_programs(0) + tl.program_id(0), s)
 
 

@@ -11,7 +11,7 @@ import types
 from typing import Any
 
 from icl._lazy import lazy_getattr
-from icl.ops._dispatch import BackendError, backend_status
+from icl.ops._dispatch import BackendError, BackendFallbackWarning, backend_status, backends_used
 
 # public name -> module (relative to icl.ops) that defines it
 _EXPORTS: dict[str, str] = {
@@ -24,6 +24,8 @@ _EXPORTS: dict[str, str] = {
     "greedy_match": "greedy_match",
     "greedy_match_counts": "greedy_match",
     "lpips": "lpips",
+    "lpips_weights": "lpips",
+    "LPIPSWeights": "lpips",
     "match_points": "match_points",
     "nearest_palette": "palette",
     "psnr": "psnr",
@@ -35,7 +37,7 @@ _EXPORTS: dict[str, str] = {
     "turbo_encode": "turbo",
 }
 
-__all__ = ["BackendError", "backend_status", *_EXPORTS]
+__all__ = ["BackendError", "BackendFallbackWarning", "backend_status", "backends_used", *_EXPORTS]
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
