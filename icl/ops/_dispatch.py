@@ -96,7 +96,7 @@ def backend_status(name: str) -> tuple[bool, str]:
         return True, f"icl._C ({info.get('compiler')}, {info.get('build_type')}, {omp})"
     if name == "triton":
         try:
-            import triton  # noqa: F401
+            import triton  # type: ignore[import-untyped]
         except ImportError as exc:
             return False, f"triton is not installed ({exc}); pip install 'icl[gpu]'"
         if os.environ.get("TRITON_INTERPRET") == "1":
@@ -114,7 +114,7 @@ def backend_status(name: str) -> tuple[bool, str]:
         if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
             return True, "numba.cuda simulator (NUMBA_ENABLE_CUDASIM=1)"
         try:
-            available = cuda.is_available()
+            available = bool(cuda.is_available())  # type: ignore[no-untyped-call]
         except Exception as exc:  # numba raises several driver errors here
             return False, f"numba.cuda cannot reach a driver ({exc})"
         if not available:
@@ -123,7 +123,13 @@ def backend_status(name: str) -> tuple[bool, str]:
     raise BackendError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
 
 
+def native() -> Any:
+    """The native module ``icl._C`` (untyped: a pybind11 extension), imported on first use."""
+    return importlib.import_module("icl._C")
+
+
 Supports = Callable[..., Optional[str]]
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def _always(*args: Any, **kwargs: Any) -> Optional[str]:
@@ -152,7 +158,7 @@ class Op:
             if not (self.gpu_module == missing or self.gpu_module.startswith(missing + ".")):
                 raise
 
-    def register(self, backend: str, supports: Supports = _always) -> Callable:
+    def register(self, backend: str, supports: Supports = _always) -> Decorator:
         """Decorator: register ``fn`` as this op's implementation on ``backend``."""
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}")
@@ -190,7 +196,7 @@ class Op:
                 raise BackendError(f"{self.name}: backend {forced!r} was requested but cannot serve: {why}")
             return forced
         order = _CUDA_ORDER if device_type == "cuda" else _CPU_ORDER
-        reasons = []
+        reasons: list[str] = []
         unavailable: list[tuple[str, str]] = []  # implemented here but unable to run at all
         for name in order:
             why = self.refusal(name, device_type, *args, **kwargs)

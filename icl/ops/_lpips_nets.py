@@ -7,7 +7,7 @@ and ``lin{k}.weight`` ``[C_k]`` for the k-th linear head (a 1x1 convolution with
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Union
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +20,7 @@ EPS = 1e-10  # channel-norm epsilon of the official code: x / (||x|| + eps)
 # A trunk as a list of steps: ("conv", out, in, kernel, stride, padding) is a convolution
 # followed by ReLU, ("pool", kernel, stride) a max-pool without padding, "tap" records the
 # current activation as one of the five LPIPS features.
-Step = Union[str, tuple]
+Step = Union[str, tuple[Any, ...]]
 
 # torchvision AlexNet.features; the taps are the ReLU outputs after conv1..conv5.
 ALEX_STEPS: tuple[Step, ...] = (
@@ -59,7 +59,7 @@ def param_shapes(net: str) -> dict[str, tuple[int, ...]]:
     conv = tap = 0
     cur = 3
     for step in STEPS[net]:
-        if step == "tap":
+        if isinstance(step, str):  # "tap"
             shapes[f"lin{tap}.weight"] = (cur,)
             tap += 1
         elif step[0] == "conv":
@@ -76,7 +76,7 @@ def features(x: torch.Tensor, params: dict[str, torch.Tensor], net: str) -> list
     taps: list[torch.Tensor] = []
     conv = 0
     for step in STEPS[net]:
-        if step == "tap":
+        if isinstance(step, str):  # "tap"
             taps.append(x)
         elif step[0] == "conv":
             _, _, _, _, stride, pad = step

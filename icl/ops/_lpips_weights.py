@@ -65,7 +65,7 @@ TORCHVISION_CONV = {"alex": (0, 3, 6, 8, 10), "vgg": (0, 2, 5, 7, 10, 12, 14, 17
 HEAD_DIRS = ("lpips/weights/v0.1", "torchmetrics/functional/image/lpips_models")
 
 Params = dict[str, np.ndarray]
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, "os.PathLike[str]"]
 
 
 class LPIPSWeightsNotFound(FileNotFoundError):
@@ -127,7 +127,7 @@ def _check(params: Params, net: str, source: str) -> Params:
 try:
     from numpy._core.multiarray import _reconstruct
 except ImportError:  # numpy < 2
-    from numpy.core.multiarray import _reconstruct
+    from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
 
 
 class _ArrayUnpickler(pickle.Unpickler):
@@ -201,7 +201,7 @@ def save_npz(params: Params, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
-        np.savez(f, **params)
+        np.savez(f, **params)  # type: ignore[arg-type]  # numpy's stub types the first keyword
     os.replace(tmp, path)
 
 

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from icl.ops._tensor import FLOAT_DTYPES, as_tensor, check_finite, restore
+from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, check_finite, restore_one
 
 PAIR_DTYPES = (torch.uint8, *FLOAT_DTYPES)
 CHANNELS = (1, 3)
@@ -88,7 +88,7 @@ def check_pair(x: torch.Tensor, y: torch.Tensor) -> None:
     check_finite(y, "b")
 
 
-def finish(scores: torch.Tensor, pair: ImagePair) -> Any:
+def finish(scores: torch.Tensor, pair: ImagePair) -> ArrayLike:
     """``[B]`` float64 scores, or a 0-d value for a single image; numpy when ``a`` was numpy."""
     out = scores[0] if pair.single else scores
-    return restore(out, pair.was_numpy)
+    return restore_one(out, pair.was_numpy)

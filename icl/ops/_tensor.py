@@ -23,6 +23,11 @@ def as_tensor(x: Any, name: str) -> tuple[torch.Tensor, bool]:
     raise TypeError(f"{name}: expected a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
 
 
+def restore_one(x: torch.Tensor, was_numpy: bool) -> ArrayLike:
+    """``x``, or ``x`` as a host numpy array when the caller passed numpy."""
+    return x.detach().cpu().numpy() if was_numpy else x
+
+
 def restore(x: Any, was_numpy: bool) -> Any:
     """Return ``x`` as numpy when the caller passed numpy (recursing into tuples/dicts)."""
     if not was_numpy:

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from icl.ops._boxes import check_boxes, host_numpy, iou_matrix
-from icl.ops._dispatch import op
-from icl.ops._tensor import as_tensor, restore
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import as_tensor, restore_one
 
 _OP = op("average_precision", gpu_module="icl.ops._gpu.average_precision")
 _MATCH_OP = op("detection_matches", gpu_module="icl.ops._gpu.average_precision")
@@ -101,9 +101,9 @@ def _ap_from_ranked(tp: np.ndarray, num_gt: int, interpolation: str) -> float:
 @_MATCH_OP.register("cpu")
 def _matches_cpu(pb: np.ndarray, ps: np.ndarray, pi: np.ndarray, gb: np.ndarray, gi: np.ndarray,
                  threshold: float, max_det: int) -> tuple[np.ndarray, np.ndarray]:
-    from icl import _C
-
-    return _C.detection_matches(pb, ps, pi, gb, gi, threshold, max_det)
+    _C = native()
+    matched, order = _C.detection_matches(pb, ps, pi, gb, gi, threshold, max_det)
+    return np.asarray(matched), np.asarray(order)
 
 
 @_OP.register("reference")
@@ -116,14 +116,13 @@ def _reference(pb: np.ndarray, ps: np.ndarray, pi: np.ndarray, gb: np.ndarray, g
 @_OP.register("cpu")
 def _cpu(pb: np.ndarray, ps: np.ndarray, pi: np.ndarray, gb: np.ndarray, gi: np.ndarray,
          threshold: float, max_det: int, interpolation: str) -> float:
-    from icl import _C
-
+    _C = native()
     mode = INTERPOLATIONS.index(interpolation)
     return float(_C.average_precision(pb, ps, pi, gb, gi, threshold, max_det, mode, COCO_RECALL_THRESHOLDS))
 
 
 def _prepare(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, gt_image: Any,
-             iou_threshold: float, max_detections: Optional[int]) -> tuple[tuple, bool]:
+             iou_threshold: float, max_detections: Optional[int]) -> tuple[tuple[Any, ...], bool]:
     """Validate; return host arrays (float64 boxes and scores, int64 ids), threshold, cap."""
     pb, was_numpy = as_tensor(pred_boxes, "pred_boxes")
     gb, _ = as_tensor(gt_boxes, "gt_boxes")
@@ -174,7 +173,7 @@ def average_precision(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_box
         raise ValueError(f"interpolation: expected one of {INTERPOLATIONS}, got {interpolation!r}")
     args, _ = _prepare(pred_boxes, pred_scores, pred_image, gt_boxes, gt_image, iou_threshold,
                                max_detections)
-    return _OP("cpu", *args, interpolation, backend=backend)
+    return float(_OP("cpu", *args, interpolation, backend=backend))
 
 
 def detection_matches(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, gt_image: Any,
@@ -190,4 +189,4 @@ def detection_matches(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_box
                                        max_detections)
     matched, order = _MATCH_OP("cpu", *args, backend=backend)
     out = DetectionMatches(torch.from_numpy(np.asarray(matched)), torch.from_numpy(np.asarray(order)), len(args[4]))
-    return DetectionMatches(*restore(tuple(out[:2]), was_numpy), out.num_gt)
+    return DetectionMatches(restore_one(out.gt_index, was_numpy), restore_one(out.order, was_numpy), out.num_gt)

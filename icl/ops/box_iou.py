@@ -7,8 +7,8 @@ from typing import Optional, overload
 import torch
 
 from icl.ops._boxes import check_boxes, iou_matrix
-from icl.ops._dispatch import op
-from icl.ops._tensor import ArrayLike, NDArray, as_tensor, restore
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, restore_one
 
 _OP = op("box_iou", gpu_module="icl.ops._gpu.box_iou")
 
@@ -20,8 +20,7 @@ def _reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @_OP.register("cpu")
 def _cpu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     return torch.from_numpy(_C.box_iou(a.contiguous().numpy(), b.contiguous().numpy()))
 
 
@@ -36,8 +35,10 @@ def _box_iou_op(a: torch.Tensor, b: torch.Tensor, backend: Optional[str]) -> tor
     check_boxes(b, "b")
     big = a.dtype == torch.float32 and any(t.numel() and float(t.abs().max()) > _FLOAT32_SAFE for t in (a, b))
     if big:
-        return _OP(a.device.type, a.double(), b.double(), backend=backend).float()  # type: ignore[no-any-return]
-    return _OP(a.device.type, a, b, backend=backend)  # type: ignore[no-any-return]
+        wide: torch.Tensor = _OP(a.device.type, a.double(), b.double(), backend=backend)
+        return wide.float()
+    out: torch.Tensor = _OP(a.device.type, a, b, backend=backend)
+    return out
 
 
 @_box_iou_op.register_fake
@@ -73,4 +74,4 @@ def box_iou(a: ArrayLike, b: ArrayLike, *, backend: Optional[str] = None) -> Arr
     ta, tb = ta.detach().to(dtype), tb.detach().to(dtype)
     if ta.device != tb.device:
         raise ValueError(f"a and b must be on the same device, got {ta.device} and {tb.device}")
-    return restore(torch.ops.icl.box_iou(ta, tb, backend), np_a)  # type: ignore[no-any-return]
+    return restore_one(torch.ops.icl.box_iou(ta, tb, backend), np_a)

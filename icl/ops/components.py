@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from icl.ops._dispatch import op
+from icl.ops._dispatch import native, op
 from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, check_finite
 
 _OP = op("connected_components", gpu_module="icl.ops._gpu.components")
@@ -110,15 +110,13 @@ def _cpu_supports(mask: torch.Tensor, connectivity: int, values: Optional[torch.
 @_OP.register("cpu", supports=_cpu_supports)
 def _cpu(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor]) -> Components:
     """Fields are numpy arrays (the public function hands them out as torch or numpy)."""
-    from icl import _C
-
+    _C = native()
     m = mask.contiguous()
-    m = (m if m.dtype == torch.uint8 else m.view(torch.uint8)).numpy()  # nonzero = foreground
+    m = m if m.dtype == torch.uint8 else m.view(torch.uint8)  # nonzero = foreground
     v = None
     if values is not None:
-        v = values if values.dtype in (torch.float32, torch.float64) else values.float()
-        v = v.contiguous().numpy()
-    return Components(*_C.connected_components(m, connectivity, v))
+        v = (values if values.dtype in (torch.float32, torch.float64) else values.float()).contiguous().numpy()
+    return Components(*_C.connected_components(m.numpy(), connectivity, v))
 
 
 _Fields = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
@@ -131,14 +129,15 @@ def _components_op(mask: torch.Tensor, connectivity: int, values: Optional[torch
     # an op returns tensors only: without values the three value fields are empty
     out = _OP(mask.device.type, mask, connectivity, values, backend=backend)
     empty = {5: (0,), 6: (0,), 7: (0, 2)}
-    fields = []
+    fields: list[torch.Tensor] = []
     for i, field in enumerate(out):
         if field is None:
-            field = torch.zeros(empty[i], dtype=(torch.float32, torch.float32, torch.int64)[i - 5], device=mask.device)
-        elif isinstance(field, np.ndarray):
-            field = torch.from_numpy(field)
-        fields.append(field)
-    return tuple(fields)  # type: ignore[return-value]
+            fields.append(torch.zeros(empty[i], dtype=(torch.float32, torch.float32, torch.int64)[i - 5],
+                                      device=mask.device))
+        else:
+            fields.append(torch.from_numpy(field) if isinstance(field, np.ndarray) else field)
+    labels, num, image, area, box, value_sum, value_mean, argmax = fields
+    return labels, num, image, area, box, value_sum, value_mean, argmax
 
 
 @_components_op.register_fake

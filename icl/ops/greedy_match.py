@@ -19,8 +19,8 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from icl.ops._dispatch import op
-from icl.ops._tensor import FLOAT_DTYPES, as_tensor, restore
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import FLOAT_DTYPES, as_tensor, restore_one
 
 _MATCH = op("greedy_match", gpu_module="icl.ops._gpu.greedy_match")
 _COUNTS = op("greedy_match_counts", gpu_module="icl.ops._gpu.greedy_match")
@@ -70,8 +70,7 @@ def _match_reference(iou: torch.Tensor, threshold: float) -> tuple[torch.Tensor,
 
 @_MATCH.register("cpu")
 def _match_cpu(iou: torch.Tensor, threshold: float) -> tuple[torch.Tensor, torch.Tensor]:
-    from icl import _C
-
+    _C = native()
     p, g = _C.greedy_match(iou.double().contiguous().numpy(), float(threshold))
     return torch.from_numpy(p), torch.from_numpy(g)
 
@@ -110,8 +109,7 @@ def _counts_reference(pred: torch.Tensor, pred_off: torch.Tensor, gt: torch.Tens
 @_COUNTS.register("cpu")
 def _counts_cpu(pred: torch.Tensor, pred_off: torch.Tensor, gt: torch.Tensor, gt_off: torch.Tensor,
                 thresholds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    from icl import _C
-
+    _C = native()
     tp, tp_sum, best = _C.greedy_match_counts(pred.numpy(), pred_off.numpy(), gt.numpy(), gt_off.numpy(),
                                               thresholds.numpy())
     return torch.from_numpy(tp), torch.from_numpy(tp_sum), torch.from_numpy(best)
@@ -120,10 +118,10 @@ def _counts_cpu(pred: torch.Tensor, pred_off: torch.Tensor, gt: torch.Tensor, gt
 def _threshold(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name}: expected a number in [0, 1], got {type(value).__name__}")
-    value = float(value)
-    if not 0.0 <= value <= 1.0:  # also rejects NaN
-        raise ValueError(f"{name}: expected a number in [0, 1], got {value}")
-    return value
+    number = float(value)
+    if not 0.0 <= number <= 1.0:  # also rejects NaN
+        raise ValueError(f"{name}: expected a number in [0, 1], got {number}")
+    return number
 
 
 def _boxes(x: Any, name: str) -> tuple[torch.Tensor, bool]:
@@ -183,7 +181,8 @@ def greedy_match(iou: Union[torch.Tensor, np.ndarray], threshold: float = 0.5, *
         raise ValueError(f"iou: expected values in [0, 1], got [{a.min()}, {a.max()}]")
     pred_idx, gt_idx = _MATCH("cpu", t64, thr, backend=backend)  # computed on the CPU for any input device
     pred_idx, gt_idx = pred_idx.to(t.device), gt_idx.to(t.device)
-    return restore((pred_idx, gt_idx, t[pred_idx, gt_idx]), was_numpy)
+    return (restore_one(pred_idx, was_numpy), restore_one(gt_idx, was_numpy),
+            restore_one(t.detach()[pred_idx, gt_idx], was_numpy))
 
 
 def greedy_match_counts(pred_boxes: Any, pred_offsets: Any, gt_boxes: Any, gt_offsets: Any,
@@ -218,5 +217,5 @@ def greedy_match_counts(pred_boxes: Any, pred_offsets: Any, gt_boxes: Any, gt_of
     if not values:
         raise ValueError("thresholds: expected at least one threshold")
     thr = torch.tensor([_threshold(v, f"thresholds[{i}]") for i, v in enumerate(values)], dtype=torch.float64)
-    out = _COUNTS("cpu", pred, p_off, gt, g_off, thr, backend=backend)
-    return restore(out, was_numpy)
+    tp, tp_sum, best = _COUNTS("cpu", pred, p_off, gt, g_off, thr, backend=backend)
+    return restore_one(tp, was_numpy), restore_one(tp_sum, was_numpy), restore_one(best, was_numpy)

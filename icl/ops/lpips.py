@@ -20,7 +20,7 @@ from icl.ops import _lpips_nets as nets
 from icl.ops._autograd import recording
 from icl.ops._dispatch import op
 from icl.ops._lpips_weights import LPIPSWeightsNotFound, PathLike, cache_dir, content_digest, find
-from icl.ops._tensor import ArrayLike, NDArray, as_tensor, check_finite, restore
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, check_finite, restore_one
 
 __all__ = ["lpips", "lpips_weights", "LPIPSWeights", "LPIPSWeightsNotFound"]
 
@@ -127,8 +127,8 @@ def _lpips_op(a: torch.Tensor, b: torch.Tensor, net: str, weights: Optional[str]
     _check_range(a, "a")
     _check_range(b, "b")
     params = _params(net, weights, a.device, dtype)
-    return _OP(a.device.type, a.detach(), b.detach(), params, net, dtype, batch_size,  # type: ignore[no-any-return]
-               backend=backend)
+    out: torch.Tensor = _OP(a.device.type, a.detach(), b.detach(), params, net, dtype, batch_size, backend=backend)
+    return out
 
 
 @_lpips_op.register_fake
@@ -248,7 +248,7 @@ def lpips(a: ArrayLike, b: ArrayLike, net: str = "alex", weights: Optional[PathL
         raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
     path = None if weights is None else os.fspath(weights)
     out = torch.ops.icl.lpips(ta, tb, net, path if isinstance(path, str) else None, dtype, batch_size, backend)
-    return restore(out[0] if single else out, was_numpy)  # type: ignore[no-any-return]
+    return restore_one(out[0] if single else out, was_numpy)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

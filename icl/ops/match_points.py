@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from icl.ops._boxes import host_numpy
-from icl.ops._dispatch import op
-from icl.ops._tensor import as_tensor, restore
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import as_tensor, restore_one
 
 _OP = op("match_points", gpu_module="icl.ops._gpu.match_points")
 
@@ -38,8 +38,7 @@ def _reference(pred: torch.Tensor, gt: torch.Tensor, radius: float) -> tuple[tor
 
 @_OP.register("cpu")
 def _cpu(pred: torch.Tensor, gt: torch.Tensor, radius: float) -> tuple[torch.Tensor, torch.Tensor]:
-    from icl import _C
-
+    _C = native()
     p, g = _C.match_points(pred.numpy(), gt.numpy(), radius)
     return torch.from_numpy(p), torch.from_numpy(g)
 
@@ -76,4 +75,5 @@ def match_points(pred: Any, gt: Any, radius: float, *,
     if not math.isfinite(r) or r < 0:
         raise ValueError(f"radius: expected a finite value >= 0, got {radius}")
     out = _OP("cpu", p, g, r, backend=backend)
-    return restore(out, was_numpy)
+    pred_idx, gt_idx = out
+    return restore_one(pred_idx, was_numpy), restore_one(gt_idx, was_numpy)

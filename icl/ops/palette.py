@@ -7,8 +7,8 @@ from typing import Any, Optional, overload
 import numpy as np
 import torch
 
-from icl.ops._dispatch import op
-from icl.ops._tensor import ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore, to_uint8
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore_one, to_uint8
 
 _OP = op("nearest_palette", gpu_module="icl.ops._gpu.palette")
 
@@ -35,8 +35,7 @@ def _reference(images: torch.Tensor, palette: torch.Tensor, candidates: Optional
 
 @_OP.register("cpu")
 def _cpu(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch.Tensor]) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     cand = None if candidates is None else candidates.numpy().view(np.uint8)
     return torch.from_numpy(_C.nearest_palette(images.numpy(), palette.numpy(), cand))
 
@@ -90,7 +89,8 @@ def _candidate_rows(cand: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
 def _nearest_palette_op(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch.Tensor],
                         backend: Optional[str]) -> torch.Tensor:
     x = to_uint8(images, "images").contiguous()
-    return _OP(x.device.type, x, _palette_values(palette), _candidate_rows(candidates), backend=backend)
+    out: torch.Tensor = _OP(x.device.type, x, _palette_values(palette), _candidate_rows(candidates), backend=backend)
+    return out
 
 
 @_nearest_palette_op.register_fake
@@ -125,4 +125,4 @@ def nearest_palette(images: ArrayLike, palette: Any, candidates: Any = None, *,
     pal = _check_palette(palette, x.device)
     cand = _check_candidates(candidates, x.shape[0], pal.shape[0], x.device)
     out = torch.ops.icl.nearest_palette(x, pal, cand, backend)
-    return restore(out[0] if single else out, was_numpy)
+    return restore_one(out[0] if single else out, was_numpy)

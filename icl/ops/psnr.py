@@ -7,7 +7,7 @@ from typing import Any, Optional, overload
 
 import torch
 
-from icl.ops._dispatch import op
+from icl.ops._dispatch import native, op
 from icl.ops._pair import check_pair, finish, image_pair
 from icl.ops._tensor import ArrayLike, NDArray
 
@@ -31,8 +31,7 @@ def _reference(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Ten
 
 @_OP.register("cpu")
 def _cpu(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     mse = torch.from_numpy(_C.mse(x.contiguous().numpy(), y.contiguous().numpy()))
     return _from_mse(mse, data_range)
 
@@ -40,7 +39,8 @@ def _cpu(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Tensor:
 @torch.library.custom_op("icl::psnr", mutates_args=())
 def _psnr_op(x: torch.Tensor, y: torch.Tensor, data_range: float, backend: Optional[str]) -> torch.Tensor:
     check_pair(x, y)
-    return _OP(x.device.type, x.detach(), y.detach(), data_range, backend=backend)
+    out: torch.Tensor = _OP(x.device.type, x.detach(), y.detach(), data_range, backend=backend)
+    return out
 
 
 @_psnr_op.register_fake

@@ -11,7 +11,7 @@ from typing import Optional, overload
 import torch
 
 from icl.ops._dispatch import op
-from icl.ops._tensor import ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore, to_uint8
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore_one, to_uint8
 
 _OP = op("redness", gpu_module="icl.ops._gpu.redness")
 
@@ -26,7 +26,8 @@ def _reference(images: torch.Tensor, threshold: float) -> tuple[torch.Tensor, to
 @torch.library.custom_op("icl::redness", mutates_args=())
 def _redness_op(images: torch.Tensor, threshold: float, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
     x = to_uint8(images, "images").contiguous()
-    return _OP(x.device.type, x, threshold, backend=backend)  # type: ignore[no-any-return]
+    out: tuple[torch.Tensor, torch.Tensor] = _OP(x.device.type, x, threshold, backend=backend)
+    return out
 
 
 @_redness_op.register_fake
@@ -59,4 +60,4 @@ def redness(images: ArrayLike, threshold: float = 0.5, *,
     s, mask = torch.ops.icl.redness(x.detach(), float(threshold), backend)
     if single:
         s, mask = s[0], mask[0]
-    return restore((s, mask), was_numpy)  # type: ignore[no-any-return]
+    return restore_one(s, was_numpy), restore_one(mask, was_numpy)

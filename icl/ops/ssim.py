@@ -8,7 +8,7 @@ from typing import Any, Optional, overload
 import torch
 
 from icl.ops._autograd import recording
-from icl.ops._dispatch import op
+from icl.ops._dispatch import native, op
 from icl.ops._pair import check_pair, finish, image_pair
 from icl.ops._tensor import ArrayLike, NDArray
 
@@ -52,20 +52,21 @@ def _reference(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Ten
     c1, c2 = (K1 * data_range) ** 2, (K2 * data_range) ** 2
     s = (2 * ux * uy + c1) * (2 * vxy + c2) / ((ux * ux + uy * uy + c1) * (vx + vy + c2))
     # equal valid counts per channel: the mean of channel means is the mean over everything
-    return s.flatten(1).mean(1)
+    out: torch.Tensor = s.flatten(1).mean(1)
+    return out
 
 
 @_OP.register("cpu")
 def _cpu(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     return torch.from_numpy(_C.ssim(x.contiguous().numpy(), y.contiguous().numpy(), data_range))
 
 
 @torch.library.custom_op("icl::ssim", mutates_args=())
 def _ssim_op(x: torch.Tensor, y: torch.Tensor, data_range: float, backend: Optional[str]) -> torch.Tensor:
     check_pair(x, y)
-    return _OP(x.device.type, x.detach(), y.detach(), data_range, backend=backend)
+    out: torch.Tensor = _OP(x.device.type, x.detach(), y.detach(), data_range, backend=backend)
+    return out
 
 
 @_ssim_op.register_fake

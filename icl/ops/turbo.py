@@ -13,8 +13,8 @@ from typing import Any, Optional, overload
 import numpy as np
 import torch
 
-from icl.ops._dispatch import op
-from icl.ops._tensor import (FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore,
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import (FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore_one,
                              to_uint8)
 from icl.ops.palette import _reference as _palette_reference
 
@@ -71,8 +71,7 @@ def _encode_reference(depth: torch.Tensor, d_min: float, d_max: float) -> torch.
 
 @_ENCODE.register("cpu")
 def _encode_cpu(depth: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     flat = depth.reshape(-1).numpy()
     out = _C.turbo_encode(flat, d_min, d_max, _table())
     return torch.from_numpy(out).reshape(*depth.shape, 3)
@@ -80,13 +79,13 @@ def _encode_cpu(depth: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor
 
 @_BINS.register("reference")
 def _bins_reference(images: torch.Tensor) -> torch.Tensor:
-    return _palette_reference(images, _torch_table(images.device), None)
+    out: torch.Tensor = _palette_reference(images, _torch_table(images.device), None)
+    return out
 
 
 @_BINS.register("cpu")
 def _bins_cpu(images: torch.Tensor) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     return torch.from_numpy(_C.turbo_bins(images.numpy(), _table()))
 
 
@@ -98,14 +97,14 @@ def _decode_reference(images: torch.Tensor, d_min: float, d_max: float) -> torch
 
 @_DECODE.register("cpu")
 def _decode_cpu(images: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     return torch.from_numpy(_C.turbo_decode(images.numpy(), _table(), _depth_of_bin(d_min, d_max)))
 
 
 @torch.library.custom_op("icl::turbo_encode", mutates_args=())
 def _encode_op(depth: torch.Tensor, d_min: float, d_max: float, backend: Optional[str]) -> torch.Tensor:
-    return _ENCODE(depth.device.type, depth, d_min, d_max, backend=backend)
+    out: torch.Tensor = _ENCODE(depth.device.type, depth, d_min, d_max, backend=backend)
+    return out
 
 
 @_encode_op.register_fake
@@ -116,7 +115,8 @@ def _encode_fake(depth: torch.Tensor, d_min: float, d_max: float, backend: Optio
 @torch.library.custom_op("icl::turbo_bins", mutates_args=())
 def _bins_op(images: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
     x = to_uint8(images, "images").contiguous()
-    return _BINS(x.device.type, x, backend=backend)
+    out: torch.Tensor = _BINS(x.device.type, x, backend=backend)
+    return out
 
 
 @_bins_op.register_fake
@@ -127,7 +127,8 @@ def _bins_fake(images: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
 @torch.library.custom_op("icl::turbo_decode", mutates_args=())
 def _decode_op(images: torch.Tensor, d_min: float, d_max: float, backend: Optional[str]) -> torch.Tensor:
     x = to_uint8(images, "images").contiguous()
-    return _DECODE(x.device.type, x, d_min, d_max, backend=backend)
+    out: torch.Tensor = _DECODE(x.device.type, x, d_min, d_max, backend=backend)
+    return out
 
 
 @_decode_op.register_fake
@@ -155,7 +156,7 @@ def turbo_encode(depth: ArrayLike, d_min: float, d_max: float, *, backend: Optio
         raise ValueError(f"depth: expected [..., H, W], got shape {tuple(d.shape)}")
     lo, hi = _check_range(d_min, d_max)
     d = d.detach().to(torch.float64).contiguous()
-    return restore(torch.ops.icl.turbo_encode(d, lo, hi, backend), was_numpy)
+    return restore_one(torch.ops.icl.turbo_encode(d, lo, hi, backend), was_numpy)
 
 
 def _images(images: Any) -> tuple[torch.Tensor, bool, bool]:
@@ -175,7 +176,7 @@ def turbo_bins(images: ArrayLike, *, backend: Optional[str] = None) -> ArrayLike
     int32 ``[B, H, W]``/``[H, W]``; numpy in, numpy out. Not differentiable."""
     x, single, was_numpy = _images(images)
     out = torch.ops.icl.turbo_bins(x, backend)
-    return restore(out[0] if single else out, was_numpy)
+    return restore_one(out[0] if single else out, was_numpy)
 
 
 @overload
@@ -190,4 +191,4 @@ def turbo_decode(images: ArrayLike, d_min: float, d_max: float, *, backend: Opti
     lo, hi = _check_range(d_min, d_max)
     x, single, was_numpy = _images(images)
     out = torch.ops.icl.turbo_decode(x, lo, hi, backend)
-    return restore(out[0] if single else out, was_numpy)
+    return restore_one(out[0] if single else out, was_numpy)

@@ -38,7 +38,8 @@ def test_ssim_within_1e6_of_skimage_on_flat_and_bright_images(case, backend):
     _, a, b, dr = case
     b = b.astype(a.dtype)
     # skimage keeps float32 input in float32; the exact value is its float64 result
-    want = _skimage_ssim(a, b, dr) if a.dtype == np.uint8 else _skimage_ssim(a.astype(np.float64), b.astype(np.float64), dr)
+    wide = (a, b) if a.dtype == np.uint8 else (a.astype(np.float64), b.astype(np.float64))
+    want = _skimage_ssim(*wide, dr)
     got = float(ops.ssim(a, b, None if a.dtype == np.uint8 else dr, backend=backend))
     assert abs(got - want) <= 1e-6, (got, want)
 
