@@ -21,6 +21,22 @@ PYBIND11_MODULE(_C, m) {
   info["cuda"] = false;
 #endif
   m.attr("build_info") = info;
-  m.def("max_threads", &icl::max_threads, "OpenMP threads the kernels use");
+  m.def("max_threads", &icl::max_threads, "OpenMP threads the kernels use at most");
+  m.def("team_size", &icl::team, "Threads a parallel region would use now (see thread_policy)");
+  m.def(
+      "thread_policy",
+      [](py::object policy) {
+        auto& flag = icl::thread_policy_flag();
+        if (!policy.is_none()) {
+          const std::string name = policy.cast<std::string>();
+          if (name != "adaptive" && name != "fixed")
+            throw std::invalid_argument("thread_policy: expected 'adaptive' or 'fixed', got '" + name + "'");
+          flag.store(name == "fixed" ? int(icl::ThreadPolicy::kFixed) : int(icl::ThreadPolicy::kAdaptive));
+        }
+        return std::string(flag.load() == int(icl::ThreadPolicy::kFixed) ? "fixed" : "adaptive");
+      },
+      py::arg("policy") = py::none(),
+      "Get (no argument) or set the thread policy: 'adaptive' (default: use only idle cores, "
+      "measured from /proc/loadavg) or 'fixed' (always max_threads()). Returns the policy in force.");
   for (auto fn : icl::binding_registry()) fn(m);
 }

@@ -210,7 +210,7 @@ inline Grid refine_exact(int bits, const Grid& parent) {
     return std::make_pair(int(int64_t(parents) * piece / pieces), int(int64_t(parents) * (piece + 1) / pieces));
   };
 #ifdef ICL_WITH_OPENMP
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(icl::team())
 #endif
   for (int piece = 0; piece < pieces; ++piece) {
     const auto [begin, end] = piece_range(piece);
@@ -310,7 +310,7 @@ inline Grid refine_exact(int bits, const Grid& parent) {
   for (size_t t = 0; t < parts.size(); ++t) base[t + 1] = base[t] + parts[t].size();
   g.lists.resize(base.back());
 #ifdef ICL_WITH_OPENMP
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(icl::team())
 #endif
   for (int piece = 0; piece < pieces; ++piece) {
     const auto [begin, end] = piece_range(piece);

@@ -203,7 +203,7 @@ py::array_t<double> ssim_impl(icl::carray<In> a, icl::carray<In> b, double data_
   const int64_t img = H * W * C;
   {
     py::gil_scoped_release nogil;
-#pragma omp parallel if (ntask > 1)
+#pragma omp parallel if (ntask > 1) num_threads(icl::team())
     {
       Workspace<T> ws(std::min<int64_t>(kStripBytes / sizeof(T), Lv), C);
 #pragma omp for schedule(dynamic, 1)

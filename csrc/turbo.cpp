@@ -27,7 +27,7 @@ std::unique_ptr<uint8_t[]> build_lut(const uint8_t* table) {
   uint8_t* dst = lut.get();
   const int cells = int(grid.cell.size());
 #ifdef ICL_WITH_OPENMP
-#pragma omp parallel for schedule(dynamic, 256)
+#pragma omp parallel for schedule(dynamic, 256) num_threads(icl::team())
 #endif
   for (int c = 0; c < cells; ++c) {
     const palette::Box box = grid.box(c);
@@ -74,7 +74,7 @@ void for_each_bin(const carray<uint8_t>& images, const uint8_t* lut, Fn fn) {
   constexpr int64_t kChunk = 16384;  // dynamic chunks: a descheduled thread holds no one up
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #ifdef ICL_WITH_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1) num_threads(icl::team())
 #endif
   for (int64_t c = 0; c < chunks; ++c) {
     for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
@@ -129,7 +129,7 @@ py::array_t<uint8_t> turbo_encode(carray<double> depth, double d_min, double d_m
     py::gil_scoped_release release;
     const double range = d_max - d_min;
 #ifdef ICL_WITH_OPENMP
-#pragma omp parallel for schedule(static) if (n >= 16384)
+#pragma omp parallel for schedule(static) if (n >= 16384) num_threads(icl::team())
 #endif
     for (int64_t i = 0; i < n; ++i) {
       const double v = d[i];
