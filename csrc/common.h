@@ -43,13 +43,18 @@ inline int max_threads() {
 #endif
 }
 
-// Thread policy. "fixed": every parallel region uses max_threads(). "adaptive" (default): a
+// Thread policy. "fixed": every parallel region uses max_threads(); "single": one thread (for
+// comparisons); "adaptive" (default): a
 // region uses only the cores nobody else is running on. On a loaded machine a woken OpenMP
 // thread can wait milliseconds for a core, and the region's closing barrier waits for it:
 // measured 2.4x slower than one thread at load 11 on 2 cores. The contention measure is the
 // kernel's count of runnable tasks (/proc/loadavg, 4th field, which includes this thread),
 // re-read at most every 10 ms; where it cannot be read the policy is "fixed".
-enum class ThreadPolicy { kAdaptive = 0, kFixed = 1 };
+enum class ThreadPolicy { kAdaptive = 0, kFixed = 1, kSingle = 2 };
+
+inline const char* policy_name(int policy) {
+  return policy == int(ThreadPolicy::kFixed) ? "fixed" : policy == int(ThreadPolicy::kSingle) ? "single" : "adaptive";
+}
 
 inline std::atomic<int>& thread_policy_flag() {
   static std::atomic<int> flag{int(ThreadPolicy::kAdaptive)};
@@ -71,7 +76,9 @@ inline int runnable_tasks() {
 // (plus this thread's own), at least 1 and at most max_threads().
 inline int team() {
   const int most = max_threads();
-  if (most <= 1 || thread_policy_flag().load(std::memory_order_relaxed) == int(ThreadPolicy::kFixed)) return most;
+  const int policy = thread_policy_flag().load(std::memory_order_relaxed);
+  if (policy == int(ThreadPolicy::kSingle)) return 1;
+  if (most <= 1 || policy == int(ThreadPolicy::kFixed)) return most;
   static std::atomic<int64_t> read_at{-1};
   static std::atomic<int> cached{0};
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(

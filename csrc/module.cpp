@@ -29,14 +29,18 @@ PYBIND11_MODULE(_C, m) {
         auto& flag = icl::thread_policy_flag();
         if (!policy.is_none()) {
           const std::string name = policy.cast<std::string>();
-          if (name != "adaptive" && name != "fixed")
-            throw std::invalid_argument("thread_policy: expected 'adaptive' or 'fixed', got '" + name + "'");
-          flag.store(name == "fixed" ? int(icl::ThreadPolicy::kFixed) : int(icl::ThreadPolicy::kAdaptive));
+          int chosen = -1;
+          for (int p = 0; p < 3; ++p)
+            if (name == icl::policy_name(p)) chosen = p;
+          if (chosen < 0)
+            throw std::invalid_argument("thread_policy: expected 'adaptive', 'fixed' or 'single', got '" + name + "'");
+          flag.store(chosen);
         }
-        return std::string(flag.load() == int(icl::ThreadPolicy::kFixed) ? "fixed" : "adaptive");
+        return std::string(icl::policy_name(flag.load()));
       },
       py::arg("policy") = py::none(),
       "Get (no argument) or set the thread policy: 'adaptive' (default: use only idle cores, "
-      "measured from /proc/loadavg) or 'fixed' (always max_threads()). Returns the policy in force.");
+      "measured from /proc/loadavg), 'fixed' (always max_threads()) or 'single' (one thread). "
+      "Returns the policy in force.");
   for (auto fn : icl::binding_registry()) fn(m);
 }
