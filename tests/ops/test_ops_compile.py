@@ -88,3 +88,24 @@ def test_data_checks_still_run_in_compiled_code() -> None:
     compiled = torch.compile(lambda u, v: ops.ssim(u, v, 1.0), fullgraph=True, backend="aot_eager")
     with pytest.raises(ValueError, match="b: contains NaN"):
         compiled(a, bad)
+
+
+def test_fullgraph_compile_host_ops() -> None:
+    # sequential host kernels with data-dependent output sizes (dynamic sizes in the fakes)
+    torch._dynamo.reset()
+    boxes = torch.tensor([[0.0, 0, 4, 4], [1, 1, 5, 6], [2, 0, 3, 9]])
+    scores = torch.tensor([0.9, 0.5, 0.7])
+    ids = torch.tensor([0, 0, 1])
+    offsets = torch.tensor([0, 2, 3])
+    thresholds = [0.1, 0.5]  # a tensor of thresholds is read with .tolist(): a graph break
+
+    def host_ops(b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        pi, gi = ops.match_points(b[:, :2], b[:, 2:], 3.0)
+        mp, mg, miou = ops.greedy_match(ops.box_iou(b, b), 0.1)
+        tp, tp_sum, best = ops.greedy_match_counts(b, offsets, b, offsets, thresholds)
+        matches = ops.detection_matches(b, scores, ids, b, ids)
+        return pi, gi, mp, mg, miou, tp, tp_sum, best, matches.gt_index, matches.order
+
+    compiled = torch.compile(host_ops, fullgraph=True, backend="aot_eager")
+    for got, want in zip(compiled(boxes), host_ops(boxes), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
