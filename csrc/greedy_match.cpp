@@ -125,7 +125,7 @@ py::tuple greedy_match_counts(icl::carray<double> pred_boxes, icl::carray<int64_
   {
     py::gil_scoped_release release;
 #ifdef ICL_WITH_OPENMP
-#pragma omp parallel if (parallel)
+#pragma omp parallel if (parallel) num_threads(icl::team())
 #endif
     {
       std::vector<Pair> pairs;

@@ -45,7 +45,7 @@ py::tuple match_points(const carray<double>& pred, const carray<double>& gt, dou
     for (i64 j = 0; j < m; ++j) gx[j] = gp[2 * gorder[j]];
     // Per prediction, the candidates within the radius (rows filled in parallel).
     std::vector<std::vector<Pair>> rows(n);
-#pragma omp parallel for schedule(dynamic, 16) if (n * m > 65536)
+#pragma omp parallel for schedule(dynamic, 16) if (n * m > 65536) num_threads(icl::team())
     for (i64 i = 0; i < n; ++i) {
       const double px = pp[2 * i], py_ = pp[2 * i + 1];
       // The window is a superset of the exact test: it is widened for rounding in px - gx,

@@ -21,6 +21,26 @@ PYBIND11_MODULE(_C, m) {
   info["cuda"] = false;
 #endif
   m.attr("build_info") = info;
-  m.def("max_threads", &icl::max_threads, "OpenMP threads the kernels use");
+  m.def("max_threads", &icl::max_threads, "OpenMP threads the kernels use at most");
+  m.def("team_size", &icl::team, "Threads a parallel region would use now (see thread_policy)");
+  m.def(
+      "thread_policy",
+      [](py::object policy) {
+        auto& flag = icl::thread_policy_flag();
+        if (!policy.is_none()) {
+          const std::string name = policy.cast<std::string>();
+          int chosen = -1;
+          for (int p = 0; p < 3; ++p)
+            if (name == icl::policy_name(p)) chosen = p;
+          if (chosen < 0)
+            throw std::invalid_argument("thread_policy: expected 'adaptive', 'fixed' or 'single', got '" + name + "'");
+          flag.store(chosen);
+        }
+        return std::string(icl::policy_name(flag.load()));
+      },
+      py::arg("policy") = py::none(),
+      "Get (no argument) or set the thread policy: 'adaptive' (default: use only idle cores, "
+      "measured from /proc/loadavg), 'fixed' (always max_threads()) or 'single' (one thread). "
+      "Returns the policy in force.");
   for (auto fn : icl::binding_registry()) fn(m);
 }

@@ -172,7 +172,7 @@ void label_images(const uint8_t* img, int32_t* dst, int64_t B, int64_t H, int64_
   const int64_t chunk_rows = std::max<int64_t>(1, 16384 / std::max<int64_t>(W, 1));
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
 #ifdef ICL_WITH_OPENMP
-#pragma omp parallel if (chunks > 1)
+#pragma omp parallel if (chunks > 1) num_threads(icl::team())
 #endif
   {
     ColourCache cache;

@@ -71,7 +71,7 @@ py::array_t<double> mse_impl(icl::carray<In> a, icl::carray<In> b) {
   const In* pb = b.data();
   {
     py::gil_scoped_release nogil;
-#pragma omp parallel for schedule(static) if (B * n >= kParallelMin)
+#pragma omp parallel for schedule(static) if (B * n >= kParallelMin) num_threads(icl::team())
     for (int64_t t = 0; t < ntask; ++t) {
       const int64_t bi = t / nchunk, s = (t % nchunk) * kChunk;
       const int64_t e = std::min(n, s + kChunk);

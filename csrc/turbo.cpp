@@ -22,25 +22,7 @@ using palette::Grid;
 std::unique_ptr<uint8_t[]> build_lut(const uint8_t* table) {
   std::vector<uint32_t> colours;
   for (int i = 0; i < 256; ++i) colours.push_back(palette::pack(table[3 * i], table[3 * i + 1], table[3 * i + 2], i));
-  const Grid grid = palette::build_grid(colours, 6);
-  std::unique_ptr<uint8_t[]> lut(new uint8_t[size_t(1) << 24]);
-  uint8_t* dst = lut.get();
-  const int cells = int(grid.cell.size());
-#ifdef ICL_WITH_OPENMP
-#pragma omp parallel for schedule(dynamic, 256)
-#endif
-  for (int c = 0; c < cells; ++c) {
-    const palette::Box box = grid.box(c);
-    const uint32_t e = grid.cell[size_t(c)];
-    for (int r = box.lo[0]; r <= box.hi[0]; ++r)
-      for (int g = box.lo[1]; g <= box.hi[1]; ++g) {
-        uint8_t* row = dst + ((size_t(r) << 16) | (size_t(g) << 8));
-        for (int b = box.lo[2]; b <= box.hi[2]; ++b) {
-          row[b] = uint8_t(e & Grid::kMulti ? Grid::scan(grid.lists.data() + (e & ~Grid::kMulti), r, g, b) : int(e));
-        }
-      }
-  }
-  return lut;
+  return palette::build_full_lut(colours);
 }
 
 // The table for `table`, built on first use and rebuilt only if the table changes.
@@ -74,7 +56,7 @@ void for_each_bin(const carray<uint8_t>& images, const uint8_t* lut, Fn fn) {
   constexpr int64_t kChunk = 16384;  // dynamic chunks: a descheduled thread holds no one up
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #ifdef ICL_WITH_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1) num_threads(icl::team())
 #endif
   for (int64_t c = 0; c < chunks; ++c) {
     for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
@@ -129,7 +111,7 @@ py::array_t<uint8_t> turbo_encode(carray<double> depth, double d_min, double d_m
     py::gil_scoped_release release;
     const double range = d_max - d_min;
 #ifdef ICL_WITH_OPENMP
-#pragma omp parallel for schedule(static) if (n >= 16384)
+#pragma omp parallel for schedule(static) if (n >= 16384) num_threads(icl::team())
 #endif
     for (int64_t i = 0; i < n; ++i) {
       const double v = d[i];

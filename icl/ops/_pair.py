@@ -10,7 +10,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from icl.ops._tensor import FLOAT_DTYPES, as_tensor, check_finite, restore
+from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, check_finite, restore_one
 
 PAIR_DTYPES = (torch.uint8, *FLOAT_DTYPES)
 CHANNELS = (1, 3)
@@ -19,7 +19,9 @@ CHANNELS = (1, 3)
 @dataclass
 class ImagePair:
     """Validated inputs: ``x``, ``y`` as ``[B, H, W, C]`` in a compute dtype (uint8, float32 or
-    float64; float16/bfloat16 are widened to float32 exactly), plus how to shape the result."""
+    float64; float16/bfloat16 are widened to float32 exactly, keeping autograd history), plus
+    how to shape the result. Finiteness is checked by the ops themselves (:func:`check_pair`):
+    it needs the data, which a ``torch.compile`` trace does not have."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -48,7 +50,7 @@ def _data_range(value: Optional[Any], dtype: torch.dtype) -> float:
 
 def image_pair(a: Any, b: Any, data_range: Optional[Any], min_size: int = 1, why: str = "") -> ImagePair:
     """Check ``a`` and ``b`` (same shape ``[B, H, W, C]`` or ``[H, W, C]``, C in {1, 3}, same
-    dtype, finite) and resolve ``data_range`` (default 255 for uint8, required for floats)."""
+    dtype) and resolve ``data_range`` (default 255 for uint8, required for floats)."""
     x, was_numpy = as_tensor(a, "a")
     y, _ = as_tensor(b, "b")
     for name, t in (("a", x), ("b", y)):
@@ -71,18 +73,22 @@ def image_pair(a: Any, b: Any, data_range: Optional[Any], min_size: int = 1, why
     if h < min_size or w < min_size:
         reason = f" ({why})" if why else ""
         raise ValueError(f"a: images must be at least {min_size}x{min_size} (H x W){reason}, got {h}x{w}")
-    check_finite(x, "a")
-    check_finite(y, "b")
     dr = _data_range(data_range, x.dtype)
     single = x.ndim == 3
     if single:
         x, y = x.unsqueeze(0), y.unsqueeze(0)
     if x.dtype in (torch.float16, torch.bfloat16):
         x, y = x.float(), y.float()
-    return ImagePair(x.detach(), y.detach(), dr, single, was_numpy)
+    return ImagePair(x, y, dr, single, was_numpy)
 
 
-def finish(scores: torch.Tensor, pair: ImagePair) -> Any:
+def check_pair(x: torch.Tensor, y: torch.Tensor) -> None:
+    """The data checks of :func:`image_pair`, run inside the ops."""
+    check_finite(x, "a")
+    check_finite(y, "b")
+
+
+def finish(scores: torch.Tensor, pair: ImagePair) -> ArrayLike:
     """``[B]`` float64 scores, or a 0-d value for a single image; numpy when ``a`` was numpy."""
     out = scores[0] if pair.single else scores
-    return restore(out, pair.was_numpy)
+    return restore_one(out, pair.was_numpy)

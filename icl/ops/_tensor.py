@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+NDArray = npt.NDArray[Any]
+ArrayLike = Union[torch.Tensor, NDArray]
 
 
 def as_tensor(x: Any, name: str) -> tuple[torch.Tensor, bool]:
@@ -15,10 +19,13 @@ def as_tensor(x: Any, name: str) -> tuple[torch.Tensor, bool]:
     if isinstance(x, torch.Tensor):
         return x, False
     if isinstance(x, np.ndarray):
-        if x.dtype == np.bool_:
-            return torch.from_numpy(np.ascontiguousarray(x)), True
         return torch.from_numpy(np.ascontiguousarray(x)), True
     raise TypeError(f"{name}: expected a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
+
+
+def restore_one(x: torch.Tensor, was_numpy: bool) -> ArrayLike:
+    """``x``, or ``x`` as a host numpy array when the caller passed numpy."""
+    return x.detach().cpu().numpy() if was_numpy else x
 
 
 def restore(x: Any, was_numpy: bool) -> Any:
@@ -50,6 +57,7 @@ def batch_images(x: torch.Tensor, name: str, channels: int = 3) -> tuple[torch.T
 
 
 def check_finite(x: torch.Tensor, name: str) -> None:
+    """``ValueError`` naming ``name`` when a float tensor holds NaN or infinity."""
     if x.is_floating_point() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name}: contains NaN or infinite values")
 
@@ -58,11 +66,19 @@ def to_uint8(x: torch.Tensor, name: str) -> torch.Tensor:
     """PROTOCOL §1.3: uint8 passes through; float in [0, 1] becomes ``round(255 * clip(x, 0, 1))``.
 
     Values outside [0, 1] are clipped (the protocol's rule); NaN/inf raise ``ValueError``.
+    Never differentiable: the result is computed from ``x.detach()``.
     """
+    check_quantisable(x, name)
     if x.dtype == torch.uint8:
         return x
-    if x.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{name}: expected uint8 or a float dtype, got {x.dtype}")
     check_finite(x, name)
-    # round half to even matches numpy/torch rounding; computed in float32 for half inputs.
-    return torch.round(x.float().clamp(0.0, 1.0) * 255.0).to(torch.uint8)
+    # round half to even matches numpy/torch rounding; float64 stays float64 (float32 would
+    # move values within 1e-8 of a .5 level), half inputs are widened to float32 exactly.
+    t = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return torch.round(x.detach().to(t).clamp(0.0, 1.0) * 255.0).to(torch.uint8)
+
+
+def check_quantisable(x: torch.Tensor, name: str) -> None:
+    """The dtype check of :func:`to_uint8` alone (it needs no data, so it runs while tracing)."""
+    if x.dtype != torch.uint8 and x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name}: expected uint8 or a float dtype, got {x.dtype}")

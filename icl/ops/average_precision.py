@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from icl.ops._boxes import check_boxes, host_numpy, iou_matrix
-from icl.ops._dispatch import op
-from icl.ops._tensor import as_tensor, restore
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, restore_one
 
 _OP = op("average_precision", gpu_module="icl.ops._gpu.average_precision")
 _MATCH_OP = op("detection_matches", gpu_module="icl.ops._gpu.average_precision")
@@ -101,9 +101,9 @@ def _ap_from_ranked(tp: np.ndarray, num_gt: int, interpolation: str) -> float:
 @_MATCH_OP.register("cpu")
 def _matches_cpu(pb: np.ndarray, ps: np.ndarray, pi: np.ndarray, gb: np.ndarray, gi: np.ndarray,
                  threshold: float, max_det: int) -> tuple[np.ndarray, np.ndarray]:
-    from icl import _C
-
-    return _C.detection_matches(pb, ps, pi, gb, gi, threshold, max_det)
+    _C = native()
+    matched, order = _C.detection_matches(pb, ps, pi, gb, gi, threshold, max_det)
+    return np.asarray(matched), np.asarray(order)
 
 
 @_OP.register("reference")
@@ -116,27 +116,30 @@ def _reference(pb: np.ndarray, ps: np.ndarray, pi: np.ndarray, gb: np.ndarray, g
 @_OP.register("cpu")
 def _cpu(pb: np.ndarray, ps: np.ndarray, pi: np.ndarray, gb: np.ndarray, gi: np.ndarray,
          threshold: float, max_det: int, interpolation: str) -> float:
-    from icl import _C
-
+    _C = native()
     mode = INTERPOLATIONS.index(interpolation)
     return float(_C.average_precision(pb, ps, pi, gb, gi, threshold, max_det, mode, COCO_RECALL_THRESHOLDS))
 
 
+_Args = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
 def _prepare(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, gt_image: Any,
-             iou_threshold: float, max_detections: Optional[int]) -> tuple[tuple, bool]:
-    """Validate; return host arrays (float64 boxes and scores, int64 ids), threshold, cap."""
+             iou_threshold: float, max_detections: Optional[int]) -> tuple[_Args, float, int, bool]:
+    """The checks that need no data (shapes, dtypes, arguments); returns the five tensors,
+    the threshold, the detection cap (0: none) and whether the caller passed numpy."""
     pb, was_numpy = as_tensor(pred_boxes, "pred_boxes")
     gb, _ = as_tensor(gt_boxes, "gt_boxes")
-    check_boxes(pb, "pred_boxes")
-    check_boxes(gb, "gt_boxes")
+    for name, t in (("pred_boxes", pb), ("gt_boxes", gb)):
+        if t.dtype == torch.bool or t.is_complex():
+            raise TypeError(f"{name}: expected a real numeric dtype, got {t.dtype}")
+        if t.ndim != 2 or t.shape[1] != 4:
+            raise ValueError(f"{name}: expected boxes of shape [N, 4] (x0, y0, x1, y1), got {tuple(t.shape)}")
     ps, _ = as_tensor(pred_scores, "pred_scores")
     if ps.dtype == torch.bool or ps.is_complex():
         raise TypeError(f"pred_scores: expected a real numeric dtype, got {ps.dtype}")
     if ps.shape != (pb.shape[0],):
         raise ValueError(f"pred_scores: expected shape [{pb.shape[0]}] (one per box), got {tuple(ps.shape)}")
-    scores = np.ascontiguousarray(host_numpy(ps), dtype=np.float64)
-    if np.isnan(scores).any():
-        raise ValueError("pred_scores: contains NaN")
     images = []
     for x, name, n in ((pred_image, "pred_image", pb.shape[0]), (gt_image, "gt_image", gb.shape[0])):
         t, _ = as_tensor(x, name)
@@ -144,7 +147,7 @@ def _prepare(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, 
             raise TypeError(f"{name}: expected an integer dtype (image ids), got {t.dtype}")
         if t.shape != (n,):
             raise ValueError(f"{name}: expected shape [{n}] (one image id per box), got {tuple(t.shape)}")
-        images.append(np.ascontiguousarray(host_numpy(t), dtype=np.int64))
+        images.append(t.detach())
     thr = float(iou_threshold)
     if not 0.0 <= thr <= 1.0:
         raise ValueError(f"iou_threshold: expected a value in [0, 1], got {iou_threshold}")
@@ -154,13 +157,52 @@ def _prepare(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, 
         raise ValueError(f"max_detections: expected None or a positive integer, got {max_detections!r}")
     else:
         max_det = int(max_detections)
-    # The matching is sequential: every backend runs it on host arrays (CUDA inputs are copied).
+    return (pb.detach(), ps.detach(), images[0], gb.detach(), images[1]), thr, max_det, was_numpy
+
+
+def _host(pb: torch.Tensor, ps: torch.Tensor, pi: torch.Tensor, gb: torch.Tensor,
+          gi: torch.Tensor) -> tuple[NDArray, NDArray, NDArray, NDArray, NDArray]:
+    """Host arrays (float64 boxes and scores, int64 ids) after the data checks (run in the op).
+    The matching is sequential: every backend runs it on host arrays (CUDA inputs are copied)."""
+    check_boxes(pb, "pred_boxes")
+    check_boxes(gb, "gt_boxes")
+    scores = np.ascontiguousarray(host_numpy(ps), dtype=np.float64)
+    if np.isnan(scores).any():
+        raise ValueError("pred_scores: contains NaN")
     boxes = [np.ascontiguousarray(host_numpy(t), dtype=np.float64) for t in (pb, gb)]
-    return (boxes[0], scores, images[0], boxes[1], images[1], thr, max_det), was_numpy
+    ids = [np.ascontiguousarray(host_numpy(t), dtype=np.int64) for t in (pi, gi)]
+    return boxes[0], scores, ids[0], boxes[1], ids[1]
 
 
-def average_precision(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, gt_image: Any,
-                      iou_threshold: float = 0.5, interpolation: str = "all", *,
+@torch.library.custom_op("icl::average_precision", mutates_args=())
+def _ap_op(pb: torch.Tensor, ps: torch.Tensor, pi: torch.Tensor, gb: torch.Tensor, gi: torch.Tensor,
+           threshold: float, max_det: int, interpolation: str, backend: Optional[str]) -> torch.Tensor:
+    ap = _OP("cpu", *_host(pb, ps, pi, gb, gi), threshold, max_det, interpolation, backend=backend)
+    return torch.tensor(float(ap), dtype=torch.float64)
+
+
+@_ap_op.register_fake
+def _ap_fake(pb: torch.Tensor, ps: torch.Tensor, pi: torch.Tensor, gb: torch.Tensor, gi: torch.Tensor,
+             threshold: float, max_det: int, interpolation: str, backend: Optional[str]) -> torch.Tensor:
+    return torch.empty((), dtype=torch.float64)
+
+
+@torch.library.custom_op("icl::detection_matches", mutates_args=())
+def _matches_op(pb: torch.Tensor, ps: torch.Tensor, pi: torch.Tensor, gb: torch.Tensor, gi: torch.Tensor,
+                threshold: float, max_det: int, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    matched, order = _MATCH_OP("cpu", *_host(pb, ps, pi, gb, gi), threshold, max_det, backend=backend)
+    return torch.from_numpy(np.asarray(matched)), torch.from_numpy(np.asarray(order))
+
+
+@_matches_op.register_fake
+def _matches_fake(pb: torch.Tensor, ps: torch.Tensor, pi: torch.Tensor, gb: torch.Tensor, gi: torch.Tensor,
+                  threshold: float, max_det: int, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    kept = torch.library.get_ctx().new_dynamic_size()
+    return torch.empty((pb.shape[0],), dtype=torch.int64), torch.empty((kept,), dtype=torch.int64)
+
+
+def average_precision(pred_boxes: ArrayLike, pred_scores: ArrayLike, pred_image: ArrayLike, gt_boxes: ArrayLike,
+                      gt_image: ArrayLike, iou_threshold: float = 0.5, interpolation: str = "all", *,
                       max_detections: Optional[int] = None, backend: Optional[str] = None) -> float:
     """AP of scored detections against GT boxes, pooled over images (see the module docstring).
 
@@ -168,26 +210,27 @@ def average_precision(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_box
     IoU in float64 as :func:`icl.ops.box_iou`); ``pred_scores`` ``[P]`` real (NaN raises; ties
     as described); ``pred_image`` ``[P]`` and ``gt_image`` ``[G]`` integer image ids (any values).
     ``interpolation`` is ``"all"`` (all-point, VOC 2010+) or ``"coco101"`` (COCO's 101 recall
-    points). Returns a Python float in [0, 1], NaN when there is no GT box.
+    points). Returns a Python float in [0, 1], NaN when there is no GT box. Not
+    differentiable; a ``torch.library`` op (``torch.ops.icl.average_precision``, a 0-d float64
+    tensor: the Python float is taken from it, so ``torch.compile`` breaks the graph here).
     """
     if interpolation not in INTERPOLATIONS:
         raise ValueError(f"interpolation: expected one of {INTERPOLATIONS}, got {interpolation!r}")
-    args, _ = _prepare(pred_boxes, pred_scores, pred_image, gt_boxes, gt_image, iou_threshold,
-                               max_detections)
-    return _OP("cpu", *args, interpolation, backend=backend)
+    args, thr, max_det, _ = _prepare(pred_boxes, pred_scores, pred_image, gt_boxes, gt_image, iou_threshold,
+                                     max_detections)
+    return float(torch.ops.icl.average_precision(*args, thr, max_det, interpolation, backend))
 
 
-def detection_matches(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, gt_image: Any,
-                      iou_threshold: float = 0.5, *, max_detections: Optional[int] = None,
+def detection_matches(pred_boxes: ArrayLike, pred_scores: ArrayLike, pred_image: ArrayLike, gt_boxes: ArrayLike,
+                      gt_image: ArrayLike, iou_threshold: float = 0.5, *, max_detections: Optional[int] = None,
                       backend: Optional[str] = None) -> DetectionMatches:
     """The matching behind :func:`average_precision`, same arguments and rules.
 
     ``gt_index[p] >= 0`` marks prediction ``p`` as a true positive. Predictions not in ``order``
-    (beyond ``max_detections`` in their image) are neither TP nor FP. Tensors in, tensors out;
-    numpy in, numpy out.
+    (beyond ``max_detections`` in their image) are neither TP nor FP. Tensors in, CPU tensors
+    out; numpy in, numpy out. Not differentiable; a ``torch.library`` op.
     """
-    args, was_numpy = _prepare(pred_boxes, pred_scores, pred_image, gt_boxes, gt_image, iou_threshold,
-                                       max_detections)
-    matched, order = _MATCH_OP("cpu", *args, backend=backend)
-    out = DetectionMatches(torch.from_numpy(np.asarray(matched)), torch.from_numpy(np.asarray(order)), len(args[4]))
-    return DetectionMatches(*restore(tuple(out[:2]), was_numpy), out.num_gt)
+    args, thr, max_det, was_numpy = _prepare(pred_boxes, pred_scores, pred_image, gt_boxes, gt_image,
+                                             iou_threshold, max_detections)
+    matched, order = torch.ops.icl.detection_matches(*args, thr, max_det, backend)
+    return DetectionMatches(restore_one(matched, was_numpy), restore_one(order, was_numpy), int(args[3].shape[0]))

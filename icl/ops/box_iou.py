@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional, overload
 
 import torch
 
 from icl.ops._boxes import check_boxes, iou_matrix
-from icl.ops._dispatch import op
-from icl.ops._tensor import as_tensor, restore
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, restore_one
 
 _OP = op("box_iou", gpu_module="icl.ops._gpu.box_iou")
 
@@ -20,28 +20,58 @@ def _reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @_OP.register("cpu")
 def _cpu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     return torch.from_numpy(_C.box_iou(a.contiguous().numpy(), b.contiguous().numpy()))
 
 
-def box_iou(a: Any, b: Any, *, backend: Optional[str] = None) -> Any:
+# float32 coordinates above this may overflow the float32 area (2^61 squared < 2^128): the
+# op then computes in float64 and rounds once (IoU itself always lies in [0, 1]).
+_FLOAT32_SAFE = 2.0**60
+
+
+@torch.library.custom_op("icl::box_iou", mutates_args=())
+def _box_iou_op(a: torch.Tensor, b: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
+    check_boxes(a, "a")
+    check_boxes(b, "b")
+    big = a.dtype == torch.float32 and any(t.numel() and float(t.abs().max()) > _FLOAT32_SAFE for t in (a, b))
+    if big:
+        wide: torch.Tensor = _OP(a.device.type, a.double(), b.double(), backend=backend)
+        return wide.float()
+    out: torch.Tensor = _OP(a.device.type, a, b, backend=backend)
+    return out
+
+
+@_box_iou_op.register_fake
+def _box_iou_fake(a: torch.Tensor, b: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
+    return a.new_empty((a.shape[0], b.shape[0]))
+
+
+@overload
+def box_iou(a: NDArray, b: ArrayLike, *, backend: Optional[str] = None) -> NDArray: ...
+@overload
+def box_iou(a: torch.Tensor, b: ArrayLike, *, backend: Optional[str] = None) -> torch.Tensor: ...
+def box_iou(a: ArrayLike, b: ArrayLike, *, backend: Optional[str] = None) -> ArrayLike:
     """IoU of every box of ``a`` with every box of ``b``.
 
     ``a`` ``[N, 4]`` and ``b`` ``[M, 4]`` are ``x0, y0, x1, y1`` boxes in continuous coordinates
     (area ``(x1 - x0) * (y1 - y0)``, no ``+1``). Returns ``[N, M]``: float64 when either input is
     float64, else float32 (integer and half inputs are converted to float32); computed in the
-    output dtype as ``inter / (area_a + area_b - inter)``, pycocotools' order. Boxes that do
-    not overlap, and zero-area boxes (with anything, themselves included), have IoU exactly 0.
-    Inverted boxes, NaN or infinite coordinates raise ``ValueError``.
+    output dtype as ``inter / (area_a + area_b - inter)``, pycocotools' order, except that
+    float32 boxes with a coordinate beyond 2^60 (whose areas could overflow) are computed in
+    float64 and rounded once, so identical boxes always give exactly 1. Boxes that do not
+    overlap, and zero-area boxes (with anything, themselves included), have IoU exactly 0.
+    Inverted boxes, NaN or infinite coordinates raise ``ValueError``. Not differentiable;
+    a ``torch.library`` op (``torch.ops.icl.box_iou``).
     """
     ta, np_a = as_tensor(a, "a")
     tb, _ = as_tensor(b, "b")
-    check_boxes(ta, "a")
-    check_boxes(tb, "b")
+    for name, t in (("a", ta), ("b", tb)):
+        if t.dtype == torch.bool or t.is_complex():
+            raise TypeError(f"{name}: expected a real numeric dtype, got {t.dtype}")
+        if t.ndim != 2 or t.shape[1] != 4:
+            raise ValueError(f"{name}: expected boxes of shape [N, 4] (x0, y0, x1, y1), got {tuple(t.shape)}")
     dtype = torch.float64 if torch.float64 in (ta.dtype, tb.dtype) else torch.float32
-    ta, tb = ta.to(dtype), tb.to(dtype)
+    ta, tb = ta.detach().to(dtype), tb.detach().to(dtype)
     if ta.device != tb.device:
         raise ValueError(f"a and b must be on the same device, got {ta.device} and {tb.device}")
-    out = _OP(ta.device.type, ta, tb, backend=backend)
-    return restore(out, np_a)
+    return restore_one(torch.ops.icl.box_iou(ta, tb, backend), np_a)

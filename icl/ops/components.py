@@ -8,8 +8,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from icl.ops._dispatch import op
-from icl.ops._tensor import FLOAT_DTYPES, as_tensor, check_finite
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, check_finite
 
 _OP = op("connected_components", gpu_module="icl.ops._gpu.components")
 
@@ -110,18 +110,48 @@ def _cpu_supports(mask: torch.Tensor, connectivity: int, values: Optional[torch.
 @_OP.register("cpu", supports=_cpu_supports)
 def _cpu(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor]) -> Components:
     """Fields are numpy arrays (the public function hands them out as torch or numpy)."""
-    from icl import _C
-
+    _C = native()
     m = mask.contiguous()
-    m = (m if m.dtype == torch.uint8 else m.view(torch.uint8)).numpy()  # nonzero = foreground
+    m = m if m.dtype == torch.uint8 else m.view(torch.uint8)  # nonzero = foreground
     v = None
     if values is not None:
-        v = values if values.dtype in (torch.float32, torch.float64) else values.float()
-        v = v.contiguous().numpy()
-    return Components(*_C.connected_components(m, connectivity, v))
+        v = (values if values.dtype in (torch.float32, torch.float64) else values.float()).contiguous().numpy()
+    return Components(*_C.connected_components(m.numpy(), connectivity, v))
 
 
-def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *,
+_Fields = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                torch.Tensor, torch.Tensor]
+
+
+@torch.library.custom_op("icl::connected_components", mutates_args=())
+def _components_op(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor],
+                   backend: Optional[str]) -> _Fields:
+    # an op returns tensors only: without values the three value fields are empty
+    out = _OP(mask.device.type, mask, connectivity, values, backend=backend)
+    empty = {5: (0,), 6: (0,), 7: (0, 2)}
+    fields: list[torch.Tensor] = []
+    for i, field in enumerate(out):
+        if field is None:
+            fields.append(torch.zeros(empty[i], dtype=(torch.float32, torch.float32, torch.int64)[i - 5],
+                                      device=mask.device))
+        else:
+            fields.append(torch.from_numpy(field) if isinstance(field, np.ndarray) else field)
+    labels, num, image, area, box, value_sum, value_mean, argmax = fields
+    return labels, num, image, area, box, value_sum, value_mean, argmax
+
+
+@_components_op.register_fake
+def _components_fake(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor],
+                     backend: Optional[str]) -> _Fields:
+    n = torch.library.get_ctx().new_dynamic_size()
+    k = 0 if values is None else n
+    new = mask.new_empty
+    return (new(mask.shape, dtype=torch.int32), new((mask.shape[0],), dtype=torch.int64),
+            new((n,), dtype=torch.int64), new((n,), dtype=torch.int64), new((n, 4), dtype=torch.int32),
+            new((k,), dtype=torch.float32), new((k,), dtype=torch.float32), new((k, 2), dtype=torch.int64))
+
+
+def connected_components(mask: ArrayLike, connectivity: int = 8, values: Optional[ArrayLike] = None, *,
                          backend: Optional[str] = None) -> Components:
     """Connected components of ``mask`` with per-component statistics.
 
@@ -132,7 +162,9 @@ def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *
     value, the first in raster order on ties.
     Returns :class:`Components`; ``labels`` is always ``[B, H, W]`` int32, components are
     numbered 1..n per image in raster order of their first pixel, and the per-component fields
-    are flattened over the batch in (image, label) order. Numpy in gives numpy out.
+    are flattened over the batch in (image, label) order. Numpy in gives numpy out. Not
+    differentiable (``values`` is read without gradient); a ``torch.library`` op
+    (``torch.ops.icl.connected_components``).
     """
     x, was_numpy = as_tensor(mask, "mask")
     if x.dtype.is_floating_point or x.dtype.is_complex:
@@ -153,8 +185,10 @@ def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *
             raise ValueError(f"values: expected the shape of mask {tuple(x.shape)}, got {tuple(vals.shape)}")
         if vals.device != x.device:
             raise ValueError(f"values: expected a tensor on {x.device} like mask, got {vals.device}")
-        vals = vals.reshape(m.shape)
-    out = _OP(m.device.type, m, int(connectivity), vals, backend=backend)
+        vals = vals.detach().reshape(m.shape)
+    fields = list(torch.ops.icl.connected_components(m.detach(), int(connectivity), vals, backend))
+    if values is None:
+        fields[5:] = [None, None, None]
     if was_numpy:
-        return Components(*(a.cpu().numpy() if isinstance(a, torch.Tensor) else a for a in out))
-    return Components(*(torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in out))
+        return Components(*(f.cpu().numpy() if isinstance(f, torch.Tensor) else f for f in fields))
+    return Components(*fields)

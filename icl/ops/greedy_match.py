@@ -19,8 +19,8 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from icl.ops._dispatch import op
-from icl.ops._tensor import FLOAT_DTYPES, as_tensor, restore
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, restore_one
 
 _MATCH = op("greedy_match", gpu_module="icl.ops._gpu.greedy_match")
 _COUNTS = op("greedy_match_counts", gpu_module="icl.ops._gpu.greedy_match")
@@ -70,8 +70,7 @@ def _match_reference(iou: torch.Tensor, threshold: float) -> tuple[torch.Tensor,
 
 @_MATCH.register("cpu")
 def _match_cpu(iou: torch.Tensor, threshold: float) -> tuple[torch.Tensor, torch.Tensor]:
-    from icl import _C
-
+    _C = native()
     p, g = _C.greedy_match(iou.double().contiguous().numpy(), float(threshold))
     return torch.from_numpy(p), torch.from_numpy(g)
 
@@ -110,8 +109,7 @@ def _counts_reference(pred: torch.Tensor, pred_off: torch.Tensor, gt: torch.Tens
 @_COUNTS.register("cpu")
 def _counts_cpu(pred: torch.Tensor, pred_off: torch.Tensor, gt: torch.Tensor, gt_off: torch.Tensor,
                 thresholds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    from icl import _C
-
+    _C = native()
     tp, tp_sum, best = _C.greedy_match_counts(pred.numpy(), pred_off.numpy(), gt.numpy(), gt_off.numpy(),
                                               thresholds.numpy())
     return torch.from_numpy(tp), torch.from_numpy(tp_sum), torch.from_numpy(best)
@@ -120,10 +118,10 @@ def _counts_cpu(pred: torch.Tensor, pred_off: torch.Tensor, gt: torch.Tensor, gt
 def _threshold(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name}: expected a number in [0, 1], got {type(value).__name__}")
-    value = float(value)
-    if not 0.0 <= value <= 1.0:  # also rejects NaN
-        raise ValueError(f"{name}: expected a number in [0, 1], got {value}")
-    return value
+    number = float(value)
+    if not 0.0 <= number <= 1.0:  # also rejects NaN
+        raise ValueError(f"{name}: expected a number in [0, 1], got {number}")
+    return number
 
 
 def _boxes(x: Any, name: str) -> tuple[torch.Tensor, bool]:
@@ -132,7 +130,12 @@ def _boxes(x: Any, name: str) -> tuple[torch.Tensor, bool]:
         raise ValueError(f"{name}: expected shape [N, 4] (x0, y0, x1, y1), got {tuple(t.shape)}")
     if t.dtype not in FLOAT_DTYPES + _INT_DTYPES:
         raise TypeError(f"{name}: expected a float or integer dtype, got {t.dtype}")
-    t = t.detach().cpu().to(torch.float64).contiguous()
+    return t.detach(), was_numpy
+
+
+def _host_boxes(t: torch.Tensor, name: str) -> torch.Tensor:
+    """float64 host copy; NaN/infinite or inverted boxes raise (data checks, run in the op)."""
+    t = t.cpu().to(torch.float64).contiguous()
     a = t.numpy()  # checks in numpy: torch's threaded reductions are slow on many small inputs
     if not np.isfinite(a).all():
         raise ValueError(f"{name}: contains NaN or infinite values")
@@ -140,10 +143,10 @@ def _boxes(x: Any, name: str) -> tuple[torch.Tensor, bool]:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"{name}: box {i} {a[i].tolist()} has x1 < x0 or y1 < y0")
-    return t, was_numpy
+    return t
 
 
-def _offsets(x: Any, name: str, rows: int) -> torch.Tensor:
+def _offsets(x: Any, name: str) -> torch.Tensor:
     if isinstance(x, (list, tuple)):
         x = np.asarray(x)
     t, _ = as_tensor(x, name)
@@ -151,7 +154,12 @@ def _offsets(x: Any, name: str, rows: int) -> torch.Tensor:
         raise ValueError(f"{name}: expected shape [S + 1] with S >= 0, got {tuple(t.shape)}")
     if t.dtype not in _INT_DTYPES:
         raise TypeError(f"{name}: expected an integer dtype, got {t.dtype}")
-    t = t.detach().cpu().to(torch.int64).contiguous()
+    return t.detach()
+
+
+def _host_offsets(t: torch.Tensor, name: str, rows: int) -> torch.Tensor:
+    """int64 host copy, non-decreasing from 0 to ``rows`` (a data check, run in the op)."""
+    t = t.cpu().to(torch.int64).contiguous()
     a = t.numpy()
     if a[0] != 0 or a[-1] != rows or (a[1:] < a[:-1]).any():
         shown = a.tolist() if a.size <= 8 else f"[{a[0]}, ..., {a[-1]}]"
@@ -159,15 +167,35 @@ def _offsets(x: Any, name: str, rows: int) -> torch.Tensor:
     return t
 
 
-def greedy_match(iou: Union[torch.Tensor, np.ndarray], threshold: float = 0.5, *,
-                 backend: Optional[str] = None) -> tuple[Any, Any, Any]:
+@torch.library.custom_op("icl::greedy_match", mutates_args=())
+def _greedy_match_op(iou: torch.Tensor, threshold: float, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    t64 = iou.to(torch.float64).cpu().contiguous()
+    a = t64.numpy()
+    if not np.isfinite(a).all():
+        raise ValueError("iou: contains NaN or infinite values")
+    if a.size and (a.min() < 0.0 or a.max() > 1.0):
+        raise ValueError(f"iou: expected values in [0, 1], got [{a.min()}, {a.max()}]")
+    pred_idx, gt_idx = _MATCH("cpu", t64, threshold, backend=backend)  # on the CPU for any input device
+    return pred_idx.to(iou.device), gt_idx.to(iou.device)
+
+
+@_greedy_match_op.register_fake
+def _greedy_match_fake(iou: torch.Tensor, threshold: float,
+                       backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    n = torch.library.get_ctx().new_dynamic_size()
+    return iou.new_empty((n,), dtype=torch.int64), iou.new_empty((n,), dtype=torch.int64)
+
+
+def greedy_match(iou: Union[torch.Tensor, NDArray], threshold: float = 0.5, *,
+                 backend: Optional[str] = None) -> tuple[ArrayLike, ArrayLike, ArrayLike]:
     """Greedy one-to-one matching of an IoU matrix.
 
     ``iou``: float ``[N, M]`` (predictions x ground truths), values in [0, 1]. Returns
     ``(pred_idx int64 [T], gt_idx int64 [T], iou [T])`` (``iou`` in the input dtype) in
     selection order: descending IoU, ties to the lower prediction then the lower ground-truth
     index; each box is used at most once; only pairs with IoU >= ``threshold`` are kept (with
-    ``threshold = 0`` every pair qualifies, zero-IoU pairs included).
+    ``threshold = 0`` every pair qualifies, zero-IoU pairs included). Not differentiable; a
+    ``torch.library`` op (``torch.ops.icl.greedy_match``).
     """
     t, was_numpy = as_tensor(iou, "iou")
     if t.ndim != 2:
@@ -175,20 +203,36 @@ def greedy_match(iou: Union[torch.Tensor, np.ndarray], threshold: float = 0.5, *
     if t.dtype not in FLOAT_DTYPES:
         raise TypeError(f"iou: expected a float dtype, got {t.dtype}")
     thr = _threshold(threshold, "threshold")
-    t64 = t.detach().to(torch.float64).cpu().contiguous()
-    a = t64.numpy()
-    if not np.isfinite(a).all():
-        raise ValueError("iou: contains NaN or infinite values")
-    if a.size and (a.min() < 0.0 or a.max() > 1.0):
-        raise ValueError(f"iou: expected values in [0, 1], got [{a.min()}, {a.max()}]")
-    pred_idx, gt_idx = _MATCH("cpu", t64, thr, backend=backend)  # computed on the CPU for any input device
-    pred_idx, gt_idx = pred_idx.to(t.device), gt_idx.to(t.device)
-    return restore((pred_idx, gt_idx, t[pred_idx, gt_idx]), was_numpy)
+    t = t.detach()
+    pred_idx, gt_idx = torch.ops.icl.greedy_match(t, thr, backend)
+    return (restore_one(pred_idx, was_numpy), restore_one(gt_idx, was_numpy),
+            restore_one(t[pred_idx, gt_idx], was_numpy))
 
 
-def greedy_match_counts(pred_boxes: Any, pred_offsets: Any, gt_boxes: Any, gt_offsets: Any,
-                        thresholds: Union[Sequence[float], torch.Tensor, np.ndarray], *,
-                        backend: Optional[str] = None) -> tuple[Any, Any, Any]:
+_Counts = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+@torch.library.custom_op("icl::greedy_match_counts", mutates_args=())
+def _counts_op(pred: torch.Tensor, pred_offsets: torch.Tensor, gt: torch.Tensor, gt_offsets: torch.Tensor,
+               thresholds: torch.Tensor, backend: Optional[str]) -> _Counts:
+    pred64, gt64 = _host_boxes(pred, "pred_boxes"), _host_boxes(gt, "gt_boxes")
+    p_off = _host_offsets(pred_offsets, "pred_offsets", pred64.shape[0])
+    g_off = _host_offsets(gt_offsets, "gt_offsets", gt64.shape[0])
+    out: _Counts = _COUNTS("cpu", pred64, p_off, gt64, g_off, thresholds, backend=backend)
+    return out
+
+
+@_counts_op.register_fake
+def _counts_fake(pred: torch.Tensor, pred_offsets: torch.Tensor, gt: torch.Tensor, gt_offsets: torch.Tensor,
+                 thresholds: torch.Tensor, backend: Optional[str]) -> _Counts:
+    shape = (pred_offsets.shape[0] - 1, thresholds.shape[0])
+    return (torch.empty(shape, dtype=torch.int64), torch.empty(shape, dtype=torch.float64),
+            torch.empty((gt.shape[0],), dtype=torch.float64))
+
+
+def greedy_match_counts(pred_boxes: ArrayLike, pred_offsets: Any, gt_boxes: ArrayLike, gt_offsets: Any,
+                        thresholds: Union[Sequence[float], torch.Tensor, NDArray], *,
+                        backend: Optional[str] = None) -> tuple[ArrayLike, ArrayLike, ArrayLike]:
     """Greedy matching of many samples at many IoU thresholds at once (ragged batch).
 
     Sample ``s`` owns ``pred_boxes[pred_offsets[s]:pred_offsets[s + 1]]`` and
@@ -200,12 +244,12 @@ def greedy_match_counts(pred_boxes: Any, pred_offsets: Any, gt_boxes: Any, gt_of
     ``tp_iou_sum`` float64 ``[S, T]`` (sum of the IoU of those pairs, added in selection
     order) and ``best_iou`` float64 ``[G]`` (each ground truth's best IoU with any prediction of
     its sample, 0 when the sample has none). numpy in (``pred_boxes``) -> numpy out; torch in ->
-    CPU tensors out (the matching runs on the CPU).
+    CPU tensors out (the matching runs on the CPU). Not differentiable; a ``torch.library`` op.
     """
     pred, was_numpy = _boxes(pred_boxes, "pred_boxes")
     gt, _ = _boxes(gt_boxes, "gt_boxes")
-    p_off = _offsets(pred_offsets, "pred_offsets", pred.shape[0])
-    g_off = _offsets(gt_offsets, "gt_offsets", gt.shape[0])
+    p_off = _offsets(pred_offsets, "pred_offsets")
+    g_off = _offsets(gt_offsets, "gt_offsets")
     if p_off.numel() != g_off.numel():
         raise ValueError(f"pred_offsets and gt_offsets: expected the same length S + 1, "
                          f"got {p_off.numel()} and {g_off.numel()}")
@@ -218,5 +262,5 @@ def greedy_match_counts(pred_boxes: Any, pred_offsets: Any, gt_boxes: Any, gt_of
     if not values:
         raise ValueError("thresholds: expected at least one threshold")
     thr = torch.tensor([_threshold(v, f"thresholds[{i}]") for i, v in enumerate(values)], dtype=torch.float64)
-    out = _COUNTS("cpu", pred, p_off, gt, g_off, thr, backend=backend)
-    return restore(out, was_numpy)
+    tp, tp_sum, best = torch.ops.icl.greedy_match_counts(pred, p_off, gt, g_off, thr, backend)
+    return restore_one(tp, was_numpy), restore_one(tp_sum, was_numpy), restore_one(best, was_numpy)

@@ -11,16 +11,18 @@ from __future__ import annotations
 import argparse
 import os
 import threading
-from typing import Any, Optional
+import warnings
+from typing import Any, NamedTuple, Optional, overload
 
 import torch
 
 from icl.ops import _lpips_nets as nets
+from icl.ops._autograd import recording
 from icl.ops._dispatch import op
-from icl.ops._lpips_weights import LPIPSWeightsNotFound, PathLike, cache_dir, find
-from icl.ops._tensor import as_tensor, check_finite, restore
+from icl.ops._lpips_weights import LPIPSWeightsNotFound, PathLike, cache_dir, content_digest, find
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, check_finite, restore_one
 
-__all__ = ["lpips", "LPIPSWeightsNotFound"]
+__all__ = ["lpips", "lpips_weights", "LPIPSWeights", "LPIPSWeightsNotFound"]
 
 _OP = op("lpips")
 _HALF = (torch.float16, torch.bfloat16)
@@ -28,22 +30,58 @@ _HALF = (torch.float16, torch.bfloat16)
 _PAIR_PIXELS = {"cpu": 1 << 20, "cuda": 1 << 24}
 
 _lock = threading.Lock()
-_host: dict[tuple, tuple[dict, str]] = {}  # (net, weights, $ICL_LPIPS_WEIGHTS) -> (numpy params, source)
-_dev: dict[tuple, dict[str, torch.Tensor]] = {}  # (net, source, device, dtype) -> tensors
+# (net, weights, $ICL_LPIPS_WEIGHTS) -> (numpy params, where they came from)
+_host: dict[tuple[str, Optional[str], Optional[str]], tuple[dict[str, Any], str]] = {}
+_dev: dict[tuple[str, str, str, torch.dtype], dict[str, torch.Tensor]] = {}  # (net, source, device, dtype)
+_missing_said: set[str] = set()  # nets whose missing weights were already reported
 
 
-def _params(net: str, weights: Optional[PathLike], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+class LPIPSWeights(NamedTuple):
+    """Which LPIPS weights a net uses: ``source`` is the path (or paths) they were read from,
+    ``sha256`` the content digest of the arrays (:func:`icl.ops._lpips_weights.content_digest`),
+    equal to the recorded LPIPS v0.1 digest: every source is verified before use."""
+
+    net: str
+    source: str
+    sha256: str
+
+
+def _host_params(net: str, weights: Optional[PathLike]) -> tuple[dict[str, Any], str]:
     # the search runs once per process for each (net, weights); the env var is part of the key
     key = (net, None if weights is None else str(weights), os.environ.get("ICL_LPIPS_WEIGHTS"))
     with _lock:
         if key not in _host:
             _host[key] = find(net, weights)
-        host, source = _host[key]
+        return _host[key]
+
+
+def lpips_weights(net: str = "alex", weights: Optional[PathLike] = None) -> Optional[LPIPSWeights]:
+    """The weights :func:`lpips` uses for ``net`` (searched as it does), or None when none are
+    installed; then a warning says so, once per net and process, with every place looked at.
+    A file that exists but fails verification still raises ``ValueError``."""
+    if net not in nets.STEPS:
+        raise ValueError(f"net: expected 'alex' or 'vgg', got {net!r}")
+    try:
+        params, source = _host_params(net, weights)
+    except LPIPSWeightsNotFound as exc:
+        with _lock:
+            fresh = net not in _missing_said
+            _missing_said.add(net)
+        if fresh:
+            warnings.warn(f"LPIPS {net} is unavailable: {exc}", RuntimeWarning, stacklevel=2)
+        return None
+    return LPIPSWeights(net, source, content_digest(params))
+
+
+def _params(net: str, weights: Optional[str], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    host, source = _host_params(net, weights)
+    head = torch.float64 if dtype == torch.float64 else torch.float32
+    with _lock:
         dkey = (net, source, str(device), dtype)
         if dkey not in _dev:
-            # trunk in the compute dtype; linear heads stay float32 (they act on float32 diffs)
+            # trunk in the compute dtype; linear heads in float32 (they act on float32 diffs)
             _dev[dkey] = {
-                name: torch.from_numpy(a).to(device=device, dtype=torch.float32 if name.startswith("lin") else dtype)
+                name: torch.from_numpy(a).to(device=device, dtype=head if name.startswith("lin") else dtype)
                 for name, a in host.items()
             }
         return _dev[dkey]
@@ -51,22 +89,85 @@ def _params(net: str, weights: Optional[PathLike], device: torch.device, dtype: 
 
 def _scaled(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``[N, 3, H, W]`` uint8 or float in [0, 1] -> LPIPS scaling layer output in ``dtype``."""
-    x = x.float() * (2.0 / 255.0) - 1.0 if x.dtype == torch.uint8 else x.float() * 2.0 - 1.0
-    shift = torch.tensor(nets.SHIFT, device=x.device).view(1, 3, 1, 1)
-    scale = torch.tensor(nets.SCALE, device=x.device).view(1, 3, 1, 1)
+    t = torch.float64 if dtype == torch.float64 else torch.float32
+    x = x.to(t) * (2.0 / 255.0) - 1.0 if x.dtype == torch.uint8 else x.to(t) * 2.0 - 1.0
+    shift = torch.tensor(nets.SHIFT, device=x.device, dtype=t).view(1, 3, 1, 1)
+    scale = torch.tensor(nets.SCALE, device=x.device, dtype=t).view(1, 3, 1, 1)
     # channels-last memory: oneDNN (CPU) and tensor cores (GPU) run these convolutions faster
     return ((x - shift) / scale).to(dtype).contiguous(memory_format=torch.channels_last)
+
+
+def _distance(a: torch.Tensor, b: torch.Tensor, params: dict[str, torch.Tensor], net: str,
+              dtype: torch.dtype, batch_size: int) -> torch.Tensor:
+    out = [a.new_zeros(0, dtype=torch.float64 if dtype == torch.float64 else torch.float32)]
+    for s in range(0, a.shape[0], batch_size):
+        out.append(nets.distance(_scaled(a[s:s + batch_size], dtype), _scaled(b[s:s + batch_size], dtype), params, net))
+    return torch.cat(out)
 
 
 @_OP.register("reference")
 def _reference(a: torch.Tensor, b: torch.Tensor, params: dict[str, torch.Tensor], net: str,
                dtype: torch.dtype, batch_size: int) -> torch.Tensor:
-    out = [torch.zeros(0, device=a.device)]
-    # no_grad, not inference_mode: callers may update the result in place
     with torch.no_grad():
-        for s in range(0, a.shape[0], batch_size):
-            out.append(nets.distance(_scaled(a[s:s + batch_size], dtype), _scaled(b[s:s + batch_size], dtype), params, net))
-    return torch.cat(out)
+        return _distance(a, b, params, net, dtype, batch_size)
+
+
+def _check_range(t: torch.Tensor, name: str) -> None:
+    """Float images must be finite and in [0, 1] (a data check, run inside the op)."""
+    if t.is_floating_point():
+        check_finite(t, name)
+        if t.numel() and (float(t.min()) < 0.0 or float(t.max()) > 1.0):
+            raise ValueError(f"{name}: float images must lie in [0, 1] (got [{float(t.min()):g}, {float(t.max()):g}]); "
+                             "clip them or pass uint8")
+
+
+@torch.library.custom_op("icl::lpips", mutates_args=())
+def _lpips_op(a: torch.Tensor, b: torch.Tensor, net: str, weights: Optional[str], dtype: torch.dtype,
+              batch_size: int, backend: Optional[str]) -> torch.Tensor:
+    _check_range(a, "a")
+    _check_range(b, "b")
+    params = _params(net, weights, a.device, dtype)
+    out: torch.Tensor = _OP(a.device.type, a.detach(), b.detach(), params, net, dtype, batch_size, backend=backend)
+    return out
+
+
+@_lpips_op.register_fake
+def _lpips_fake(a: torch.Tensor, b: torch.Tensor, net: str, weights: Optional[str], dtype: torch.dtype,
+                batch_size: int, backend: Optional[str]) -> torch.Tensor:
+    return a.new_empty((a.shape[0],), dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+
+
+@torch.library.custom_op("icl::lpips_backward", mutates_args=())
+def _lpips_backward_op(grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, net: str, weights: Optional[str],
+                       dtype: torch.dtype, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    # the network is pure torch: recompute it with autograd recording and differentiate
+    params = _params(net, weights, a.device, dtype)
+    with recording():
+        x = a.detach().requires_grad_()
+        y = b.detach().requires_grad_()
+        gx, gy = torch.autograd.grad(_distance(x, y, params, net, dtype, batch_size), (x, y), grad)
+    return gx, gy
+
+
+@_lpips_backward_op.register_fake
+def _lpips_backward_fake(grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, net: str, weights: Optional[str],
+                         dtype: torch.dtype, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(a), torch.empty_like(b)
+
+
+def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    a, b, net, weights, dtype, batch_size, _ = inputs
+    ctx.save_for_backward(a, b)
+    ctx.args = (net, weights, dtype, batch_size)
+
+
+def _backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], ...]:
+    a, b = ctx.saved_tensors
+    gx, gy = torch.ops.icl.lpips_backward(grad, a, b, *ctx.args)
+    return (gx if ctx.needs_input_grad[0] else None), (gy if ctx.needs_input_grad[1] else None), *([None] * 5)
+
+
+_lpips_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 def _nchw(x: torch.Tensor, name: str) -> tuple[torch.Tensor, bool]:
@@ -83,22 +184,23 @@ def _nchw(x: torch.Tensor, name: str) -> tuple[torch.Tensor, bool]:
 
 def _prepare(x: Any, name: str) -> tuple[torch.Tensor, bool, bool]:
     t, was_numpy = as_tensor(x, name)
-    if t.dtype == torch.uint8:
-        pass
-    elif t.is_floating_point():
-        check_finite(t, name)
-        if t.numel() and (float(t.min()) < 0.0 or float(t.max()) > 1.0):
-            raise ValueError(f"{name}: float images must lie in [0, 1] (got [{float(t.min()):g}, {float(t.max()):g}]); "
-                             "clip them or pass uint8")
-    else:
+    if t.dtype != torch.uint8 and not t.is_floating_point():
         raise TypeError(f"{name}: expected uint8 or a float dtype, got {t.dtype}")
     t, single = _nchw(t, name)
     return t, was_numpy, single
 
 
-def lpips(a: Any, b: Any, net: str = "alex", weights: Optional[PathLike] = None, *,
+@overload
+def lpips(a: NDArray, b: NDArray, net: str = "alex", weights: Optional[PathLike] = None, *,
           dtype: Optional[torch.dtype] = None, batch_size: Optional[int] = None,
-          backend: Optional[str] = None) -> Any:
+          backend: Optional[str] = None) -> NDArray: ...
+@overload
+def lpips(a: torch.Tensor, b: torch.Tensor, net: str = "alex", weights: Optional[PathLike] = None, *,
+          dtype: Optional[torch.dtype] = None, batch_size: Optional[int] = None,
+          backend: Optional[str] = None) -> torch.Tensor: ...
+def lpips(a: ArrayLike, b: ArrayLike, net: str = "alex", weights: Optional[PathLike] = None, *,
+          dtype: Optional[torch.dtype] = None, batch_size: Optional[int] = None,
+          backend: Optional[str] = None) -> ArrayLike:
     """LPIPS v0.1 distance per image pair -> float32 ``[B]`` (a 0-d value for single images).
 
     ``a``, ``b``: torch tensors or numpy arrays (numpy in -> numpy out) of the same shape,
@@ -113,9 +215,14 @@ def lpips(a: Any, b: Any, net: str = "alex", weights: Optional[PathLike] = None,
     search (see :mod:`icl.ops._lpips_weights`); raises :class:`LPIPSWeightsNotFound` listing
     every place looked at when none exist. ``dtype``: the trunk's compute dtype; default
     float16/bfloat16 when an input has that dtype, else float32 (half precision is for GPUs;
-    on CPU it works where torch implements it, slowly). Normalisation, heads and the spatial
-    average always run in float32. ``batch_size``: pairs per trunk pass (default: about 1M
-    pair-pixels on CPU, 16M on CUDA).
+    on CPU it works where torch implements it, slowly), or float64 (everything in float64,
+    a float64 result: for gradient checks). Normalisation, heads and the spatial average run
+    in float32 otherwise. ``batch_size``: pairs per trunk pass (default: about 1M pair-pixels
+    on CPU, 16M on CUDA). Every weights source is digest-checked; :func:`lpips_weights` says
+    which weights are used.
+
+    Differentiable in ``a`` and ``b`` for float inputs (the backward recomputes the network
+    with autograd); a ``torch.library`` op (``torch.ops.icl.lpips``).
     """
     if net not in nets.STEPS:
         raise ValueError(f"net: expected 'alex' or 'vgg', got {net!r}")
@@ -133,15 +240,15 @@ def lpips(a: Any, b: Any, net: str = "alex", weights: Optional[PathLike] = None,
         if len(halves) > 1:
             raise TypeError("a is float16 and b bfloat16 (or the reverse); pass dtype= to choose the compute dtype")
         dtype = halves.pop() if halves else torch.float32
-    elif dtype not in (torch.float32, *_HALF):
-        raise TypeError(f"dtype: expected torch.float32, float16 or bfloat16, got {dtype}")
+    elif dtype not in (torch.float32, torch.float64, *_HALF):
+        raise TypeError(f"dtype: expected torch.float32, float64, float16 or bfloat16, got {dtype}")
     if batch_size is None:
         batch_size = max(1, _PAIR_PIXELS.get(ta.device.type, 1 << 20) // (h * w))
     elif batch_size < 1:
         raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
-    params = _params(net, weights, ta.device, dtype)
-    out = _OP(ta.device.type, ta, tb, params, net, dtype, batch_size, backend=backend)
-    return restore(out[0] if single else out, was_numpy)
+    path = None if weights is None else os.fspath(weights)
+    out = torch.ops.icl.lpips(ta, tb, net, path if isinstance(path, str) else None, dtype, batch_size, backend)
+    return restore_one(out[0] if single else out, was_numpy)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

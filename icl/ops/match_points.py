@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Optional
+from typing import Any, Optional, overload
 
 import numpy as np
 import torch
 
 from icl.ops._boxes import host_numpy
-from icl.ops._dispatch import op
-from icl.ops._tensor import as_tensor, restore
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, restore_one
 
 _OP = op("match_points", gpu_module="icl.ops._gpu.match_points")
 
@@ -38,8 +38,7 @@ def _reference(pred: torch.Tensor, gt: torch.Tensor, radius: float) -> tuple[tor
 
 @_OP.register("cpu")
 def _cpu(pred: torch.Tensor, gt: torch.Tensor, radius: float) -> tuple[torch.Tensor, torch.Tensor]:
-    from icl import _C
-
+    _C = native()
     p, g = _C.match_points(pred.numpy(), gt.numpy(), radius)
     return torch.from_numpy(p), torch.from_numpy(g)
 
@@ -50,23 +49,50 @@ def _points(x: Any, name: str) -> tuple[torch.Tensor, bool]:
         raise TypeError(f"{name}: expected a real numeric dtype, got {t.dtype}")
     if t.ndim != 2 or t.shape[1] != 2:
         raise ValueError(f"{name}: expected points of shape [N, 2] (x, y), got {tuple(t.shape)}")
+    return t.detach(), was_numpy
+
+
+def _host_points(t: torch.Tensor, name: str) -> torch.Tensor:
+    """float64 host copy; NaN/infinite coordinates raise (a data check, run inside the op)."""
     h = np.ascontiguousarray(host_numpy(t), dtype=np.float64)
     if not np.isfinite(h).all():
         raise ValueError(f"{name}: contains NaN or infinite values")
-    return torch.from_numpy(h), was_numpy
+    return torch.from_numpy(h)
 
 
-def match_points(pred: Any, gt: Any, radius: float, *,
-                 backend: Optional[str] = None) -> tuple[Any, Any]:
+@torch.library.custom_op("icl::match_points", mutates_args=())
+def _match_points_op(pred: torch.Tensor, gt: torch.Tensor, radius: float,
+                     backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    out: tuple[torch.Tensor, torch.Tensor] = _OP("cpu", _host_points(pred, "pred"), _host_points(gt, "gt"), radius,
+                                                 backend=backend)
+    return out
+
+
+@_match_points_op.register_fake
+def _match_points_fake(pred: torch.Tensor, gt: torch.Tensor, radius: float,
+                       backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    n = torch.library.get_ctx().new_dynamic_size()
+    return torch.empty((n,), dtype=torch.int64), torch.empty((n,), dtype=torch.int64)
+
+
+@overload
+def match_points(pred: NDArray, gt: ArrayLike, radius: float, *,
+                 backend: Optional[str] = None) -> tuple[NDArray, NDArray]: ...
+@overload
+def match_points(pred: torch.Tensor, gt: ArrayLike, radius: float, *,
+                 backend: Optional[str] = None) -> tuple[torch.Tensor, torch.Tensor]: ...
+def match_points(pred: ArrayLike, gt: ArrayLike, radius: float, *,
+                 backend: Optional[str] = None) -> tuple[ArrayLike, ArrayLike]:
     """Greedy one-to-one matching of ``pred`` ``[N, 2]`` to ``gt`` ``[M, 2]`` points.
 
     All pairs with distance <= ``radius`` are taken by increasing distance, ties to the lower
     pred index, then the lower gt index, each point used at most once. Distances are compared
     as squared distances ``dx*dx + dy*dy`` in float64 against ``radius * radius`` (so integer
     coordinates tie exactly). Returns ``(pred_idx, gt_idx)``, int64 ``[T]``, in matching order
-    (increasing distance); numpy in, numpy out. Coordinates of any real dtype (converted to
-    float64; CUDA inputs are matched on the host). NaN/infinite coordinates and a negative or
-    non-finite radius raise ``ValueError``.
+    (increasing distance); numpy in, numpy out; torch in, CPU tensors out. Coordinates of any
+    real dtype (converted to float64; CUDA inputs are matched on the host). NaN/infinite
+    coordinates and a negative or non-finite radius raise ``ValueError``. Not differentiable;
+    a ``torch.library`` op (``torch.ops.icl.match_points``).
     """
     p, was_numpy = _points(pred, "pred")
     g, _ = _points(gt, "gt")
@@ -75,5 +101,5 @@ def match_points(pred: Any, gt: Any, radius: float, *,
     r = float(radius)
     if not math.isfinite(r) or r < 0:
         raise ValueError(f"radius: expected a finite value >= 0, got {radius}")
-    out = _OP("cpu", p, g, r, backend=backend)
-    return restore(out, was_numpy)
+    pred_idx, gt_idx = torch.ops.icl.match_points(p, g, r, backend)
+    return restore_one(pred_idx, was_numpy), restore_one(gt_idx, was_numpy)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, overload
 
 import numpy as np
 import torch
 
-from icl.ops._dispatch import op
-from icl.ops._tensor import as_tensor, batch_images, restore, to_uint8
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore_one, to_uint8
 
 _OP = op("nearest_palette", gpu_module="icl.ops._gpu.palette")
 
@@ -35,15 +35,14 @@ def _reference(images: torch.Tensor, palette: torch.Tensor, candidates: Optional
 
 @_OP.register("cpu")
 def _cpu(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch.Tensor]) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     cand = None if candidates is None else candidates.numpy().view(np.uint8)
     return torch.from_numpy(_C.nearest_palette(images.numpy(), palette.numpy(), cand))
 
 
 def _check_palette(palette: Any, device: torch.device) -> torch.Tensor:
-    """``palette`` as contiguous uint8 ``[P, 3]`` on ``device``; integer dtypes with values in
-    0..255 (or a nested list of ints) are accepted, 1 <= P <= 256."""
+    """``palette`` as a ``[P, 3]`` integer tensor on ``device``: integer dtypes (or a nested
+    list of ints), 1 <= P <= 256. The values (0..255) are checked by :func:`_palette_values`."""
     if isinstance(palette, (list, tuple, np.ndarray)):
         palette = np.array(palette)  # a small copy; read-only arrays (TURBO_TABLE) are fine
     pal, _ = as_tensor(palette, "palette")
@@ -53,9 +52,14 @@ def _check_palette(palette: Any, device: torch.device) -> torch.Tensor:
         raise ValueError(f"palette: expected shape [P, 3], got {tuple(pal.shape)}")
     if not 1 <= pal.shape[0] <= 256:
         raise ValueError(f"palette: expected 1 to 256 colours, got {pal.shape[0]}")
+    return pal.detach().to(device=device)
+
+
+def _palette_values(pal: torch.Tensor) -> torch.Tensor:
+    """Contiguous uint8 ``[P, 3]``; values outside 0..255 raise (a data check, run in the op)."""
     if pal.dtype != torch.uint8 and (int(pal.min()) < 0 or int(pal.max()) > 255):
         raise ValueError(f"palette: values must lie in 0..255, got {int(pal.min())}..{int(pal.max())}")
-    return pal.to(device=device, dtype=torch.uint8).contiguous()
+    return pal.to(torch.uint8).contiguous()
 
 
 def _check_candidates(candidates: Any, batch: int, colours: int, device: torch.device) -> Optional[torch.Tensor]:
@@ -68,26 +72,57 @@ def _check_candidates(candidates: Any, batch: int, colours: int, device: torch.d
         cand = cand.unsqueeze(0).expand(batch, colours)
     elif cand.ndim != 2 or tuple(cand.shape) != (batch, colours):
         raise ValueError(f"candidates: expected shape [{batch}, {colours}] or [{colours}], got {tuple(cand.shape)}")
+    return cand.detach().to(device)
+
+
+def _candidate_rows(cand: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """Contiguous candidates; an image without any raises (a data check, run in the op)."""
+    if cand is None:
+        return None
     empty = (~cand.any(1)).nonzero()
     if len(empty):
         raise ValueError(f"candidates: image {int(empty[0, 0])} has no candidate colour")
-    return cand.to(device).contiguous()
+    return cand.contiguous()
 
 
-def nearest_palette(images: Any, palette: Any, candidates: Any = None, *, backend: Optional[str] = None) -> Any:
+@torch.library.custom_op("icl::nearest_palette", mutates_args=())
+def _nearest_palette_op(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch.Tensor],
+                        backend: Optional[str]) -> torch.Tensor:
+    x = to_uint8(images, "images").contiguous()
+    out: torch.Tensor = _OP(x.device.type, x, _palette_values(palette), _candidate_rows(candidates), backend=backend)
+    return out
+
+
+@_nearest_palette_op.register_fake
+def _nearest_palette_fake(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch.Tensor],
+                          backend: Optional[str]) -> torch.Tensor:
+    return images.new_empty(images.shape[:3], dtype=torch.int32)
+
+
+@overload
+def nearest_palette(images: NDArray, palette: Any, candidates: Any = None, *,
+                    backend: Optional[str] = None) -> NDArray: ...
+@overload
+def nearest_palette(images: torch.Tensor, palette: Any, candidates: Any = None, *,
+                    backend: Optional[str] = None) -> torch.Tensor: ...
+def nearest_palette(images: ArrayLike, palette: Any, candidates: Any = None, *,
+                    backend: Optional[str] = None) -> ArrayLike:
     """Index of the nearest palette colour per pixel.
 
     images: ``[B, H, W, 3]`` or ``[H, W, 3]``, uint8 or float in [0, 1] (float becomes uint8 by
-    ``round(255 * clip(x, 0, 1))``). palette: ``[P, 3]`` integers in 0..255, 1 <= P <= 256.
-    candidates: None, or a bool mask ``[B, P]`` (per image) or ``[P]`` (shared) of the colours
-    allowed; every image needs at least one. Nearest means the smallest squared RGB distance,
-    exactly, with ties to the lower palette index. Returns int32 ``[B, H, W]`` (``[H, W]`` for a
-    single image); numpy in, numpy out.
+    ``round(255 * clip(x, 0, 1))``, float64 in float64). palette: ``[P, 3]`` integers in
+    0..255, 1 <= P <= 256. candidates: None, or a bool mask ``[B, P]`` (per image) or ``[P]``
+    (shared) of the colours allowed; every image needs at least one. Nearest means the
+    smallest squared RGB distance, exactly, with ties to the lower palette index. Returns
+    int32 ``[B, H, W]`` (``[H, W]`` for a single image); numpy in, numpy out. Not
+    differentiable (inputs with ``requires_grad`` are read without gradient); a
+    ``torch.library`` op (``torch.ops.icl.nearest_palette``).
     """
     x, was_numpy = as_tensor(images, "images")
     x, single = batch_images(x, "images")
-    x = to_uint8(x, "images").contiguous()
+    check_quantisable(x, "images")
+    x = x.detach()
     pal = _check_palette(palette, x.device)
     cand = _check_candidates(candidates, x.shape[0], pal.shape[0], x.device)
-    out = _OP(x.device.type, x, pal, cand, backend=backend)
-    return restore(out[0] if single else out, was_numpy)
+    out = torch.ops.icl.nearest_palette(x, pal, cand, backend)
+    return restore_one(out[0] if single else out, was_numpy)

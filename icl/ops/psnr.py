@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import math
+from typing import Any, Optional, overload
 
 import torch
 
-from icl.ops._dispatch import op
-from icl.ops._pair import finish, image_pair
+from icl.ops._dispatch import native, op
+from icl.ops._pair import check_pair, finish, image_pair
+from icl.ops._tensor import ArrayLike, NDArray
 
 _OP = op("psnr", gpu_module="icl.ops._gpu.psnr")
 
@@ -29,13 +31,50 @@ def _reference(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Ten
 
 @_OP.register("cpu")
 def _cpu(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     mse = torch.from_numpy(_C.mse(x.contiguous().numpy(), y.contiguous().numpy()))
     return _from_mse(mse, data_range)
 
 
-def psnr(a: Any, b: Any, data_range: Optional[float] = None, *, backend: Optional[str] = None) -> Any:
+@torch.library.custom_op("icl::psnr", mutates_args=())
+def _psnr_op(x: torch.Tensor, y: torch.Tensor, data_range: float, backend: Optional[str]) -> torch.Tensor:
+    check_pair(x, y)
+    out: torch.Tensor = _OP(x.device.type, x.detach(), y.detach(), data_range, backend=backend)
+    return out
+
+
+@_psnr_op.register_fake
+def _psnr_fake(x: torch.Tensor, y: torch.Tensor, data_range: float, backend: Optional[str]) -> torch.Tensor:
+    return x.new_empty((x.shape[0],), dtype=torch.float64)
+
+
+def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    x, y, _, _ = inputs
+    ctx.save_for_backward(x, y)
+
+
+def _backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor], None, None]:
+    # d/dx 10 log10(R^2 / mse) = -10 / ln(10) / mse * 2 (x - y) / n, in float64; identical
+    # images (mse = 0, PSNR +inf) have no finite gradient.
+    x, y = ctx.saved_tensors
+    d = x.to(torch.float64) - y.to(torch.float64)
+    mse = (d * d).flatten(1).mean(1)
+    scale = grad.to(torch.float64) * (-20.0 / math.log(10.0)) / (mse * d[0].numel())
+    gx = scale.view(-1, *([1] * (d.ndim - 1))) * d
+    return ((gx.to(x.dtype) if ctx.needs_input_grad[0] else None),
+            ((-gx).to(y.dtype) if ctx.needs_input_grad[1] else None), None, None)
+
+
+_psnr_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+@overload
+def psnr(a: NDArray, b: NDArray, data_range: Optional[float] = None, *, backend: Optional[str] = None) -> NDArray: ...
+@overload
+def psnr(a: torch.Tensor, b: torch.Tensor, data_range: Optional[float] = None, *,
+         backend: Optional[str] = None) -> torch.Tensor: ...
+def psnr(a: ArrayLike, b: ArrayLike, data_range: Optional[float] = None, *,
+         backend: Optional[str] = None) -> ArrayLike:
     """PSNR in dB of each image pair: ``10 * log10(data_range**2 / MSE)``.
 
     ``a``, ``b``: ``[B, H, W, C]`` or ``[H, W, C]`` (C = 1 or 3), same shape and dtype: uint8,
@@ -43,11 +82,12 @@ def psnr(a: Any, b: Any, data_range: Optional[float] = None, *, backend: Optiona
     is required for float images (``ValueError`` otherwise); unlike skimage it is never guessed
     from the data. The MSE is over all pixels and channels of an image: exact for uint8,
     squared differences in float32 summed in float64 for float16/bfloat16/float32, float64 for
-    float64. Returns float64 ``[B]`` (0-d for a single image; numpy when ``a`` is numpy);
-    identical images give ``+inf``.
+    float64. Returns float64 ``[B]`` (0-d for a single image; numpy when ``a`` is numpy) on
+    every backend; identical images give ``+inf``. Differentiable in ``a`` and ``b`` for float
+    inputs (closed-form gradient in float64); a ``torch.library`` op (``torch.ops.icl.psnr``).
     """
     pair = image_pair(a, b, data_range)
     if pair.x.shape[0] == 0:
         return finish(torch.empty(0, dtype=torch.float64, device=pair.x.device), pair)
-    out = _OP(pair.x.device.type, pair.x, pair.y, pair.data_range, backend=backend)
+    out = torch.ops.icl.psnr(pair.x, pair.y, pair.data_range, backend)
     return finish(out, pair)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Optional
+from typing import Optional, overload
 
 import torch
 
 from icl.ops._dispatch import op
-from icl.ops._tensor import as_tensor, batch_images, restore, to_uint8
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore_one, to_uint8
 
 _OP = op("redness", gpu_module="icl.ops._gpu.redness")
 
@@ -23,13 +23,32 @@ def _reference(images: torch.Tensor, threshold: float) -> tuple[torch.Tensor, to
     return s, s > threshold
 
 
-def redness(images: Any, threshold: float = 0.5, *, backend: Optional[str] = None) -> Any:
+@torch.library.custom_op("icl::redness", mutates_args=())
+def _redness_op(images: torch.Tensor, threshold: float, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    x = to_uint8(images, "images").contiguous()
+    out: tuple[torch.Tensor, torch.Tensor] = _OP(x.device.type, x, threshold, backend=backend)
+    return out
+
+
+@_redness_op.register_fake
+def _redness_fake(images: torch.Tensor, threshold: float, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    shape = images.shape[:3]
+    return images.new_empty(shape, dtype=torch.float32), images.new_empty(shape, dtype=torch.bool)
+
+
+@overload
+def redness(images: NDArray, threshold: float = 0.5, *, backend: Optional[str] = None) -> tuple[NDArray, NDArray]: ...
+@overload
+def redness(images: torch.Tensor, threshold: float = 0.5, *,
+            backend: Optional[str] = None) -> tuple[torch.Tensor, torch.Tensor]: ...
+def redness(images: ArrayLike, threshold: float = 0.5, *,
+            backend: Optional[str] = None) -> tuple[ArrayLike, ArrayLike]:
     """Redness ``S`` float32 ``[B, H, W]`` and mask ``S > threshold`` bool ``[B, H, W]``.
 
     images: ``[B, H, W, 3]`` or ``[H, W, 3]`` uint8 or float in [0, 1] (float becomes uint8 by
     ``round(255 * clip(x, 0, 1))`` first, as every decoder does); channels are levels / 255.
     threshold: a finite number (S lies in [0, 1]). Single images give ``[H, W]`` outputs;
-    numpy in, numpy out.
+    numpy in, numpy out. Not differentiable; a ``torch.library`` op.
     """
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
         raise TypeError(f"threshold: expected a number, got {type(threshold).__name__}")
@@ -37,8 +56,8 @@ def redness(images: Any, threshold: float = 0.5, *, backend: Optional[str] = Non
         raise ValueError(f"threshold: expected a finite number, got {threshold!r}")
     x, was_numpy = as_tensor(images, "images")
     x, single = batch_images(x, "images")
-    x = to_uint8(x, "images").contiguous()
-    s, mask = _OP(x.device.type, x, float(threshold), backend=backend)
+    check_quantisable(x, "images")
+    s, mask = torch.ops.icl.redness(x.detach(), float(threshold), backend)
     if single:
         s, mask = s[0], mask[0]
-    return restore((s, mask), was_numpy)
+    return restore_one(s, was_numpy), restore_one(mask, was_numpy)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any, Optional
+from typing import Any, Optional, overload
 
 import numpy as np
 import torch
 
-from icl.ops._dispatch import op
-from icl.ops._tensor import FLOAT_DTYPES, as_tensor, batch_images, restore, to_uint8
+from icl.ops._dispatch import native, op
+from icl.ops._tensor import (FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore_one,
+                             to_uint8)
 from icl.ops.palette import _reference as _palette_reference
 
 _ENCODE = op("turbo_encode", gpu_module="icl.ops._gpu.turbo")
@@ -70,8 +71,7 @@ def _encode_reference(depth: torch.Tensor, d_min: float, d_max: float) -> torch.
 
 @_ENCODE.register("cpu")
 def _encode_cpu(depth: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     flat = depth.reshape(-1).numpy()
     out = _C.turbo_encode(flat, d_min, d_max, _table())
     return torch.from_numpy(out).reshape(*depth.shape, 3)
@@ -79,13 +79,13 @@ def _encode_cpu(depth: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor
 
 @_BINS.register("reference")
 def _bins_reference(images: torch.Tensor) -> torch.Tensor:
-    return _palette_reference(images, _torch_table(images.device), None)
+    out: torch.Tensor = _palette_reference(images, _torch_table(images.device), None)
+    return out
 
 
 @_BINS.register("cpu")
 def _bins_cpu(images: torch.Tensor) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     return torch.from_numpy(_C.turbo_bins(images.numpy(), _table()))
 
 
@@ -97,17 +97,57 @@ def _decode_reference(images: torch.Tensor, d_min: float, d_max: float) -> torch
 
 @_DECODE.register("cpu")
 def _decode_cpu(images: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor:
-    from icl import _C
-
+    _C = native()
     return torch.from_numpy(_C.turbo_decode(images.numpy(), _table(), _depth_of_bin(d_min, d_max)))
 
 
-def turbo_encode(depth: Any, d_min: float, d_max: float, *, backend: Optional[str] = None) -> Any:
+@torch.library.custom_op("icl::turbo_encode", mutates_args=())
+def _encode_op(depth: torch.Tensor, d_min: float, d_max: float, backend: Optional[str]) -> torch.Tensor:
+    out: torch.Tensor = _ENCODE(depth.device.type, depth, d_min, d_max, backend=backend)
+    return out
+
+
+@_encode_op.register_fake
+def _encode_fake(depth: torch.Tensor, d_min: float, d_max: float, backend: Optional[str]) -> torch.Tensor:
+    return depth.new_empty((*depth.shape, 3), dtype=torch.uint8)
+
+
+@torch.library.custom_op("icl::turbo_bins", mutates_args=())
+def _bins_op(images: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
+    x = to_uint8(images, "images").contiguous()
+    out: torch.Tensor = _BINS(x.device.type, x, backend=backend)
+    return out
+
+
+@_bins_op.register_fake
+def _bins_fake(images: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
+    return images.new_empty(images.shape[:3], dtype=torch.int32)
+
+
+@torch.library.custom_op("icl::turbo_decode", mutates_args=())
+def _decode_op(images: torch.Tensor, d_min: float, d_max: float, backend: Optional[str]) -> torch.Tensor:
+    x = to_uint8(images, "images").contiguous()
+    out: torch.Tensor = _DECODE(x.device.type, x, d_min, d_max, backend=backend)
+    return out
+
+
+@_decode_op.register_fake
+def _decode_fake(images: torch.Tensor, d_min: float, d_max: float, backend: Optional[str]) -> torch.Tensor:
+    return images.new_empty(images.shape[:3], dtype=torch.float32)
+
+
+@overload
+def turbo_encode(depth: NDArray, d_min: float, d_max: float, *, backend: Optional[str] = None) -> NDArray: ...
+@overload
+def turbo_encode(depth: torch.Tensor, d_min: float, d_max: float, *,
+                 backend: Optional[str] = None) -> torch.Tensor: ...
+def turbo_encode(depth: ArrayLike, d_min: float, d_max: float, *, backend: Optional[str] = None) -> ArrayLike:
     """Turbo colour per depth value.
 
     depth: float ``[..., H, W]`` (at least 2 dimensions) in metres. ``bin = clip(floor((d -
     d_min) / (d_max - d_min) * 256), 0, 255)`` in float64, colour ``TURBO_TABLE[bin]``; NaN or
-    ``d <= 0`` is invalid and drawn black. Returns uint8 ``[..., H, W, 3]``; numpy in, numpy out.
+    ``d <= 0`` is invalid and drawn black. Returns uint8 ``[..., H, W, 3]``; numpy in, numpy
+    out. Not differentiable (read without gradient); a ``torch.library`` op.
     """
     d, was_numpy = as_tensor(depth, "depth")
     if d.dtype not in FLOAT_DTYPES:
@@ -116,29 +156,39 @@ def turbo_encode(depth: Any, d_min: float, d_max: float, *, backend: Optional[st
         raise ValueError(f"depth: expected [..., H, W], got shape {tuple(d.shape)}")
     lo, hi = _check_range(d_min, d_max)
     d = d.detach().to(torch.float64).contiguous()
-    return restore(_ENCODE(d.device.type, d, lo, hi, backend=backend), was_numpy)
+    return restore_one(torch.ops.icl.turbo_encode(d, lo, hi, backend), was_numpy)
 
 
 def _images(images: Any) -> tuple[torch.Tensor, bool, bool]:
     x, was_numpy = as_tensor(images, "images")
     x, single = batch_images(x, "images")
-    return to_uint8(x, "images").contiguous(), single, was_numpy
+    check_quantisable(x, "images")
+    return x.detach(), single, was_numpy
 
 
-def turbo_bins(images: Any, *, backend: Optional[str] = None) -> Any:
+@overload
+def turbo_bins(images: NDArray, *, backend: Optional[str] = None) -> NDArray: ...
+@overload
+def turbo_bins(images: torch.Tensor, *, backend: Optional[str] = None) -> torch.Tensor: ...
+def turbo_bins(images: ArrayLike, *, backend: Optional[str] = None) -> ArrayLike:
     """Index of the nearest of the 256 turbo colours per pixel (squared RGB distance, ties to
     the lower bin). images: ``[B, H, W, 3]``/``[H, W, 3]`` uint8 or float in [0, 1]. Returns
-    int32 ``[B, H, W]``/``[H, W]``; numpy in, numpy out."""
+    int32 ``[B, H, W]``/``[H, W]``; numpy in, numpy out. Not differentiable."""
     x, single, was_numpy = _images(images)
-    out = _BINS(x.device.type, x, backend=backend)
-    return restore(out[0] if single else out, was_numpy)
+    out = torch.ops.icl.turbo_bins(x, backend)
+    return restore_one(out[0] if single else out, was_numpy)
 
 
-def turbo_decode(images: Any, d_min: float, d_max: float, *, backend: Optional[str] = None) -> Any:
+@overload
+def turbo_decode(images: NDArray, d_min: float, d_max: float, *, backend: Optional[str] = None) -> NDArray: ...
+@overload
+def turbo_decode(images: torch.Tensor, d_min: float, d_max: float, *,
+                 backend: Optional[str] = None) -> torch.Tensor: ...
+def turbo_decode(images: ArrayLike, d_min: float, d_max: float, *, backend: Optional[str] = None) -> ArrayLike:
     """Depth per pixel from a turbo image: the nearest turbo bin (as :func:`turbo_bins`) mapped
     to its centre ``d_min + (bin + 0.5) / 256 * (d_max - d_min)``, float32 ``[B, H, W]``/``[H, W]``
-    (computed in float64, rounded once); numpy in, numpy out."""
+    (computed in float64, rounded once); numpy in, numpy out. Not differentiable."""
     lo, hi = _check_range(d_min, d_max)
     x, single, was_numpy = _images(images)
-    out = _DECODE(x.device.type, x, lo, hi, backend=backend)
-    return restore(out[0] if single else out, was_numpy)
+    out = torch.ops.icl.turbo_decode(x, lo, hi, backend)
+    return restore_one(out[0] if single else out, was_numpy)

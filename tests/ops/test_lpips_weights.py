@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import pickle
@@ -157,3 +158,42 @@ def test_env_var_file_and_directory(alex, nowhere):
     lw.save_npz(broken, nowhere / "bad.npz")
     with pytest.raises(ValueError, match="lin4.weight"):
         lw.find("alex", nowhere / "bad.npz")
+
+
+def test_every_source_is_digest_checked(alex, nowhere, monkeypatch):
+    # an .npz in our layout and official torch files with one weight changed are refused
+    tampered = {k: v.copy() for k, v in alex.items()}
+    tampered["lin0.weight"][0] += 1e-3
+    lw.save_npz(tampered, nowhere / "tampered.npz")
+    with pytest.raises(ValueError, match="content SHA-256 .* is not the recorded LPIPS v0.1 alex"):
+        lw.find("alex", nowhere / "tampered.npz")
+    monkeypatch.delenv(lw.ENV_WEIGHTS)
+    ckpt = nowhere / "hub" / "checkpoints"
+    ckpt.mkdir()
+    torch.save({f"features.{idx}.{kind}": torch.from_numpy(tampered[f"conv{i}.{kind}"])
+                for i, idx in enumerate((0, 3, 6, 8, 10)) for kind in ("weight", "bias")},
+               ckpt / "alexnet-owt-7be5be79.pth")
+    heads = nowhere / "site" / "lpips" / "weights" / "v0.1"
+    heads.mkdir(parents=True)
+    torch.save({f"lin{k}.model.1.weight": torch.from_numpy(tampered[f"lin{k}.weight"]).view(1, -1, 1, 1)
+                for k in range(5)}, heads / "alex.pth")
+    with pytest.raises(ValueError, match="alex.pth: content SHA-256"):
+        lw.find("alex")
+    # the verified cache wins over the (unverified) official files
+    lw.save_npz(alex, nowhere / "cache" / "lpips" / "alex.npz")
+    assert lw.find("alex")[1] == str(nowhere / "cache" / "lpips" / "alex.npz")
+
+
+def test_lpips_weights_reports_source_and_digest_or_missing_once(alex, nowhere, monkeypatch):
+    lpips_module = importlib.import_module("icl.ops.lpips")  # the package binds the function
+
+    monkeypatch.setattr(lpips_module, "_host", {})
+    monkeypatch.setattr(lpips_module, "_missing_said", set())
+    with pytest.warns(RuntimeWarning, match="LPIPS alex is unavailable: no LPIPS alex weights found") as record:
+        assert lpips_module.lpips_weights("alex") is None
+        assert lpips_module.lpips_weights("alex") is None
+    assert len(record) == 1
+    lw.save_npz(alex, nowhere / "env" / "alex.npz")
+    monkeypatch.setattr(lpips_module, "_host", {})
+    info = lpips_module.lpips_weights("alex")
+    assert info == lpips_module.LPIPSWeights("alex", str(nowhere / "env" / "alex.npz"), lw.CONTENT_SHA256["alex"])

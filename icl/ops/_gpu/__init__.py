@@ -33,6 +33,8 @@ def kernels_module(name: str) -> ModuleType:
         raise ModuleNotFoundError(f"icl.kernels is not installed and no source folder {source} exists",
                                   name="icl.kernels")
     spec = importlib.util.spec_from_file_location("icl.kernels", init, submodule_search_locations=[str(source)])
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(f"cannot load {init} as icl.kernels", name="icl.kernels")
     module = importlib.util.module_from_spec(spec)
     sys.modules["icl.kernels"] = module
     spec.loader.exec_module(module)

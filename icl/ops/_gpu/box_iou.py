@@ -10,4 +10,5 @@ from icl.ops.box_iou import _OP
 
 @_OP.register("triton", supports=float32_only)
 def _triton(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return kernels_module("box_iou").box_iou_triton(a, b)
+    out: torch.Tensor = kernels_module("box_iou").box_iou_triton(a, b)
+    return out

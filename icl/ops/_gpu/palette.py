@@ -12,4 +12,5 @@ from icl.ops.palette import _OP
 
 @_OP.register("triton")
 def _triton(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch.Tensor]) -> torch.Tensor:
-    return kernels_module("palette").nearest_palette_triton(images, palette, candidates)
+    out: torch.Tensor = kernels_module("palette").nearest_palette_triton(images, palette, candidates)
+    return out

@@ -10,4 +10,5 @@ from icl.ops.psnr import _OP
 
 @_OP.register("triton", supports=float32_only)
 def _triton(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Tensor:
-    return kernels_module("ssim").psnr_triton(x, y, data_range).to(torch.float64)
+    out: torch.Tensor = kernels_module("ssim").psnr_triton(x, y, data_range)
+    return out

@@ -10,4 +10,5 @@ from icl.ops.redness import _OP
 
 @_OP.register("triton")
 def _triton(images: torch.Tensor, threshold: float) -> tuple[torch.Tensor, torch.Tensor]:
-    return kernels_module("redness").redness_triton(images, threshold)
+    out: tuple[torch.Tensor, torch.Tensor] = kernels_module("redness").redness_triton(images, threshold)
+    return out

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from icl.ops._gpu import float32_only, kernels_module
+from icl.ops._gpu import kernels_module
 from icl.ops.ssim import _OP
 
 
-@_OP.register("triton", supports=float32_only)
+@_OP.register("triton")  # float64 throughout: any input dtype
 def _triton(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Tensor:
-    return kernels_module("ssim").ssim_triton(x, y, data_range).to(torch.float64)
+    out: torch.Tensor = kernels_module("ssim").ssim_triton(x, y, data_range)
+    return out

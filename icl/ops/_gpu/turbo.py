@@ -13,19 +13,23 @@ from icl.ops.turbo import _BINS, _DECODE, _depth_of_bin, _torch_table
 def _lut(device: torch.device) -> torch.Tensor:
     turbo = kernels_module("turbo")
     if device.type == "cuda":
-        return turbo.turbo_lut(_torch_table(device), device)
+        out: torch.Tensor = turbo.turbo_lut(_torch_table(device), device)
+        return out
     # interpreter mode (tests): the 2^24-colour table is built by the native CPU kernel
     from icl.ops.palette import nearest_palette
 
-    return turbo.turbo_lut(_torch_table(device), device, lambda img, pal: nearest_palette(img, pal))
+    lut: torch.Tensor = turbo.turbo_lut(_torch_table(device), device, lambda img, pal: nearest_palette(img, pal))
+    return lut
 
 
 @_BINS.register("triton")
 def _bins_triton(images: torch.Tensor) -> torch.Tensor:
-    return kernels_module("turbo").turbo_lookup_triton(images, _lut(images.device), None)
+    out: torch.Tensor = kernels_module("turbo").turbo_lookup_triton(images, _lut(images.device), None)
+    return out
 
 
 @_DECODE.register("triton")
 def _decode_triton(images: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor:
     centres = torch.from_numpy(_depth_of_bin(d_min, d_max)).to(images.device)
-    return kernels_module("turbo").turbo_lookup_triton(images, _lut(images.device), centres)
+    out: torch.Tensor = kernels_module("turbo").turbo_lookup_triton(images, _lut(images.device), centres)
+    return out

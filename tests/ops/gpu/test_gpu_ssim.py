@@ -42,4 +42,4 @@ def test_triton_psnr_identical_is_inf_and_float64_refused(device, triton_backend
     x = torch.zeros((2, 12, 12, 3), dtype=torch.uint8, device=device)
     assert all(math.isinf(v) for v in psnr(x, x, backend="triton").cpu().tolist())
     with pytest.raises(Exception, match="float64"):
-        ssim(x.double(), x.double(), data_range=1.0, backend="triton")
+        psnr(x.double(), x.double(), data_range=1.0, backend="triton")
