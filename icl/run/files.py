@@ -34,10 +34,8 @@ def provenance() -> dict[str, Any]:
         if torch.cuda.is_initialized():
             cuda["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         info["cuda"] = cuda
-    ops = sys.modules.get("icl.ops")
-    used = getattr(ops, "backends_used", None)
-    if callable(used):
-        info["backends"] = used()
+    if "icl.ops" in sys.modules:  # the backend that ran each kernel in this process
+        info["backends"] = sys.modules["icl.ops"].backends_used()
     return info
 
 

@@ -65,6 +65,11 @@ class Vibe(Benchmark):
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         super().__init__(config)
+        from icl.ops import lpips_weights
+
+        # LPIPS scores depend on its weights: their digest is part of every score's key
+        self.lpips = lpips_weights("alex")
+        self.scorer_version = f"{type(self).scorer_version}+lpips:{self.lpips.sha256[:16] if self.lpips else 'missing'}"
         self.plan: Optional[Plan] = None
         self._lock = threading.RLock()
         self._samples: OrderedDict = OrderedDict()
@@ -107,7 +112,9 @@ class Vibe(Benchmark):
 
     def fingerprints(self) -> dict[str, str]:
         plan = self._plan()
-        return {f"dataset:{n}": d.meta.version for n, d in sorted(plan.datasets.items())}
+        out = {f"dataset:{n}": d.meta.version for n, d in sorted(plan.datasets.items())}
+        out["lpips:alex"] = f"{self.lpips.sha256} ({self.lpips.source})" if self.lpips else "missing"
+        return out
 
     def describe(self) -> dict[str, Any]:
         from icl.benchmarks.vibe.combinations import combinations, present
