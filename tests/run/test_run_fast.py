@@ -60,7 +60,7 @@ def test_fast_run_all_tasks(fast_data, tmp_path, capsys):
     assert data["protocol"] == "vibe-1" and data["benchmark"] == "vibe" and data["config"]["fast"] is True
     assert data["config"]["options"]["rank_reference"] is True
     assert data["artifacts"]["contexts.csv"] == hashlib.sha256((out / "contexts.csv").read_bytes()).hexdigest()
-    assert set(data["fingerprints"]) == {"dataset:photos", "dataset:scenes-a", "dataset:scenes-b"}
+    assert set(data["fingerprints"]) == {"dataset:photos", "dataset:scenes-a", "dataset:scenes-b", "lpips:alex"}
     assert "git_revision" in data and data["packages"]["numpy"] and data["packages"]["icl"]
     stages = {(c["model"], c["stage"]) for c in data["compute"]}
     for model in ("oracle", "copy-target", "identity"):

@@ -43,4 +43,4 @@ def test_missing_paired_file_skips_that_sample_only(fast_data, tmp_path, capsys)
     assert [(f.stage, f.path) for f in failures] == [("data", str(missing))] and "'mydata'" in failures[0].message
     results = json.loads((out / "results.json").read_text())
     assert results["failures"]["count"] == 1
-    assert set(results["fingerprints"]) == {"dataset:mydata", "dataset:otherdata"}
+    assert set(results["fingerprints"]) == {"dataset:mydata", "dataset:otherdata", "lpips:alex"}

@@ -150,7 +150,7 @@ def test_rescore_recomputes_every_file_without_models(fast_data, tmp_path, count
     for name, data in files.items():
         assert (out / name).read_bytes() == data, name
     meta = json.loads((out / "results.json").read_text())
-    assert meta["scorer_version"] == "test-2" and meta["models"] == first["models"]
+    assert meta["scorer_version"].startswith("test-2+lpips:") and meta["models"] == first["models"]
     assert meta["run_id"] != first["run_id"] and meta["config"] == first["config"]
     rows = _rows(out / "store.sqlite")
     assert len(rows) == 2 * 2 * n  # both scorer versions kept, side by side

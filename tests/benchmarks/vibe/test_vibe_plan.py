@@ -68,7 +68,9 @@ def test_items_keys_and_artifacts(builtin_root, tmp_path):
     assert bench.request(items[0], privileged=True).oracle_target.shape[:2] == bench.request(items[0]).target_size
     arts = bench.write_artifacts(tmp_path)
     assert set(arts) == {"contexts.csv"} and (tmp_path / "contexts.csv").is_file()
-    assert bench.fingerprints() == {f"dataset:{n}": d.meta.version for n, d in sorted(plan.datasets.items())}
+    prints = bench.fingerprints()
+    assert prints.pop("lpips:alex") == (f"{bench.lpips.sha256} ({bench.lpips.source})" if bench.lpips else "missing")
+    assert prints == {f"dataset:{n}": d.meta.version for n, d in sorted(plan.datasets.items())}
     # another seed changes every key; the same settings give the same keys
     assert {it.key for it in _vibe(builtin_root, limit=2, shots=(1, 3)).items()} == {it.key for it in items}
     assert not {it.key for it in _vibe(builtin_root, limit=2, shots=(1, 3), seed=1).items()} & {it.key for it in items}
