@@ -138,3 +138,23 @@ def test_an_answer_that_is_not_text_fails_only_its_item(tmp_path, package_dir, r
     per = _rows(out, "per_sample.csv")
     assert len(per) == len(load_package(package_dir).samples[1]) - 1
     assert "cross_000" not in {r["sample_id"] for r in per}
+
+
+def test_repeated_predictions_fail_their_sample_and_exit_1(tmp_path, package_dir):
+    pkg = load_package(package_dir)
+    lines = []
+    for s in pkg.samples[1]:
+        lines.append({"sample_id": s.sample_id, "class": s.cls, "k": 1,
+                      "query_gt_boxes_pixel": s.query_gt_boxes_pixel.tolist(),
+                      "pred_boxes_pixel": s.query_gt_boxes_pixel.tolist()})
+    lines.append(dict(lines[0]))  # the first sample again, on the last line
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "out"
+    code = main(["best50", "--package", str(package_dir), "--predictions", str(pred), "--ks", "1", "--out", str(out),
+                 "--no-plots", "--no-progress"])
+    assert code == 1
+    first = pkg.samples[1][0].sample_id
+    assert f"is answered on lines 1, {len(lines)}" in (out / "report.md").read_text()
+    per = _rows(out, "per_sample.csv")
+    assert first not in {r["sample_id"] for r in per} and len(per) == len(pkg.samples[1]) - 1
