@@ -15,8 +15,8 @@ import traceback
 import numpy as np
 import pytest
 
-from icl.benchmarks.best50.package import PackageError, build_request, load_package
-from icl.benchmarks.best50.predictions import PredictionsError, PredictionsLog, load_predictions
+from icl.benchmarks.best50.package import PackageError, load_image, load_package
+from icl.benchmarks.best50.predictions import PredictionsError, load_predictions
 from icl.benchmarks.best50.score import score_records
 from icl.benchmarks.best50.synthetic import write_package
 from icl.data.dataset import DataError, DatasetMeta, load_dataset
@@ -133,7 +133,7 @@ def test_fuzz_package_reader(tmp_path, best50):
             for samples in pkg.samples.values():
                 for s in samples[:2]:
                     try:
-                        build_request(s)
+                        load_image(s.support_image), load_image(s.query_image)
                     except ImageError:
                         pass
         victim.write_bytes(originals[victim])
@@ -167,10 +167,6 @@ def test_fuzz_predictions_reader(tmp_path, best50):
             if package is not None:
                 pred.coverage(package).warnings()
                 json.dumps(pred.coverage(package).to_json())
-        try:
-            PredictionsLog(path, "m").close()
-        except ValueError:
-            pass
 
     assert _campaign("predictions", iteration) >= 5
 

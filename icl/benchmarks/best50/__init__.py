@@ -17,8 +17,8 @@ PROTOCOL_VERSION = "best50-1"
 
 # public name -> module (relative to this package) that defines it
 _EXPORTS = {
-    "DetectionRequest": "package", "Package": "package", "Sample": "package", "PackageError": "package",
-    "load_package": "package", "build_request": "package",
+    "Package": "package", "Sample": "package", "PackageError": "package", "load_package": "package",
+    "load_image": "package",
     "parse_boxes": "parse", "parse_grid_boxes": "parse",
     "Record": "predictions", "PredictionsError": "predictions", "read_predictions": "predictions",
     "Scores": "score", "score_records": "score", "THRESHOLDS": "score", "METRICS": "score",

@@ -65,16 +65,6 @@ class PackageError(ValueError):
 
 
 @dataclass(frozen=True)
-class DetectionRequest:
-    """What a vision-language adapter receives: ``images`` (RGB uint8 ``[H, W, 3]``: the support
-    image with its red boxes, then the query image) and the text ``prompt``. Adapters answer text."""
-
-    sample_id: str
-    images: list
-    prompt: str
-
-
-@dataclass(frozen=True)
 class Sample:
     """One validated line of ``inputs_k{K}.jsonl`` (image paths resolved, sizes ``(w, h)``)."""
 
@@ -138,12 +128,6 @@ def load_image(path: Path, max_pixels: Optional[int] = None) -> np.ndarray:
 
     img = decode_image(path, cv2.IMREAD_COLOR, max_pixels)
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
-
-
-def build_request(sample: Sample) -> DetectionRequest:
-    """The message of one sample: ``[support image, query image, prompt]``."""
-    return DetectionRequest(sample.sample_id, [load_image(sample.support_image), load_image(sample.query_image)],
-                            sample.prompt)
 
 
 def _check_boxes_in(boxes: np.ndarray, size: tuple[int, int], name: str) -> None:

@@ -16,8 +16,6 @@ rewritten; a line torn by a kill is cut off, and its sample asked again).
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -192,67 +190,3 @@ def _read(path: Path, package: Optional[Package], strict: bool) -> Predictions:
     if not records:
         raise PredictionsError(path, ["no predictions (the file is empty)"])
     return Predictions(path, records, {key: at for key, at in seen.items() if len(at) > 1})
-
-
-class PredictionsLog:
-    """Append-only predictions file for resumable runs.
-
-    Opening scans the existing file: complete lines are kept as they are (their
-    ``(k, sample_id)`` go to :attr:`done`); bytes after the last newline (a line torn by a
-    kill) are cut off with ``truncate``, so earlier lines are never rewritten. A complete line
-    that is not valid JSON, lacks ``k``/``sample_id``, or names another ``model`` raises
-    ``ValueError`` naming the file and line. :meth:`append` writes whole lines in one write,
-    then flushes and fsyncs: a kill loses at most the lines being written.
-    """
-
-    def __init__(self, path: str | Path, model: str) -> None:
-        self.path = Path(path)
-        self.model = model
-        self.done: set[tuple[int, str]] = set()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a+b")
-        try:
-            self._scan()
-        except BaseException:
-            self._file.close()
-            raise
-
-    def _scan(self) -> None:
-        f = self._file
-        f.seek(0)
-        data = f.read()
-        end = data.rfind(b"\n") + 1
-        if end < len(data):
-            f.truncate(end)  # only the torn tail goes; complete lines stay byte for byte
-        for line, obj, error in json_lines(self.path):
-            if error:
-                raise ValueError(f"{self.path}:{line}: {error}; cannot resume into a damaged predictions file")
-            if obj.get("model") != self.model:
-                raise ValueError(f"{self.path}:{line}: written by model {show(obj.get('model'))}, not "
-                                 f"{self.model!r}; use another output directory")
-            k, sid = obj.get("k"), obj.get("sample_id")
-            if not isinstance(k, int) or isinstance(k, bool) or not isinstance(sid, str):
-                raise ValueError(f"{self.path}:{line}: a predictions line without an integer 'k' and a string "
-                                 f"'sample_id' cannot be resumed")
-            self.done.add((k, sid))
-
-    def append(self, rows: Iterable[dict]) -> None:
-        """Append ``rows`` (each with ``k`` and ``sample_id``; ``model`` is set) as JSON lines."""
-        rows = [dict(r, model=self.model) for r in rows]
-        if not rows:
-            return
-        payload = "".join(json.dumps(r) + "\n" for r in rows).encode("ascii")  # ASCII: any str can be written
-        self._file.seek(0, os.SEEK_END)
-        self._file.write(payload)
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self.done.update((r["k"], r["sample_id"]) for r in rows)
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> "PredictionsLog":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -5,7 +5,9 @@ import cv2
 import numpy as np
 import pytest
 
-from icl.benchmarks.best50.package import (DetectionRequest, PackageError, build_request, image_size, load_package)
+from icl.benchmarks.best50.benchmark import Best50
+from icl.benchmarks.best50.package import PackageError, image_size, load_package
+from icl.models import ChatRequest
 from icl.benchmarks.best50.synthetic import DEFAULT_CLASSES, write_package
 
 
@@ -30,9 +32,13 @@ def test_synthetic_package_is_deterministic(tmp_path, package_dir):
 
 
 def test_request_is_support_query_prompt_with_red_boxes(package_dir):
-    s = load_package(package_dir).samples[4][3]
-    req = build_request(s)
-    assert isinstance(req, DetectionRequest) and req.sample_id == s.sample_id and req.prompt == s.prompt
+    bench = Best50({"package": package_dir})
+    item = next(it for it in bench.items() if it.group["k"] == 4 and it.payload == bench.package.samples[4][3])
+    s = item.payload
+    req = bench.request(item)
+    assert isinstance(req, ChatRequest) and req.id == f"k4/{s.sample_id}" and req.oracle_answer is None
+    (message,) = req.messages
+    assert message.role == "user" and message.content[2] == s.prompt and len(message.content) == 3
     support, query = req.images
     assert support.dtype == np.uint8 and support.shape == (s.support_image_size[1], s.support_image_size[0], 3)
     assert query.shape == (s.query_image_size[1], s.query_image_size[0], 3)
