@@ -29,6 +29,8 @@ _BUILTIN: dict[str, str] = {
     "oracle": "icl.models.builtin:Oracle",
     "copy-target": "icl.models.builtin:CopyTarget",
     "identity": "icl.models.builtin:Identity",
+    "prompt-diffusion": "icl.models.vicl.prompt_diffusion:PromptDiffusion",
+    "sd-vicl": "icl.models.vicl.sd_vicl:SDVICL",
 }
 _registered: dict[str, Target] = {}
 

@@ -26,7 +26,7 @@ import torch
 from icl.models.base import PRECISIONS, Adapter
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl import _diffusion_sd as sd
-from icl.models.weights import PathLike, WeightsError, resolve_weights
+from icl.models.weights import PathLike, WeightsError
 
 OFFICIAL_ADDED_PROMPT = "best quality, extremely detailed"
 OFFICIAL_NEGATIVE_PROMPT = ("longbody, lowres, bad anatomy, bad hands, missing fingers, extra digit, fewer digits, "
@@ -66,15 +66,12 @@ class PromptDiffusion(Adapter):
     # --- weights -----------------------------------------------------------------------------
     def _folders(self) -> tuple[Path, Path]:
         base = sd.resolve_sd_folder(self.name, self.weights)
-        if self.controlnet is None:
-            control = base / "controlnet"
-            if not (control / "config.json").is_file():
-                raise WeightsError(f"{self.name}: no ControlNet folder at {control} (config.json missing); pass "
-                                   f"--model-arg controlnet=DIR (the official folder 'controlnet/' of "
-                                   f"zhendongw/prompt-diffusion-diffusers); icl never downloads weights")
-        else:
-            control = resolve_weights(self.name, self.controlnet, "config.json")
-            control = control.parent if control.is_file() else control
+        control = base / "controlnet" if self.controlnet is None else Path(self.controlnet).expanduser()
+        if not (control / "config.json").is_file():
+            raise WeightsError(f"{self.name}: no Prompt Diffusion ControlNet folder at {control} (config.json "
+                               f"missing); pass --model-arg controlnet=DIR (the official folder 'controlnet/' of "
+                               f"zhendongw/prompt-diffusion-diffusers, see docs/models-diffusion.md); "
+                               f"icl never downloads weights")
         return base, control
 
     def weight_files(self) -> Sequence[Path]:
