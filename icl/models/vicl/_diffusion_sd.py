@@ -177,7 +177,7 @@ class PromptDiffusionControlNetModel(ControlNetModel):
     Configuration and parameter names are those of the official diffusers port
     (``zhendongw/prompt-diffusion-diffusers``, folder ``controlnet/``)."""
 
-    @functools.wraps(ControlNetModel.__init__)
+    @functools.wraps(ControlNetModel.__init__)  # type: ignore[misc]  # keeps the config signature
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.controlnet_query_cond_embedding = ControlNetConditioningEmbedding(
@@ -213,7 +213,7 @@ class PromptDiffusionControlNetModel(ControlNetModel):
         if self.mid_block is not None:
             hidden = self.mid_block(hidden, emb, encoder_hidden_states=encoder_hidden_states) \
                 if getattr(self.mid_block, "has_cross_attention", False) else self.mid_block(hidden, emb)
-        down = [proj(s) * conditioning_scale for s, proj in zip(skips, self.controlnet_down_blocks)]
+        down = tuple(proj(s) * conditioning_scale for s, proj in zip(skips, self.controlnet_down_blocks))
         mid = self.controlnet_mid_block(hidden) * conditioning_scale
         if not return_dict:
             return down, mid

@@ -175,8 +175,7 @@ class SDVICL(Adapter):
         zs = self._query_noise_maps(xts[:, :, 2 * k], step_idx, a_t, a_prev)  # [n, S, C, h, w]
 
         guided = self.rewire and self.swap_guidance_scale > 1.0
-        per_request = (2 * k + 2 if guided else 2 * k + 1) if self.rewire else 1
-        gen_row = 2 * k if self.rewire else 0
+        per_request, gen_row = (2 * k + 2 if guided else 2 * k + 1), 2 * k
         layout = [rw.RowLayout(tuple(r * per_request + j for j in range(k)),
                                tuple(r * per_request + k + j for j in range(k)), r * per_request + gen_row)
                   for r in range(n)]
@@ -188,17 +187,20 @@ class SDVICL(Adapter):
                 scales = self._scales(i)
                 self.state.step, self.state.scales = i, scales
                 self.state.layout = layout if scales else []
-                if self.rewire:
+                if scales:  # the context rows (and the plain copy) only matter while re-wired
                     rows = [xts[:, i, : 2 * k], latents[:, None]] + ([latents[:, None]] if guided else [])
                     batch = torch.cat(rows, dim=1).flatten(0, 1)
                 else:
                     batch = latents
                 eps = self._unet(batch, self._timesteps[self.skip_steps + i].expand(batch.shape[0]))
-                eps = eps.view(n, per_request, *eps.shape[1:])
-                eps_gen = eps[:, gen_row]
-                if guided and scales:
-                    eps_plain = eps[:, gen_row + 1]
-                    eps_gen = eps_plain + float(strengths[i]) * (eps_gen - eps_plain)
+                if scales:
+                    eps = eps.view(n, per_request, *eps.shape[1:])
+                    eps_gen = eps[:, gen_row]
+                    if guided:
+                        eps_plain = eps[:, gen_row + 1]
+                        eps_gen = eps_plain + float(strengths[i]) * (eps_gen - eps_plain)
+                else:
+                    eps_gen = eps
                 mean, sigma = posterior(eps_gen, latents, a_t[i], a_prev[i])
                 latents = mean + sigma * zs[:, i]
                 if self.adain and self.adain_range[0] <= i < self.adain_range[1]:

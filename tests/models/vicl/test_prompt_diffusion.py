@@ -76,7 +76,7 @@ def test_controlnet_forward_matches_diffusers_controlnet(folder):
         cn.controlnet_query_cond_embedding.conv_out.bias.zero_()
         zero_down, zero_mid = cn(x, 500, text, pair, query, return_dict=False)
         ref_down, ref_mid = ControlNetModel.forward(cn, x, 500, text, pair, return_dict=False)
-    for a, b in zip(zero_down + [zero_mid], list(ref_down) + [ref_mid]):
+    for a, b in zip([*zero_down, zero_mid], [*ref_down, ref_mid]):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     assert (ours_mid - zero_mid).abs().max() > 1e-3  # the query conditioning is used
 
