@@ -46,8 +46,9 @@ def _unet_config(scale: str) -> dict[str, Any]:
                     up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3)
     return dict(sample_size=8, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(8, 16),
                 cross_attention_dim=16, attention_head_dim=2, norm_num_groups=4,
-                down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-                up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"))
+                # attention at both levels: the decoder has self-attention at full and half latent size
+                down_block_types=("CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+                up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D"))
 
 
 def _vae_config(scale: str) -> dict[str, Any]:

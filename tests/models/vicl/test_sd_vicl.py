@@ -122,10 +122,12 @@ def test_rewired_self_attention_reads_the_context_pair(model):
     assert trace, "no re-wired attention call was recorded"
     assert {rec["layer"] for rec in trace} == set(model.rewired_layers)
     assert all(name.startswith("up_blocks.") and name.endswith(".attn1") for name in model.rewired_layers)
+    assert {rec["factor"] for rec in trace} == {1, 2}  # full and half latent resolution
     unet = model._parts["unet"]
     for rec in trace:
         attn, hidden = unet.get_submodule(rec["layer"]), rec["hidden_states"]
         rows_per_request = hidden.shape[0] // len(reqs)
+        assert rows_per_request == 2 * 2 + 2  # sources, targets, generation, its plain copy
         for r, (lay, keys, values) in enumerate(zip(rec["layout"], rec["keys"], rec["values"])):
             block = range(r * rows_per_request, (r + 1) * rows_per_request)
             # each request's query generation reads only its own request's rows ...
@@ -139,6 +141,14 @@ def test_rewired_self_attention_reads_the_context_pair(model):
             torch.testing.assert_close(keys, want_k, atol=0, rtol=0)
             torch.testing.assert_close(values, want_v, atol=0, rtol=0)
             assert (keys[: own_k.shape[0]] - own_k).abs().max() > 1e-3
+
+
+def test_rewiring_follows_its_step_ranges_per_resolution(folder):
+    m = _load(folder, rewire_full_start=1, rewire_full_end=3, rewire_half_start=0, rewire_half_end=2)
+    m.state.trace = []
+    m.predict(_requests(1))
+    seen = {(rec["factor"], rec["step"]) for rec in m.state.trace}
+    assert seen == {(1, 1), (1, 2), (2, 0), (2, 1)}
 
 
 def test_rewiring_off_equals_the_plain_pipeline(folder):
