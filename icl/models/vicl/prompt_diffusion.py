@@ -33,6 +33,11 @@ OFFICIAL_NEGATIVE_PROMPT = ("longbody, lowres, bad anatomy, bad hands, missing f
                             "cropped, worst quality, low quality")
 
 
+# "signed": [-1, 1], as the official training data loader and notebook feed the ControlNet;
+# "unit": [0, 1], as the diffusers port's pipeline does
+CONDITION_RANGES = ("signed", "unit")
+
+
 class PromptDiffusion(Adapter):
     """Prompt Diffusion: ``weights`` is a Stable Diffusion 1.5 ``from_pretrained`` folder (the
     official ``zhendongw/prompt-diffusion-diffusers`` holds it), ``controlnet`` the Prompt
@@ -46,12 +51,17 @@ class PromptDiffusion(Adapter):
                  steps: int = 100, guidance_scale: float = 9.0, scheduler: str = "ddim", eta: float = 0.0,
                  prompt: str = "", added_prompt: str = OFFICIAL_ADDED_PROMPT,
                  negative_prompt: str = OFFICIAL_NEGATIVE_PROMPT, control_strength: float = 1.0,
-                 resolution: int = 512, precision: str = "fp32", batch_size: int = 4) -> None:
+                 condition_range: str = "signed", resolution: int = 512, precision: str = "fp32",
+                 batch_size: int = 4) -> None:
         self.weights, self.controlnet = weights, controlnet
         self.steps, self.guidance_scale, self.eta = int(steps), float(guidance_scale), float(eta)
         self.scheduler, self.control_strength, self.resolution = str(scheduler), float(control_strength), int(resolution)
         self.prompt, self.added_prompt, self.negative_prompt = str(prompt), str(added_prompt), str(negative_prompt)
         self.precision, self.batch_size = str(precision), int(batch_size)
+        self.condition_range = str(condition_range)
+        if self.condition_range not in CONDITION_RANGES:
+            raise ValueError(f"model argument condition_range: expected one of {', '.join(CONDITION_RANGES)}, "
+                             f"got {condition_range!r}")
         sd.check_range("steps", self.steps, 1, 1000)
         sd.check_range("guidance_scale", self.guidance_scale, 0.0)
         sd.check_range("eta", self.eta, 0.0, 1.0)
@@ -101,13 +111,16 @@ class PromptDiffusion(Adapter):
 
     # --- inference ---------------------------------------------------------------------------
     def _conditions(self, requests: Sequence[AnalogyRequest]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Example pairs ``[B, 6, S, S]`` and queries ``[B, 3, S, S]`` in [-1, 1]."""
+        """Example pairs ``[B, 6, S, S]`` (source, then target) and queries ``[B, 3, S, S]``, in
+        [-1, 1] (or [0, 1] with ``condition_range="unit"``)."""
         size, dev = self.resolution, self.device
         src = sd.images_to_tensor([r.context_inputs[0] for r in requests], size, dev, torch.float32)
         tgt = sd.images_to_tensor([r.context_outputs[0] for r in requests], size, dev, torch.float32)
         query = sd.images_to_tensor([r.query for r in requests], size, dev, torch.float32)
-        pair = torch.cat([src, tgt], dim=1) * 2 - 1
-        return pair.to(self._dtype), (query * 2 - 1).to(self._dtype)
+        pair = torch.cat([src, tgt], dim=1)
+        if self.condition_range == "signed":
+            pair, query = pair * 2 - 1, query * 2 - 1
+        return pair.to(self._dtype), query.to(self._dtype)
 
     @torch.inference_mode()
     def predict(self, requests: Sequence[AnalogyRequest]) -> list[Any]:

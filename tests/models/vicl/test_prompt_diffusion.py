@@ -90,6 +90,11 @@ def test_conditions_layout_and_range(models):
     assert pair.shape == (1, 6, RES, RES) and query.shape == (1, 3, RES, RES)
     assert torch.all(pair[:, :3] == -1) and torch.all(pair[:, 3:] == 1)  # source first, then target
     torch.testing.assert_close(query, torch.full_like(query, 2 * 51 / 255 - 1))
+    unit = PromptDiffusion(condition_range="unit", resolution=RES)
+    unit.device, unit._dtype = "cpu", torch.float32
+    pair, query = unit._conditions([req])
+    assert torch.all(pair[:, :3] == 0) and torch.all(pair[:, 3:] == 1)
+    torch.testing.assert_close(query, torch.full_like(query, 51 / 255))
 
 
 def test_batch_of_four_fp32_bf16_invariant_to_batching(models):
