@@ -101,8 +101,8 @@ class PromptDiffusion(Adapter):
         cn.set_attn_processor(AttnProcessor2_0())
         self._controlnet = cn.to(device).eval().requires_grad_(False)
         self._dtype = dtype
-        text = f"{self.prompt}, {self.added_prompt}" if self.prompt and self.added_prompt else \
-            (self.prompt or self.added_prompt)
+        # joined exactly as the official notebook does, a leading ", " included when the prompt is empty
+        text = f"{self.prompt}, {self.added_prompt}" if self.added_prompt else self.prompt
         embeds = sd.encode_text(self._parts["tokenizer"], self._parts["text_encoder"], [text, self.negative_prompt],
                                 device)
         self._cond, self._uncond = embeds[:1], embeds[1:]

@@ -150,8 +150,12 @@ def test_stochastic_scheduler_draws_from_the_request_generator(folder):
 
 def test_unguided_when_prompts_match_equals_guidance_one(folder):
     reqs = _requests(2)
-    same = PromptDiffusion(weights=folder, added_prompt="abc", negative_prompt="abc", **FAST)
-    one = PromptDiffusion(weights=folder, added_prompt="abc", negative_prompt="xyz", guidance_scale=1.0, **FAST)
+    same = PromptDiffusion(weights=folder, prompt="abc", added_prompt="", negative_prompt="abc", **FAST)
+    one = PromptDiffusion(weights=folder, prompt="abc", added_prompt="", negative_prompt="xyz", guidance_scale=1.0,
+                          **FAST)
+    default = PromptDiffusion(weights=folder, **FAST)
+    default.load("cpu")
+    assert default._guided  # ", best quality, extremely detailed" against the official negative prompt
     same.load("cpu")
     one.load("cpu")
     assert not same._guided and not one._guided
