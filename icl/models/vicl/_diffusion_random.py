@@ -108,7 +108,7 @@ def write_random_sd_folder(path: PathLike, scale: str = "tiny", *, controlnet: b
     from diffusers import AutoencoderKL, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel
 
-    from icl.models.vicl._diffusion_sd import PromptDiffusionControlNetModel
+    from icl.models.vicl._diffusion_controlnet import PromptDiffusionControlNetModel
 
     if scale not in ("tiny", "full"):
         raise ValueError(f"scale must be 'tiny' or 'full', got {scale!r}")

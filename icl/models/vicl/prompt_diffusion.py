@@ -92,7 +92,9 @@ class PromptDiffusion(Adapter):
         dtype = sd.TORCH_DTYPES[self.precision]
         base, control = self._folders()
         self._parts = sd.load_sd(base, device, dtype)
-        cn = sd.PromptDiffusionControlNetModel.from_pretrained(control, torch_dtype=dtype, local_files_only=True)
+        from icl.models.vicl._diffusion_controlnet import PromptDiffusionControlNetModel
+
+        cn = PromptDiffusionControlNetModel.from_pretrained(control, torch_dtype=dtype, local_files_only=True)
         if cn.config.conditioning_channels != 6:
             raise WeightsError(f"{self.name}: {control} is not a Prompt Diffusion ControlNet "
                                f"(conditioning_channels {cn.config.conditioning_channels}, expected 6: the example pair)")

@@ -11,8 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from diffusers import DDIMScheduler
-
 from icl.models import AnalogyRequest, get_model
 from icl.models.vicl import _diffusion_rewire as rw
 from icl.models.vicl import _diffusion_sd as sd
@@ -70,6 +68,10 @@ def _reconstruction(m, query):
 
 
 def test_posterior_step_matches_diffusers_ddim():
+    # diffusers is imported inside the tests: at collection it would import Triton before the
+    # GPU tests choose its interpreter mode
+    from diffusers import DDIMScheduler
+
     sched = DDIMScheduler.from_config(SD15_SCHEDULER)
     sched.set_timesteps(10)
     g = torch.Generator().manual_seed(0)
