@@ -38,6 +38,8 @@ _BUILTIN: dict[str, str] = {
     "mae-vqgan": "icl.models.vicl.mae_vqgan:MAEVQGAN",
     "lvm": "icl.models.vicl.lvm:LVM",
     "delvm": "icl.models.vicl.lvm:DeLVM",
+    "prompt-diffusion": "icl.models.vicl.prompt_diffusion:PromptDiffusion",
+    "sd-vicl": "icl.models.vicl.sd_vicl:SDVICL",
 }
 _registered: dict[str, Target] = {}
 

@@ -156,7 +156,7 @@ def test_list(capsys, tmp_path):
     assert shown["tasks"].startswith("segmentation, edges") and "flip" in shown["tasks"]
     assert "scenes-a" in shown["datasets"] and lines[-1].startswith("models:")
     names = shown["models"].split(", ")
-    assert names == sorted(names) and {"copy-target", "identity", "oracle", "image-analogies"} <= set(names)
+    assert names == sorted(names) and {"copy-target", "identity", "oracle", "image-analogies", "sd-vicl"} <= set(names)
 
 
 def test_interrupt_keeps_store_and_says_how_to_resume(monkeypatch, capsys, tmp_path):
