@@ -246,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import gpu_models
 
         report["models"] = gpu_models.run(out, dev, dry_run=args.dry_run_cpu)
+        from bench import gpu_diffusion
+
+        report["diffusion"] = (gpu_diffusion.run(out, dev, scale="tiny", batches=(1, 2), steps=3, resolution=64, rounds=1)
+                               if args.dry_run_cpu else gpu_diffusion.run(out, dev))
     (out / "gpu_check.json").write_text(json.dumps(report, indent=2))
     print(f"wrote {out / 'gpu_check.json'}")
     return 0 if not (report["parity_exit"] or report.get("device_eval_exit")) else 1
