@@ -11,11 +11,10 @@ The attribute is a :class:`~icl.benchmarks.base.Benchmark` subclass.
 
 from __future__ import annotations
 
-import importlib
 import logging
-from importlib.metadata import entry_points
 from typing import Any
 
+from icl._lazy import import_target, plugin_entry_points
 from icl.benchmarks.base import Benchmark
 
 log = logging.getLogger("icl.benchmarks")
@@ -42,13 +41,7 @@ def register_benchmark(name: str, target: Any, *, replace: bool = False) -> None
 
 
 def _entry_points() -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in _BUILTIN:
-            log.warning("entry point %s = %s ignored: %r is a built-in benchmark", ep.name, ep.value, ep.name)
-            continue
-        found.setdefault(ep.name, ep)
-    return found
+    return plugin_entry_points(ENTRY_POINT_GROUP, _BUILTIN, "benchmark", log)
 
 
 def list_benchmarks() -> list[str]:
@@ -66,14 +59,10 @@ def get_benchmark(name: str) -> type[Benchmark]:
             raise UnknownBenchmarkError(name)
         target = ep.value
     if isinstance(target, str):
-        module, _, attr = target.partition(":")
         try:
-            obj: Any = importlib.import_module(module)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
+            target = import_target(target)
         except (ImportError, AttributeError) as exc:
             raise ImportError(f"benchmark {name!r}: cannot import {target!r} ({type(exc).__name__}: {exc})") from exc
-        target = obj
     if not (isinstance(target, type) and issubclass(target, Benchmark)):
         raise TypeError(f"benchmark {name!r}: {target!r} is not an icl.benchmarks.base.Benchmark subclass")
     return target

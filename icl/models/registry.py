@@ -12,11 +12,10 @@ arguments; it must return an :class:`~icl.models.base.Adapter`.
 
 from __future__ import annotations
 
-import importlib
 import logging
-from importlib.metadata import entry_points
 from typing import Any, Callable, Union
 
+from icl._lazy import import_target, plugin_entry_points
 from icl.models.base import PRECISIONS, Adapter
 
 log = logging.getLogger("icl.models")
@@ -73,13 +72,7 @@ def _check_target_string(name: str, target: str) -> None:
 
 
 def _entry_points() -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in _BUILTIN:
-            log.warning("entry point %s = %s ignored: %r is a built-in model", ep.name, ep.value, ep.name)
-            continue
-        found.setdefault(ep.name, ep)
-    return found
+    return plugin_entry_points(ENTRY_POINT_GROUP, _BUILTIN, "model", log)
 
 
 def list_models() -> list[str]:
@@ -87,7 +80,8 @@ def list_models() -> list[str]:
     return sorted(set(_BUILTIN) | set(_registered) | set(_entry_points()))
 
 
-def _resolve(name: str) -> Callable[..., Adapter]:
+def model_factory(name: str) -> Callable[..., Adapter]:
+    """The factory (usually the adapter class) registered as ``name``; raises UnknownModelError."""
     target: Any = _registered.get(name) or _BUILTIN.get(name)
     if target is None:
         ep = _entry_points().get(name)
@@ -100,11 +94,8 @@ def _resolve(name: str) -> Callable[..., Adapter]:
                               f"({type(exc).__name__}: {exc})") from exc
     if callable(target):
         return target
-    module, _, attr = target.partition(":")
     try:
-        obj: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
+        obj = import_target(target)
     except (ImportError, AttributeError) as exc:
         raise ImportError(f"model {name!r}: cannot import {target!r} ({type(exc).__name__}: {exc})") from exc
     return obj
@@ -112,7 +103,7 @@ def _resolve(name: str) -> Callable[..., Adapter]:
 
 def get_model(name: str, **kwargs: Any) -> Adapter:
     """Instantiate model ``name`` (not yet loaded: call ``load(device)``)."""
-    factory = _resolve(name)
+    factory = model_factory(name)
     model = factory(**kwargs)
     if not isinstance(model, Adapter):
         raise TypeError(f"model {name!r}: factory returned {type(model).__name__}, expected an icl.models.Adapter")

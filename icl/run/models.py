@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from icl.models import PRECISIONS, Adapter, UnknownModelError, get_model, list_models
+from icl.models.registry import model_factory
 from icl.models.weights import WeightsError, tree_digest
 from icl.run.config import RUNNER_MODEL_ARGS, ModelSpec, closest
 from icl.run.errors import ConfigError
@@ -71,8 +72,7 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
     """Instantiate ``spec``; raises ConfigError for unknown names, bad arguments, a model that
     cannot serve the benchmark's requests, or missing weights."""
     try:
-        from icl.models.registry import _resolve
-        factory = _resolve(spec.name)
+        factory = model_factory(spec.name)
     except UnknownModelError:
         raise ConfigError(f"unknown model {spec.name!r}{closest(spec.name, list_models())}") from None
     except ImportError as exc:

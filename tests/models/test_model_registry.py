@@ -5,6 +5,8 @@ from importlib import metadata
 import numpy as np
 import pytest
 
+import icl._lazy as icl_lazy
+
 from icl.models import Adapter, AnalogyRequest, UnknownModelError, get_model, list_models, register_model
 from icl.models import registry
 
@@ -124,7 +126,7 @@ def test_entry_point_from_dist_info(tmp_path, monkeypatch):
 
 def test_entry_point_monkeypatched(monkeypatch):
     eps = metadata.EntryPoints([metadata.EntryPoint("patched", "icl.models.builtin:Identity", "icl.models")])
-    monkeypatch.setattr(registry, "entry_points",
+    monkeypatch.setattr(icl_lazy, "entry_points",
                         lambda group: eps if group == "icl.models" else metadata.EntryPoints([]))
     assert "patched" in list_models()
     req = AnalogyRequest("flip", "d", "q", [], [], np.zeros((2, 3, 3), np.uint8), (2, 3))
@@ -133,6 +135,6 @@ def test_entry_point_monkeypatched(monkeypatch):
 
 def test_broken_entry_point_names_model(monkeypatch):
     eps = metadata.EntryPoints([metadata.EntryPoint("broken", "icl_nowhere_mod:X", "icl.models")])
-    monkeypatch.setattr(registry, "entry_points", lambda group: eps)
+    monkeypatch.setattr(icl_lazy, "entry_points", lambda group: eps)
     with pytest.raises(ImportError, match="broken"):
         get_model("broken")
