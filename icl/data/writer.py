@@ -7,8 +7,11 @@ byte-identical.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import cv2
 import numpy as np
@@ -88,3 +91,22 @@ class DatasetWriter:
             _write_png(self.root / "paired" / kind / f"{sample_id}.png", img)
         for kind, info in (paired_info or {}).items():
             _write_json(self.root / "paired" / kind / f"{sample_id}.json", info)
+
+
+def build_once(final: Path, build: Callable[[Path], None], marker: str) -> Path:
+    """``final``, built by ``build(tmp)`` into a unique temporary folder and renamed into place
+    unless ``final / marker`` exists already; concurrent builders race safely (the loser's
+    copy is discarded)."""
+    if not (final / marker).exists():
+        tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        try:
+            build(tmp)
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not (final / marker).exists():  # not a lost race: a real failure
+                    raise
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return final

@@ -90,27 +90,13 @@ class Best50(Benchmark):
 
     def _synthetic(self) -> Path:
         """The synthetic package in the published format, written once under the data root."""
-        import os
-        import shutil
-        import uuid
-
         from icl.benchmarks.best50.synthetic import write_package
         from icl.data.registry import data_root
+        from icl.data.writer import build_once
 
         final = data_root(self.data_root) / "_builtin" / f"best50-synthetic-v{SYNTHETIC_VERSION}-s{self.config['seed']}"
-        if not (final / "inputs").is_dir():
-            tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-            try:
-                write_package(tmp, n_per_class=2, seed=int(self.config["seed"]))
-                try:
-                    os.rename(tmp, final)
-                except OSError:
-                    if not (final / "inputs").is_dir():  # not a lost race: a real failure
-                        raise
-            finally:
-                if tmp.exists():
-                    shutil.rmtree(tmp, ignore_errors=True)
-        return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        return build_once(final, lambda tmp: write_package(tmp, n_per_class=2, seed=int(self.config["seed"])), "inputs")
 
     def items(self) -> list[Item]:
         pkg = self.package

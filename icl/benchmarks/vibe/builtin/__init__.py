@@ -15,9 +15,6 @@ and then read back through the same validating loader as real data.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import uuid
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
@@ -26,7 +23,7 @@ from typing import Callable
 from icl.data.dataset import TASK_PARTS, Dataset, DatasetMeta, load_dataset
 from icl.data.seeds import ANY, rng
 from icl.data.registry import register_dataset
-from icl.data.writer import DatasetWriter
+from icl.data.writer import DatasetWriter, build_once
 
 GENERATOR_VERSION = "1"
 _SEED = "builtin"
@@ -140,19 +137,9 @@ def cache_path(name: str, root: Path, fast: bool) -> Path:
 def builtin_dataset(name: str, root: Path, fast: bool) -> Dataset:
     """Generate (once) and load built-in dataset ``name`` under ``root``."""
     spec = BUILTINS[name]
-    final = cache_path(name, root, fast)
-    if not (final / "meta.json").is_file():
-        tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        try:
-            spec.build(DatasetWriter(tmp, spec.meta(name, data_version(fast))), spec, fast)
-            try:
-                os.rename(tmp, final)
-            except OSError:
-                if not (final / "meta.json").is_file():  # not a lost race: a real failure
-                    raise
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+    final = build_once(cache_path(name, root, fast),
+                       lambda tmp: spec.build(DatasetWriter(tmp, spec.meta(name, data_version(fast))), spec, fast),
+                       "meta.json")
     return load_dataset(final)
 
 
