@@ -254,6 +254,16 @@ class VLICL(Benchmark):
         out.mkdir(parents=True, exist_ok=True)
         return shot_curves(tables.get("accuracy", []), out) + efficiency_front(tables.get("shot_summary", []), out)
 
+    def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
+        rows = tables.get("shot_summary", [])
+        if not rows:
+            return ""
+        lines = [f"vlicl ({self.protocol}): zero-shot / peak / ICL efficiency, accuracy in %",
+                 f"{'model':<28}{'task':<34}{'zero-shot':>10}{'peak':>8}{'efficiency':>12}"]
+        lines += [f"{r['model']:<28}{r['task']:<34}{_fmt(r['zero_shot']):>10}{_fmt(r['peak']):>8}"
+                  f"{_fmt(r['efficiency']):>12}" for r in rows]
+        return "\n".join(lines)
+
     def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         lines = ["## VL-ICL Bench", "",
                  f"Protocol {self.protocol}; parse mode {self.config['parse']}; accuracy in % (mean over seeds; "
