@@ -24,7 +24,8 @@ from typing import Any, Iterable
 import cv2
 import numpy as np
 
-from icl.data.images import ImageError, decode_image, display_path, load_npy, read_header, read_npy_header
+from icl.data.images import (ImageError, check_complete, check_size, decode_image, display_path, load_npy,
+                             read_header, read_npy_header)
 
 FORMAT = "icl-dataset/1"
 VOID = 255
@@ -294,6 +295,32 @@ class Dataset:
                     if not path.is_file():
                         found.append(DataError(f"missing {part} file", path=path, sample_id=sid))
         return found
+
+    def precheck(self, sample_id: str) -> DataError | None:
+        """Why ``sample_id`` cannot be read, found without decoding (a problem recorded on
+        opening, a missing file, an image header over the size cap, a truncated PNG/JPEG, a bad
+        ``.npy`` header), or None. Lets a benchmark leave damaged samples out before it splits
+        the dataset, so the rest runs exactly as on the dataset without them."""
+        if sample_id in self._broken:
+            return self._broken[sample_id]
+        for e in self.problems:
+            if e.sample_id == sample_id:
+                return e
+        paths = [self._images[sample_id]] + [self._path(part, sample_id, kind) for part in self._parts
+                                             for kind in (self._kinds() if part == "paired" else [None])]
+        for path in paths:
+            try:
+                if path.suffix == ".npy":
+                    read_npy_header(path)
+                elif path.suffix != ".json":
+                    header = read_header(path)
+                    check_size(header, path, self.max_pixels)
+                    check_complete(path.read_bytes(), header.format, path)
+            except FileNotFoundError:
+                return DataError("missing file", path=path, sample_id=sample_id)
+            except (ImageError, OSError) as exc:
+                return DataError(f"cannot read: {exc}", path=path, sample_id=sample_id, cause=type(exc).__name__)
+        return None
 
     def load(self, sample_id: str, parts: Iterable[str] | None = None) -> Sample:
         """Decode and validate one sample (all parts the dataset's tasks need, or ``parts``).

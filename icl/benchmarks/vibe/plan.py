@@ -99,7 +99,15 @@ def make_plan(tasks: Optional[Sequence[str]], datasets: Optional[Sequence[str]],
         mine = [task_objs[t] for t in task_names if task_objs[t].applies_to(ds.meta)]
         if not mine:
             continue
-        splits = split_ids(ds.ids(), seed, dname)
+        # a damaged sample leaves the dataset before the split: the rest runs as without it
+        intact = []
+        for sid in ds.ids():
+            err = ds.precheck(sid)
+            if err is None:
+                intact.append(sid)
+            else:
+                issues.append(DataIssue(dname, sid, tuple(t.name for t in mine), err.path, str(err)))
+        splits = split_ids(intact, seed, dname)
         test = screen(ds, mine, splits["test"], limit)
         train = screen(ds, mine, splits["train"])
         issues += test.issues + train.issues
