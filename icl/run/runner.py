@@ -9,13 +9,16 @@ summary table (``results.csv`` first), ``report.md`` and ``plots/``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import sqlite3
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, TextIO
+from typing import Any, Iterator, Mapping, Optional, Sequence, TextIO
 
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
@@ -25,7 +28,7 @@ from icl.run.config import ModelSpec, RunConfig, closest, parse_models
 from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
 from icl.run.errors import ConfigError
-from icl.run.atomic import OutputWriteError
+from icl.run.atomic import OutputWriteError, is_user_fixable
 from icl.run.files import write_outputs
 from icl.run.lock import FolderLock
 from icl.run.models import RunModel, make_model, resolve_device
@@ -110,12 +113,31 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     device = resolve_device(config.device)
     models, judge = _models(config, bench, device)
     out = config.out_dir
-    try:
+    with writable(out, config.store_path):
         out.mkdir(parents=True, exist_ok=True)
+        with FolderLock(out, config.command):
+            return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr)
+
+
+@contextmanager
+def writable(out: Path, store: Path) -> Iterator[None]:
+    """Read-only folders and full disks as one :class:`OutputWriteError` line (exit 2): the
+    store keeps every committed batch (SQLite rolls the failed one back)."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        text = str(exc).lower()
+        code = (errno.ENOSPC if "full" in text else errno.EROFS if "readonly" in text
+                else errno.EACCES if "unable to open" in text else None)
+        if code is None:
+            raise
+        raise OutputWriteError(store, OSError(code, str(exc))) from None
+    except OutputWriteError:
+        raise
     except OSError as exc:
-        raise OutputWriteError(out, exc) from None
-    with FolderLock(out, config.command):
-        return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr)
+        if not is_user_fixable(exc):
+            raise
+        raise OutputWriteError(Path(exc.filename) if exc.filename else out, exc) from None
 
 
 def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
@@ -241,7 +263,8 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     models = [(label, m["model_id"]) for label, m in meta["models"].items()]
     judge_id = meta.get("judge_id") or ""
     stats = ExecStats()
-    with FolderLock(config.out_dir, ["python", "-m", "icl.run", "rescore", str(run_dir)]), \
+    with writable(config.out_dir, config.store_path), \
+            FolderLock(config.out_dir, ["python", "-m", "icl.run", "rescore", str(run_dir)]), \
             Store(config.store_path) as store:
         run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol, rescore=str(run_dir)))
         store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
