@@ -97,6 +97,16 @@ def _wait_for(path, timeout=60):
         time.sleep(0.05)
 
 
+def _scored(db):
+    import sqlite3
+
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
 def test_two_runs_on_one_folder_the_second_exits_2_naming_the_holder(tmp_path, builtin_root):
     env, out = _env(tmp_path), tmp_path / "out"
     first = subprocess.Popen(_cmd(out, builtin_root), env={**env, "ICL_TEST_SLEEP": "1.0"},
@@ -119,7 +129,9 @@ def test_sigterm_keeps_finished_batches_and_says_how_to_resume(tmp_path, builtin
     proc = subprocess.Popen(_cmd(out, builtin_root), env={**env, "ICL_TEST_SLEEP": "0.7"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for(out / "store.sqlite")
-    time.sleep(2.0)
+    deadline = time.time() + 60
+    while _scored(out / "store.sqlite") < 1 and time.time() < deadline:  # one batch committed, more to come
+        time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "rerun the same command to resume" in err
