@@ -72,16 +72,20 @@ struct Lookup {
   std::shared_ptr<const uint8_t> lut;
 };
 
-// A full table costs ~16 MB and tens of ms to build (about 50 images of grid labelling), so it
-// is built only for a set that earlier calls already used for this many pixels: a new
-// palette never pays for it; a benchmark decoding every prediction with one palette does once.
-constexpr int64_t kLutAfterPixels = int64_t(1) << 23;
+// A full table costs 16 MB and ~45 ms to build (ADE20K's 150 colours, one core: about 30
+// images of grid labelling; it saves ~0.8 ms per 1024^2 image after), so it is built only for
+// a set earlier calls used for 2^22 pixels: a new palette never pays for it, a benchmark
+// decoding every prediction with one palette pays once. A set whose table was dropped needs
+// 8x more pixels for each drop before it gets one again, so rotating through more sets than
+// kLuts does not rebuild tables on every call.
+constexpr int64_t kLutAfterPixels = int64_t(1) << 22;
 constexpr size_t kEntries = 16;  // candidate sets kept (a 64^3 grid table takes about 0.7 MB)
 constexpr size_t kLuts = 2;      // full tables kept, on the most recent sets that have one
 
 struct Entry {
   std::vector<uint32_t> colours;  // packed colour and index: the key, by content
-  int64_t pixels;                 // served over all calls
+  int64_t pixels;                 // served over all calls (since the last drop of its table)
+  int drops;                      // times its full table was dropped
   int bits;                       // requested; the table may be coarser (see build_table)
   std::shared_ptr<const Table> table;
   std::shared_ptr<const uint8_t> lut;
@@ -95,7 +99,11 @@ std::list<Entry> cache_entries;  // most recent first
 void trim_luts() {
   size_t kept = 0;
   for (auto& entry : cache_entries) {
-    if (entry.lut && ++kept > kLuts) entry.lut.reset();
+    if (entry.lut && ++kept > kLuts) {
+      entry.lut.reset();
+      entry.pixels = 0;
+      entry.drops += 1;
+    }
   }
 }
 
@@ -111,7 +119,7 @@ Lookup lookup_for(const std::vector<uint32_t>& colours, int64_t pixels) {
       if (it->colours != colours) continue;
       cache_entries.splice(cache_entries.begin(), cache_entries, it);
       if (it->lut) return {nullptr, it->lut};
-      want_lut = it->pixels >= kLutAfterPixels;
+      want_lut = it->pixels >= kLutAfterPixels << (3 * std::min(it->drops, 8));
       it->pixels += pixels;
       bits = fine_bits_for(it->pixels);
       if (!want_lut && it->bits >= bits) return {it->table, nullptr};
@@ -140,7 +148,7 @@ Lookup lookup_for(const std::vector<uint32_t>& colours, int64_t pixels) {
     }
     return {table, nullptr};
   }
-  cache_entries.push_front(Entry{colours, pixels, bits, table, nullptr});
+  cache_entries.push_front(Entry{colours, pixels, 0, bits, table, nullptr});
   if (cache_entries.size() > kEntries) cache_entries.pop_back();
   return {table, nullptr};
 }

@@ -1,5 +1,5 @@
 """nearest_palette's per-palette cache on the cpu backend: a candidate set that earlier calls
-used for 2^23 pixels gets a full 2^24-entry table; it must equal the grid on every colour, be
+used for 2^22 pixels gets a full 2^24-entry table; it must equal the grid on every colour, be
 keyed by content (a palette changed in place is a new key), stay bounded, and be safe to
 share between threads."""
 
@@ -16,7 +16,7 @@ from icl.ops._dispatch import native
 from tests.ops.nearest_peer import check
 
 # Every RGB colour once: pixel i is (i & 255, i >> 8 & 255, i >> 16); its first half (2^23
-# pixels) is what a set must have served before a call gets the full table.
+# pixels) is more than a set must have served before a call gets the full table.
 ALL_COLOURS = np.arange(1 << 24, dtype=np.uint32).view(np.uint8).reshape(1, 4096, 4096, 4)[..., :3]
 PRIMING = ALL_COLOURS[:, :2048]
 
@@ -85,7 +85,7 @@ def test_cache_is_bounded_and_evicted_palettes_stay_exact() -> None:
         nearest_palette(sample, _palette(rng, 10 + k), backend="cpu")
     sets, tables = _cached_tables()
     assert sets <= 16 and tables <= 2
-    for palette in palettes:  # evicted, rebuilt on demand
+    for palette in palettes:  # the first one's table was dropped: the grid serves it again
         check(sample, palette, nearest_palette(sample, palette, backend="cpu"))
 
 
