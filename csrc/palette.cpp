@@ -65,45 +65,100 @@ std::shared_ptr<const Table> build_table(const std::vector<uint32_t>& colours, i
   }
 }
 
-// Grids of recent candidate sets, reused across calls: evaluation decodes many predictions
-// against the same palette and often the same candidate sets. A set's table is refined as the
-// pixels it has served (over all calls) pass the break-even points. At most 16 sets are
-// kept (a 64^3 table takes about 0.7 MB).
-std::shared_ptr<const Table> table_for(const std::vector<uint32_t>& colours, int64_t pixels) {
-  struct Entry {
-    std::vector<uint32_t> colours;
-    int64_t pixels;
-    int bits;  // requested; the table may be coarser (see build_table)
-    std::shared_ptr<const Table> table;
-  };
-  constexpr size_t kEntries = 16;
-  static std::mutex mutex;
-  static std::list<Entry> recent;  // most recent first
+// What a candidate set is labelled with: its grid table and, once the set has served enough
+// pixels, its full table (palette_grid.h's Lut), which makes a pixel one gather.
+struct Lookup {
+  std::shared_ptr<const Table> table;
+  std::shared_ptr<const uint8_t> lut;
+};
+
+// A full table costs 16 MB and ~45 ms to build (ADE20K's 150 colours, one core: about 30
+// images of grid labelling; it saves ~0.8 ms per 1024^2 image after), so it is built only for
+// a set earlier calls used for 2^22 pixels: a new palette never pays for it, a benchmark
+// decoding every prediction with one palette pays once. A set whose table was dropped needs
+// 8x more pixels for each drop before it gets one again, so rotating through more sets than
+// kLuts does not rebuild tables on every call.
+constexpr int64_t kLutAfterPixels = int64_t(1) << 22;
+constexpr size_t kEntries = 16;  // candidate sets kept (a 64^3 grid table takes about 0.7 MB)
+constexpr size_t kLuts = 2;      // full tables kept, on the most recent sets that have one
+
+struct Entry {
+  std::vector<uint32_t> colours;  // packed colour and index: the key, by content
+  int64_t pixels;                 // served over all calls (since the last drop of its table)
+  int drops;                      // times its full table was dropped
+  int bits;                       // requested; the table may be coarser (see build_table)
+  std::shared_ptr<const Table> table;
+  std::shared_ptr<const uint8_t> lut;
+};
+
+std::mutex cache_mutex;
+std::list<Entry> cache_entries;  // most recent first
+
+// Keeps at most kLuts full tables: the least recent sets' are dropped (a call still using one
+// holds its own reference).
+void trim_luts() {
+  size_t kept = 0;
+  for (auto& entry : cache_entries) {
+    if (entry.lut && ++kept > kLuts) {
+      entry.lut.reset();
+      entry.pixels = 0;
+      entry.drops += 1;
+    }
+  }
+}
+
+// The lookup of a candidate set, reused across calls: evaluation decodes many predictions
+// against the same palette and often the same candidate sets. A set's grid table is refined
+// as the pixels it has served (over all calls) pass the break-even points of fine_bits_for.
+Lookup lookup_for(const std::vector<uint32_t>& colours, int64_t pixels) {
   int bits = fine_bits_for(pixels);
+  bool want_lut = false;
   {
-    std::lock_guard<std::mutex> lock(mutex);
-    for (auto it = recent.begin(); it != recent.end(); ++it) {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    for (auto it = cache_entries.begin(); it != cache_entries.end(); ++it) {
       if (it->colours != colours) continue;
-      recent.splice(recent.begin(), recent, it);
+      cache_entries.splice(cache_entries.begin(), cache_entries, it);
+      if (it->lut) return {nullptr, it->lut};
+      want_lut = it->pixels >= kLutAfterPixels << (3 * std::min(it->drops, 8));
       it->pixels += pixels;
       bits = fine_bits_for(it->pixels);
-      if (it->bits >= bits) return it->table;
+      if (!want_lut && it->bits >= bits) return {it->table, nullptr};
       break;
     }
   }
+  if (want_lut) {
+    std::shared_ptr<const uint8_t> lut(build_full_lut(colours).release(), FreeLut());
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    for (auto it = cache_entries.begin(); it != cache_entries.end(); ++it) {
+      if (it->colours != colours) continue;
+      cache_entries.splice(cache_entries.begin(), cache_entries, it);
+      if (!it->lut) it->lut = lut;
+      trim_luts();
+      break;
+    }
+    return {nullptr, lut};
+  }
   std::shared_ptr<const Table> table = build_table(colours, bits);
-  std::lock_guard<std::mutex> lock(mutex);
-  for (auto& entry : recent) {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  for (auto& entry : cache_entries) {
     if (entry.colours != colours) continue;
     if (entry.bits < bits) {
       entry.bits = bits;
       entry.table = table;
     }
-    return table;
+    return {table, nullptr};
   }
-  recent.push_front(Entry{colours, pixels, bits, table});
-  if (recent.size() > kEntries) recent.pop_back();
-  return table;
+  cache_entries.push_front(Entry{colours, pixels, 0, bits, table, nullptr});
+  if (cache_entries.size() > kEntries) cache_entries.pop_back();
+  return {table, nullptr};
+}
+
+// (candidate sets cached, full tables cached), for tests of the cache.
+py::tuple cache_info() {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  size_t luts = 0;
+  for (const auto& entry : cache_entries) luts += entry.lut ? 1 : 0;
+  return py::make_tuple(cache_entries.size(), luts);
 }
 
 // Direct-mapped cache of exact colours for pixels in cells with several candidates:
@@ -167,7 +222,7 @@ void label_row(const uint8_t* px, int32_t* out, int64_t width, const Table& tabl
 }
 
 void label_images(const uint8_t* img, int32_t* dst, int64_t B, int64_t H, int64_t W,
-                  const std::vector<int>& set_of, const std::vector<std::shared_ptr<const Table>>& tables) {
+                  const std::vector<int>& set_of, const std::vector<Lookup>& lookups) {
   const int64_t rows = B * H;
   const int64_t chunk_rows = std::max<int64_t>(1, 16384 / std::max<int64_t>(W, 1));
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
@@ -186,7 +241,11 @@ void label_images(const uint8_t* img, int32_t* dst, int64_t B, int64_t H, int64_
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
       for (int64_t row = chunk * chunk_rows; row < std::min(rows, (chunk + 1) * chunk_rows); ++row) {
         const int s = set_of[size_t(row / H)];
-        const Table& table = *tables[size_t(s)];
+        if (const uint8_t* lut = lookups[size_t(s)].lut.get()) {
+          gather_lut(img, row * W, (row + 1) * W, rows * W, lut, [dst](uint8_t v, int64_t i) { dst[i] = v; });
+          continue;
+        }
+        const Table& table = *lookups[size_t(s)].table;
         if (s != current) {
           cache.reset(uint32_t(table.lookup(0, 0, 0)));
           current = s;
@@ -251,9 +310,9 @@ py::array_t<int32_t> nearest_palette(carray<uint8_t> images, carray<uint8_t> pal
     py::gil_scoped_release release;
     std::vector<int64_t> pixels(colours.size(), 0);
     for (int64_t b = 0; b < B; ++b) pixels[size_t(set_of[size_t(b)])] += H * W;
-    std::vector<std::shared_ptr<const Table>> tables;
-    for (size_t s = 0; s < colours.size(); ++s) tables.push_back(table_for(colours[s], pixels[s]));
-    label_images(img, dst, B, H, W, set_of, tables);
+    std::vector<Lookup> lookups;
+    for (size_t s = 0; s < colours.size(); ++s) lookups.push_back(lookup_for(colours[s], pixels[s]));
+    label_images(img, dst, B, H, W, set_of, lookups);
   }
   return out;
 }
@@ -268,4 +327,6 @@ ICL_REGISTER_BINDINGS(palette) {
         "Nearest palette index per pixel: images uint8 [B,H,W,3], palette uint8 [P,3], "
         "candidates uint8 [B,P] (nonzero = allowed) or None -> int32 [B,H,W]. Exact squared RGB "
         "distance, ties to the lower index.");
+  m.def("_palette_cache_info", &icl::palette::cache_info,
+        "(candidate sets, full lookup tables) held by nearest_palette's cache");
 }

@@ -18,8 +18,8 @@ namespace {
 
 using palette::Grid;
 
-// The bin of every RGB colour (index r << 16 | g << 8 | b) for `table` [256, 3].
-std::unique_ptr<uint8_t[]> build_lut(const uint8_t* table) {
+// The bin of every RGB colour (see palette::Lut) for `table` [256, 3].
+palette::Lut build_lut(const uint8_t* table) {
   std::vector<uint32_t> colours;
   for (int i = 0; i < 256; ++i) colours.push_back(palette::pack(table[3 * i], table[3 * i + 1], table[3 * i + 2], i));
   return palette::build_full_lut(colours);
@@ -29,7 +29,7 @@ std::unique_ptr<uint8_t[]> build_lut(const uint8_t* table) {
 const uint8_t* lut_for(const uint8_t* table) {
   static std::mutex mutex;
   static uint8_t built_for[768];
-  static std::unique_ptr<uint8_t[]> lut;
+  static palette::Lut lut;
   std::lock_guard<std::mutex> lock(mutex);
   if (!lut || std::memcmp(built_for, table, sizeof built_for) != 0) {
     lut = build_lut(table);
@@ -59,9 +59,7 @@ void for_each_bin(const carray<uint8_t>& images, const uint8_t* lut, Fn fn) {
 #pragma omp parallel for schedule(dynamic, 1) if (chunks > 1) num_threads(icl::team())
 #endif
   for (int64_t c = 0; c < chunks; ++c) {
-    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-      fn(lut[(uint32_t(px[3 * i]) << 16) | (uint32_t(px[3 * i + 1]) << 8) | px[3 * i + 2]], i);
-    }
+    palette::gather_lut(px, c * kChunk, std::min(n, (c + 1) * kChunk), n, lut, fn);
   }
 }
 
