@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Optional
@@ -70,3 +71,13 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise WeightsError(f"{path}: expected a JSON object")
     return data
+
+
+def config_fields(cls: Any, overrides: dict[str, Any], model: str) -> dict[str, Any]:
+    """``overrides`` for the config dataclass ``cls``, checked against its field names (a
+    ValueError names the unknown ones), lists read as tuples (JSON has no tuples)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    bad = sorted(set(overrides) - names)
+    if bad:
+        raise ValueError(f"{model}: unknown config fields {bad}; known: {sorted(names)}")
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}

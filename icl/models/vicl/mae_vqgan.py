@@ -14,7 +14,7 @@ size, is the answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from icl.models.requests import AnalogyRequest
-from icl.models.vicl._load import load_module, read_state_dict
+from icl.models.vicl._load import config_fields, load_module, read_state_dict
 from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
 from icl.models.vicl._vit import Block, PatchEmbed
 from icl.models.vicl._vqgan import VQGAN, VQGANConfig, vqgan_state_dict
@@ -53,14 +53,9 @@ class MAEVQGANConfig:
 
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any]) -> "MAEVQGANConfig":
-        names = {f.name for f in fields(cls)}
-        bad = sorted(set(overrides) - names)
-        if bad:
-            raise ValueError(f"mae-vqgan: unknown config fields {bad}; known: {sorted(names)}")
-        kw: dict[str, Any] = dict(overrides)
+        kw = config_fields(cls, overrides, "mae-vqgan")
         if "vqgan" in kw and isinstance(kw["vqgan"], dict):
-            vq: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in kw["vqgan"].items()}
-            kw["vqgan"] = VQGANConfig(**vq)
+            kw["vqgan"] = VQGANConfig(**config_fields(VQGANConfig, kw["vqgan"], "mae-vqgan (vqgan)"))
         cfg = cls(**kw)
         grid = cfg.img_size // cfg.patch_size
         if cfg.img_size % cfg.patch_size or grid % 2 or cfg.vqgan.factor != cfg.patch_size:

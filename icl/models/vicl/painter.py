@@ -17,7 +17,7 @@ nearest neighbour, as the official demo does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from icl.models.requests import AnalogyRequest
-from icl.models.vicl._load import load_module, read_state_dict
+from icl.models.vicl._load import config_fields, load_module, read_state_dict
 from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
 from icl.models.vicl._vit import Block, PatchEmbed
 from icl.models.vicl.canvas import host_image, resize_nearest
@@ -54,12 +54,7 @@ class PainterConfig:
 
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any]) -> "PainterConfig":
-        names = {f.name for f in fields(cls)}
-        bad = sorted(set(overrides) - names)
-        if bad:
-            raise ValueError(f"painter: unknown config fields {bad}; known: {sorted(names)}")
-        kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
-        cfg = cls(**kw)
+        cfg = cls(**config_fields(cls, overrides, "painter"))
         idx = cfg.feature_indices
         if len(idx) != 4 or max(idx) >= cfg.depth or min(idx) < cfg.merge_index:
             raise ValueError(f"painter: feature_indices must be 4 block indices in [merge_index, depth), "
