@@ -5,7 +5,8 @@ Loop order: models -> the benchmark's items in plan order -> batches of the mode
 ``batch_size``. An item whose score (for this model, judge and scorer version) is stored as
 ``ok`` is skipped; a response already stored for the same request and model identity is reused
 without calling the model. Every batch is committed in one transaction, so a killed run loses
-at most the batch in flight. An item that cannot be built, answered or scored is recorded as
+at most the batch in flight (and, with scoring overlapped, the one being scored). An item that
+cannot be built, answered or scored is recorded as
 failed (naming the item, model and file) and the run goes on; failed items are asked again on
 the next run.
 

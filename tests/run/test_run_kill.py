@@ -61,8 +61,9 @@ def test_kill_and_rerun_gives_the_clean_result(bench, env, tmp_path, builtin_roo
     assert done.returncode == 0, done.stderr
     counts = Counter(_answered(log))
     assert set(counts) == set(planned)
-    # only the batch in flight at each kill can be asked again
-    assert sum(c - 1 for c in counts.values()) <= 2 * BATCH
+    # only what was not committed at each kill is asked again: the batch the model was answering and,
+    # with scoring overlapped, the one still being scored
+    assert sum(c - 1 for c in counts.values()) <= 2 * 2 * BATCH
     for name in ("results.csv", "per_sample.csv" if bench == "best50" else "ranks.csv"):
         assert (out / name).read_bytes() == (tmp_path / "clean" / name).read_bytes(), name
     again = subprocess.run(_cmd(bench, out, builtin_root), env={**env, "ICL_TEST_COUNT_LOG": str(log)},
