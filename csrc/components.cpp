@@ -4,11 +4,17 @@
 // in a union-find whose root is always the lowest run index, i.e. the run holding the
 // component's first pixel in raster order, so numbering roots in index order numbers the
 // components in raster order. A final pass writes the labels and accumulates the statistics
-// run by run in raster order (sums in double), so the results do not depend on the threads.
+// run by run in raster order.
+//
+// Value sums are in double and in a fixed order that no thread count changes: the rows are
+// grouped in blocks of kBlockRows; a component's runs are summed in raster order within each
+// block, and its block sums are then added in block order.
 //
 // Parallelism: OpenMP over the images of a batch; an image alone is cut into row stripes
-// that are labelled in parallel and joined at their borders. Components that cross a border
-// ("shared") have their runs collected per stripe and reduced in stripe order afterwards.
+// (whole blocks) that are labelled in parallel and joined at their borders. A component that
+// crosses a border ("shared") is reduced per block inside each stripe, in parallel; only
+// those block partials are merged in order afterwards. Its label is known before: a short
+// parallel pass numbers the roots of every stripe first.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -75,27 +81,34 @@ inline void row_runs(const uint64_t* bits, int w, std::vector<int32_t>& x0, std:
   if (carry) x1.push_back(w);  // only when w is a multiple of 64 and the row ends in foreground
 }
 
+constexpr int kBlockShift = 3;  // blocks of 8 rows: the summation order, and the stripe grain
+constexpr int kBlockRows = 1 << kBlockShift;
+
 struct Stat {
-  int64_t area;
+  int64_t area;  // 0 until the first run
   int32_t x0, y0, x1, y1;
-  double sum;
+  double sum;        // of the finished blocks, added in block order
+  double block_sum;  // of the runs in the current block, in raster order
   double vmax;
-  int32_t ay, ax;
+  int32_t block, ay, ax;
+  double total() const { return sum + block_sum; }
 };
 
-// One run of a component that crosses stripes, kept for the ordered reduction afterwards.
-struct SharedRun {
-  int32_t root, y, x0, x1, ax;
-  bool first, deferred;  // first: the component's first run; deferred: labels not yet written
-  double sum, vmax;
+// One block's statistics of a component that crosses stripes, merged in order afterwards.
+struct SharedPart {
+  int32_t root;
+  Stat st;
 };
+
 
 struct Stripe {
   int y0 = 0, y1 = 0;
   int32_t base = 0;                // global index of the stripe's first run
   std::vector<int32_t> x0, x1;     // runs, in raster order
   std::vector<int32_t> row_start;  // local index of each row's first run, plus the end
-  std::vector<SharedRun> shared;
+  std::vector<SharedPart> shared;  // block partials of shared components, in block order
+  std::vector<Stat> open;          // by shared id: the partial of the current block
+  std::vector<int32_t> touched;    // shared ids with an open partial
   std::vector<uint64_t> bits;  // one row of the mask, a bit per pixel
   int64_t roots = 0, label_base = 0;
   bool finite = true;  // the stripe's values hold no NaN or infinity
@@ -116,7 +129,7 @@ struct Buffer {  // grows, never initialises: pages are touched only where runs 
 
 struct Scratch {
   std::vector<Stripe> stripes;
-  Buffer<int32_t> parent, code, root_label;
+  Buffer<int32_t> parent, code, root_label, shared_id;
   std::vector<uint8_t> shared_root;  // by run index; all zero between calls
   std::vector<int32_t> crossing, flagged;
 };
@@ -186,7 +199,9 @@ inline void add_run(Stat& st, bool first, int32_t y, int32_t x0, int32_t x1, dou
     st.x1 = x1;
     st.y1 = y + 1;
     if (kValues) {
-      st.sum = sum;
+      st.sum = 0.0;
+      st.block_sum = sum;
+      st.block = y >> kBlockShift;
       st.vmax = vmax;
       st.ay = y;
       st.ax = ax;
@@ -198,11 +213,41 @@ inline void add_run(Stat& st, bool first, int32_t y, int32_t x0, int32_t x1, dou
   st.x1 = std::max(st.x1, x1);
   st.y1 = y + 1;
   if (kValues) {
-    st.sum += sum;
+    const int32_t block = y >> kBlockShift;
+    if (block != st.block) {
+      st.sum += st.block_sum;
+      st.block_sum = sum;
+      st.block = block;
+    } else {
+      st.block_sum += sum;
+    }
     if (static_cast<double>(vmax) > st.vmax) {  // strict: ties keep the first in raster order
       st.vmax = vmax;
       st.ay = y;
       st.ax = ax;
+    }
+  }
+}
+
+// Adds a later block's partial p (of a block after all of st's) to st, as add_run would have.
+template <bool kValues>
+inline void merge_part(Stat& st, const Stat& p) {
+  if (st.area == 0) {
+    st = p;
+    return;
+  }
+  st.area += p.area;
+  st.x0 = std::min(st.x0, p.x0);
+  st.x1 = std::max(st.x1, p.x1);
+  st.y1 = p.y1;
+  if (kValues) {
+    st.sum += st.block_sum;
+    st.block_sum = p.block_sum;
+    st.block = p.block;
+    if (p.vmax > st.vmax) {
+      st.vmax = p.vmax;
+      st.ay = p.ay;
+      st.ax = p.ax;
     }
   }
 }
@@ -221,9 +266,25 @@ bool all_finite(const V* v, int64_t n) {
   return bad == 0;
 }
 
-// Sum (four partial sums in double), max and first position of the max of vrow[x0, x1).
+// Sum in double, max and first position of the max of vrow[x0, x1). Short runs (most runs
+// of noisy masks) take one sequential pass; longer ones four independent partial sums.
 template <typename V>
 inline void run_values(const V* vrow, int32_t x0, int32_t x1, double& sum, V& vmax, int32_t& ax) {
+  if (x1 - x0 < 8) {
+    double s = static_cast<double>(vrow[x0]);
+    V m = vrow[x0];
+    int32_t a = x0;
+    for (int32_t x = x0 + 1; x < x1; ++x) {
+      const V v = vrow[x];
+      s += static_cast<double>(v);
+      a = v > m ? x : a;
+      m = v > m ? v : m;
+    }
+    sum = s;
+    vmax = m;
+    ax = a;
+    return;
+  }
   double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;  // independent chains: 4x the throughput
   V m0 = vrow[x0], m1 = m0, m2 = m0, m3 = m0;
   int32_t x = x0;
@@ -248,14 +309,24 @@ inline void run_values(const V* vrow, int32_t x0, int32_t x1, double& sum, V& vm
 }
 
 // Numbers the stripe's roots, writes its labels and accumulates its runs in raster order.
-// code[i] is a run's label, or -1 - root for a component that crosses stripes; those runs go
-// to the stripe's shared list, and their labels wait when the root lies in an earlier stripe.
+// code[i] is a run's label, or -1 - root for a component that crosses stripes (labelled
+// root_label[root]); those runs are reduced into per-block partials (s.open, by shared id,
+// pushed to s.shared when their block ends).
 template <typename V, bool kValues>
 void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* code, const uint8_t* shared_root,
-                   int32_t* root_label, int32_t* labels, const V* values, Stat* stats) {
+                   const int32_t* shared_id, const int32_t* flagged, const int32_t* root_label, int32_t* labels,
+                   const V* values, Stat* stats) {
   const int32_t base = s.base;
   int32_t next = static_cast<int32_t>(s.label_base);
+  auto flush = [&] {
+    for (const int32_t id : s.touched) {
+      s.shared.push_back({flagged[id], s.open[id]});
+      s.open[id].area = 0;
+    }
+    s.touched.clear();
+  };
   for (int y = s.y0; y < s.y1; ++y) {
+    if (y > s.y0 && (y & (kBlockRows - 1)) == 0) flush();
     int32_t* lrow = labels + static_cast<int64_t>(y) * w;
     const V* vrow = kValues ? values + static_cast<int64_t>(y) * w : nullptr;
     if (kValues && !all_finite(vrow, w)) s.finite = false;  // the whole row, now in cache
@@ -268,10 +339,7 @@ void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* code, const
       int32_t c;
       if (first) {
         c = ++next;
-        if (shared_root[i]) {
-          root_label[i] = c;
-          c = -1 - i;
-        }
+        if (shared_root[i]) c = -1 - i;
       } else if (parent[i] >= base) {
         c = code[parent[i]];
       } else {  // the root lies in an earlier stripe: follow parents, which no thread writes now
@@ -280,24 +348,28 @@ void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* code, const
         c = -1 - p;
       }
       code[i] = c;
-      const int32_t root = -1 - c;
-      const bool deferred = c < 0 && root < base;
-      const int32_t label = c > 0 ? c : deferred ? 0 : root_label[root];
       std::fill(lrow + prev, lrow + x0, 0);
-      if (!deferred) std::fill(lrow + x0, lrow + x1, label);
       prev = x1;
       double sum = 0.0;
       V vmax{};
       int32_t ax = x0;
       if (kValues) run_values(vrow, x0, x1, sum, vmax, ax);
       if (c > 0) {
+        std::fill(lrow + x0, lrow + x1, c);
         add_run<V, kValues>(stats[c - 1], first, y, x0, x1, sum, vmax, ax);
-      } else {
-        s.shared.push_back({root, y, x0, x1, ax, first, deferred, sum, static_cast<double>(vmax)});
+        continue;
       }
+      const int32_t root = -1 - c;
+      std::fill(lrow + x0, lrow + x1, root_label[root]);
+      const int32_t id = shared_id[root];
+      Stat& part = s.open[id];
+      const bool opened = part.area == 0;
+      if (opened) s.touched.push_back(id);
+      add_run<V, kValues>(part, opened, y, x0, x1, sum, vmax, ax);
     }
     std::fill(lrow + prev, lrow + w, 0);
   }
+  flush();
 }
 
 // Labels one image into `labels` and returns its statistics (index = label - 1); clears
@@ -310,13 +382,17 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
   int32_t* parent = sc.parent.get(nidx);
   int32_t* code = sc.code.get(nidx);
   int32_t* root_label = sc.root_label.get(nidx);
+  int32_t* shared_id = sc.shared_id.get(nidx);
   if (sc.shared_root.size() < nidx) sc.shared_root.resize(nidx, 0);
   uint8_t* shared_root = sc.shared_root.data();
+  // Stripes of whole blocks, so that no block is split between two stripes.
+  const int64_t blocks = (static_cast<int64_t>(h) + kBlockRows - 1) / kBlockRows;
+  nstripes = static_cast<int>(std::min<int64_t>(nstripes, blocks));
   sc.stripes.resize(nstripes);
   for (int s = 0; s < nstripes; ++s) {
     Stripe& st = sc.stripes[s];
-    st.y0 = static_cast<int>(static_cast<int64_t>(h) * s / nstripes);
-    st.y1 = static_cast<int>(static_cast<int64_t>(h) * (s + 1) / nstripes);
+    st.y0 = static_cast<int>(std::min<int64_t>(h, blocks * s / nstripes * kBlockRows));
+    st.y1 = static_cast<int>(std::min<int64_t>(h, blocks * (s + 1) / nstripes * kBlockRows));
     st.base = static_cast<int32_t>(st.y0 * cap);  // increasing in raster order across stripes
   }
   const bool par = nstripes > 1;
@@ -349,8 +425,13 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
     const int32_t r = find(parent, c);
     if (!shared_root[r]) {
       shared_root[r] = 1;
+      shared_id[r] = static_cast<int32_t>(sc.flagged.size());
       sc.flagged.push_back(r);
     }
+  }
+  for (Stripe& st : sc.stripes) {
+    st.open.assign(sc.flagged.size(), Stat{});
+    st.touched.clear();
   }
   int64_t total = 0;
   for (Stripe& st : sc.stripes) {
@@ -358,20 +439,27 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
     total += st.roots;
   }
 
+  if (!sc.flagged.empty()) {  // the labels of the crossing components, before any run needs one
+#pragma omp parallel for schedule(dynamic, 1) if (par) num_threads(icl::team())
+    for (int s = 0; s < nstripes; ++s) {
+      const Stripe& st = sc.stripes[s];
+      int32_t next = static_cast<int32_t>(st.label_base);
+      const int32_t end = st.base + static_cast<int32_t>(st.x0.size());
+      for (int32_t i = st.base; i < end; ++i) {
+        if (parent[i] != i) continue;
+        ++next;
+        if (shared_root[i]) root_label[i] = next;
+      }
+    }
+  }
   std::vector<Stat> stats(static_cast<size_t>(total));
 #pragma omp parallel for schedule(dynamic, 1) if (par) num_threads(icl::team())
   for (int s = 0; s < nstripes; ++s)
-    finish_stripe<V, kValues>(sc.stripes[s], w, parent, code, shared_root, root_label, labels, values,
-                              stats.data());
-  // Runs of crossing components, in stripe order, hence in raster order.
-  for (const Stripe& st : sc.stripes) {
-    for (const SharedRun& r : st.shared) {
-      const int32_t label = root_label[r.root];
-      int32_t* lrow = labels + static_cast<int64_t>(r.y) * w;
-      if (r.deferred) std::fill(lrow + r.x0, lrow + r.x1, label);
-      add_run<double, kValues>(stats[label - 1], r.first, r.y, r.x0, r.x1, r.sum, r.vmax, r.ax);
-    }
-  }
+    finish_stripe<V, kValues>(sc.stripes[s], w, parent, code, shared_root, shared_id, sc.flagged.data(),
+                              root_label, labels, values, stats.data());
+  // Block partials of crossing components, in stripe order, hence in block order.
+  for (const Stripe& st : sc.stripes)
+    for (const SharedPart& part : st.shared) merge_part<kValues>(stats[root_label[part.root] - 1], part.st);
   for (int32_t r : sc.flagged) shared_root[r] = 0;
   for (const Stripe& st : sc.stripes) finite = finite && st.finite;
   return stats;
@@ -450,8 +538,8 @@ py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* value
       bx[4 * k + 2] = st.x1;
       bx[4 * k + 3] = st.y1;
       if (kValues) {
-        vs[k] = static_cast<float>(st.sum);
-        vm[k] = static_cast<float>(st.sum / static_cast<double>(st.area));
+        vs[k] = static_cast<float>(st.total());
+        vm[k] = static_cast<float>(st.total() / static_cast<double>(st.area));
         am[2 * k] = st.ay;
         am[2 * k + 1] = st.ax;
       }
