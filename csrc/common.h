@@ -7,8 +7,13 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+
+#if defined(__linux__)
+#include <dirent.h>
+#endif
 
 #ifdef ICL_WITH_OPENMP
 #include <omp.h>
@@ -48,8 +53,12 @@ inline int max_threads() {
 // region uses only the cores nobody else is running on. On a loaded machine a woken OpenMP
 // thread can wait milliseconds for a core, and the region's closing barrier waits for it:
 // measured 2.4x slower than one thread at load 11 on 2 cores. The contention measure is the
-// kernel's count of runnable tasks (/proc/loadavg, 4th field, which includes this thread),
-// re-read at most every 10 ms; where it cannot be read the policy is "fixed".
+// kernel's count of runnable tasks (/proc/loadavg, 4th field) less this process's own running
+// threads (/proc/self/task, read only when others seem to run): OpenMP workers spin for a
+// while after each region and are runnable then, and counting them made the policy choose one
+// thread on an idle machine right after a parallel region (measured: half of the calls of a
+// 2-stripe labelling ran on one thread). Re-read at most every 10 ms; where /proc/loadavg
+// cannot be read the policy is "fixed".
 enum class ThreadPolicy { kAdaptive = 0, kFixed = 1, kSingle = 2 };
 
 inline const char* policy_name(int policy) {
@@ -72,6 +81,32 @@ inline int runnable_tasks() {
   return got == 5 ? running : -1;
 }
 
+// Running threads of this process (the caller included), or -1 when unknown.
+inline int own_running_threads() {
+#if defined(__linux__)
+  DIR* dir = opendir("/proc/self/task");
+  if (!dir) return -1;
+  int running = 0;
+  char path[64];
+  char buf[512];
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::snprintf(path, sizeof path, "/proc/self/task/%.20s/stat", e->d_name);
+    std::FILE* f = std::fopen(path, "r");
+    if (!f) continue;  // the thread has ended
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    const char* close = std::strrchr(buf, ')');  // the name may hold spaces and parentheses
+    if (close && close[1] == ' ' && close[2] == 'R') ++running;
+  }
+  closedir(dir);
+  return running;
+#else
+  return -1;
+#endif
+}
+
 // Threads for a parallel region: max_threads() under "fixed"; under "adaptive" the idle cores
 // (plus this thread's own), at least 1 and at most max_threads().
 inline int team() {
@@ -86,7 +121,11 @@ inline int team() {
   const int64_t last = read_at.load(std::memory_order_relaxed);
   if (last < 0 || now - last >= 10) {
     read_at.store(now, std::memory_order_relaxed);
-    const int running = runnable_tasks();
+    int running = runnable_tasks();
+    if (running > 1) {
+      const int own = own_running_threads();
+      if (own > 1) running -= own - 1;  // keep this thread, as /proc/loadavg counts it
+    }
 #ifdef ICL_WITH_OPENMP
     const int cpus = omp_get_num_procs();
 #else

@@ -163,6 +163,36 @@ inline void touching(const int32_t* px0, const int32_t* px1, int32_t pbase, int3
   }
 }
 
+// Joins every run c of the lower row to the runs of the upper row that it touches; returns
+// the number of unions. c is still its own root, so its first join needs no find, and its
+// root is kept in hand for the rest.
+inline int64_t join_rows(int32_t* parent, const int32_t* px0, const int32_t* px1, int32_t pbase, int32_t np,
+                         const int32_t* cx0, const int32_t* cx1, int32_t cbase, int32_t nc, int d) {
+  int64_t links = 0;
+  int32_t i = 0;
+  for (int32_t c = 0; c < nc; ++c) {
+    while (i < np && px1[i] + d <= cx0[c]) ++i;
+    const int32_t end = cx1[c] + d;
+    int32_t j = i;
+    if (j >= np || px0[j] >= end) continue;
+    int32_t root = find(parent, pbase + j);
+    parent[cbase + c] = root;
+    ++links;
+    for (++j; j < np && px0[j] < end; ++j) {
+      const int32_t r = find(parent, pbase + j);
+      if (r == root) continue;
+      if (r < root) {
+        parent[root] = r;
+        root = r;
+      } else {
+        parent[r] = root;
+      }
+      ++links;
+    }
+  }
+  return links;
+}
+
 // Runs and local unions of one stripe; run indices start at the stripe's base.
 void label_stripe(Stripe& s, const uint8_t* mask, int w, int d, int32_t* parent) {
   s.bits.resize((static_cast<size_t>(w) + 63) / 64);
@@ -181,9 +211,8 @@ void label_stripe(Stripe& s, const uint8_t* mask, int w, int d, int32_t* parent)
     for (int32_t c = first; c < last; ++c) parent[s.base + c] = s.base + c;
     if (y > s.y0) {
       const int32_t prev = s.row_start[s.row_start.size() - 2];
-      touching(s.x0.data() + prev, s.x1.data() + prev, s.base + prev, first - prev, s.x0.data() + first,
-               s.x1.data() + first, s.base + first, last - first, d,
-               [&](int32_t p, int32_t c) { links += unite(parent, p, c) >= 0; });
+      links += join_rows(parent, s.x0.data() + prev, s.x1.data() + prev, s.base + prev, first - prev,
+                         s.x0.data() + first, s.x1.data() + first, s.base + first, last - first, d);
     }
     s.row_start.push_back(last);
   }
@@ -252,11 +281,10 @@ inline void merge_part(Stat& st, const Stat& p) {
   }
 }
 
-// Whether no value is NaN or infinite; tests the exponent bits, which vectorises.
-template <typename V>
-bool all_finite(const V* v, int64_t n) {
-  using U = std::conditional_t<sizeof(V) == 4, uint32_t, uint64_t>;
-  const U exponent = sizeof(V) == 4 ? U(0x7F800000u) : U(0x7FF0000000000000ull);
+// Whether no value is NaN or infinite; tests the exponent bits, which vectorises (one clone
+// per instruction set: GCC clones plain functions, not templates).
+template <typename V, typename U>
+__attribute__((always_inline)) inline bool all_finite_bits(const V* v, int64_t n, U exponent) {
   U bad = 0;
   for (int64_t i = 0; i < n; ++i) {
     U bits;
@@ -264,6 +292,12 @@ bool all_finite(const V* v, int64_t n) {
     bad |= static_cast<U>((bits & exponent) == exponent);
   }
   return bad == 0;
+}
+
+ICL_SIMD_CLONES bool all_finite(const float* v, int64_t n) { return all_finite_bits(v, n, uint32_t{0x7F800000u}); }
+
+ICL_SIMD_CLONES bool all_finite(const double* v, int64_t n) {
+  return all_finite_bits(v, n, uint64_t{0x7FF0000000000000ull});
 }
 
 // Sum in double, max and first position of the max of vrow[x0, x1). Short runs (most runs
@@ -308,6 +342,23 @@ inline void run_values(const V* vrow, int32_t x0, int32_t x1, double& sum, V& vm
   }
 }
 
+// Writes v over p[x0, x1), and possibly over p[x1, x1 + 3) too when that stays below limit:
+// the row's runs and gaps are written left to right, each starting exactly where the one
+// before ended, so the next write covers that overshoot. Four labels a store; runs and gaps
+// are a few pixels long in noisy masks, where a plain fill spent more on its ends than inside.
+inline void fill_over(int32_t* p, int32_t x0, int32_t x1, int32_t limit, int32_t v) {
+  int32_t x = x0;
+#if defined(__SSE2__)
+  const __m128i vv = _mm_set1_epi32(v);
+  if (x1 + 3 <= limit) {
+    for (; x < x1; x += 4) _mm_storeu_si128(reinterpret_cast<__m128i*>(p + x), vv);
+    return;
+  }
+  for (; x + 4 <= x1; x += 4) _mm_storeu_si128(reinterpret_cast<__m128i*>(p + x), vv);
+#endif
+  for (; x < x1; ++x) p[x] = v;
+}
+
 // Numbers the stripe's roots, writes its labels and accumulates its runs in raster order.
 // code[i] is a run's label, or -1 - root for a component that crosses stripes (labelled
 // root_label[root]); those runs are reduced into per-block partials (s.open, by shared id,
@@ -348,26 +399,26 @@ void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* code, const
         c = -1 - p;
       }
       code[i] = c;
-      std::fill(lrow + prev, lrow + x0, 0);
+      fill_over(lrow, prev, x0, w, 0);
       prev = x1;
       double sum = 0.0;
       V vmax{};
       int32_t ax = x0;
       if (kValues) run_values(vrow, x0, x1, sum, vmax, ax);
       if (c > 0) {
-        std::fill(lrow + x0, lrow + x1, c);
+        fill_over(lrow, x0, x1, w, c);
         add_run<V, kValues>(stats[c - 1], first, y, x0, x1, sum, vmax, ax);
         continue;
       }
       const int32_t root = -1 - c;
-      std::fill(lrow + x0, lrow + x1, root_label[root]);
+      fill_over(lrow, x0, x1, w, root_label[root]);
       const int32_t id = shared_id[root];
       Stat& part = s.open[id];
       const bool opened = part.area == 0;
       if (opened) s.touched.push_back(id);
       add_run<V, kValues>(part, opened, y, x0, x1, sum, vmax, ax);
     }
-    std::fill(lrow + prev, lrow + w, 0);
+    fill_over(lrow, prev, w, w, 0);
   }
   flush();
 }
@@ -465,19 +516,6 @@ std::vector<Stat> label_image(Scratch& sc, const uint8_t* mask, const V* values,
   return stats;
 }
 
-// Lets the OpenMP runtime shrink our teams while the machine is oversubscribed (libgomp uses
-// the load average): the stripes of one image meet at barriers, and a barrier waiting for a
-// descheduled thread costs far more than the thread gains. OMP_DYNAMIC, when set, decides.
-struct DynamicTeams {
-#ifdef ICL_WITH_OPENMP
-  int saved = omp_get_dynamic();
-  DynamicTeams() {
-    if (!std::getenv("OMP_DYNAMIC")) omp_set_dynamic(1);
-  }
-  ~DynamicTeams() { omp_set_dynamic(saved); }
-#endif
-};
-
 template <typename V, bool kValues>
 py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* values, int stripes) {
   const int64_t b = mask.shape(0), h = mask.shape(1), w = mask.shape(2);
@@ -492,7 +530,6 @@ py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* value
   const int64_t hw = h * w;
   {
     py::gil_scoped_release release;
-    const DynamicTeams dynamic_teams;
     const int threads = icl::max_threads();
     if (hw > 0 && (stripes > 0 || (b < threads && hw >= (int64_t{1} << 16)))) {
       // Few large images: stripes of at least 32 rows, one per thread (or as many as asked).
