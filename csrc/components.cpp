@@ -219,8 +219,17 @@ void label_stripe(Stripe& s, const uint8_t* mask, int w, int d, int32_t* parent)
   s.roots = static_cast<int64_t>(s.x0.size()) - links;
 }
 
+// First position of vmax in vrow[x0, x1): looked for only when the run's max is the
+// component's new max, which is rare once a component has grown.
+template <typename V>
+inline int32_t first_of(const V* vrow, int32_t x0, int32_t x1, V vmax) {
+  int32_t x = x0;
+  while (x + 1 < x1 && vrow[x] != vmax) ++x;  // bounded: NaN never compares equal
+  return x;
+}
+
 template <typename V, bool kValues>
-inline void add_run(Stat& st, bool first, int32_t y, int32_t x0, int32_t x1, double sum, V vmax, int32_t ax) {
+inline void add_run(Stat& st, bool first, int32_t y, int32_t x0, int32_t x1, double sum, V vmax, const V* vrow) {
   if (first) {
     st.area = x1 - x0;
     st.x0 = x0;
@@ -233,7 +242,7 @@ inline void add_run(Stat& st, bool first, int32_t y, int32_t x0, int32_t x1, dou
       st.block = y >> kBlockShift;
       st.vmax = vmax;
       st.ay = y;
-      st.ax = ax;
+      st.ax = first_of(vrow, x0, x1, vmax);
     }
     return;
   }
@@ -253,7 +262,7 @@ inline void add_run(Stat& st, bool first, int32_t y, int32_t x0, int32_t x1, dou
     if (static_cast<double>(vmax) > st.vmax) {  // strict: ties keep the first in raster order
       st.vmax = vmax;
       st.ay = y;
-      st.ax = ax;
+      st.ax = first_of(vrow, x0, x1, vmax);
     }
   }
 }
@@ -300,23 +309,20 @@ ICL_SIMD_CLONES bool all_finite(const double* v, int64_t n) {
   return all_finite_bits(v, n, uint64_t{0x7FF0000000000000ull});
 }
 
-// Sum in double, max and first position of the max of vrow[x0, x1). Short runs (most runs
-// of noisy masks) take one sequential pass; longer ones four independent partial sums.
+// Sum in double and max of vrow[x0, x1). Short runs (most runs of noisy masks) take one
+// sequential pass; longer ones four independent partial sums.
 template <typename V>
-inline void run_values(const V* vrow, int32_t x0, int32_t x1, double& sum, V& vmax, int32_t& ax) {
+inline void run_values(const V* vrow, int32_t x0, int32_t x1, double& sum, V& vmax) {
   if (x1 - x0 < 8) {
     double s = static_cast<double>(vrow[x0]);
     V m = vrow[x0];
-    int32_t a = x0;
     for (int32_t x = x0 + 1; x < x1; ++x) {
       const V v = vrow[x];
       s += static_cast<double>(v);
-      a = v > m ? x : a;
       m = v > m ? v : m;
     }
     sum = s;
     vmax = m;
-    ax = a;
     return;
   }
   double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;  // independent chains: 4x the throughput
@@ -338,8 +344,6 @@ inline void run_values(const V* vrow, int32_t x0, int32_t x1, double& sum, V& vm
   }
   sum = (s0 + s1) + (s2 + s3);
   vmax = std::max(std::max(m0, m1), std::max(m2, m3));
-  for (ax = x0; ax + 1 < x1 && vrow[ax] != vmax; ++ax) {  // bounded: NaN never compares equal
-  }
 }
 
 // Writes v over p[x0, x1), and possibly over p[x1, x1 + 3) too when that stays below limit:
@@ -403,11 +407,10 @@ void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* code, const
       prev = x1;
       double sum = 0.0;
       V vmax{};
-      int32_t ax = x0;
-      if (kValues) run_values(vrow, x0, x1, sum, vmax, ax);
+      if (kValues) run_values(vrow, x0, x1, sum, vmax);
       if (c > 0) {
         fill_over(lrow, x0, x1, w, c);
-        add_run<V, kValues>(stats[c - 1], first, y, x0, x1, sum, vmax, ax);
+        add_run<V, kValues>(stats[c - 1], first, y, x0, x1, sum, vmax, vrow);
         continue;
       }
       const int32_t root = -1 - c;
@@ -416,7 +419,7 @@ void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* code, const
       Stat& part = s.open[id];
       const bool opened = part.area == 0;
       if (opened) s.touched.push_back(id);
-      add_run<V, kValues>(part, opened, y, x0, x1, sum, vmax, ax);
+      add_run<V, kValues>(part, opened, y, x0, x1, sum, vmax, vrow);
     }
     fill_over(lrow, prev, w, w, 0);
   }
