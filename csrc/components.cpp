@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common.h"
+#include "output_cache.h"
 #include "registry.h"
 
 #if defined(__SSE2__)
@@ -524,7 +525,7 @@ py::tuple run(const icl::carray<uint8_t>& mask, int connectivity, const V* value
   const int64_t b = mask.shape(0), h = mask.shape(1), w = mask.shape(2);
   if (h * ((w + 1) / 2) >= std::numeric_limits<int32_t>::max())
     throw std::invalid_argument("mask: image too large for int32 run indices");
-  icl::carray<int32_t> labels({b, h, w});
+  py::array_t<int32_t> labels = icl::output_array<int32_t>({b, h, w});
   std::vector<std::vector<Stat>> stats(static_cast<size_t>(b));
   std::vector<char> finite(static_cast<size_t>(b), 1);
   const uint8_t* m = mask.data();

@@ -1,5 +1,6 @@
 // The icl._C module: build information plus every op registered through registry.h.
 #include "common.h"
+#include "output_cache.h"
 #include "registry.h"
 
 namespace py = pybind11;
@@ -40,7 +41,14 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("policy") = py::none(),
       "Get (no argument) or set the thread policy: 'adaptive' (default: use only idle cores, "
-      "measured from /proc/loadavg), 'fixed' (always max_threads()) or 'single' (one thread). "
+      "measured from /proc/loadavg less this process's running threads), 'fixed' (always max_threads()) or 'single' (one thread). "
       "Returns the policy in force.");
+  m.def(
+      "_output_cache_info",
+      [] {
+        icl::OutputCache& cache = icl::OutputCache::instance();
+        return py::make_tuple(cache.limit(), cache.held());
+      },
+      "(limit, held) in bytes of the cache of recycled output buffers (ICL_OUTPUT_CACHE_MB)");
   for (auto fn : icl::binding_registry()) fn(m);
 }

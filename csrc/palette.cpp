@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common.h"
+#include "output_cache.h"
 #include "palette_grid.h"
 #include "registry.h"
 
@@ -303,7 +304,7 @@ py::array_t<int32_t> nearest_palette(carray<uint8_t> images, carray<uint8_t> pal
     }
   }
 
-  py::array_t<int32_t> out({B, H, W});
+  py::array_t<int32_t> out = output_array<int32_t>({B, H, W});
   const uint8_t* img = images.data();
   int32_t* dst = out.mutable_data();
   {

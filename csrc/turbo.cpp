@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common.h"
+#include "output_cache.h"
 #include "palette_grid.h"
 #include "registry.h"
 
@@ -66,7 +67,7 @@ void for_each_bin(const carray<uint8_t>& images, const uint8_t* lut, Fn fn) {
 py::array_t<int32_t> turbo_bins(carray<uint8_t> images, carray<uint8_t> table) {
   check_images(images);
   check_table(table);
-  py::array_t<int32_t> out({images.shape(0), images.shape(1), images.shape(2)});
+  py::array_t<int32_t> out = output_array<int32_t>({images.shape(0), images.shape(1), images.shape(2)});
   int32_t* dst = out.mutable_data();
   {
     py::gil_scoped_release release;
@@ -81,7 +82,7 @@ py::array_t<float> turbo_decode(carray<uint8_t> images, carray<uint8_t> table, c
   check_table(table);
   require_ndim(depth_of_bin, 1, "depth_of_bin");
   if (depth_of_bin.shape(0) != 256) throw std::invalid_argument("depth_of_bin: expected 256 values");
-  py::array_t<float> out({images.shape(0), images.shape(1), images.shape(2)});
+  py::array_t<float> out = output_array<float>({images.shape(0), images.shape(1), images.shape(2)});
   float* dst = out.mutable_data();
   const float* depth = depth_of_bin.data();
   {
