@@ -1,6 +1,6 @@
 """Thread policy at 1024^2: each CPU kernel under the 'fixed' policy (always all OpenMP
 threads), 'single' (one thread) and 'adaptive' (the default: only idle cores), timed
-interleaved in one process so that load changes hit all three alike.
+interleaved in one process (in rotating order) so that load changes hit all three alike.
 
 The check: adaptive is never slower than one thread (beyond 25%: on a machine at load 10
 single timings of one configuration vary by more than that), whatever else runs on it.
@@ -55,12 +55,19 @@ def test_thread_policy_1024(benchmark) -> None:
     kernels = _kernels()
     before = _C.thread_policy()
     times: dict[str, dict[str, list[float]]] = {k: {p: [] for p in POLICIES} for k in kernels}
+    teams: dict[str, list[int]] = {k: [] for k in kernels}  # what 'adaptive' chose, call by call
     try:
         for name, fn in kernels.items():
             fn()
-            for _ in range(15):
-                for policy in POLICIES:
+            # 30 rounds: under load a call's time is bimodal (whether it got a core), and the
+            # median of 15 flipped between the modes from run to run
+            for round_ in range(30):
+                # rotated each round: a call right after 'fixed' pays for its workers still
+                # spinning, so each policy follows each other equally often
+                for policy in POLICIES[round_ % 3:] + POLICIES[:round_ % 3]:
                     _C.thread_policy(policy)
+                    if policy == "adaptive":
+                        teams[name].append(_C.team_size())
                     start = time.perf_counter()
                     fn()
                     times[name][policy].append(time.perf_counter() - start)
@@ -74,7 +81,9 @@ def test_thread_policy_1024(benchmark) -> None:
         benchmark.extra_info[name] = {p: s * 1e3 for p, s in med.items()}
         report(f"[threads {name}] ms: " + ", ".join(f"{p} {med[p] * 1e3:.1f}" for p in POLICIES)
                + f"; {_C.max_threads()} threads vs 1: {med['single'] / med['fixed']:.2f}x, "
-               f"adaptive vs 1: {med['single'] / med['adaptive']:.2f}x (load {' '.join(load)})")
+               f"adaptive vs 1: {med['single'] / med['adaptive']:.2f}x, adaptive chose "
+               f"{', '.join(f'{n} thread(s) {teams[name].count(n)}x' for n in sorted(set(teams[name])))} "
+               f"(load {' '.join(load)})")
         if med["adaptive"] > 1.25 * med["single"]:
             slower.append(name)
     assert not slower, f"adaptive slower than one thread on {slower}"
