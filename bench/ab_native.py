@@ -1,6 +1,7 @@
 """This checkout's native kernels beside another build of icl._C in one process (interleaved,
-median of many rounds): nearest_palette and turbo_decode at 1024^2, with GB/s and the share of
-copy bandwidth. Outputs are checked equal first.
+median of many rounds): nearest_palette, turbo_decode and connected_components (with values)
+at 1024^2, with GB/s and the share of copy bandwidth. Outputs are checked equal first (value
+sums to float32 rounding: the summation order changed between builds).
 
     python -m bench.ab_native /path/to/baseline/_C.cpython-311-x86_64-linux-gnu.so [rounds]
 """
@@ -19,6 +20,7 @@ import numpy as np
 
 import icl._C as current
 from bench._bandwidth import copy_bandwidth
+from bench.bench_components import CASES as COMPONENT_CASES
 from bench.bench_palette import _palette, _predictions
 from icl.ops import TURBO_TABLE, turbo_encode
 from icl.ops.turbo import _depth_of_bin
@@ -45,6 +47,16 @@ def main(baseline_path: str, rounds: int) -> None:
     for images in (one, predictions):
         np.testing.assert_array_equal(*(m.nearest_palette(images, palette) for m in builds.values()))
     np.testing.assert_array_equal(*(m.turbo_decode(turbo, table, centres) for m in builds.values()))
+    masks = {}
+    for kind in ("blobs", "random"):
+        mask, values = COMPONENT_CASES[kind]()
+        masks[kind] = (mask[None], values[None])
+        got = [m.connected_components(masks[kind][0], 8, masks[kind][1]) for m in builds.values()]
+        for field, (a, b) in enumerate(zip(*got)):
+            if field in (5, 6):
+                np.testing.assert_allclose(a, b, rtol=1e-6)
+            else:
+                np.testing.assert_array_equal(a, b)
     shifts = {name: 0 for name in builds}
 
     def new_palette(name: str, m: ModuleType) -> np.ndarray:
@@ -56,7 +68,10 @@ def main(baseline_path: str, rounds: int) -> None:
         "nearest_palette b8": (lambda _, m: m.nearest_palette(predictions, palette), 8),
         "nearest_palette new palette b1": (new_palette, 1),
         "turbo_decode b1": (lambda _, m: m.turbo_decode(turbo, table, centres), 1),
+        "components blobs+values b1": (lambda _, m: m.connected_components(masks["blobs"][0], 8, masks["blobs"][1]), 1),
+        "components random+values b1": (lambda _, m: m.connected_components(masks["random"][0], 8, masks["random"][1]), 1),
     }
+    bytes_per_pixel = {"components": 9}  # mask in, float32 values in, int32 labels out; else RGB in, 4 B out
     bandwidth = copy_bandwidth()
     for case, (fn, items) in cases.items():
         times: dict[str, list[float]] = {name: [] for name in builds}
@@ -69,7 +84,7 @@ def main(baseline_path: str, rounds: int) -> None:
                 start = time.perf_counter()
                 fn(name, m)
                 times[name].append(time.perf_counter() - start)
-        nbytes = items * 1024 * 1024 * 7  # uint8 RGB in, 4-byte output
+        nbytes = items * 1024 * 1024 * bytes_per_pixel.get(case.split()[0], 7)
         med = {name: statistics.median(t) for name, t in times.items()}
         cells = [f"{name} {items / s:7.1f} img/s {nbytes / s / 1e9:5.1f} GB/s {nbytes / s / bandwidth:4.0%}"
                  for name, s in med.items()]
