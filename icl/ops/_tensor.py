@@ -23,6 +23,13 @@ def as_tensor(x: Any, name: str) -> tuple[torch.Tensor, bool]:
     raise TypeError(f"{name}: expected a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
 
 
+def eager_numpy(was_numpy: bool) -> bool:
+    """Whether a call may run its op's implementation directly rather than through its
+    ``torch.library`` op: numpy in and no graph being traced. The op's dispatch and tensor
+    round trip cost about 50 us a call (7% of a 1024^2 nearest_palette)."""
+    return was_numpy and not torch.compiler.is_compiling()
+
+
 def restore_one(x: torch.Tensor, was_numpy: bool) -> ArrayLike:
     """``x``, or ``x`` as a host numpy array when the caller passed numpy."""
     return x.detach().cpu().numpy() if was_numpy else x

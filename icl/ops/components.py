@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from icl.ops._dispatch import native, op
-from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, check_finite
+from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, check_finite, eager_numpy
 
 _OP = op("connected_components", gpu_module="icl.ops._gpu.components")
 
@@ -186,9 +186,7 @@ def connected_components(mask: ArrayLike, connectivity: int = 8, values: Optiona
         if vals.device != x.device:
             raise ValueError(f"values: expected a tensor on {x.device} like mask, got {vals.device}")
         vals = vals.detach().reshape(m.shape)
-    if was_numpy and not torch.compiler.is_compiling():
-        # numpy in, numpy out, outside any graph: the backend directly (the op's dispatch and
-        # tensor round trip cost ~50 us a call, 4% of a 1024^2 labelling)
+    if eager_numpy(was_numpy):
         out = _OP(m.device.type, m.detach(), int(connectivity), vals, backend=backend)
         return Components(*(f.cpu().numpy() if isinstance(f, torch.Tensor) else f for f in out))
     fields = list(torch.ops.icl.connected_components(m.detach(), int(connectivity), vals, backend))

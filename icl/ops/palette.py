@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from icl.ops._dispatch import native, op
-from icl.ops._tensor import ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore_one, to_uint8
+from icl.ops._tensor import (ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, eager_numpy, restore_one,
+                             to_uint8)
 
 _OP = op("nearest_palette", gpu_module="icl.ops._gpu.palette")
 
@@ -85,12 +86,14 @@ def _candidate_rows(cand: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     return cand.contiguous()
 
 
-@torch.library.custom_op("icl::nearest_palette", mutates_args=())
-def _nearest_palette_op(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch.Tensor],
-                        backend: Optional[str]) -> torch.Tensor:
+def _nearest_palette_impl(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch.Tensor],
+                          backend: Optional[str]) -> torch.Tensor:
     x = to_uint8(images, "images").contiguous()
     out: torch.Tensor = _OP(x.device.type, x, _palette_values(palette), _candidate_rows(candidates), backend=backend)
     return out
+
+
+_nearest_palette_op = torch.library.custom_op("icl::nearest_palette", mutates_args=())(_nearest_palette_impl)
 
 
 @_nearest_palette_op.register_fake
@@ -124,5 +127,6 @@ def nearest_palette(images: ArrayLike, palette: Any, candidates: Any = None, *,
     x = x.detach()
     pal = _check_palette(palette, x.device)
     cand = _check_candidates(candidates, x.shape[0], pal.shape[0], x.device)
-    out = torch.ops.icl.nearest_palette(x, pal, cand, backend)
+    run = _nearest_palette_impl if eager_numpy(was_numpy) else torch.ops.icl.nearest_palette
+    out = run(x, pal, cand, backend)
     return restore_one(out[0] if single else out, was_numpy)

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from icl.ops._dispatch import native, op
-from icl.ops._tensor import (FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore_one,
-                             to_uint8)
+from icl.ops._tensor import (FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, eager_numpy,
+                             restore_one, to_uint8)
 from icl.ops.palette import _reference as _palette_reference
 
 _ENCODE = op("turbo_encode", gpu_module="icl.ops._gpu.turbo")
@@ -112,11 +112,13 @@ def _encode_fake(depth: torch.Tensor, d_min: float, d_max: float, backend: Optio
     return depth.new_empty((*depth.shape, 3), dtype=torch.uint8)
 
 
-@torch.library.custom_op("icl::turbo_bins", mutates_args=())
-def _bins_op(images: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
+def _bins_impl(images: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
     x = to_uint8(images, "images").contiguous()
     out: torch.Tensor = _BINS(x.device.type, x, backend=backend)
     return out
+
+
+_bins_op = torch.library.custom_op("icl::turbo_bins", mutates_args=())(_bins_impl)
 
 
 @_bins_op.register_fake
@@ -124,11 +126,13 @@ def _bins_fake(images: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
     return images.new_empty(images.shape[:3], dtype=torch.int32)
 
 
-@torch.library.custom_op("icl::turbo_decode", mutates_args=())
-def _decode_op(images: torch.Tensor, d_min: float, d_max: float, backend: Optional[str]) -> torch.Tensor:
+def _decode_impl(images: torch.Tensor, d_min: float, d_max: float, backend: Optional[str]) -> torch.Tensor:
     x = to_uint8(images, "images").contiguous()
     out: torch.Tensor = _DECODE(x.device.type, x, d_min, d_max, backend=backend)
     return out
+
+
+_decode_op = torch.library.custom_op("icl::turbo_decode", mutates_args=())(_decode_impl)
 
 
 @_decode_op.register_fake
@@ -175,7 +179,8 @@ def turbo_bins(images: ArrayLike, *, backend: Optional[str] = None) -> ArrayLike
     the lower bin). images: ``[B, H, W, 3]``/``[H, W, 3]`` uint8 or float in [0, 1]. Returns
     int32 ``[B, H, W]``/``[H, W]``; numpy in, numpy out. Not differentiable."""
     x, single, was_numpy = _images(images)
-    out = torch.ops.icl.turbo_bins(x, backend)
+    run = _bins_impl if eager_numpy(was_numpy) else torch.ops.icl.turbo_bins
+    out = run(x, backend)
     return restore_one(out[0] if single else out, was_numpy)
 
 
@@ -190,5 +195,6 @@ def turbo_decode(images: ArrayLike, d_min: float, d_max: float, *, backend: Opti
     (computed in float64, rounded once); numpy in, numpy out. Not differentiable."""
     lo, hi = _check_range(d_min, d_max)
     x, single, was_numpy = _images(images)
-    out = torch.ops.icl.turbo_decode(x, lo, hi, backend)
+    run = _decode_impl if eager_numpy(was_numpy) else torch.ops.icl.turbo_decode
+    out = run(x, lo, hi, backend)
     return restore_one(out[0] if single else out, was_numpy)
