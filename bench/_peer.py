@@ -33,14 +33,20 @@ def report(line: str) -> None:
 
 
 def compare(benchmark: Any, ours: Callable[[], Any], peer: Callable[[], Any], *, peer_name: str,
-            items: int = 1, rounds: int = 5, peer_rounds: int | None = None, bytes_moved: int = 0) -> float:
+            items: int = 1, rounds: int = 5, peer_rounds: int | None = None, bytes_moved: int = 0,
+            warmup_s: float = 0.0) -> float:
     """Benchmark ``ours`` with pytest-benchmark, time ``peer`` alike, print and record the ratio.
 
     ``items`` is the number of images (or pairs) one call processes; throughput is reported
     per item. ``bytes_moved`` (input read plus output written by one call), when given, adds
     our GB/s and its share of this machine's copy bandwidth, measured in the same process.
+    ``warmup_s``: seconds of untimed calls first, for the steady state of a loop over images
+    (a memory-bound kernel's first calls after other work ran up to 1.7x slower here).
     Returns peer_time / our_time (> 1 means we are faster).
     """
+    until = time.perf_counter() + warmup_s
+    while time.perf_counter() < until:
+        ours()
     benchmark.pedantic(ours, rounds=rounds, iterations=1, warmup_rounds=1)
     ours_s = benchmark.stats.stats.median
     peer_s = time_call(peer, peer_rounds or rounds)
