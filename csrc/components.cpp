@@ -310,10 +310,44 @@ ICL_SIMD_CLONES bool all_finite(const double* v, int64_t n) {
   return all_finite_bits(v, n, uint64_t{0x7FF0000000000000ull});
 }
 
-// Sum in double and max of vrow[x0, x1). Short runs (most runs of noisy masks) take one
-// sequential pass; longer ones four independent partial sums.
+#if defined(__SSE2__)
+// Lanes [0, n) of eight set, for n in [0, 8].
+alignas(16) constexpr int32_t kLaneMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+// Sum in double and max of v[0, n) for 1 <= n < 8, with v[0, 8) readable: the eight lanes in
+// two registers, the lanes from n on set to 0 for the sum and -inf for the max. No branch on
+// n, which noise makes unpredictable (half the runs of a random mask are one pixel long).
+inline double short_run_sum_max(const float* v, int32_t n, float& vmax) {
+  const __m128 lo = _mm_loadu_ps(v), hi = _mm_loadu_ps(v + 4);
+  const __m128 mlo = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLaneMask + 8 - n)));
+  const __m128 mhi = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLaneMask + 12 - n)));
+  const __m128 slo = _mm_and_ps(lo, mlo), shi = _mm_and_ps(hi, mhi);
+  // sum: ((v0 + v2) + (v1 + v3)) + ((v4 + v6) + (v5 + v7)) in double
+  const __m128d s = _mm_add_pd(_mm_add_pd(_mm_cvtps_pd(slo), _mm_cvtps_pd(_mm_movehl_ps(slo, slo))),
+                               _mm_add_pd(_mm_cvtps_pd(shi), _mm_cvtps_pd(_mm_movehl_ps(shi, shi))));
+  const double total = _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  const __m128 ninf = _mm_set1_ps(-std::numeric_limits<float>::infinity());
+  __m128 m = _mm_max_ps(_mm_or_ps(slo, _mm_andnot_ps(mlo, ninf)), _mm_or_ps(shi, _mm_andnot_ps(mhi, ninf)));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  vmax = _mm_cvtss_f32(m);
+  return total;
+}
+#endif
+
+// Sum in double and max of vrow[x0, x1) (w: the row's length). Short runs (most runs of noisy
+// masks) take the eight-lane path above for float, else one sequential pass; longer ones four
+// independent partial sums.
 template <typename V>
-inline void run_values(const V* vrow, int32_t x0, int32_t x1, double& sum, V& vmax) {
+inline void run_values(const V* vrow, int32_t x0, int32_t x1, int32_t w, double& sum, V& vmax) {
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<V, float>) {
+    if (x1 - x0 < 8 && x0 + 8 <= w) {
+      sum = short_run_sum_max(vrow + x0, x1 - x0, vmax);
+      return;
+    }
+  }
+#endif
   if (x1 - x0 < 8) {
     double s = static_cast<double>(vrow[x0]);
     V m = vrow[x0];
@@ -408,7 +442,7 @@ void finish_stripe(Stripe& s, int w, const int32_t* parent, int32_t* code, const
       prev = x1;
       double sum = 0.0;
       V vmax{};
-      if (kValues) run_values(vrow, x0, x1, sum, vmax);
+      if (kValues) run_values(vrow, x0, x1, w, sum, vmax);
       if (c > 0) {
         fill_over(lrow, x0, x1, w, c);
         add_run<V, kValues>(stats[c - 1], first, y, x0, x1, sum, vmax, vrow);
