@@ -314,20 +314,49 @@ ICL_SIMD_CLONES bool all_finite(const double* v, int64_t n) {
 // Lanes [0, n) of eight set, for n in [0, 8].
 alignas(16) constexpr int32_t kLaneMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
-// Sum in double and max of v[0, n) for 1 <= n < 8, with v[0, 8) readable: the eight lanes in
-// two registers, the lanes from n on set to 0 for the sum and -inf for the max. No branch on
-// n, which noise makes unpredictable (half the runs of a random mask are one pixel long).
-inline double short_run_sum_max(const float* v, int32_t n, float& vmax) {
-  const __m128 lo = _mm_loadu_ps(v), hi = _mm_loadu_ps(v + 4);
-  const __m128 mlo = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLaneMask + 8 - n)));
-  const __m128 mhi = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLaneMask + 12 - n)));
-  const __m128 slo = _mm_and_ps(lo, mlo), shi = _mm_and_ps(hi, mhi);
-  // sum: ((v0 + v2) + (v1 + v3)) + ((v4 + v6) + (v5 + v7)) in double
-  const __m128d s = _mm_add_pd(_mm_add_pd(_mm_cvtps_pd(slo), _mm_cvtps_pd(_mm_movehl_ps(slo, slo))),
-                               _mm_add_pd(_mm_cvtps_pd(shi), _mm_cvtps_pd(_mm_movehl_ps(shi, shi))));
-  const double total = _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+// Sum in double and max of v[0, n), n >= 1, with v[0, avail) readable: eight lanes (lane j
+// takes j, j + 8, ...) in registers, the last chunk's lanes from n on set to 0 for the sum and
+// -inf for the max (or, where fewer than eight values remain readable, a scalar tail into lane
+// 0); the lanes added pairwise at the end. Runs of noisy masks are a few pixels long, and a
+// loop whose length noise decides mispredicts its exit: most runs take no branch at all.
+inline double run_sum_max(const float* v, int32_t n, int64_t avail, float& vmax) {
   const __m128 ninf = _mm_set1_ps(-std::numeric_limits<float>::infinity());
-  __m128 m = _mm_max_ps(_mm_or_ps(slo, _mm_andnot_ps(mlo, ninf)), _mm_or_ps(shi, _mm_andnot_ps(mhi, ninf)));
+  __m128d s0 = _mm_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+  __m128 m0 = ninf, m1 = ninf;
+  int32_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m128 lo = _mm_loadu_ps(v + k), hi = _mm_loadu_ps(v + k + 4);
+    s0 = _mm_add_pd(s0, _mm_cvtps_pd(lo));
+    s1 = _mm_add_pd(s1, _mm_cvtps_pd(_mm_movehl_ps(lo, lo)));
+    s2 = _mm_add_pd(s2, _mm_cvtps_pd(hi));
+    s3 = _mm_add_pd(s3, _mm_cvtps_pd(_mm_movehl_ps(hi, hi)));
+    m0 = _mm_max_ps(m0, lo);
+    m1 = _mm_max_ps(m1, hi);
+  }
+  const int32_t rem = n - k;
+  double tail = 0.0;
+  if (rem > 0 && k + 8 <= avail) {
+    const __m128 lo = _mm_loadu_ps(v + k), hi = _mm_loadu_ps(v + k + 4);
+    const __m128 mlo = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLaneMask + 8 - rem)));
+    const __m128 mhi = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLaneMask + 12 - rem)));
+    const __m128 slo = _mm_and_ps(lo, mlo), shi = _mm_and_ps(hi, mhi);
+    s0 = _mm_add_pd(s0, _mm_cvtps_pd(slo));
+    s1 = _mm_add_pd(s1, _mm_cvtps_pd(_mm_movehl_ps(slo, slo)));
+    s2 = _mm_add_pd(s2, _mm_cvtps_pd(shi));
+    s3 = _mm_add_pd(s3, _mm_cvtps_pd(_mm_movehl_ps(shi, shi)));
+    m0 = _mm_max_ps(m0, _mm_or_ps(slo, _mm_andnot_ps(mlo, ninf)));
+    m1 = _mm_max_ps(m1, _mm_or_ps(shi, _mm_andnot_ps(mhi, ninf)));
+  } else {
+    float m = -std::numeric_limits<float>::infinity();
+    for (; k < n; ++k) {
+      tail += static_cast<double>(v[k]);
+      m = v[k] > m ? v[k] : m;
+    }
+    m0 = _mm_max_ps(m0, _mm_set1_ps(m));
+  }
+  const __m128d s = _mm_add_pd(_mm_add_pd(s0, s1), _mm_add_pd(s2, s3));
+  const double total = _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s))) + tail;
+  __m128 m = _mm_max_ps(m0, m1);
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
   vmax = _mm_cvtss_f32(m);
@@ -335,17 +364,14 @@ inline double short_run_sum_max(const float* v, int32_t n, float& vmax) {
 }
 #endif
 
-// Sum in double and max of vrow[x0, x1) (w: the row's length). Short runs (most runs of noisy
-// masks) take the eight-lane path above for float, else one sequential pass; longer ones four
-// independent partial sums.
+// Sum in double and max of vrow[x0, x1) (w: the row's length): float in the eight lanes
+// above; double runs under 8 pixels in one sequential pass, longer ones four partial sums.
 template <typename V>
 inline void run_values(const V* vrow, int32_t x0, int32_t x1, int32_t w, double& sum, V& vmax) {
 #if defined(__SSE2__)
   if constexpr (std::is_same_v<V, float>) {
-    if (x1 - x0 < 8 && x0 + 8 <= w) {
-      sum = short_run_sum_max(vrow + x0, x1 - x0, vmax);
-      return;
-    }
+    sum = run_sum_max(vrow + x0, x1 - x0, w - x0, vmax);
+    return;
   }
 #endif
   if (x1 - x0 < 8) {
