@@ -3,6 +3,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -57,8 +58,8 @@ inline int max_threads() {
 // threads (/proc/self/task, read only when others seem to run): OpenMP workers spin for a
 // while after each region and are runnable then, and counting them made the policy choose one
 // thread on an idle machine right after a parallel region (measured: half of the calls of a
-// 2-stripe labelling ran on one thread). Re-read at most every 10 ms; where /proc/loadavg
-// cannot be read the policy is "fixed".
+// 2-stripe labelling ran on one thread). Re-read at most every 10 ms, and a load counts once two
+// readings in a row see it; where /proc/loadavg cannot be read the policy is "fixed".
 enum class ThreadPolicy { kAdaptive = 0, kFixed = 1, kSingle = 2 };
 
 inline const char* policy_name(int policy) {
@@ -126,12 +127,19 @@ inline int team() {
       const int own = own_running_threads();
       if (own > 1) running -= own - 1;  // keep this thread, as /proc/loadavg counts it
     }
+    // Others count only as many as two readings in a row saw: a kernel worker that ran at one
+    // reading would otherwise halve the team for the next 10 ms (seen on 1% of readings on an
+    // idle machine); a lasting load is seen by the second reading, 10 ms later.
+    static std::atomic<int> seen_before{0};
+    const int others_now = running < 0 ? -1 : running - 1;
+    const int others = others_now < 0 ? -1 : std::min(others_now, seen_before.load(std::memory_order_relaxed));
+    seen_before.store(others_now < 0 ? 0 : others_now, std::memory_order_relaxed);
 #ifdef ICL_WITH_OPENMP
     const int cpus = omp_get_num_procs();
 #else
     const int cpus = 1;
 #endif
-    const int idle = running < 0 ? most : cpus - (running - 1);
+    const int idle = others < 0 ? most : cpus - others;
     cached.store(idle < 1 ? 1 : (idle > most ? most : idle), std::memory_order_relaxed);
   }
   return cached.load(std::memory_order_relaxed);
