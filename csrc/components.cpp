@@ -101,7 +101,6 @@ struct SharedPart {
   Stat st;
 };
 
-
 struct Stripe {
   int y0 = 0, y1 = 0;
   int32_t base = 0;                // global index of the stripe's first run
@@ -311,7 +310,8 @@ ICL_SIMD_CLONES bool all_finite(const double* v, int64_t n) {
 }
 
 #if defined(__SSE2__)
-// Lanes [0, n) of eight set, for n in [0, 8].
+// Eight set lanes then eight clear ones: the 4 lanes loaded from kLaneMask + 8 - n and from
+// kLaneMask + 12 - n mask the first n of eight values (1 <= n <= 7).
 alignas(16) constexpr int32_t kLaneMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
 // Sum in double and max of v[0, n), n >= 1, with v[0, avail) readable: eight lanes (lane j

@@ -123,9 +123,8 @@ _Fields = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Te
                 torch.Tensor, torch.Tensor]
 
 
-@torch.library.custom_op("icl::connected_components", mutates_args=())
-def _components_op(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor],
-                   backend: Optional[str]) -> _Fields:
+def _components_impl(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor],
+                     backend: Optional[str]) -> _Fields:
     # an op returns tensors only: without values the three value fields are empty
     out = _OP(mask.device.type, mask, connectivity, values, backend=backend)
     empty = {5: (0,), 6: (0,), 7: (0, 2)}
@@ -138,6 +137,9 @@ def _components_op(mask: torch.Tensor, connectivity: int, values: Optional[torch
             fields.append(torch.from_numpy(field) if isinstance(field, np.ndarray) else field)
     labels, num, image, area, box, value_sum, value_mean, argmax = fields
     return labels, num, image, area, box, value_sum, value_mean, argmax
+
+
+_components_op = torch.library.custom_op("icl::connected_components", mutates_args=())(_components_impl)
 
 
 @_components_op.register_fake
@@ -186,10 +188,8 @@ def connected_components(mask: ArrayLike, connectivity: int = 8, values: Optiona
         if vals.device != x.device:
             raise ValueError(f"values: expected a tensor on {x.device} like mask, got {vals.device}")
         vals = vals.detach().reshape(m.shape)
-    if eager_numpy(was_numpy):
-        out = _OP(m.device.type, m.detach(), int(connectivity), vals, backend=backend)
-        return Components(*(f.cpu().numpy() if isinstance(f, torch.Tensor) else f for f in out))
-    fields = list(torch.ops.icl.connected_components(m.detach(), int(connectivity), vals, backend))
+    run = _components_impl if eager_numpy(was_numpy) else torch.ops.icl.connected_components
+    fields = list(run(m.detach(), int(connectivity), vals, backend))
     if values is None:
         fields[5:] = [None, None, None]
     if was_numpy:
