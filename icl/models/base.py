@@ -31,9 +31,13 @@ class Adapter(ABC):
     (the adapter takes requests whose images are torch tensors on its device, see
     :class:`AnalogyRequest`, and answers with torch tensors on that device: the runner then
     uploads each batch once and decodes and scores the outputs where they are), ``serves``
-    (the request types ``predict`` accepts; the runner refuses a benchmark asking for others).
+    (the request types ``predict`` accepts; the runner refuses a benchmark asking for others),
+    ``execution_args`` (names of ``__init__`` arguments that cannot change an answer: concurrency,
+    timeouts, retries, rate limits, offloading; batch size only where the adapter proves batch
+    invariance).
     Model arguments are the keyword arguments of ``__init__`` (``--model-arg key=value``); all of
-    them, with their defaults, are part of the model's identity.
+    them but ``execution_args``, with their defaults, are part of the model's identity, so a
+    stored answer is reused across execution settings and never across anything else.
     """
 
     name: ClassVar[str] = "adapter"
@@ -43,6 +47,7 @@ class Adapter(ABC):
     precision: str = "fp32"
     privileged: ClassVar[bool] = False
     accepts_tensors: ClassVar[bool] = False
+    execution_args: ClassVar[frozenset[str]] = frozenset()
 
     def weight_files(self) -> Sequence[Path]:
         """The local weight files this instance will load (resolved from its model arguments,

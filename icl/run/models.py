@@ -112,7 +112,9 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
         weights = {str(p): tree_digest(p) for p in adapter.weight_files()}
     except WeightsError as exc:
         raise ConfigError(f"model {spec.name!r}: {exc}") from None
-    bound = {k: _jsonable(v) for k, v in _bound_arguments(factory, args).items()}
+    # execution-only arguments (the adapter declares them) cannot change an answer: left out
+    execution = getattr(adapter, "execution_args", frozenset())
+    bound = {k: _jsonable(v) for k, v in _bound_arguments(factory, args).items() if k not in execution}
     identity = dict(adapter=adapter.name, cls=f"{type(adapter).__module__}.{type(adapter).__qualname__}",
                     version=str(adapter.version), precision=adapter.precision, device=device_kind(device),
                     args=bound, weights=weights)
