@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Mapping, Optional, Sequence
 
+from icl._parse import parse_bool
+
 
 @dataclass(frozen=True)
 class Item:
@@ -65,6 +67,19 @@ def comma_list(text: str) -> tuple[str, ...]:
     return out
 
 
+def flag(text: str) -> bool:
+    """A boolean option (``true/false``, ``1/0``, ``yes/no``): :func:`icl._parse.parse_bool`."""
+    return parse_bool(text, "expected a boolean")
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (``--limit``)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"expected an integer >= 1, got {value}")
+    return value
+
+
 def int_list(text: str) -> tuple[int, ...]:
     """``"0,1,2"`` -> ``(0, 1, 2)``."""
     return tuple(int(p) for p in comma_list(text))
@@ -82,6 +97,9 @@ class Benchmark(ABC):
     default_judge: ClassVar[Optional[str]] = None  # model spec of the judge, when it needs one
     # score_batch may run in the runner's scoring thread while request() builds the next batch
     thread_safe_scoring: ClassVar[bool] = False
+    # labels of the reference models of this run (oracle, identity: the adapters' ``reference``
+    # flag), set by the runner before ``summarise``: reported, never ranked among the others
+    reference_models: set[str] = set()
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         known = {o.name: o for o in self.options}
@@ -93,6 +111,11 @@ class Benchmark(ABC):
         self.config: dict[str, Any] = {o.name: o.default for o in self.options}
         for name, value in config.items():
             o = known.get(name)
+            if o is not None and o.parse is flag and not isinstance(value, str):
+                try:  # TOML/Python values: a bool or 1/0, nothing else
+                    value = parse_bool(value, f"benchmark {self.name!r}, option {name!r}")
+                except ValueError as exc:
+                    raise ValueError(str(exc)) from None
             if o is not None and isinstance(value, str) and o.parse is not str:
                 try:  # a string from Python or a config file, parsed like the command line's
                     value = o.parse(value)
@@ -118,6 +141,18 @@ class Benchmark(ABC):
     @abstractmethod
     def request(self, item: Item, privileged: bool = False) -> Any:
         """The typed request for ``item``; ``privileged`` models (oracles) may get the answer."""
+
+    def request_type(self, item: Item) -> type:
+        """The request type ``request(item)`` builds, known without building it: a model is
+        asked only for the items whose type it serves. Benchmarks sending several types override it."""
+        if len(self.request_types) != 1:
+            raise NotImplementedError(f"benchmark {self.name!r} sends {len(self.request_types)} request types "
+                                      "and must say which one each item gets (Benchmark.request_type)")
+        return self.request_types[0]
+
+    def item_kind(self, item: Item) -> str:
+        """How skipped items are named when a model cannot serve them (default: the ``task`` column)."""
+        return str(item.group.get("task", self.name))
 
     def followup(self, item: Item, answers: Sequence[Any]) -> Optional[Any]:
         """A further request after ``answers`` (the responses so far), or None when done."""
@@ -168,6 +203,11 @@ class Benchmark(ABC):
     def write_artifacts(self, out: Path) -> dict[str, str]:
         """Write the plan's frozen lists (contexts, prompts) into ``out`` after ``items()``;
         returns file name -> SHA-256 (recorded in ``results.json``)."""
+        return {}
+
+    def data_origin(self) -> dict[str, str]:
+        """Where each dataset of the plan came from, name -> ``"built-in synthetic"`` or
+        ``"release ..."`` (with its digest): every report says which results are synthetic."""
         return {}
 
     def data_failures(self) -> list[tuple[str, str, Optional[str]]]:

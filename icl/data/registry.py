@@ -29,6 +29,19 @@ def data_root(root: str | Path | None = None) -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "icl" / "data"
 
 
+def cache_root() -> Path:
+    """icl's cache folder: ``$ICL_CACHE``, else ``~/.cache/icl``. Generated built-in data lives
+    here (``builtin/``), never under a user's data root."""
+    base = os.environ.get("ICL_CACHE")
+    return Path(base).expanduser() if base else Path.home() / ".cache" / "icl"
+
+
+def builtin_datasets() -> list[str]:
+    """Names of the registered (generated, synthetic) datasets: they serve ``--fast`` or an
+    explicit ``--datasets``, never a default real-data run."""
+    return sorted(_FACTORIES)
+
+
 def register_dataset(name: str, factory: Factory, *, overwrite: bool = False) -> None:
     """Register ``factory(root, fast) -> Dataset`` under ``name``."""
     if name in _FACTORIES and not overwrite:

@@ -14,6 +14,8 @@ from typing import Any, ClassVar, Sequence
 from icl.models.requests import AnalogyRequest
 
 PRECISIONS = ("fp32", "fp16", "bf16")
+# Modules whose adapters the runner may hand the ground truth (``privileged``): icl's own baselines.
+REFERENCE_MODULES = ("icl.models.builtin", "icl.models.icl_baselines")
 
 
 class ContextOverflowError(ValueError):
@@ -27,7 +29,10 @@ class Adapter(ABC):
     Class attributes: ``name`` (registry id), ``version`` (bump when outputs change: it is part
     of every stored result's key), ``batch_size`` (most requests per ``predict`` call),
     ``precision`` (one of ``PRECISIONS``; the runner may override it before ``load``),
-    ``privileged`` (receives ``oracle_target``; only baselines may set it), ``accepts_tensors``
+    ``privileged`` (asks for ``oracle_target`` / ``oracle_answer``; the runner grants it only to the
+    built-in reference adapters of :data:`REFERENCE_MODULES` and refuses any other adapter that
+    asks), ``reference`` (a reference point such as the oracle or identity: reported beside the
+    evaluated models and left out of their ranks), ``accepts_tensors``
     (the adapter takes requests whose images are torch tensors on its device, see
     :class:`AnalogyRequest`, and answers with torch tensors on that device: the runner then
     uploads each batch once and decodes and scores the outputs where they are), ``serves``
@@ -46,6 +51,7 @@ class Adapter(ABC):
     batch_size: int = 1
     precision: str = "fp32"
     privileged: ClassVar[bool] = False
+    reference: ClassVar[bool] = False
     accepts_tensors: ClassVar[bool] = False
     execution_args: ClassVar[frozenset[str]] = frozenset()
 

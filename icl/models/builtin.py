@@ -70,6 +70,7 @@ class Oracle(_Builtin):
     serves = (AnalogyRequest, ChatRequest)
     batch_size = 64
     privileged = True
+    reference = True
 
     def predict(self, requests: Sequence[Any]) -> list[Any]:
         if requests and all(isinstance(r, ChatRequest) for r in requests):
@@ -104,6 +105,7 @@ class Identity(_Builtin):
     name = "identity"
     version = "1"
     batch_size = 64
+    reference = True
 
     def pick(self, req: AnalogyRequest) -> Any:
         return req.query

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from icl._parse import parse_bool
 from icl.models import PRECISIONS
 from icl.run.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models
 from icl.run.device import EVAL_MODES
@@ -52,14 +53,16 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="output folder (default: ./runs/<name>)")
     p.add_argument("--store", type=Path, help="results database (default: <out>/store.sqlite)")
     p.add_argument("--device", help="device models load onto: auto (CUDA when visible, else CPU; default), cpu, "
-                                    "cuda, cuda:1, ...")
+                                    "cuda, cuda:N")
     p.add_argument("--dtype", choices=PRECISIONS, help="every model's precision (a model's dtype argument wins)")
     p.add_argument("--eval", dest="evaluate", choices=EVAL_MODES,
                    help="where answers are scored: 'device' keeps image answers on --device (batched, overlapped "
                         "with the model), 'host' on the CPU; 'auto' (default) is device on CUDA, else host")
     p.add_argument("--no-overlap", dest="overlap", action="store_false", default=None,
                    help="with device evaluation, score each batch before the model runs the next")
-    p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="skip the plots")
+    p.add_argument("--plots", dest="plots", type=_bool_arg("--plots"), default=None, metavar="BOOL",
+                   help="draw the plots (true, default) or not (false)")
+    p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="the same as --plots false")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
     p.add_argument("--trace-memory", action="store_true", default=None,
                    help="peak memory per stage with tracemalloc (slower) instead of the process peak RSS")
@@ -77,6 +80,17 @@ def add_benchmark_options(p: argparse.ArgumentParser, cls: Any) -> None:
         if o.choices:
             kwargs["choices"] = o.choices
         group.add_argument(f"--{o.name.replace('_', '-')}", **kwargs)
+
+
+def _bool_arg(name: str) -> Any:
+    def parse(text: str) -> bool:
+        try:
+            return parse_bool(text, name)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = "boolean"
+    return parse
 
 
 def _typed(o: Any) -> Any:
@@ -134,7 +148,7 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
         model_text = ",".join(model_text)
     if model_text is not None:
         models = parse_models(str(model_text))
-    pairs = list(file.get("model_args", [])) + list(args.model_arg)
+    pairs = _model_arg_pairs(file.get("model_args", []), args.config) + list(args.model_arg)
     if pairs:
         if models is None:
             models = [s for m in cls.default_models for s in parse_models(m)]
@@ -146,6 +160,15 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
         value = getattr(args, name, None)
         return value if value is not None else file.get(name, default)
 
+    def boolean(name: str, default: bool) -> bool:
+        flag = getattr(args, name, None)
+        if flag is not None and not (name == "fast" and flag is False):  # --fast is store_true
+            return bool(flag)
+        try:
+            return parse_bool(file.get(name, default), f"--config {args.config}: {name}")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
     def path(name: str) -> Optional[Path]:
         v = pick(name, None)
         return Path(v) if v is not None else None
@@ -154,20 +177,89 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
     if evaluate not in EVAL_MODES:
         raise ConfigError(f"evaluate must be one of {', '.join(EVAL_MODES)}, got {evaluate!r}")
     return RunConfig(benchmark=bench_name, options=options, models=models, judge=judge,
-                     fast=bool(args.fast or file.get("fast", False)), data_root=path("data_root"),
-                     name=pick("name", None), out=path("out"), store=path("store"), device=pick("device", "auto"),
-                     dtype=pick("dtype", None), evaluate=evaluate, overlap=bool(pick("overlap", True)),
-                     plots=bool(pick("plots", True)), progress=bool(pick("progress", True)),
-                     trace_memory=bool(pick("trace_memory", False)), command=["python", "-m", "icl.run", *argv])
+                     fast=boolean("fast", False), data_root=path("data_root"),
+                     name=pick("name", None), out=path("out"), store=path("store"),
+                     device=validate_device(str(pick("device", "auto"))), dtype=pick("dtype", None), evaluate=evaluate,
+                     overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
+                     trace_memory=boolean("trace_memory", False), command=["python", "-m", "icl.run", *argv])
+
+
+def _model_arg_pairs(value: Any, where: Any) -> list[str]:
+    """``model_args`` of run.toml as ``[MODEL:]key=value`` strings: a list of such strings, or a
+    table (``[model_args]``) of scalars (every model) and of per-model tables
+    (``[model_args.painter]`` / ``painter = {weights = "..."}``)."""
+    import json
+
+    def text(v: Any) -> str:
+        return v if isinstance(v, str) else json.dumps(v)
+
+    if isinstance(value, list):
+        if not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"--config {where}: model_args as a list must hold 'MODEL:key=value' strings")
+        return list(value)
+    if not isinstance(value, dict):
+        raise ConfigError(f"--config {where}: model_args must be a table ([model_args]) or a list of strings, "
+                          f"got {type(value).__name__}")
+    out = []
+    for key, v in value.items():
+        if isinstance(v, dict):
+            for k2, v2 in v.items():
+                if isinstance(v2, (dict, list)):
+                    raise ConfigError(f"--config {where}: model_args.{key}.{k2} must be a number, string or boolean")
+                out.append(f"{key}:{k2}={text(v2)}")
+        elif isinstance(v, list):
+            raise ConfigError(f"--config {where}: model_args.{key} must be a number, string, boolean or a table")
+        else:
+            out.append(f"{key}={text(v)}")
+    return out
+
+
+def validate_device(device: str) -> str:
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:N``, checked against what torch sees (ConfigError,
+    one line, when CUDA is asked for and not there)."""
+    import re
+
+    if device in ("auto", "cpu"):
+        return device
+    m = re.fullmatch(r"cuda(?::(\d+))?", device)
+    if m is None:
+        raise ConfigError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
+    try:
+        import torch
+    except ImportError:
+        raise ConfigError(f"--device {device}: torch is not installed") from None
+    if not torch.cuda.is_available():
+        build = "a CPU-only torch build" if torch.version.cuda is None else "no visible CUDA device"
+        raise ConfigError(f"--device {device}: CUDA is not available here ({build}, torch {torch.__version__}); "
+                          "use --device cpu or auto")
+    index = int(m.group(1) or 0)
+    if index >= torch.cuda.device_count():
+        raise ConfigError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    return device
 
 
 def _list(bench: Any) -> int:
+    from icl.benchmarks.registry import list_benchmarks
     from icl.models import list_models
 
-    for key, values in bench.describe().items():
+    try:
+        described = bench.describe()
+    except (ValueError, LookupError, OSError) as exc:
+        raise ConfigError(f"{bench.name} --list: {exc}") from None
+    for key, values in described.items():
         print(f"{key + ':':<10} " + ", ".join(map(str, values)))
     print(f"{'models:':<10} " + ", ".join(list_models()))
+    print(f"{'benchmarks:':<10} " + ", ".join(list_benchmarks()))
     return 0
+
+
+def _usage() -> str:
+    from icl.benchmarks.registry import list_benchmarks
+
+    return (f"usage: python -m icl.run BENCHMARK [options] | --fast [BENCHMARK] | rescore RUN_DIR\n"
+            f"benchmarks: {', '.join(list_benchmarks())}\n"
+            f"python -m icl.run BENCHMARK --help lists its options; python -m icl.run --fast runs every benchmark "
+            f"on built-in synthetic data")
 
 
 def _split(argv: list[str]) -> tuple[Optional[str], list[str]]:
@@ -188,6 +280,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from icl.run.lock import LockError
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:  # a bare command asks what it can do
+        print(_usage(), file=sys.stderr)
+        return 2
     try:
         with sigterm_as_interrupt():  # SIGTERM stops like Ctrl-C: finished batches are kept
             return _main(argv)
@@ -203,9 +298,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _main(argv: list[str]) -> int:
     from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
 
+    typed = ["python", "-m", "icl.run", *argv]  # recorded in results.json as the user typed it
     name, rest = _split(argv)
     if name == "rescore":
-        return _rescore(rest)
+        return _rescore(rest, typed)
     pre = common_parser("python -m icl.run")
     known, _ = pre.parse_known_args(rest)
     logging.basicConfig(level=getattr(logging, str(known.log_level).upper(), logging.WARNING),
@@ -216,7 +312,7 @@ def _main(argv: list[str]) -> int:
         print(f"icl {icl.__version__}")
         return 0
     if name is None and known.fast and not known.help and not known.list:
-        return _fast_all(rest, list_benchmarks())
+        return _fast_all(rest, list_benchmarks(), typed)
     name = name or DEFAULT_BENCHMARK
     try:
         cls = get_benchmark(name)
@@ -228,9 +324,10 @@ def _main(argv: list[str]) -> int:
     add_benchmark_options(parser, cls)
     if known.help:
         parser.print_help()
+        print(f"\nbenchmarks: {', '.join(list_benchmarks())} (python -m icl.run BENCHMARK --help)")
         return 0
     args = parser.parse_args(rest)
-    config = build_config(name, args, cls, [name, *rest])
+    config = build_config(name, args, cls, typed)
     if args.list:
         from icl.run.runner import open_benchmark
 
@@ -243,24 +340,31 @@ def _main(argv: list[str]) -> int:
     return run(config).exit_code
 
 
-def _fast_all(rest: list[str], names: list[str]) -> int:
-    """``--fast`` without a benchmark: every registered benchmark's smoke run, one summary."""
+def _fast_all(rest: list[str], names: list[str], typed: list[str]) -> int:
+    """``--fast`` without a benchmark: every registered benchmark's smoke run, one summary. A
+    plugin benchmark that cannot be imported is skipped with one line (the others run)."""
     from icl.benchmarks.registry import get_benchmark
     from icl.run.runner import run
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    configs = []
-    for name in names:  # every setting checked before anything runs
-        cls = get_benchmark(name)
+    configs, broken = [], []
+    for name in list(names):  # every setting checked before anything runs
+        try:
+            cls = get_benchmark(name)
+        except (ImportError, TypeError) as exc:
+            print(f"icl.run: --fast skips benchmark {name!r}: {exc}", file=sys.stderr)
+            broken.append(name)
+            continue
         parser = common_parser("python -m icl.run --fast")
         args, unknown = parser.parse_known_args(rest)
         if unknown:
             raise ConfigError(f"--fast without a benchmark takes only the common options; {unknown[0]!r} is not one "
                               f"(give the benchmark: python -m icl.run --fast BENCHMARK {' '.join(unknown)})")
-        config = build_config(name, args, cls, ["--fast", *rest])
+        config = build_config(name, args, cls, typed)
         if args.out is not None:
             config.out = args.out / config.run_name
         configs.append(config)
+    names = [n for n in names if n not in broken]
     lines, worst = [], 0
     for name, config in zip(names, configs):
         print(f"== {name} ==")
@@ -269,11 +373,11 @@ def _fast_all(rest: list[str], names: list[str]) -> int:
         lines.append(f"  {name:<10} {'ok' if outcome.exit_code == 0 else 'FAILED':<7} {outcome.stats.computed} "
                      f"computed, {outcome.stats.skipped} reused, {outcome.failed_items} failed -> {outcome.out_dir}")
     print("icl.run --fast summary:")
-    print("\n".join(lines))
-    return worst
+    print("\n".join(lines + [f"  {n:<10} SKIPPED (the plugin cannot be imported)" for n in broken]))
+    return max(worst, 1 if broken else 0)
 
 
-def _rescore(rest: list[str]) -> int:
+def _rescore(rest: list[str], typed: list[str]) -> int:
     p = _Parser(prog="python -m icl.run rescore",
                 description="Recompute every score, table, plot and report of a run from its stored responses "
                             "(no model is loaded).")
@@ -281,7 +385,7 @@ def _rescore(rest: list[str]) -> int:
     args = p.parse_args(rest)
     from icl.run.runner import rescore
 
-    return rescore(args.run_dir).exit_code
+    return rescore(args.run_dir, command=typed).exit_code
 
 
 if __name__ == "__main__":

@@ -69,6 +69,10 @@ class ExecStats:
     model_calls: int = 0
     cached_responses: int = 0
     failed_models: list[str] = field(default_factory=list)
+    # model label -> {item kind (task): items} the model was not asked: it serves another request type
+    not_applicable: dict[str, dict[str, int]] = field(default_factory=dict)
+    # model label -> why the run stopped asking it (failed to load, or failed its whole first batch)
+    stopped: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -117,8 +121,17 @@ class Engine:
         pending = []
         for m in self.models:
             done = self.store.done(b.name, b.protocol, m.model_id, self.judge_id, b.scorer_version)
-            todo = [it for it in items if it.key not in done]
-            self.stats.skipped += len(items) - len(todo)
+            todo, skipped = [], {}
+            for it in items:
+                if not m.serves(b.request_type(it)):  # asked only for what it serves
+                    kind = f"{b.item_kind(it)} ({b.request_type(it).__name__})"
+                    skipped[kind] = skipped.get(kind, 0) + 1
+                elif it.key in done:
+                    self.stats.skipped += 1
+                else:
+                    todo.append(it)
+            if skipped:
+                self.stats.not_applicable[m.label] = skipped
             pending.append(todo)
         try:
             with tqdm(total=sum(map(len, pending)), unit="item", file=sys.stderr, disable=not self.progress,
@@ -130,6 +143,10 @@ class Engine:
                         bar.set_description(f"{b.name} {m.label}", refresh=False)
                         self._batch(m, batch)
                         bar.update(len(batch))
+                        if m.stopped is not None:  # one failure policy: the other models go on
+                            self.stats.stopped[m.label] = m.stopped
+                            bar.update(len(todo) - start - len(batch))
+                            break
                 self.pipeline.drain()
         finally:
             self.pipeline.close()  # batches scored before an interruption are still committed
@@ -146,12 +163,13 @@ class Engine:
         with self.meter.measure("*", "data", len(batch)):
             for a in answers:
                 try:
-                    a.request = self.bench.request(a.item, model.adapter.privileged)
+                    a.request = self.bench.request(a.item, model.privileged)
                 except Exception as exc:  # a bad item is recorded, the batch goes on
                     a.failed, a.error = "data", f"item {a.item.key!r}: {short_trace(exc)}"
                     failures.append(Failure("data", a.error, None, a.item.key, getattr(exc, "path", None),
                                             self.run_id))
         live = [a for a in answers if a.failed is None]
+        first_call = model.calls == 0
         for step in range(MAX_STEPS):
             if not live:
                 break
@@ -178,6 +196,13 @@ class Engine:
                     a.request = follow
                     nxt.append(a)
             live = nxt
+        asked = [a for a in answers if a.failed not in ("data",)]
+        if model.load_error is not None or (first_call and model.calls and asked and all(
+                a.failed in ("error", "timeout", "load") for a in asked)):
+            # the model never answered: it is stopped, nothing of it is scored (a rerun asks again)
+            model.stopped = model.load_error or f"model {model.label!r} failed its whole first batch ({asked[0].error})"
+            self.pipeline.submit(lambda: ([], [], [], failures), self._commit, [])
+            return
         if self.judge is not None:
             self._judge(model, [a for a in answers if a.failed is None], responses, links, failures)
 
@@ -263,6 +288,7 @@ class Engine:
                 model.adapter.predict, timeout_s=model.timeout or DEFAULT_TIMEOUT_S, name=model.label,
                 copy_inputs=not tensors)
         self.stats.model_calls += 1
+        model.calls += 1
         with self.meter.measure(model.label, "model", len(reqs)) as timing:
             results = [_result(o) for o in guard(sent)]
         per = timing.elapsed / max(len(reqs), 1)

@@ -63,14 +63,30 @@ def write_outputs(out: Path, bench: Benchmark, tables: Mapping[str, list[dict[st
 def report_markdown(bench: Benchmark, tables: Mapping[str, list[dict[str, Any]]], meta: Mapping[str, Any],
                     failures: Sequence[Failure], plots: Sequence[str]) -> str:
     config = meta.get("config", {})
-    lines = [f"# {bench.name} report: {config.get('name', '')}", ""]
+    data = meta.get("data") or {}
+    synthetic = sorted(n for n, origin in data.items() if str(origin).startswith("built-in synthetic"))
+    title = f"# {bench.name} report: {config.get('name', '')}"
+    if synthetic:  # never passed off as the benchmark
+        title += " (built-in synthetic data" + (", not the benchmark's datasets)" if len(synthetic) == len(data)
+                                                 else f": {', '.join(synthetic)})")
+    lines = [title, ""]
+    for name, origin in data.items():
+        lines.append(f"- **data** `{name}`: {origin}")
     for key in ("protocol", "git_revision", "icl_version", "created", "device", "run_id"):
         if meta.get(key) is not None:
             lines.append(f"- **{key}**: `{meta[key]}`")
     if config.get("options"):
         lines.append("- **options**: " + ", ".join(f"{k}=`{v}`" for k, v in config["options"].items()))
     for label, m in (meta.get("models") or {}).items():
-        lines.append(f"- **model** `{label}`: id `{m['model_id']}`")
+        lines.append(f"- **model** `{label}`: id `{m['model_id']}`" + (" (reference, not ranked)" if m.get("reference")
+                                                                           else ""))
+    for label, kinds in (meta.get("not_applicable") or {}).items():
+        lines.append(f"- **not applicable** to `{label}` (it does not serve their request type; not scored): "
+                     + ", ".join(f"{k} {n} items" for k, n in sorted(kinds.items())))
+    for label, why in (meta.get("stopped_models") or {}).items():
+        lines.append(f"- **stopped** `{label}`: {why}")
+    if meta.get("judge_id"):
+        lines.append(f"- **judge**: id `{meta['judge_id']}`")
     for name, sha in (meta.get("artifacts") or {}).items():
         lines.append(f"- **{name}** SHA-256: `{sha}`")
     counts = meta.get("counts") or {}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from icl.models import PRECISIONS, Adapter, UnknownModelError, get_model, list_models
+from icl.models.base import REFERENCE_MODULES
 from icl.models.registry import model_factory
 from icl.models.weights import WeightsError, tree_digest
 from icl.run.config import RUNNER_MODEL_ARGS, ModelSpec, closest
@@ -32,6 +33,20 @@ class RunModel:
     timeout: Optional[float] = None
     loaded: bool = False
     load_error: Optional[str] = None
+    calls: int = 0  # guarded model calls made (0: not yet asked)
+    stopped: Optional[str] = None  # why the run stopped asking this model (load or first batch failed)
+
+    @property
+    def privileged(self) -> bool:
+        """Granted, not claimed: only icl's reference adapters get the ground truth."""
+        return bool(self.adapter.privileged) and type(self.adapter).__module__ in REFERENCE_MODULES
+
+    @property
+    def reference(self) -> bool:
+        return bool(getattr(self.adapter, "reference", False)) and type(self.adapter).__module__ in REFERENCE_MODULES
+
+    def serves(self, request_type: type) -> bool:
+        return any(issubclass(request_type, s) for s in self.adapter.serves)
 
     @property
     def label(self) -> str:
@@ -90,11 +105,16 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
         raise
     except (TypeError, ValueError, WeightsError) as exc:
         raise ConfigError(f"model {spec.name!r}: {exc}") from None
-    missing = [t.__name__ for t in serves_needed if not any(issubclass(t, s) for s in adapter.serves)]
-    if serves_needed and missing:
+    # a model is asked only for the items whose request type it serves (the engine skips the
+    # rest and lists them); it is refused only when it serves none of the benchmark's types
+    fits = [t for t in serves_needed if any(issubclass(t, s) for s in adapter.serves)]
+    if serves_needed and not fits:
         served = ", ".join(t.__name__ for t in adapter.serves) or "nothing"
         raise ConfigError(f"model {spec.name!r} cannot run benchmark {benchmark!r}: the benchmark sends "
-                          f"{', '.join(missing)} and the model serves {served}")
+                          f"{', '.join(t.__name__ for t in serves_needed)} and the model serves {served}")
+    if adapter.privileged and type(adapter).__module__ not in REFERENCE_MODULES:
+        raise ConfigError(f"model {spec.name!r} ({type(adapter).__module__}.{type(adapter).__qualname__}) sets "
+                          f"privileged = True: only icl's built-in reference baselines receive the ground truth")
     precision = runner_args.get("dtype", dtype)
     if precision is not None:
         if precision not in PRECISIONS:

@@ -50,6 +50,7 @@ class Outcome:
     failed_items: int = 0
     missing_items: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    not_applicable: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -162,23 +163,50 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
         outcome = finish(config, bench, items, [(m.label, m.model_id) for m in models], engine.judge_id, store,
                          run_id, stats, artifacts, dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan),
                          identities={m.model_id: m.identity for m in models},
-                         judge=None if judge is None else judge.identity, device=device, t0=t0)
+                         judge=None if judge is None else judge.identity, device=device, t0=t0,
+                         roles={m.label: model_role(m) for m in models})
     print_summary(bench, outcome, stdout, stderr)
     return outcome
+
+
+def model_role(m: RunModel) -> dict[str, Any]:
+    """What the summary needs of a model besides its scores: the request types it serves and
+    whether it is a reference point (kept out of ranks); recorded in results.json for rescore."""
+    return dict(serves=sorted(t.__name__ for t in m.adapter.serves), reference=m.reference)
+
+
+def _applicable(bench: Benchmark, items: Sequence[Item], role: Optional[Mapping[str, Any]]) -> list[Item]:
+    if not role or "serves" not in role:
+        return list(items)
+    served = set(role["serves"])
+    return [it for it in items if any(t.__name__ in served for t in bench.request_type(it).__mro__)]
 
 
 def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
            judge_id: str, store: Store, run_id: str, stats: ExecStats, artifacts: Mapping[str, str],
            timings: dict[str, float], identities: Mapping[str, Any], judge: Any, device: str,
-           t0: Optional[float] = None) -> Outcome:
+           t0: Optional[float] = None, roles: Optional[Mapping[str, Mapping[str, Any]]] = None,
+           extra: Optional[Mapping[str, Any]] = None) -> Outcome:
     """Read the planned scores back, summarise, write the common files (``t0``: when the run
-    started, for the total in results.json)."""
+    started, for the total in results.json; ``roles``: per model label, :func:`model_role`)."""
     t_report = time.perf_counter()
+    roles = dict(roles or {})
+    bench.reference_models = {label for label, r in roles.items() if r.get("reference")}
     rows, failed, missing = [], 0, 0
+    not_applicable: dict[str, dict[str, int]] = {}
     for label, model_id in models:
-        keys = [ScoreKey(bench.name, bench.protocol, it.key, model_id, judge_id, bench.scorer_version) for it in items]
+        mine = _applicable(bench, items, roles.get(label))
+        if len(mine) < len(items):
+            skipped: dict[str, int] = {}
+            asked = {it.key for it in mine}
+            for it in items:
+                if it.key not in asked:
+                    kind = f"{bench.item_kind(it)} ({bench.request_type(it).__name__})"
+                    skipped[kind] = skipped.get(kind, 0) + 1
+            not_applicable[label] = skipped
+        keys = [ScoreKey(bench.name, bench.protocol, it.key, model_id, judge_id, bench.scorer_version) for it in mine]
         found = {s.key.item_key: s for s in store.scores(keys)}
-        for it in items:
+        for it in mine:
             s = found.get(it.key)
             if s is None:
                 missing += 1
@@ -207,18 +235,21 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     meta = dict(
         benchmark=bench.name, protocol=bench.protocol, scorer_version=bench.scorer_version, run_id=run_id,
         config=config.resolved(), command=config.command, device=device,
-        models={label: dict(model_id=mid, identity=identities.get(mid)) for label, mid in models},
+        models={label: dict(model_id=mid, identity=identities.get(mid), **roles.get(label, {}))
+                for label, mid in models},
+        not_applicable=not_applicable, stopped_models=dict(stats.stopped),
+        data=bench.data_origin(),
         judge=judge, judge_id=judge_id or None, plan=dict(items=len(items), sha256=hashlib.sha256("\n".join(it.key for it in items).encode())
                                .hexdigest()),
         artifacts=dict(artifacts), fingerprints=bench.fingerprints(),
         counts=dict(planned=len(items) * len(models), computed=stats.computed, skipped=stats.skipped,
                     failed=failed, missing=missing, model_calls=stats.model_calls,
                     cached_responses=stats.cached_responses),
-        timings=timings, compute=compute,
+        timings=timings, compute=compute, **dict(extra or {}),
     )
     write_outputs(config.out_dir, bench, tables, meta, failures, answers, plots=config.plots)
     timings["report_s"] = time.perf_counter() - t_report
-    return Outcome(config.out_dir, run_id, stats, tables, rows, failures, failed, missing, timings)
+    return Outcome(config.out_dir, run_id, stats, tables, rows, failures, failed, missing, timings, not_applicable)
 
 
 def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) -> None:
@@ -230,6 +261,12 @@ def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) 
     print(f"{bench.name}: {s.computed} items computed, {s.skipped} already in the store, {o.failed_items} failed"
           + (f" ({s.cached_responses} answers reused from the store)" if s.cached_responses else "")
           + (f"; {t['total_s']:.1f} s" if "total_s" in t else "") + f"; files in {o.out_dir}", file=stdout)
+    for label, kinds in o.not_applicable.items():
+        types = sorted({k.rsplit(" (", 1)[-1].rstrip(")") for k in kinds})
+        print(f"{sum(kinds.values())} items of {len(kinds)} task(s) skipped for {label}: it does not serve "
+              f"{', '.join(types)} ({', '.join(sorted(kinds))}); not applicable, not scored", file=stdout)
+    for label, why in s.stopped.items():
+        print(f"STOPPED {label}: {why}; its other items were not asked (rerun to retry)", file=stderr)
     if o.failed_items or o.failures:
         data = sum(1 for f in o.failures if f.stage == "data")
         print(f"FAILED: {o.failed_items} items failed, {data} data failures, {len(o.failures) - data} other failure "
@@ -246,9 +283,10 @@ def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) 
                   file=stderr)
 
 
-def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> Outcome:
+def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None,
+            command: Optional[list[str]] = None) -> Outcome:
     """Recompute every score and file of ``run_dir`` from its stored responses (no model is
-    loaded or called)."""
+    loaded or called). results.json keeps the run's ``command`` and adds ``rescore_command``."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     path = Path(run_dir) / "results.json"
     try:
@@ -257,6 +295,8 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: not a finished run's results.json ({type(exc).__name__}: {exc})") from None
     config.out = Path(run_dir)
+    config.command = meta.get("command")
+    rescore_command = command or ["python", "-m", "icl.run", "rescore", str(run_dir)]
     t0 = time.perf_counter()
     bench = open_benchmark(config)
     items = _plan(bench)
@@ -264,7 +304,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     judge_id = meta.get("judge_id") or ""
     stats = ExecStats()
     with writable(config.out_dir, config.store_path), \
-            FolderLock(config.out_dir, ["python", "-m", "icl.run", "rescore", str(run_dir)]), \
+            FolderLock(config.out_dir, rescore_command), \
             Store(config.store_path) as store:
         run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol, rescore=str(run_dir)))
         store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
@@ -302,6 +342,9 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
         outcome = finish(config, bench, items, models, judge_id, store, run_id, stats,
                          bench.write_artifacts(config.out_dir), meta_timings,
                          identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
-                         judge=meta.get("judge"), device=meta.get("device", "cpu"), t0=t0)
+                         judge=meta.get("judge"), device=meta.get("device", "cpu"), t0=t0,
+                         roles={label: {k: m[k] for k in ("serves", "reference") if k in m}
+                                for label, m in meta["models"].items()},
+                         extra=dict(rescore_command=rescore_command))
     print_summary(bench, outcome, stdout, stderr)
     return outcome

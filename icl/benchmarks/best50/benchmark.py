@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from icl.benchmarks.base import Benchmark, Item, Option, int_list
+from icl.benchmarks.base import Benchmark, Item, Option, int_list, positive_int
 from icl.benchmarks.best50 import PROTOCOL_VERSION
 from icl.benchmarks.best50.package import Package, Sample, load_image, load_package
 from icl.benchmarks.best50.parse import format_boxes, parse_boxes
@@ -65,7 +65,7 @@ class Best50(Benchmark):
                _path),
         Option("predictions", None, "score a predictions JSONL made elsewhere (model best50-predictions)", _path),
         Option("ks", None, "only these K, comma-separated (default: every K of the package)", int_list),
-        Option("limit", None, "only the first N samples of each K", int),
+        Option("limit", None, "only the first N samples of each K", positive_int),
         Option("max_new_tokens", 512, "most new tokens of an answer (default 512)", int),
         Option("seed", 0, "seed of the synthetic package (--fast)", int),
     )
@@ -91,10 +91,10 @@ class Best50(Benchmark):
     def _synthetic(self) -> Path:
         """The synthetic package in the published format, written once under the data root."""
         from icl.benchmarks.best50.synthetic import write_package
-        from icl.data.registry import data_root
+        from icl.data.registry import cache_root
         from icl.data.writer import build_once
 
-        final = data_root(self.data_root) / "_builtin" / f"best50-synthetic-v{SYNTHETIC_VERSION}-s{self.config['seed']}"
+        final = cache_root() / "builtin" / f"best50-synthetic-v{SYNTHETIC_VERSION}-s{self.config['seed']}"
         final.parent.mkdir(parents=True, exist_ok=True)
         return build_once(final, lambda tmp: write_package(tmp, n_per_class=2, seed=int(self.config["seed"])), "inputs")
 
@@ -117,9 +117,17 @@ class Best50(Benchmark):
     def fingerprints(self) -> dict[str, str]:
         return {"package": self.package.sha256}
 
+    def data_origin(self) -> dict[str, str]:
+        if self.config["package"] is None:
+            return {"package": f"built-in synthetic (sha256 {self.package.sha256[:16]})"}
+        return {"package": f"release {self.config['package']} (sha256 {self.package.sha256[:16]})"}
+
     def describe(self) -> dict[str, Any]:
+        if self.config["package"] is None and not self.fast:
+            return {"package": ["none given: --package DIR (a best50 package), or --fast for the synthetic one"]}
         pkg = self.package
-        return {"K": pkg.ks, "classes": pkg.classes, "samples": [sum(len(v) for v in pkg.samples.values())]}
+        return {"package": [str(self.config["package"] or "built-in synthetic")], "K": pkg.ks,
+                "classes": pkg.classes, "samples": [sum(len(v) for v in pkg.samples.values())]}
 
     def _image(self, path: Path) -> np.ndarray:
         hit = self._images.get(path)

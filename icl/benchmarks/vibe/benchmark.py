@@ -16,14 +16,13 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from icl.benchmarks.base import Benchmark, Item, Option, comma_list, int_list
+from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, int_list, positive_int
 from icl.benchmarks.vibe.plan import DEFAULT_MODELS, PROTOCOL, Plan, context_hash, make_plan, qualitative
 from icl.data.seeds import derive_seed
 from icl.models.requests import AnalogyRequest
 from icl.report import Scored, TaskSpec, aggregate, markdown_section, rank_models, rank_rows, summary_text
 from icl.report.tables import RANK_COLUMNS, RESULT_COLUMNS
 
-REFERENCE_MODELS = ("oracle", "identity")  # reported beside the others, not ranked by default
 _CACHE = 512  # loaded samples and episodes kept
 
 
@@ -34,13 +33,6 @@ class _Payload:
     query: str
     shots: int
     contexts: tuple[str, ...]  # at the largest shot count
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(f"expected an integer >= 1, got {value}")
-    return value
 
 
 class Vibe(Benchmark):
@@ -56,11 +48,11 @@ class Vibe(Benchmark):
         Option("tasks", None, "comma-separated task names (default: all)", comma_list),
         Option("datasets", None, "comma-separated dataset names (default: all under the data root)", comma_list),
         Option("shots", (1,), "comma-separated shot counts K (default: 1)", int_list),
-        Option("limit", None, "at most N test queries per (dataset, task)", _positive_int),
+        Option("limit", None, "at most N test queries per (dataset, task)", positive_int),
         Option("seed", 0, "global seed of splits, contexts and noise (default: 0)", int),
         Option("qualitative", 3, "samples per task in the qualitative grids (default: 3)", int),
-        Option("rank_reference", False, "rank oracle and identity too (PROTOCOL §1.4: not ranked by default)",
-               lambda s: s.lower() in ("1", "true", "yes")),
+        Option("rank_reference", False, "rank the reference models (oracle, identity) too (PROTOCOL §1.4: not "
+               "ranked by default)", flag),
     )
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
@@ -99,6 +91,13 @@ class Vibe(Benchmark):
                                     _Payload(g.dataset, g.task, q, k, ctx)))
         self._items = {it.key: it for it in out}
         return out
+
+    def data_origin(self) -> dict[str, str]:
+        from icl.data.registry import builtin_datasets
+
+        plan, builtin = self._plan(), set(builtin_datasets())
+        return {n: "built-in synthetic" if n in builtin else f"release, converted (version {d.meta.version})"
+                for n, d in sorted(plan.datasets.items())}
 
     def data_failures(self) -> list[tuple[str, str, Optional[str]]]:
         plan = self._plan()
@@ -213,7 +212,7 @@ class Vibe(Benchmark):
         specs = self._specs()
         aggs = aggregate(scored, specs)
         order = list(dict.fromkeys(r["model"] for r in rows))
-        ranked = order if self.config["rank_reference"] else [m for m in order if not _is_reference(m)]
+        ranked = order if self.config["rank_reference"] else [m for m in order if m not in self.reference_models]
         tables = rank_models([a for a in aggs if a.model in ranked], specs, ranked)
         # the terminal and report tables show every model; only the ranked ones get ranks
         shown = rank_models(aggs, specs, order)
@@ -232,8 +231,9 @@ class Vibe(Benchmark):
         return summary_text(self._shown)
 
     def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
-        note = ["Oracle and identity are reported but not ranked (PROTOCOL §1.4; `--rank-reference true` ranks "
-                "them). Where the encoding is lossy (keypoints closer than 2r, boxes under 3 px, query classes "
+        refs = ", ".join(sorted(self.reference_models)) or "none in this run"
+        note = [f"Reference models ({refs}) are reported but not ranked (PROTOCOL §1.4; `--rank-reference true` "
+                "ranks them). Where the encoding is lossy (keypoints closer than 2r, boxes under 3 px, query classes "
                 "missing from the contexts, depth outside the range) the oracle scores the encoding's ceiling:"]
         note += [f"- {c['dataset']} / {c['task']} (shots {c['shots']}): lossless on {100 * c['lossless']:.1f}% of "
                  f"{c['n']} samples" for c in self._ceiling if c["lossless"] < 1.0] \
@@ -247,7 +247,7 @@ class Vibe(Benchmark):
         specs = self._specs()
         out.mkdir(parents=True, exist_ok=True)
         files: list[Path] = []
-        reference = [m for m in self._order if _is_reference(m)]
+        reference = [m for m in self._order if m in self.reference_models]
         for shots in self._plan().shots:
             for task in specs:
                 p = radar_plot(specs[task], self._aggs, shots, out / f"radar_{safe_name(task)}_k{shots}.png",
@@ -287,7 +287,4 @@ class Vibe(Benchmark):
                 files += [p] if p else []
         return files
 
-
-def _is_reference(label: str) -> bool:
-    return label.split("[", 1)[0] in REFERENCE_MODELS
 

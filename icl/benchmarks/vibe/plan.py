@@ -74,7 +74,7 @@ def make_plan(tasks: Optional[Sequence[str]], datasets: Optional[Sequence[str]],
     shot count; a K-shot sample uses the first K)."""
     from icl.data import DataError
     from icl.data.contexts import select_contexts, split_ids
-    from icl.data.registry import get_dataset, list_datasets
+    from icl.data.registry import builtin_datasets, data_root as resolve_root, get_dataset, list_datasets
     from icl.benchmarks.vibe.tasks.registry import get_task, list_tasks
 
     if limit is not None and limit < 1:
@@ -84,6 +84,17 @@ def make_plan(tasks: Optional[Sequence[str]], datasets: Optional[Sequence[str]],
     shots = sorted(set(int(s) for s in shots))
     task_names = _pick("tasks", tasks, list(list_tasks()))
     dataset_names = _pick("datasets", datasets, sorted(list_datasets(data_root)))
+    # Synthetic built-ins serve --fast or an explicit --datasets; they never join real data
+    builtin = set(builtin_datasets())
+    if not datasets:
+        dataset_names = [d for d in dataset_names if (d in builtin) == fast]
+        if not dataset_names:
+            raise PlanError(f"no converted vibe dataset under {resolve_root(data_root)}: convert a release with "
+                            "`python -m icl.data convert NAME RAW_DIR DATA_ROOT` (docs/datasets.md), or run --fast "
+                            "for the built-in synthetic data")
+    elif {d for d in dataset_names if d in builtin} and {d for d in dataset_names if d not in builtin}:
+        raise PlanError(f"--datasets mixes built-in synthetic data ({', '.join(sorted(builtin & set(dataset_names)))}) "
+                        f"with real datasets ({', '.join(sorted(set(dataset_names) - builtin))}); run them separately")
     task_objs = {name: get_task(name) for name in task_names}
     opened, issues = {}, []
     for name in dataset_names:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from icl.benchmarks.base import Benchmark, Item, Option, comma_list, int_list
+from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, int_list
 from icl.benchmarks.vlicl import builtin
 from icl.benchmarks.vlicl.episodes import (COT_TOKENS, Episode, build_episode, chat_request, generation_request,
                                            request_seed, support_rows)
@@ -39,14 +39,6 @@ FAST_POOL = max(MANY_SHOTS)  # records are cheap: images are drawn only when sho
 JUDGE_TOKENS = 5  # the reference judge's budget
 
 
-def _flag(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
-
-
 class VLICL(Benchmark):
     """VL-ICL Bench: six image-to-text and four text-to-image few-shot tasks, shot curves."""
 
@@ -60,10 +52,10 @@ class VLICL(Benchmark):
         Option("tasks", tuple(TASKS), "tasks to run (comma list)", comma_list),
         Option("seeds", (0, 1, 2), "evaluation seeds (support sets differ per seed)", int_list),
         Option("shots", (), "shot grid for every task (default: each task's own grid)", int_list),
-        Option("many_shot", False, "add the many-shot points 16, 32, 64", _flag),
+        Option("many_shot", False, "add the many-shot points 16, 32, 64", flag),
         Option("description", "detailed", "task description level", str, DESCRIPTION_LEVELS),
         Option("variant", "image", "inputs: images, their text versions, or real-name MiniImageNet", str, VARIANTS),
-        Option("cot", False, "two-pass chain of thought (image-to-text tasks)", _flag),
+        Option("cot", False, "two-pass chain of thought (image-to-text tasks)", flag),
         Option("parse", "legacy", "answer parsing of PROTOCOL §3.2 (both: report the two)", str, PARSE),
         Option("queries", 0, "at most this many queries per task (0: all)", int),
         Option("cot_tokens", COT_TOKENS, "new tokens of the chain-of-thought pass", int),
@@ -159,6 +151,9 @@ class VLICL(Benchmark):
         return build_episode(self.data(task), qid, shots, seed, self.config["variant"] == "real_names")
 
     # -- requests -------------------------------------------------------------------------------
+    def request_type(self, item: Item) -> type:
+        return ChatRequest if TASKS[item.payload[0]].direction == I2T else GenerationRequest
+
     def request(self, item: Item, privileged: bool = False) -> Any:
         task, seed, shots, qid = item.payload
         ep = self.episode(item)

@@ -8,8 +8,9 @@
 - ``photos``: crops of the colour photographs bundled with scikit-image; inpainting,
   denoising, colorization, rotation, flip and artifact removal (low-light pairs).
 
-Each is written once in the canonical format (``{root}/_builtin/{name}-g{N}.{source hash}-{fast|full}``)
-and then read back through the same validating loader as real data.
+Each is written once in the canonical format (``{cache}/builtin/{name}-g{N}.{source hash}-{fast|full}``,
+the cache being ``$ICL_CACHE`` or ``~/.cache/icl``: never the user's data root) and then read back
+through the same validating loader as real data.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Callable
 
 from icl.data.dataset import TASK_PARTS, Dataset, DatasetMeta, load_dataset
 from icl.data.seeds import ANY, rng
-from icl.data.registry import register_dataset
+from icl.data.registry import cache_root, register_dataset
 from icl.data.writer import DatasetWriter, build_once
 
 GENERATOR_VERSION = "1"
@@ -130,14 +131,14 @@ def data_version(fast: bool) -> str:
     return f"g{GENERATOR_VERSION}.{generator_hash()}-{'fast' if fast else 'full'}"
 
 
-def cache_path(name: str, root: Path, fast: bool) -> Path:
-    return root / "_builtin" / f"{name}-{data_version(fast)}"
+def cache_path(name: str, fast: bool) -> Path:
+    return cache_root() / "builtin" / f"{name}-{data_version(fast)}"
 
 
 def builtin_dataset(name: str, root: Path, fast: bool) -> Dataset:
-    """Generate (once) and load built-in dataset ``name`` under ``root``."""
+    """Generate (once, in icl's cache, whatever ``root`` is) and load built-in dataset ``name``."""
     spec = BUILTINS[name]
-    final = build_once(cache_path(name, root, fast),
+    final = build_once(cache_path(name, fast),
                        lambda tmp: spec.build(DatasetWriter(tmp, spec.meta(name, data_version(fast))), spec, fast),
                        "meta.json")
     return load_dataset(final)
