@@ -181,7 +181,7 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
                      name=pick("name", None), out=path("out"), store=path("store"),
                      device=validate_device(str(pick("device", "auto"))), dtype=pick("dtype", None), evaluate=evaluate,
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
-                     trace_memory=boolean("trace_memory", False), command=["python", "-m", "icl.run", *argv])
+                     trace_memory=boolean("trace_memory", False), command=list(argv))
 
 
 def _model_arg_pairs(value: Any, where: Any) -> list[str]:
@@ -215,12 +215,13 @@ def _model_arg_pairs(value: Any, where: Any) -> list[str]:
 
 
 def validate_device(device: str) -> str:
-    """``auto``, ``cpu``, ``cuda`` or ``cuda:N``, checked against what torch sees (ConfigError,
-    one line, when CUDA is asked for and not there)."""
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (ConfigError, one line, otherwise); whether
+    CUDA is there is checked when the run starts (:func:`icl.run.models.resolve_device`)."""
     import re
 
-    if device in ("auto", "cpu"):
+    if device in ("auto", "cpu") or re.fullmatch(r"cuda(:\d+)?", device):
         return device
+    raise ConfigError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
     m = re.fullmatch(r"cuda(?::(\d+))?", device)
     if m is None:
         raise ConfigError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")

@@ -201,7 +201,7 @@ class Engine:
                 a.failed in ("error", "timeout", "load") for a in asked)):
             # the model never answered: it is stopped, nothing of it is scored (a rerun asks again)
             model.stopped = model.load_error or f"model {model.label!r} failed its whole first batch ({asked[0].error})"
-            self.pipeline.submit(lambda: ([], [], [], failures), self._commit, [])
+            self.pipeline.submit(lambda: (responses, links, [], failures), self._commit, [])
             return
         if self.judge is not None:
             self._judge(model, [a for a in answers if a.failed is None], responses, links, failures)

@@ -39,11 +39,11 @@ class RunModel:
     @property
     def privileged(self) -> bool:
         """Granted, not claimed: only icl's reference adapters get the ground truth."""
-        return bool(self.adapter.privileged) and type(self.adapter).__module__ in REFERENCE_MODULES
+        return privilege_granted(self.adapter)
 
     @property
     def reference(self) -> bool:
-        return bool(getattr(self.adapter, "reference", False)) and type(self.adapter).__module__ in REFERENCE_MODULES
+        return bool(getattr(self.adapter, "reference", False))
 
     def serves(self, request_type: type) -> bool:
         return any(issubclass(request_type, s) for s in self.adapter.serves)
@@ -54,15 +54,28 @@ class RunModel:
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when a CUDA device is visible, else ``cpu``."""
-    if device != "auto":
+    """``auto`` -> ``cuda`` when a CUDA device is visible, else ``cpu``; ``cuda[:N]`` checked
+    against what torch sees (ConfigError, one line, when it is not there)."""
+    if device == "cpu":
         return device
     try:
         import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
     except ImportError:
-        return "cpu"
+        if device == "auto":
+            return "cpu"
+        raise ConfigError(f"--device {device}: torch is not installed") from None
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not device.startswith("cuda"):
+        raise ConfigError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        build = "a CPU-only torch build" if torch.version.cuda is None else "no visible CUDA device"
+        raise ConfigError(f"--device {device}: CUDA is not available here ({build}, torch {torch.__version__}); "
+                          "use --device cpu or auto")
+    index = int(device.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        raise ConfigError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    return device
 
 
 def device_kind(device: str) -> str:
@@ -112,9 +125,10 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
         served = ", ".join(t.__name__ for t in adapter.serves) or "nothing"
         raise ConfigError(f"model {spec.name!r} cannot run benchmark {benchmark!r}: the benchmark sends "
                           f"{', '.join(t.__name__ for t in serves_needed)} and the model serves {served}")
-    if adapter.privileged and type(adapter).__module__ not in REFERENCE_MODULES:
+    if adapter.privileged and not privilege_granted(adapter):
         raise ConfigError(f"model {spec.name!r} ({type(adapter).__module__}.{type(adapter).__qualname__}) sets "
-                          f"privileged = True: only icl's built-in reference baselines receive the ground truth")
+                          f"privileged = True: only icl's built-in reference baselines (and their subclasses, "
+                          f"never ranked) receive the ground truth")
     precision = runner_args.get("dtype", dtype)
     if precision is not None:
         if precision not in PRECISIONS:
@@ -140,6 +154,14 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
                     args=bound, weights=weights)
     model_id = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
     return RunModel(spec, adapter, identity, model_id, float(timeout) if timeout else None)
+
+
+def privilege_granted(adapter: Adapter) -> bool:
+    """The ground truth goes only to icl's privileged reference baselines (:data:`REFERENCE_MODULES`)
+    and their subclasses, which stay reference models (never ranked); any other adapter that sets
+    ``privileged`` is refused."""
+    return bool(adapter.privileged) and bool(getattr(adapter, "reference", False)) and any(
+        c.__module__ in REFERENCE_MODULES and c.__dict__.get("privileged") for c in type(adapter).__mro__)
 
 
 def _parameters(factory: Any) -> dict[str, inspect.Parameter]:

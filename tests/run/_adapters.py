@@ -10,9 +10,10 @@ import time
 import numpy as np
 
 from icl.models import Adapter
+from icl.models.builtin import Oracle
 
 
-class Counting(Adapter):
+class Counting(Oracle):
     """The oracle, logging every request it answers (one JSON line ``[dataset, task, query,
     shots]``, appended and flushed before returning) to ``$ICL_TEST_COUNT_LOG``; sleeps
     ``$ICL_TEST_SLEEP`` s per batch."""
@@ -20,7 +21,7 @@ class Counting(Adapter):
     name = "counting"
     version = "1"
     batch_size = 2
-    privileged = True
+    accepts_tensors = False  # the oracle's privilege (a subclass of icl's reference baseline)
 
     def predict(self, requests):
         time.sleep(float(os.environ.get("ICL_TEST_SLEEP", "0")))

@@ -7,15 +7,16 @@ import json
 import os
 import time
 
-from icl.models import Adapter, AnalogyRequest, ChatRequest
+from icl.models import AnalogyRequest, ChatRequest
+from icl.models.builtin import Oracle
 
 
-class SlowOracle(Adapter):
+class SlowOracle(Oracle):
     name = "slow-oracle"
     version = "1"
     serves = (AnalogyRequest, ChatRequest)
     batch_size = 3
-    privileged = True
+    accepts_tensors = False  # the oracle's privilege (a subclass of icl's reference baseline)
 
     def predict(self, requests):
         time.sleep(float(os.environ.get("ICL_TEST_SLEEP", "0")))

@@ -27,8 +27,9 @@ def fast_data(builtin_root) -> Path:
 
 
 @pytest.fixture
-def data_copy(fast_data, tmp_path) -> Path:
-    """A private copy of the fast data (for tests that corrupt files)."""
+def data_copy(fast_data, tmp_path, own_cache) -> Path:
+    """A private copy of the fast data (for tests that corrupt files): the data root and the
+    icl cache where the built-ins live (``$ICL_CACHE`` points at the copy)."""
     dst = tmp_path / "data"
     shutil.copytree(fast_data, dst)
     return dst

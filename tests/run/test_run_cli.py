@@ -15,7 +15,7 @@ def _config(argv, bench="vibe"):
     cls = get_benchmark(bench)
     parser = common_parser("test")
     add_benchmark_options(parser, cls)
-    return build_config(bench, parser.parse_args(argv), cls, [bench, *argv])
+    return build_config(bench, parser.parse_args(argv), cls, ["python", "-m", "icl.run", bench, *argv])
 
 
 def test_defaults():
@@ -154,7 +154,8 @@ def test_list(capsys, tmp_path):
     lines = capsys.readouterr().out.splitlines()
     shown = {k: v.strip() for k, _, v in (ln.partition(":") for ln in lines if not ln.startswith(" "))}
     assert shown["tasks"].startswith("segmentation, edges") and "flip" in shown["tasks"]
-    assert "scenes-a" in shown["datasets"] and lines[-1].startswith("models:")
+    assert "scenes-a" in shown["datasets"] and lines[-2].startswith("models:")
+    assert shown["benchmarks"].split(", ")[:3] == ["vibe", "best50", "vlicl"]
     names = shown["models"].split(", ")
     assert names == sorted(names) and {"copy-target", "identity", "oracle", "image-analogies", "sd-vicl"} <= set(names)
 
