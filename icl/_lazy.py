@@ -37,10 +37,45 @@ def plugin_entry_points(group: str, builtin: Iterable[str], kind: str, log: logg
     return found
 
 
+# Optional packages and the extra of the icl-eval distribution that installs each
+EXTRAS = {"transformers": "models", "diffusers": "models", "safetensors": "models", "accelerate": "models",
+          "tokenizers": "models", "httpx": "vlm", "ray": "ray", "h5py": "data", "nibabel": "data",
+          "tifffile": "data", "scipy": "data", "triton": "gpu", "numba": "gpu", "pandas": "dev"}
+
+
+def extra_hint(exc: BaseException) -> str:
+    """`` (pip install "icl-eval[models]")`` when ``exc`` is a missing optional package, else ''."""
+    name = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    extra = EXTRAS.get((name or "").split(".")[0])
+    return f' (an optional package: pip install "icl-eval[{extra}]")' if extra else ""
+
+
 def import_target(target: str) -> Any:
-    """The object named by ``"module:attr.sub"`` (ImportError/AttributeError propagate)."""
+    """The object named by ``"module:attr.sub"`` (ImportError/AttributeError propagate; a
+    missing optional package names the extra that installs it)."""
     module, _, attr = target.partition(":")
-    obj: Any = importlib.import_module(module)
+    try:
+        obj: Any = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        hint = extra_hint(exc)
+        if not hint:
+            raise
+        raise ModuleNotFoundError(f"{exc}{hint}", name=exc.name) from exc
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def plugin_distributions(groups: Iterable[str] = ("icl.models", "icl.benchmarks")) -> dict[str, str]:
+    """Installed distributions that add models or benchmarks through entry points: name -> version
+    (recorded in results.json, so a run says which plugin code produced it)."""
+    from importlib.metadata import distributions
+
+    wanted, found = set(groups), {}
+    for dist in distributions():
+        try:
+            if any(ep.group in wanted for ep in dist.entry_points):
+                found[dist.metadata["Name"]] = dist.version
+        except Exception:  # a broken dist-info must not break a run's provenance
+            continue
+    return dict(sorted(found.items()))

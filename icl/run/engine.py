@@ -22,6 +22,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
 from icl.models.base import ContextOverflowError
 from icl.models.requests import AnalogyRequest, content_hash
@@ -307,7 +308,8 @@ class Engine:
             with self.meter.measure(model.label, "load", 0):
                 model.adapter.load(self.device)
         except Exception as exc:
-            model.load_error = f"model {model.label!r} failed to load on {self.device!r}: {short_trace(exc)}"
+            model.load_error = (f"model {model.label!r} failed to load on {self.device!r}: {short_trace(exc)}"
+                                f"{extra_hint(exc)}")
             self.stats.failed_models.append(model.label)
             failures.append(Failure("load", model.load_error, model.label, None, None, self.run_id))
             return False

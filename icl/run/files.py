@@ -22,8 +22,10 @@ def provenance() -> dict[str, Any]:
     """Git revision (or the installed version), library versions, backends that ran, CUDA."""
     import icl
 
+    from icl._lazy import plugin_distributions
+
     info: dict[str, Any] = dict(git_revision=git_revision(), icl_version=icl.__version__,
-                                packages=package_versions(),
+                                packages=package_versions(), plugins=plugin_distributions(),
                                 created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     for name in ("transformers", "diffusers"):
         if name in sys.modules:  # recorded when a model used them

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from icl._lazy import extra_hint
 from icl.models import PRECISIONS, Adapter, UnknownModelError, get_model, list_models
 from icl.models.base import REFERENCE_MODULES
 from icl.models.registry import model_factory
@@ -118,6 +119,8 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
         raise
     except (TypeError, ValueError, WeightsError) as exc:
         raise ConfigError(f"model {spec.name!r}: {exc}") from None
+    except ImportError as exc:  # an optional package the adapter needs
+        raise ConfigError(f"model {spec.name!r}: {exc}{extra_hint(exc)}") from None
     # a model is asked only for the items whose request type it serves (the engine skips the
     # rest and lists them); it is refused only when it serves none of the benchmark's types
     fits = [t for t in serves_needed if any(issubclass(t, s) for s in adapter.serves)]

@@ -232,3 +232,30 @@ def test_fast_skips_a_broken_plugin_with_one_line(tmp_path):
     assert proc.returncode == 1 and "broken     SKIPPED" in proc.stdout
     for name in ("vibe", "best50", "vlicl"):
         assert (tmp_path / "out" / f"{name}-fast" / "results.json").is_file()
+
+
+def test_a_missing_optional_package_names_its_extra(monkeypatch, capsys, tmp_path):
+    from icl._lazy import import_target
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ModuleNotFoundError, as when absent
+    with pytest.raises(ModuleNotFoundError, match=r'pip install "icl-eval\[ray\]"'):
+        import_target("ray:remote")
+
+    class NeedsHttpx(Adapter):
+        name = "needs-httpx"
+        serves = (ChatRequest,)
+
+        def __init__(self) -> None:
+            import httpx  # noqa: F401
+
+        def predict(self, requests):  # pragma: no cover
+            return []
+
+    monkeypatch.setitem(sys.modules, "httpx", None)
+    register_model("needs-httpx", NeedsHttpx)
+    try:
+        assert main(["vlicl", "--fast", "--models", "needs-httpx", "--out", str(tmp_path / "o")]) == 2
+    finally:
+        unregister_model("needs-httpx")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and 'pip install "icl-eval[vlm]"' in err
