@@ -29,21 +29,43 @@ def _specs(models: ModelsArg) -> Optional[list[ModelSpec]]:
     return out
 
 
-def evaluate(benchmark: str, models: ModelsArg = None, *, table: Optional[str] = None,
-             as_frame: Optional[bool] = None, **options: Any) -> Any:
+class Results(list):
+    """A run's table as a list of row dicts (what ``icl.evaluate`` returns, always): ``table``
+    (its name), ``outcome`` (the run's :class:`~icl.run.runner.Outcome`: every table, failures,
+    timings, the output folder), ``summary`` (what the command line would have printed) and
+    :meth:`to_pandas`."""
+
+    def __init__(self, rows: Sequence[dict], table: str, outcome: Any, summary: str = "") -> None:
+        super().__init__(rows)
+        self.table, self.outcome, self.summary = table, outcome, summary
+
+    def to_pandas(self) -> Any:
+        """The rows as a pandas DataFrame (``attrs["outcome"]`` holds the outcome); needs pandas."""
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError(f"{exc}: Results.to_pandas needs pandas (pip install pandas)") from None
+        frame = pd.DataFrame(list(self))
+        frame.attrs["outcome"] = self.outcome
+        return frame
+
+
+def evaluate(benchmark: str, models: ModelsArg = None, *, table: Optional[str] = None, verbose: bool = False,
+             **options: Any) -> Results:
     """Run ``benchmark`` (e.g. "vibe", "best50", "vlicl") for ``models`` and return its
     ``table`` (by default "results", or the benchmark's first table when it has none of that
-    name): a pandas DataFrame when pandas is installed (``as_frame`` None or True), else a list
-    of dicts.
+    name) as :class:`Results`: a list of row dicts with ``.to_pandas()``, ``.outcome`` and
+    ``.summary``.
 
     ``models``: ``"oracle,painter:weights=/w/p.pth"``, a list of such strings, ``ModelSpec`` s or
     ``(name, {args})`` tuples; None runs the benchmark's defaults. ``options``: the runner's
     settings (``out``, ``device``, ``dtype``, ``fast``, ``data_root``, ``judge``, ``plots``,
     ``progress``, ...) and the benchmark's own options (``tasks``, ``shots``, ``limit``, ...).
     Files go to ``out`` (default ``./runs/<name>``) exactly as on the command line; a rerun
-    computes only what is missing. The run's :class:`~icl.run.runner.Outcome` is in the
-    DataFrame's ``attrs["outcome"]`` (or returned as the second item of a tuple when
-    ``as_frame`` is False)."""
+    computes only what is missing. Quiet: nothing is printed unless ``verbose`` (the text is in
+    ``.summary``); the caller's matplotlib state is never touched."""
+    import io
+
     from icl.run.runner import run
 
     common = {k: options.pop(k) for k in list(options) if k in _COMMON}
@@ -54,20 +76,11 @@ def evaluate(benchmark: str, models: ModelsArg = None, *, table: Optional[str] =
     common.setdefault("progress", False)
     config = RunConfig(benchmark=benchmark, options=options, models=_specs(models),
                        judge=None if judge is None else _specs([judge])[0], **common)  # type: ignore[index]
-    outcome = run(config)
+    text = io.StringIO()
+    outcome = run(config, None if verbose else text, None if verbose else text)
     if table is None:
         table = "results" if "results" in outcome.tables else next(iter(outcome.tables), "results")
     rows = outcome.tables.get(table)
     if rows is None:
         raise KeyError(f"benchmark {benchmark!r} has no table {table!r}; it has: {', '.join(outcome.tables)}")
-    if as_frame is not False:
-        try:
-            import pandas as pd
-        except ImportError:
-            if as_frame:
-                raise
-        else:
-            frame = pd.DataFrame(rows)
-            frame.attrs["outcome"] = outcome
-            return frame
-    return rows, outcome
+    return Results(rows, table, outcome, text.getvalue())

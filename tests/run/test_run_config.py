@@ -69,17 +69,26 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"icl {icl.__version__}"
 
 
-def test_evaluate_returns_the_results_table(tmp_path, builtin_root):
+def test_evaluate_returns_the_results_table(tmp_path, builtin_root, capsys):
     import icl
+    from icl.api import Results
 
-    frame = icl.evaluate("vibe", "oracle,copy-target", fast=True, tasks="edges", datasets=["scenes-a"], limit=2,
-                         out=tmp_path / "ev", data_root=builtin_root, plots=False)
+    import matplotlib
+
+    matplotlib.use("svg")  # the caller's choice, kept
+    rows = icl.evaluate("vibe", "oracle,copy-target", fast=True, tasks="edges", datasets=["scenes-a"], limit=2,
+                        out=tmp_path / "ev", data_root=builtin_root, plots=True)
+    assert isinstance(rows, Results) and isinstance(rows, list) and rows.table == "results"
+    assert capsys.readouterr() == ("", "")  # quiet unless asked; the text is kept
+    assert "vibe: 4 items computed" in rows.summary
+    assert matplotlib.get_backend() == "svg" and (tmp_path / "ev" / "plots").is_dir()
+    frame = rows.to_pandas()
     assert set(frame["model"]) == {"oracle", "copy-target"} and set(frame["metric"]) == {"precision", "recall", "f1"}
     assert frame.attrs["outcome"].exit_code == 0
     f1 = frame[(frame.model == "oracle") & (frame.metric == "f1")]["mean"].item()
     assert f1 == 1.0
-    rows, outcome = icl.evaluate("vibe", [("copy-target", {})], as_frame=False, fast=True, tasks="edges",
-                                 datasets=["scenes-a"], limit=2, out=tmp_path / "ev", data_root=builtin_root,
-                                 plots=False)
-    assert outcome.stats.computed == 0 and outcome.stats.skipped == 2  # same store: nothing computed twice
-    assert {r["model"] for r in rows} == {"copy-target"}
+    again = icl.evaluate("vibe", [("copy-target", {})], fast=True, tasks="edges", datasets=["scenes-a"], limit=2,
+                         out=tmp_path / "ev", data_root=builtin_root, plots=False, verbose=True)
+    assert again.outcome.stats.computed == 0 and again.outcome.stats.skipped == 2  # nothing computed twice
+    assert {r["model"] for r in again} == {"copy-target"}
+    assert "2 already in the store" in capsys.readouterr().out
