@@ -171,6 +171,8 @@ def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_
     outcome = run(config)
     bench = open_benchmark(config)
     bench.items()
+    meta = json.loads((tmp_path / "out" / "results.json").read_text())
+    bench.reference_models = {label for label, m in meta["models"].items() if m["reference"]}  # as the runner does
     by_model = {}
     for r in outcome.rows:
         by_model.setdefault(r["model"], []).append(r)

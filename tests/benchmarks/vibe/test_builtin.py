@@ -1,6 +1,7 @@
 """Built-in datasets: deterministic, valid canonical data with exact, consistent annotations."""
 
 import filecmp
+import os
 from pathlib import Path
 
 import numpy as np
@@ -39,10 +40,14 @@ def test_registry_lists_builtins(builtin_root):
     assert set(NAMES) <= set(list_datasets(root=builtin_root))
 
 
-def test_generation_is_byte_identical(builtin_root, tmp_path):
+def test_generation_is_byte_identical(builtin_root, tmp_path, monkeypatch):
     for name in ("scenes-a", "photos"):
-        get_dataset(name, root=tmp_path, fast=True)
-        a, b = cache_path(name, builtin_root, True), cache_path(name, tmp_path, True)
+        a = cache_path(name, True)
+        monkeypatch.setenv("ICL_CACHE", str(tmp_path / name))  # a second, fresh cache
+        get_dataset(name, root=builtin_root, fast=True)
+        b = cache_path(name, True)
+        monkeypatch.undo()
+        assert a != b
         files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
         assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
         match, mismatch, errors = filecmp.cmpfiles(a, b, [str(f) for f in files], shallow=False)
@@ -50,7 +55,7 @@ def test_generation_is_byte_identical(builtin_root, tmp_path):
 
 
 def test_cached_dataset_is_reused(builtin_root):
-    path = cache_path("scenes-b", builtin_root, True)
+    path = cache_path("scenes-b", True)
     stamp = (path / "meta.json").stat().st_mtime_ns
     get_dataset("scenes-b", root=builtin_root, fast=True)
     assert (path / "meta.json").stat().st_mtime_ns == stamp
@@ -110,11 +115,19 @@ def test_unknown_dataset_error(tmp_path):
 def test_dataset_on_disk_is_found_by_name(builtin_root, tmp_path):
     import shutil
 
-    shutil.copytree(cache_path("photos", builtin_root, True), tmp_path / "myphotos")
+    shutil.copytree(cache_path("photos", True), tmp_path / "myphotos")
     ds = get_dataset("myphotos", root=tmp_path)
     assert ds.meta.name == "photos" and len(ds) == 12
     assert "myphotos" in list_datasets(root=tmp_path)
     assert get_dataset(str(tmp_path / "myphotos")).root == Path(tmp_path / "myphotos")
+
+
+def test_builtins_live_in_the_cache_never_in_the_data_root(builtin_root, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    ds = get_dataset("photos", root=data, fast=True)
+    assert list(data.iterdir()) == [] and ds.root == cache_path("photos", True)
+    assert ds.root.parent.parent == Path(os.environ["ICL_CACHE"])
 
 
 def test_builtin_specs_have_fast_and_full_sizes():

@@ -181,7 +181,7 @@ def test_options_given_as_text() -> None:
     assert b.task_ids() == ["clevr", "textocr"] and b.shot_grid("clevr") == (0, 2)
     assert {i.group["seed"] for i in b.items()} == {1} and len(list(b.items())) == 2 * 2 * 2
     assert b.config["cot"] is True and b.config["many_shot"] is False
-    with pytest.raises(ValueError, match="expected true or false"):
+    with pytest.raises(ValueError, match="expected true/false"):
         VLICL({"cot": "maybe"})
 
 
