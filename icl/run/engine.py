@@ -196,13 +196,18 @@ class Engine:
         score, failure reason, error, seconds)."""
         hashes = [content_hash(r) for r in reqs]
         links += [(k, model.model_id, step, h) for k, h in zip(item_keys, hashes)]
-        cached = {h: r for h, r in self.store.responses(hashes, model.model_id).items() if r.status == "ok"}
+        # an answer, or an overflow (a result, never re-sent), is reused
+        cached = {h: r for h, r in self.store.responses(hashes, model.model_id).items()
+                  if r.status == "ok" or r.reason == "overflow"}
         out: list[Optional[tuple]] = [None] * len(reqs)
         todo = []
         for i, h in enumerate(hashes):
             hit = cached.get(h)
             if hit is None:
                 todo.append(i)
+                continue
+            if hit.status != "ok":
+                out[i] = (None, None, "overflow", hit.error, 0.0)
                 continue
             value = R.stored(hit.kind, hit.body)
             scored = value
@@ -267,7 +272,7 @@ class Engine:
             results = [_result(o) for o in guard(sent)]
         per = timing.elapsed / max(len(reqs), 1)
         for key, r in zip(keys, results):
-            if isinstance(r, BaseException):
+            if isinstance(r, BaseException) and getattr(r, "icl_reason", None) != "overflow":
                 failures.append(Failure("model", f"model {model.label!r}, item {key!r}: {short_trace(r)}",
                                         model.label, key, None, self.run_id))
         return [(r, per) for r in results]
@@ -351,8 +356,10 @@ def score_answers(bench: Benchmark, rows: Sequence[tuple], device: Optional[str]
     live = []
     for i, (item, response, judgements, reason, error) in enumerate(rows):
         if reason is not None:
-            metrics = bench.score_failure(item, reason) or {}
-            out[i] = ("failed", {k: float(v) for k, v in metrics.items()}, reason, error, 0.0)
+            metrics = bench.score_failure(item, reason)
+            # an overflow the benchmark scores is a result (stored once, not a failure)
+            status = "ok" if reason == "overflow" and metrics is not None else "failed"
+            out[i] = (status, {k: float(v) for k, v in (metrics or {}).items()}, reason, error, 0.0)
         else:
             live.append(i)
     if live:

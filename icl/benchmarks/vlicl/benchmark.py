@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -21,11 +22,12 @@ import numpy as np
 
 from icl.benchmarks.base import Benchmark, Item, Option, comma_list, int_list
 from icl.benchmarks.vlicl import builtin
-from icl.benchmarks.vlicl.episodes import (COT_TOKENS, Episode, build_episode, chat_request, generation_request,
-                                           request_seed, support_rows)
+from icl.benchmarks.vlicl.episodes import (COT_TOKENS, MAX_NEW_TOKENS, Episode, build_episode, chat_request,
+                                           generation_request, inputs, request_seed, support_rows)
 from icl.benchmarks.vlicl.plots import efficiency_front, shot_curves
-from icl.benchmarks.vlicl.records import TaskData, load_published
-from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
+from icl.benchmarks.vlicl.records import RecordError, TaskData, check_real_names, load_published, present_tasks
+from icl.benchmarks.vlicl.reference import FAMILIES, format_answer, reference_request
+from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes, parsed_answer
 from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table,
                                           rank_table, summary_table)
 from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_PROMPT, JUDGE_TWICE, MANY_SHOTS,
@@ -34,6 +36,10 @@ from icl.models.requests import ChatRequest, GenerationRequest
 
 VARIANTS = ("image", "text", "real_names")
 PARSE = ("legacy", "lenient", "both")
+PROMPT_STYLES = ("chat", "reference")
+EFFICIENCY = ("all", "fitting")
+TEXTOCR_RULES = ("reference", "keep_dots")
+BUILTIN_JUDGE = "vlicl-judge"
 FAST_QUERIES = 4
 FAST_POOL = max(MANY_SHOTS)  # records are cheap: images are drawn only when shown
 JUDGE_TOKENS = 5  # the reference judge's budget
@@ -52,12 +58,13 @@ class VLICL(Benchmark):
 
     name = "vlicl"
     protocol = "vlicl-1"
-    scorer_version = "1"
+    scorer_version = "2"  # 2: TextOCR keep-dots metric
     request_types = (ChatRequest, GenerationRequest)
     default_models = ("copy-last",)
     default_judge = "vlicl-judge"
     options = (
-        Option("tasks", tuple(TASKS), "tasks to run (comma list)", comma_list),
+        Option("tasks", (), "tasks to run (comma list; default: every task, or with data_root every task "
+               "whose folder the release holds)", comma_list),
         Option("seeds", (0, 1, 2), "evaluation seeds (support sets differ per seed)", int_list),
         Option("shots", (), "shot grid for every task (default: each task's own grid)", int_list),
         Option("many_shot", False, "add the many-shot points 16, 32, 64", _flag),
@@ -67,6 +74,14 @@ class VLICL(Benchmark):
         Option("parse", "legacy", "answer parsing of PROTOCOL §3.2 (both: report the two)", str, PARSE),
         Option("queries", 0, "at most this many queries per task (0: all)", int),
         Option("cot_tokens", COT_TOKENS, "new tokens of the chain-of-thought pass", int),
+        Option("prompt_style", "chat", "chat: canonical chat turns, serialised by the adapter; reference: the "
+               "single prompt the reference code builds for --reference-family", str, PROMPT_STYLES),
+        Option("reference_family", "llava", "model family of --prompt-style reference", str, tuple(FAMILIES)),
+        Option("repeat", 1, "show the drawn support set this many times (the source's appendix B.4)", int),
+        Option("efficiency", "all", "summaries over all shot counts, or only those that fit the context",
+               str, EFFICIENCY),
+        Option("textocr", "reference", "TextOCR answer rule: reference (cut at the first '.') or keep_dots",
+               str, TEXTOCR_RULES),
     )
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
@@ -75,6 +90,13 @@ class VLICL(Benchmark):
         c["tasks"], c["seeds"], c["shots"] = tuple(c["tasks"]), tuple(c["seeds"]), tuple(c["shots"])
         for t in c["tasks"]:
             get_task(t)
+        if not isinstance(c["repeat"], int) or c["repeat"] < 1:
+            raise ValueError(f"vlicl: repeat must be a positive integer, got {c['repeat']!r}")
+        if c["prompt_style"] == "reference" and (c["variant"] == "text" or c["cot"]):
+            raise ValueError("vlicl: --prompt-style reference reproduces the reference code's image-to-text prompt; "
+                             "it has no text-only or chain-of-thought layout (use --prompt-style chat)")
+        self.absent: list[str] = []  # tasks asked for (or by default) whose release folder is missing
+        self.judge_name: Optional[str] = None  # set by check_judge
         if any(s < 0 for s in c["shots"]) or list(c["shots"]) != sorted(set(c["shots"])):
             raise ValueError(f"vlicl: shots must be distinct non-negative and increasing, got {c['shots']}")
         if c["queries"] < 0:
@@ -85,14 +107,33 @@ class VLICL(Benchmark):
         self.request_types = ((ChatRequest,) if I2T in sent else ()) + ((GenerationRequest,) if sent - {I2T} else ())
 
     # -- plan ---------------------------------------------------------------------------------
+    @property
+    def release(self) -> bool:
+        """Whether the data is the published release (else the built-in procedural data)."""
+        return self.data_root is not None and not self.fast
+
     def task_ids(self) -> list[str]:
-        """The tasks this setting runs (text versions exist for seven tasks, real names for one)."""
-        tasks = list(self.config["tasks"])
-        if self.config["variant"] == "text":
-            return [t for t in tasks if TASKS[t].text_folder is not None]
-        if self.config["variant"] == "real_names":
-            return [t for t in tasks if t == "open_mi"]
-        return tasks
+        """The tasks this setting runs (text versions exist for seven tasks, real names for one);
+        on the release, the asked (or by default all) tasks whose folder is present."""
+        if getattr(self, "_task_ids", None) is None:
+            tasks = list(self.config["tasks"]) or list(TASKS)
+            if self.config["variant"] == "text":
+                tasks = [t for t in tasks if TASKS[t].has_text]
+            elif self.config["variant"] == "real_names":
+                tasks = [t for t in tasks if t == "open_mi"]
+            if self.release:
+                assert self.data_root is not None
+                if not self.data_root.is_dir():
+                    raise ValueError(f"vlicl: data_root {self.data_root} is not a folder")
+                tasks, self.absent = present_tasks(self.data_root, tasks, self.config["variant"] == "text")
+                if self.config["tasks"] and self.absent:
+                    raise ValueError(f"vlicl: the release at {self.data_root} has no folder for "
+                                     f"{', '.join(self.absent)} (asked for with --tasks)")
+                if not tasks:
+                    raise ValueError(f"vlicl: no VL-ICL task folder under {self.data_root} "
+                                     f"(looked for {', '.join(self.absent)})")
+            self._task_ids: Optional[list[str]] = tasks
+        return list(self._task_ids or [])
 
     def shot_grid(self, task: str) -> tuple[int, ...]:
         grid = tuple(self.config["shots"]) or TASKS[task].shots
@@ -104,7 +145,8 @@ class VLICL(Benchmark):
         """The records of ``task`` (loaded once)."""
         if task not in self._data:
             text = self.config["variant"] == "text"
-            if self.data_root is not None and not self.fast:
+            if self.release:
+                assert self.data_root is not None
                 self._data[task] = load_published(self.data_root, task, text_only=text)
             else:
                 # Pools never depend on the shot grid (a draw from a bigger pool is another draw);
@@ -115,6 +157,8 @@ class VLICL(Benchmark):
                 if task == "cobsat":
                     pool = max(MANY_SHOTS)
                 self._data[task] = builtin.generate(task, n, pool, per_class=max(5, most), text_only=text)
+            if self.config["variant"] == "real_names":
+                check_real_names(self._data[task])
         return self._data[task]
 
     def queries(self, task: str) -> list[dict[str, Any]]:
@@ -140,23 +184,36 @@ class VLICL(Benchmark):
     def _cot(self, task: str) -> str:
         return "two_pass" if self.config["cot"] and TASKS[task].direction == I2T else "direct"
 
+    def prompt_label(self, task: str) -> str:
+        """``chat``, or ``reference:{family}`` for image-to-text tasks in the reference style."""
+        c = self.config
+        if c["prompt_style"] == "reference" and TASKS[task].direction == I2T:
+            return f"reference:{c['reference_family']}"
+        return "chat"
+
     def items(self) -> Iterable[Item]:
         c = self.config
         for task in self.task_ids():
             queries = self.queries(task)
             cot = self._cot(task)
+            prompt = self.prompt_label(task)
+            # the default setting keeps its historical keys; others add a segment to the cot part
+            style = "+".join(([prompt] if prompt != "chat" else []) + ([f"x{c['repeat']}"] if c["repeat"] > 1 else []))
             grid = [k for k in self.shot_grid(task) if self.unavailable(task, k) is None]
             for seed in c["seeds"]:
                 for shots in grid:
                     for q in queries:
                         group = {"task": task, "shots": shots, "seed": seed, "variant": c["variant"],
-                                 "description": c["description"], "cot": cot}
-                        key = item_key(task, c["variant"], c["description"], cot, seed, shots, q["id"])
+                                 "description": c["description"], "cot": cot, "prompt": prompt,
+                                 "repeat": c["repeat"]}
+                        key = item_key(task, c["variant"], c["description"], cot + (f"+{style}" if style else ""),
+                                       seed, shots, q["id"])
                         yield Item(key, group, (task, seed, shots, q["id"]))
 
     def episode(self, item: Item) -> Episode:
         task, seed, shots, qid = item.payload
-        return build_episode(self.data(task), qid, shots, seed, self.config["variant"] == "real_names")
+        return build_episode(self.data(task), qid, shots, seed, self.config["variant"] == "real_names",
+                             self.config["repeat"])
 
     # -- requests -------------------------------------------------------------------------------
     def request(self, item: Item, privileged: bool = False) -> Any:
@@ -168,6 +225,10 @@ class VLICL(Benchmark):
         if TASKS[task].direction != I2T:
             size = builtin.OBJECT_SIZE if data.origin == "builtin" else None
             return generation_request(data, ep, item.key, desc, rseed, size)
+        if self.prompt_label(task) != "chat":
+            shots = [(inputs(data, d), d.question, format_answer(d.answer)) for d in ep.support]
+            return reference_request(self.config["reference_family"], item.key, desc, shots,
+                                     (inputs(data, ep.query), ep.query.question), rseed, MAX_NEW_TOKENS)
         cot = COT_PROMPT if self._cot(task) == "two_pass" else None
         return chat_request(data, ep, item.key, desc, rseed, cot=cot, cot_tokens=self.config["cot_tokens"])
 
@@ -199,6 +260,8 @@ class VLICL(Benchmark):
             out.update(latent=0.0, non_latent=0.0)
         if TASKS[task].direction == I2T:
             out["correct_lenient"] = 0.0
+        if task == "textocr":
+            out["correct_keep_dots"] = 0.0
         return out
 
     def score(self, item: Item, response: Any, judgements: Sequence[str] = ()) -> dict[str, float]:
@@ -208,12 +271,13 @@ class VLICL(Benchmark):
             if not isinstance(response, str):
                 out["failed"] = 1.0
                 return out
-            q = self.data(task).by_id[qid]
-            truth = q["real_name"] if self.config["variant"] == "real_names" else q["answer"]
-            # both parse modes, whatever the option (it picks what the tables report): a stored
-            # score never depends on the configuration
+            truth = self.truth(item)
+            # both parse modes (and both TextOCR rules), whatever the options (they pick what the
+            # tables report): a stored score never depends on the configuration
             out["correct"] = float(i2t_correct(task, response, truth, "legacy"))
             out["correct_lenient"] = float(i2t_correct(task, response, truth, "lenient"))
+            if task == "textocr":
+                out["correct_keep_dots"] = float(i2t_correct(task, response, truth, "legacy", keep_dots=True))
             return out
         want = len(self._concepts(item))
         if not _is_image(response) or len(judgements) != want:
@@ -225,21 +289,31 @@ class VLICL(Benchmark):
             out["latent"], out["non_latent"] = float(verdicts[0]), float(verdicts[1])
         return out
 
+    def truth(self, item: Item) -> Any:
+        """The ground truth of an image-to-text item (the real name in the real-name variant)."""
+        task, _, _, qid = item.payload
+        q = self.data(task).by_id[qid]
+        return q["real_name"] if self.config["variant"] == "real_names" else q["answer"]
+
     def score_failure(self, item: Item, reason: str) -> Optional[dict[str, float]]:
         out = self._zero(item.payload[0])
-        out["failed"] = 1.0
         out["overflow"] = float(reason == "overflow")
+        out["failed"] = 1.0 - out["overflow"]  # an overflow is a result (wrong), not a failure
         return out
 
     # -- tables, figures, report ----------------------------------------------------------------
     def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         tables: dict[str, list[dict[str, Any]]] = {}
+        if self.config["textocr"] == "keep_dots":
+            rows = [{**r, "correct": r.get("correct_keep_dots", r["correct"]),
+                     "correct_lenient": r.get("correct_keep_dots", r.get("correct_lenient", r["correct"]))}
+                    if r.get("task") == "textocr" else r for r in rows]
         lenient = [{**r, "correct": r.get("correct_lenient", r["correct"])} for r in rows]
         mode = self.config["parse"]
         variants = [("", lenient if mode == "lenient" else rows)] + ([("_lenient", lenient)] if mode == "both" else [])
         for suffix, rs in variants:
             per_seed, acc = accuracy_tables(rs)
-            summ = summary_table(acc)
+            summ = summary_table(acc, fitting=self.config["efficiency"] == "fitting")
             tables[f"accuracy_seed{suffix}"] = per_seed
             tables[f"accuracy{suffix}"] = acc
             tables[f"shot_summary{suffix}"] = summ
@@ -264,10 +338,41 @@ class VLICL(Benchmark):
                   f"{_fmt(r['efficiency']):>12}" for r in rows]
         return "\n".join(lines)
 
+    def origin_lines(self) -> list[str]:
+        """Where the data came from: built-in (generator version) or the release (folder, digest)."""
+        if not self.release:
+            return [f"- data: built-in procedural data (generator digests: "
+                    f"{', '.join(f'{t} `{self.data(t).digest[:16]}`' for t in self.task_ids())}); not the benchmark's "
+                    "real data"]
+        lines = [f"- data: the published release at `{self.data_root}`"]
+        lines += [f"  - {t}: `{self.data(t).origin}`, SHA-256 `{self.data(t).digest}`" for t in self.task_ids()]
+        if self.absent:
+            lines.append(f"- absent from the release (not run): {', '.join(self.absent)}")
+        return lines
+
+    def check_judge(self, judge: Optional[str]) -> None:
+        """Refuse a judge that cannot judge this data: the built-in ``vlicl-judge`` recognises only
+        the built-in drawings, so the release's text-to-image tasks need a vision-language judge."""
+        self.judge_name = judge
+        t2i = [t for t in self.task_ids() if TASKS[t].direction != I2T]
+        if self.release and t2i and judge in (None, BUILTIN_JUDGE):
+            raise ValueError(f"vlicl: the text-to-image tasks {', '.join(t2i)} on release data need a vision-language "
+                             f"judge: give --judge (e.g. hf-vlm:weights=PATH); {BUILTIN_JUDGE} recognises only the "
+                             f"built-in drawings. Or leave them out with --tasks")
+
     def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
+        c = self.config
         lines = ["## VL-ICL Bench", "",
-                 f"Protocol {self.protocol}; parse mode {self.config['parse']}; accuracy in % (mean over seeds; "
-                 "efficiency signed). Zero-shot / peak / efficiency per task:", ""]
+                 f"Protocol {self.protocol}; parse mode {c['parse']}; TextOCR rule {c['textocr']}; prompt style "
+                 f"{c['prompt_style']}" + (f" ({c['reference_family']})" if c["prompt_style"] == "reference" else "")
+                 + (f"; support set shown {c['repeat']} times" if c["repeat"] > 1 else "")
+                 + f"; efficiency over {c['efficiency']} shot counts.", ""]
+        lines += self.origin_lines()
+        if any(TASKS[t].direction != I2T for t in self.task_ids()):
+            lines.append(f"- judge of the text-to-image tasks: `{self.judge_name or BUILTIN_JUDGE}` (its identity is "
+                         "`judge` in results.json)")
+        lines += ["", "Accuracy in % (mean over seeds; efficiency signed). Zero-shot / peak / efficiency per task "
+                  "(* = a shot count of the curve overflowed the context: its queries count as wrong):", ""]
         summ = tables.get("shot_summary", [])
         settings = sorted({tuple(r.get(c) for c in SETTING) for r in summ}, key=str)
         for setting in settings:
@@ -280,7 +385,8 @@ class VLICL(Benchmark):
                 cells = []
                 for t in tasks:
                     r = next((r for r in rs if r["model"] == m and r["task"] == t), None)
-                    cells.append("-" if r is None else "/".join(_fmt(r[k]) for k in ("zero_shot", "peak", "efficiency")))
+                    cells.append("-" if r is None else "/".join(_fmt(r[k]) for k in ("zero_shot", "peak", "efficiency"))
+                                 + ("*" if r.get("overflow_shots") else ""))
                 lines.append(f"| {m} | " + " | ".join(cells) + " |")
             lines.append("")
         ranks = tables.get("ranks", [])
@@ -289,7 +395,8 @@ class VLICL(Benchmark):
             for r in sorted(ranks, key=lambda r: (str(r["direction"]), str(r["description"]), str(r["model"]))):
                 lines.append(f"- {r['direction']} ({r['tasks']} tasks, {r['variant']}, {r['description']}, {r['cot']}): "
                              f"{r['model']} {_fmt(r['zero_shot_rank'])} / {_fmt(r['peak_rank'])} / "
-                             f"{_fmt(r['efficiency_rank'])}")
+                             f"{_fmt(r['efficiency_rank'])}"
+                             + (f" (overflow: {r['overflow_shots']})" if r.get("overflow_shots") else ""))
             lines.append("")
         missing = [(t, k, why) for t in self.task_ids() for k in self.shot_grid(t)
                    if (why := self.unavailable(t, k)) is not None]
@@ -299,7 +406,8 @@ class VLICL(Benchmark):
             lines.append("")
         over = [r for r in tables.get("accuracy", []) if r.get("overflow")]
         if over:
-            lines += ["Context overflow (queries recorded as wrong, never truncated):", ""]
+            lines += ["Context overflow (queries recorded as wrong, never truncated; `--efficiency fitting` "
+                      "summarises over the shot counts that fit):", ""]
             lines += [f"- {r['model']} {r['task']} {r['shots']}-shot: {r['overflow']} of {r['queries'] * r['seeds']}"
                       for r in over]
             lines.append("")
@@ -321,6 +429,82 @@ class VLICL(Benchmark):
             w.writerows(support_rows(self.episode(item), self.protocol))
         return buf.getvalue()
 
+    def prompt_text(self, item: Item) -> str:
+        """The item's prompt as text, images written ``<image:REF>`` (read from the episode, no
+        image decoded): the reference layout, or the chat turns as ``user:`` / ``assistant:`` lines."""
+        task, _, _, _ = item.payload
+        ep = self.episode(item)
+        data = self.data(task)
+        desc = TASKS[task].description(self.config["description"])
+
+        def shown(d: Any) -> list[Any]:
+            return list(d.texts) if data.text_only else [_Ref(r) for r in d.images]
+
+        if TASKS[task].direction != I2T:
+            parts = ([desc] if desc else []) + [p for d in ep.support for p in [d.question] + shown(d)] + [ep.query.question]
+            return _joined(parts)
+        if self.prompt_label(task) != "chat":
+            family = FAMILIES[self.config["reference_family"]]
+            return _joined(family(desc, [(shown(d), d.question, format_answer(d.answer)) for d in ep.support],
+                                  (shown(ep.query), ep.query.question)))
+        turns, lead = [], [desc] if desc else []
+        for d in ep.support:
+            turns += [f"user: {_joined(lead + shown(d) + [d.question], ' ')}", f"assistant: {d.answer}"]
+            lead = []
+        last = lead + shown(ep.query) + [ep.query.question]
+        if self._cot(task) == "two_pass":
+            last.append(COT_PROMPT)
+        turns.append(f"user: {_joined(last, ' ')}")
+        return "\n".join(turns)
+
+    def result_files(self, rows: Sequence[Mapping[str, Any]],
+                     answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:
+        """``predictions.jsonl`` (one line per scored item and model: task, shots, seed, query, the
+        prompt's SHA-256, the raw answer, the parsed answer in both modes, the truth, correctness,
+        judge verdicts) and ``prompts.jsonl`` (each prompt text once, by its SHA-256)."""
+        by_key = {it.key: it for it in self.items()}
+        prompts: dict[str, str] = {}
+        lines = []
+        cache: dict[str, dict[str, Any]] = {}
+        for r in sorted(rows, key=lambda r: (str(r["model"]), str(r["key"]))):
+            item = by_key.get(r["key"])
+            if item is None:
+                continue
+            task, seed, shots, qid = item.payload
+            try:
+                text = self.prompt_text(item)
+            except Exception as exc:  # a record the plan could not build: say so, keep going
+                text = f"<prompt unavailable: {type(exc).__name__}: {exc}>"
+            sha = hashlib.sha256(text.encode()).hexdigest()
+            prompts.setdefault(sha, text)
+            if r["key"] not in cache:
+                cache[r["key"]] = answers(r["key"])
+            answer = cache[r["key"]].get(r["model"])
+            rec: dict[str, Any] = {"model": r["model"], "model_id": r["model_id"], "key": r["key"], "task": task,
+                                   "shots": shots, "seed": seed, "query_id": qid, "status": r["status"],
+                                   "reason": r.get("reason"), "prompt_sha256": sha}
+            if TASKS[task].direction == I2T:
+                rec["answer"] = answer if isinstance(answer, str) else None
+                if isinstance(answer, str):
+                    rec["parsed"] = {m: parsed_answer(task, answer, m) for m in ("legacy", "lenient")}
+                    if task == "textocr":
+                        rec["parsed"]["keep_dots"] = parsed_answer(task, answer, "legacy", keep_dots=True)
+                rec["truth"] = _plain(self.truth(item))
+                rec["correct"] = {m: bool(r[k]) for m, k in (("legacy", "correct"), ("lenient", "correct_lenient"),
+                                                             ("keep_dots", "correct_keep_dots")) if k in r}
+            else:
+                rec["answer"] = None if answer is None else f"<image {'x'.join(map(str, np.shape(answer)))}>"
+                rec["truth"] = self._concepts(item)
+                judged = r["status"] == "ok" and not r.get("failed") and not r.get("overflow")
+                verdicts = [r["latent"], r["non_latent"]] if TASKS[task].scoring == JUDGE_TWICE else [r.get("correct", 0)]
+                rec["judge_yes"] = [bool(v) for v in verdicts] if judged else None
+                rec["correct"] = bool(r.get("correct", 0.0))
+            rec["overflow"] = bool(r.get("overflow", 0.0))
+            lines.append(json.dumps(rec, sort_keys=True, ensure_ascii=False))
+        prompt_lines = [json.dumps({"sha256": k, "text": v}, ensure_ascii=False) for k, v in sorted(prompts.items())]
+        return {"predictions.jsonl": "".join(line + "\n" for line in lines),
+                "prompts.jsonl": "".join(line + "\n" for line in prompt_lines)}
+
     def write_artifacts(self, out: Path) -> dict[str, str]:
         text = self.episodes_csv()
         (out / "episodes.csv").write_text(text, encoding="utf-8")
@@ -330,6 +514,24 @@ class VLICL(Benchmark):
         out = {f"vlicl/{t}/records": self.data(t).digest for t in self.task_ids()}
         out["vlicl/episodes.csv"] = hashlib.sha256(self.episodes_csv().encode()).hexdigest()
         return out
+
+
+class _Ref:
+    """An image reference inside a prompt text (``<image:REF>``)."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+
+    def __str__(self) -> str:
+        return f"<image:{self.ref}>"
+
+
+def _joined(parts: Sequence[Any], sep: str = "") -> str:
+    return sep.join(str(p) for p in parts)
+
+
+def _plain(v: Any) -> Any:
+    return v if isinstance(v, (str, int, float, bool, list)) or v is None else str(v)
 
 
 def _is_image(x: Any) -> bool:
