@@ -63,7 +63,10 @@ def make_release(root: Path) -> Path:
                "answer": [i + 2, i - 2, 2 * i]} for i in range(10)])
     dump("textocr", [{"id": f"t{i}", "image": img("textocr", "query"), "question": "What text?", "answer": f"word{i}"}
                      for i in range(3)],
-         [{"id": f"ts{i}", "image": img("textocr"), "question": "What text?", "answer": f"sup{i}"} for i in range(10)])
+         # support images as lists: every branch of the reference's ICL_I2T_inference iterates a support
+         # record's 'image' (a bare path would be read character by character); queries go through
+         # load_image, which takes either
+         [{"id": f"ts{i}", "image": [img("textocr")], "question": "What text?", "answer": f"sup{i}"} for i in range(10)])
     dump("matching_mi", [{"id": f"p{i}", "image": [img("matching_mi", "query"), img("matching_mi", "query")], "question": "Same?",
                           "answer": ["yes", "no"][i % 2]} for i in range(3)],
          [{"id": f"ps{i}", "same": {"image": [img("matching_mi"), img("matching_mi")], "question": "Same?",
