@@ -54,6 +54,10 @@ def _result(outcome: ItemOutcome) -> Any:
     return ModelFailure(reason, f"{outcome.error_type}: {outcome.message}")
 
 
+def _overflow(exc: BaseException) -> bool:
+    return isinstance(exc, ContextOverflowError) or getattr(exc, "icl_reason", None) == "overflow"
+
+
 def short_trace(exc: BaseException) -> str:
     """``Type: message [at file:line in func; ...]`` (the last two frames)."""
     frames = traceback.extract_tb(exc.__traceback__)[-2:]
@@ -228,7 +232,7 @@ class Engine:
                   responses: list[Response]) -> tuple:
         """Normalise one model result into a stored response and the value to score."""
         if isinstance(result, BaseException):
-            reason = "overflow" if isinstance(result, ContextOverflowError) else getattr(result, "icl_reason", "error")
+            reason = "overflow" if _overflow(result) else getattr(result, "icl_reason", "error")
             msg = f"model {model.label!r}: {short_trace(result)}"
             responses.append(Response(h, model.model_id, "failed", "none", None, msg, reason, seconds, self.run_id))
             return None, None, reason, msg, seconds
@@ -272,7 +276,7 @@ class Engine:
             results = [_result(o) for o in guard(sent)]
         per = timing.elapsed / max(len(reqs), 1)
         for key, r in zip(keys, results):
-            if isinstance(r, BaseException) and getattr(r, "icl_reason", None) != "overflow":
+            if isinstance(r, BaseException) and not _overflow(r):
                 failures.append(Failure("model", f"model {model.label!r}, item {key!r}: {short_trace(r)}",
                                         model.label, key, None, self.run_id))
         return [(r, per) for r in results]
