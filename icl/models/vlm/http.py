@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import threading
 import time
 import weakref
@@ -94,12 +95,24 @@ class Gate:
             await asyncio.sleep(start - now)
 
 
+def _skip_absent_sniffio() -> None:
+    """httpcore tries ``import sniffio`` on every lock it makes (several per request); when the
+    package is absent each attempt searches the whole ``sys.path`` again (~1 ms, most of the
+    client's time per request). A ``None`` entry in ``sys.modules`` makes that failed import
+    immediate; httpcore then assumes asyncio, as it does anyway without sniffio."""
+    import importlib.util
+
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
 class LoopThread:
     """One asyncio loop in a daemon thread; ``run(coroutine)`` blocks the caller (any thread,
     also one inside a running loop) until the coroutine finishes there. Stopped by ``close()``
     or when the owner is garbage collected."""
 
     def __init__(self, name: str) -> None:
+        _skip_absent_sniffio()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()

@@ -9,6 +9,7 @@ undecodable answer, an echo of the request's headers, ``Retry-After``, and a fix
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -43,6 +44,12 @@ class RawServer:
 
             def log_message(self, *args: object) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                # headers and body leave in separate writes: without TCP_NODELAY, Nagle's algorithm
+                # and the client's delayed ACK add ~40 ms per answer (real servers set it too)
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
@@ -82,3 +89,18 @@ class RawServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def main() -> None:
+    """``python raw_http_server.py LATENCY_S``: serve the default answers in this process (its
+    own interpreter, so a benchmark's client does not share a GIL with it); prints the base URL,
+    then serves until stdin closes."""
+    import sys
+
+    with RawServer(latency_s=float(sys.argv[1])) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()
