@@ -369,8 +369,8 @@ class VLICL(Benchmark):
                  + f"; efficiency over {c['efficiency']} shot counts.", ""]
         lines += self.origin_lines()
         if any(TASKS[t].direction != I2T for t in self.task_ids()):
-            lines.append(f"- judge of the text-to-image tasks: `{self.judge_name or BUILTIN_JUDGE}` (its identity is "
-                         "`judge` in results.json)")
+            named = f"`{self.judge_name}`" if self.judge_name else "the run's judge"
+            lines.append(f"- judge of the text-to-image tasks: {named} (its identity is `judge` in results.json)")
         lines += ["", "Accuracy in % (mean over seeds; efficiency signed). Zero-shot / peak / efficiency per task "
                   "(* = a shot count of the curve overflowed the context: its queries count as wrong):", ""]
         summ = tables.get("shot_summary", [])

@@ -88,26 +88,24 @@ def idefics(instruction: str, shots: Sequence[Shot], query: tuple[Sequence[np.nd
     return parts
 
 
-def openflamingo(instruction: str, shots: Sequence[Shot], query: tuple[Sequence[np.ndarray], str]) -> list[Part]:
-    """``openflamingo``: ``<image>`` per image, ``<|endofchunk|>`` after each answer."""
-    parts: list[Part] = [f"{instruction}\n"]
-    for images, question, answer in shots:
-        parts += list(images)
-        parts.append(f"{question}\nAnswer: {answer}<|endofchunk|>")
-    parts += list(query[0])
-    parts.append(f"{query[1]}\nAnswer:")
-    return parts
+def _chunked(shot: str, last: str) -> Callable[..., list[Part]]:
+    """A base interleaved layout: ``"{instruction}\n"``, then per shot its images (each one image
+    token) and ``shot`` filled in, then the query's images and ``last``."""
+    def build(instruction: str, shots: Sequence[Shot], query: tuple[Sequence[np.ndarray], str]) -> list[Part]:
+        parts: list[Part] = [f"{instruction}\n"]
+        for images, question, answer in shots:
+            parts += list(images)
+            parts.append(shot.format(question=question, answer=answer))
+        parts += list(query[0])
+        parts.append(last.format(question=query[1]))
+        return parts
+    return build
 
 
-def otter(instruction: str, shots: Sequence[Shot], query: tuple[Sequence[np.ndarray], str]) -> list[Part]:
-    """``otter-llama``: ``User: ...\\nGPT:<answer> ...<|endofchunk|>`` per shot."""
-    parts: list[Part] = [f"{instruction}\n"]
-    for images, question, answer in shots:
-        parts += list(images)
-        parts.append(f"User: {question}\nGPT:<answer> {answer}<|endofchunk|>")
-    parts += list(query[0])
-    parts.append(f"User: {query[1]}\nGPT:<answer>")
-    return parts
+# ``openflamingo``: ``<image>`` per image, ``<|endofchunk|>`` after each answer
+openflamingo = _chunked("{question}\nAnswer: {answer}<|endofchunk|>", "{question}\nAnswer:")
+# ``otter-llama``: ``User: ...\nGPT:<answer> ...<|endofchunk|>`` per shot
+otter = _chunked("User: {question}\nGPT:<answer> {answer}<|endofchunk|>", "User: {question}\nGPT:<answer>")
 
 
 def gpt4v(instruction: str, shots: Sequence[Shot], query: tuple[Sequence[np.ndarray], str]) -> list[Part]:
