@@ -210,6 +210,7 @@ class Engine:
             if hit is None:
                 todo.append(i)
                 continue
+            self.stats.cached_responses += 1
             if hit.status != "ok":
                 out[i] = (None, None, "overflow", hit.error, 0.0)
                 continue
@@ -218,7 +219,6 @@ class Engine:
             if self.eval_device is not None and hit.kind == "png":
                 scored = _upload(value, self.eval_device)
             out[i] = (value, scored, None, None, 0.0)
-            self.stats.cached_responses += 1
         if todo:
             new = self._call(model, [reqs[i] for i in todo], [item_keys[i] for i in todo], failures)
             for i, (result, seconds) in zip(todo, new):

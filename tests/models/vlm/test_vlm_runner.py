@@ -51,6 +51,11 @@ def test_prompt_over_the_context_is_recorded_as_overflow(tmp_path, tiny_folders,
     assert "0 items computed, 4 already in the store" in capsys.readouterr().out
     (summ,) = _rows(out / "shot_summary.csv")
     assert summ["shots"] == "0" and summ["efficiency_over"] == "fitting"
+    # scored anew under another judge: the stored answers and overflows are reused, none re-sent
+    capsys.readouterr()
+    assert main(args + ["--judge", "copy-last"]) == 0
+    printed = capsys.readouterr().out
+    assert "4 items computed, 0 already in the store, 0 failed (4 answers reused from the store)" in printed
 
 
 def test_concurrency_16_to_100_resends_nothing(tmp_path, llava, capsys):
