@@ -363,6 +363,8 @@ def score_answers(bench: Benchmark, rows: Sequence[tuple], device: Optional[str]
             metrics = bench.score_failure(item, reason)
             # an overflow the benchmark scores is a result (stored once, not a failure)
             status = "ok" if reason == "overflow" and metrics is not None else "failed"
+            if reason == "overflow" and metrics is None:
+                failures.append(Failure("model", str(error), label, item.key, None, run_id))
             out[i] = (status, {k: float(v) for k, v in (metrics or {}).items()}, reason, error, 0.0)
         else:
             live.append(i)

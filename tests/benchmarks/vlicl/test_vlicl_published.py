@@ -13,6 +13,8 @@ import sys
 import zlib
 from pathlib import Path
 
+import pytest
+
 from icl.benchmarks.vlicl import VLICL
 from icl.run.__main__ import main
 
@@ -101,6 +103,7 @@ def _huge_png(path: Path, side: int = 20000) -> None:
                      + chunk(b"IDAT", data) + chunk(b"IEND", b""))
 
 
+@pytest.mark.slow
 def test_huge_support_image_fails_its_items_only(published_release: Path, tmp_path: Path) -> None:
     """Issue 28: a 20000 x 20000 PNG in a support set fails the episodes that show it, through the
     capped reader (``icl.data.images``), in a real subprocess; every other item is answered."""
