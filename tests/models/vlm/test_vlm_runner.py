@@ -77,3 +77,19 @@ def test_concurrency_16_to_100_resends_nothing(tmp_path, llava, capsys):
         assert srv.received == sent and "0 items computed, 6 already in the store" in capsys.readouterr().out
         assert run("concurrency=16,send_seed=false") == 0  # an argument that can change answers: asked again
         assert srv.received == 2 * sent
+
+
+def test_reference_prompt_through_hf_vlm_raw(tmp_path, tiny_folders, capsys):
+    """``--prompt-style reference`` (LLaVA's llava_v1 layout) on ``hf-vlm`` with
+    ``chat_template=raw``: the model reads the reference's text, the prompt is in prompts.jsonl."""
+    out = tmp_path / "r"
+    model = f"hf-vlm:weights={tiny_folders['llava']},chat_template=raw"
+    assert main(["vlicl", "--fast", "--models", model, "--tasks", "clevr", "--seeds", "0", "--shots", "0,1",
+                 "--queries", "2", "--prompt-style", "reference", "--out", str(out),
+                 "--data-root", str(tmp_path / "data"), "--no-plots", "--no-progress"]) == 0, capsys.readouterr().err
+    prompts = [json.loads(line)["text"] for line in (out / "prompts.jsonl").read_text().splitlines()]
+    assert len(prompts) == 4 and all(p.startswith("A chat between a curious human") and p.endswith("Answer: ASSISTANT:")
+                                     for p in prompts)
+    preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert {p["key"].split("/")[3] for p in preds} == {"direct+reference:llava"}
+    assert "prompt style reference (llava)" in (out / "report.md").read_text()
