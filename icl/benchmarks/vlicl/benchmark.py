@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -25,9 +24,10 @@ from icl.benchmarks.vlicl import builtin
 from icl.benchmarks.vlicl.episodes import (COT_TOKENS, MAX_NEW_TOKENS, Episode, build_episode, chat_request,
                                            generation_request, inputs, request_seed, support_rows)
 from icl.benchmarks.vlicl.plots import efficiency_front, shot_curves
-from icl.benchmarks.vlicl.records import RecordError, TaskData, check_real_names, load_published, present_tasks
+from icl.benchmarks.vlicl.predictions import prediction_files, prompt_text
+from icl.benchmarks.vlicl.records import TaskData, check_real_names, load_published, present_tasks
 from icl.benchmarks.vlicl.reference import FAMILIES, format_answer, reference_request
-from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes, parsed_answer
+from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
 from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table,
                                           rank_table, summary_table)
 from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_PROMPT, JUDGE_TWICE, MANY_SHOTS,
@@ -181,7 +181,8 @@ class VLICL(Benchmark):
             return None if fewest >= shots else f"{fewest} support records share a query's latent value"
         return None if len(data.support) >= shots else f"a support pool of {len(data.support)}"
 
-    def _cot(self, task: str) -> str:
+    def cot_mode(self, task: str) -> str:
+        """``two_pass`` (chain of thought on an image-to-text task) or ``direct``."""
         return "two_pass" if self.config["cot"] and TASKS[task].direction == I2T else "direct"
 
     def prompt_label(self, task: str) -> str:
@@ -195,7 +196,7 @@ class VLICL(Benchmark):
         c = self.config
         for task in self.task_ids():
             queries = self.queries(task)
-            cot = self._cot(task)
+            cot = self.cot_mode(task)
             prompt = self.prompt_label(task)
             # the default setting keeps its historical keys; others add a segment to the cot part
             style = "+".join(([prompt] if prompt != "chat" else []) + ([f"x{c['repeat']}"] if c["repeat"] > 1 else []))
@@ -229,18 +230,18 @@ class VLICL(Benchmark):
             shots = [(inputs(data, d), d.question, format_answer(d.answer)) for d in ep.support]
             return reference_request(self.config["reference_family"], item.key, desc, shots,
                                      (inputs(data, ep.query), ep.query.question), rseed, MAX_NEW_TOKENS)
-        cot = COT_PROMPT if self._cot(task) == "two_pass" else None
+        cot = COT_PROMPT if self.cot_mode(task) == "two_pass" else None
         return chat_request(data, ep, item.key, desc, rseed, cot=cot, cot_tokens=self.config["cot_tokens"])
 
     def followup(self, item: Item, answers: Sequence[Any]) -> Optional[Any]:
         task, seed, shots, qid = item.payload
-        if self._cot(task) != "two_pass" or len(answers) != 1:
+        if self.cot_mode(task) != "two_pass" or len(answers) != 1:
             return None
         desc = TASKS[task].description(self.config["description"])
         return chat_request(self.data(task), self.episode(item), f"{item.key}/answer", desc,
                             request_seed(seed, task, qid, shots), rationale=str(answers[0]))
 
-    def _concepts(self, item: Item) -> list[str]:
+    def concepts(self, item: Item) -> list[str]:
         task, _, _, qid = item.payload
         truth = self.data(task).by_id[qid]["answer"]
         return [str(t) for t in truth] if TASKS[task].scoring == JUDGE_TWICE else [str(truth)]
@@ -251,7 +252,7 @@ class VLICL(Benchmark):
             return ()
         return [ChatRequest.user(f"{item.key}/judge{i}", response, JUDGE_PROMPT.format(concept=c),
                                  max_new_tokens=JUDGE_TOKENS, min_new_tokens=1)
-                for i, c in enumerate(self._concepts(item))]
+                for i, c in enumerate(self.concepts(item))]
 
     # -- scores ---------------------------------------------------------------------------------
     def _zero(self, task: str) -> dict[str, float]:
@@ -279,7 +280,7 @@ class VLICL(Benchmark):
             if task == "textocr":
                 out["correct_keep_dots"] = float(i2t_correct(task, response, truth, "legacy", keep_dots=True))
             return out
-        want = len(self._concepts(item))
+        want = len(self.concepts(item))
         if not _is_image(response) or len(judgements) != want:
             out["failed"] = 1.0
             return out
@@ -430,80 +431,13 @@ class VLICL(Benchmark):
         return buf.getvalue()
 
     def prompt_text(self, item: Item) -> str:
-        """The item's prompt as text, images written ``<image:REF>`` (read from the episode, no
-        image decoded): the reference layout, or the chat turns as ``user:`` / ``assistant:`` lines."""
-        task, _, _, _ = item.payload
-        ep = self.episode(item)
-        data = self.data(task)
-        desc = TASKS[task].description(self.config["description"])
-
-        def shown(d: Any) -> list[Any]:
-            return list(d.texts) if data.text_only else [_Ref(r) for r in d.images]
-
-        if TASKS[task].direction != I2T:
-            parts = ([desc] if desc else []) + [p for d in ep.support for p in [d.question] + shown(d)] + [ep.query.question]
-            return _joined(parts)
-        if self.prompt_label(task) != "chat":
-            family = FAMILIES[self.config["reference_family"]]
-            return _joined(family(desc, [(shown(d), d.question, format_answer(d.answer)) for d in ep.support],
-                                  (shown(ep.query), ep.query.question)))
-        turns, lead = [], [desc] if desc else []
-        for d in ep.support:
-            turns += [f"user: {_joined(lead + shown(d) + [d.question], ' ')}", f"assistant: {d.answer}"]
-            lead = []
-        last = lead + shown(ep.query) + [ep.query.question]
-        if self._cot(task) == "two_pass":
-            last.append(COT_PROMPT)
-        turns.append(f"user: {_joined(last, ' ')}")
-        return "\n".join(turns)
+        """The item's prompt as text (see :func:`~icl.benchmarks.vlicl.predictions.prompt_text`)."""
+        return prompt_text(self, item)
 
     def result_files(self, rows: Sequence[Mapping[str, Any]],
                      answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:
-        """``predictions.jsonl`` (one line per scored item and model: task, shots, seed, query, the
-        prompt's SHA-256, the raw answer, the parsed answer in both modes, the truth, correctness,
-        judge verdicts) and ``prompts.jsonl`` (each prompt text once, by its SHA-256)."""
-        by_key = {it.key: it for it in self.items()}
-        prompts: dict[str, str] = {}
-        lines = []
-        cache: dict[str, dict[str, Any]] = {}
-        for r in sorted(rows, key=lambda r: (str(r["model"]), str(r["key"]))):
-            item = by_key.get(r["key"])
-            if item is None:
-                continue
-            task, seed, shots, qid = item.payload
-            try:
-                text = self.prompt_text(item)
-            except Exception as exc:  # a record the plan could not build: say so, keep going
-                text = f"<prompt unavailable: {type(exc).__name__}: {exc}>"
-            sha = hashlib.sha256(text.encode()).hexdigest()
-            prompts.setdefault(sha, text)
-            if r["key"] not in cache:
-                cache[r["key"]] = answers(r["key"])
-            answer = cache[r["key"]].get(r["model"])
-            rec: dict[str, Any] = {"model": r["model"], "model_id": r["model_id"], "key": r["key"], "task": task,
-                                   "shots": shots, "seed": seed, "query_id": qid, "status": r["status"],
-                                   "reason": r.get("reason"), "prompt_sha256": sha}
-            if TASKS[task].direction == I2T:
-                rec["answer"] = answer if isinstance(answer, str) else None
-                if isinstance(answer, str):
-                    rec["parsed"] = {m: parsed_answer(task, answer, m) for m in ("legacy", "lenient")}
-                    if task == "textocr":
-                        rec["parsed"]["keep_dots"] = parsed_answer(task, answer, "legacy", keep_dots=True)
-                rec["truth"] = _plain(self.truth(item))
-                rec["correct"] = {m: bool(r[k]) for m, k in (("legacy", "correct"), ("lenient", "correct_lenient"),
-                                                             ("keep_dots", "correct_keep_dots")) if k in r}
-            else:
-                rec["answer"] = None if answer is None else f"<image {'x'.join(map(str, np.shape(answer)))}>"
-                rec["truth"] = self._concepts(item)
-                judged = r["status"] == "ok" and not r.get("failed") and not r.get("overflow")
-                verdicts = [r["latent"], r["non_latent"]] if TASKS[task].scoring == JUDGE_TWICE else [r.get("correct", 0)]
-                rec["judge_yes"] = [bool(v) for v in verdicts] if judged else None
-                rec["correct"] = bool(r.get("correct", 0.0))
-            rec["overflow"] = bool(r.get("overflow", 0.0))
-            lines.append(json.dumps(rec, sort_keys=True, ensure_ascii=False))
-        prompt_lines = [json.dumps({"sha256": k, "text": v}, ensure_ascii=False) for k, v in sorted(prompts.items())]
-        return {"predictions.jsonl": "".join(line + "\n" for line in lines),
-                "prompts.jsonl": "".join(line + "\n" for line in prompt_lines)}
+        """``predictions.jsonl`` and ``prompts.jsonl`` (:mod:`icl.benchmarks.vlicl.predictions`)."""
+        return prediction_files(self, rows, answers)
 
     def write_artifacts(self, out: Path) -> dict[str, str]:
         text = self.episodes_csv()
@@ -514,24 +448,6 @@ class VLICL(Benchmark):
         out = {f"vlicl/{t}/records": self.data(t).digest for t in self.task_ids()}
         out["vlicl/episodes.csv"] = hashlib.sha256(self.episodes_csv().encode()).hexdigest()
         return out
-
-
-class _Ref:
-    """An image reference inside a prompt text (``<image:REF>``)."""
-
-    def __init__(self, ref: str) -> None:
-        self.ref = ref
-
-    def __str__(self) -> str:
-        return f"<image:{self.ref}>"
-
-
-def _joined(parts: Sequence[Any], sep: str = "") -> str:
-    return sep.join(str(p) for p in parts)
-
-
-def _plain(v: Any) -> Any:
-    return v if isinstance(v, (str, int, float, bool, list)) or v is None else str(v)
 
 
 def _is_image(x: Any) -> bool:
