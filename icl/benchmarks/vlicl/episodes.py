@@ -67,7 +67,10 @@ def _sample(pool: list[dict[str, Any]], k: int, rng: np.random.Generator, what: 
 
 
 def _demo(data: TaskData, rec: dict[str, Any], rid: str, answer: Any) -> Demo:
-    refs = image_list(rec["image"]) if "image" in rec and not (data.text_only and "caption" in rec) else []
+    # a text version of the release writes its inputs into the record ('question', or 'caption');
+    # image paths it may still carry are not shown
+    shown = "image" in rec and not (data.text_only and ("caption" in rec or not data.source.has_text))
+    refs = image_list(rec["image"]) if shown else []
     return Demo(rid, tuple(refs), str(rec["question"]), answer, _texts(data, rec, refs))
 
 
@@ -96,7 +99,11 @@ def _per_class(data: TaskData, q: dict[str, Any], shots: int, rng: np.random.Gen
             question = {"open_mi": "This is a", "open_t2i_mi": f"Generate a {cls}",
                         "fast_attr_t2i": f"Generate a {caption}", "fast_count_t2i": f"Generate {caption}"}[task]
             answer = _real_name(entry, f"{task} query {q['id']} class {cls!r}") if real_names else cls
-            texts = (data.source.text(images[i]),) if data.text_only else ()
+            texts: tuple[str, ...] = ()  # text versions: the scene's text, else the record's caption
+            if data.text_only and data.source.has_text:
+                texts = (data.source.text(images[i]),)
+            elif data.text_only and "captions" in entry:
+                texts = (str(caption),)
             out.append(Demo(f"{cls}/{i}", (images[i],), question, answer, texts))
     return out
 

@@ -38,6 +38,8 @@ class RecordError(ValueError):
 
 
 class ImageSource(Protocol):
+    has_text: bool  # whether ``text(ref)`` can describe an image (built-in scenes can)
+
     def image(self, ref: str) -> np.ndarray:
         """uint8 ``[H, W, 3]`` RGB."""
 
@@ -75,6 +77,8 @@ class TaskData:
 class FileImages:
     """Images of the release, read through the capped reader (:func:`icl.data.images.decode_image`:
     header pixel cap, completeness check), paths confined to its root."""
+
+    has_text = False  # the release's text versions carry their text in the records
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
@@ -267,6 +271,8 @@ def check_real_names(data: TaskData) -> None:
 
 class SceneImages:
     """Images drawn on demand from scene descriptions (the built-in data)."""
+
+    has_text = True
 
     def __init__(self) -> None:
         self.scenes: dict[str, Any] = {}

@@ -124,3 +124,18 @@ def test_huge_support_image_fails_its_items_only(published_release: Path, tmp_pa
     assert meta["counts"]["failed"] == len(shows)
     assert meta["counts"]["computed"] == len(list(bench.items())) - len(shows)
     assert "exceeds" in proc.stderr or "pixels" in proc.stderr
+
+
+def test_text_records_keeping_image_paths_show_their_text(published_release: Path, tmp_path: Path) -> None:
+    """A text version whose records still carry the image paths shows the record's text only."""
+    root = tmp_path / "rel"
+    shutil.copytree(published_release, root)
+    path = root / "clevr_text" / "query.json"
+    records = json.loads(path.read_text())
+    for r in records:
+        r["image"] = ["clevr/query/does-not-exist.png"]
+    path.write_text(json.dumps(records))
+    bench = VLICL({"data_root": str(root), "variant": "text", "tasks": ("clevr",), "shots": (0,), "seeds": (0,)})
+    item = next(iter(bench.items()))
+    (turn,) = bench.request(item).messages
+    assert turn.content[-1] == records[0]["question"] and not bench.request(item).images
