@@ -15,12 +15,19 @@ call) beside a batch-1 loop over the same requests (the answers are identical), 
 ``openai`` client against a real local chat-completions server serving that model, at
 concurrency 16 beside concurrency 1 (16 requests; the server batches concurrent requests, as
 vLLM does). Floors: batched >= 1.5x the loop; concurrency 16 >= 1.5x concurrency 1.
+
+Transport alone: the ``openai`` client against a scripted loopback server answering each request
+after 50 ms (``tests/models/vlm/raw_http_server.py``), 128 requests handed over in the engine's way
+(``predict`` per ``batch_size`` = 64), on the adapter's one loop and connection pool: concurrency 16
+beside concurrency 1. Floor: 12x.
 """
 
 from __future__ import annotations
 
 import copy
 import random
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -37,6 +44,7 @@ from icl.models import ChatRequest
 from icl.models.vlm.hf import HFVisionLanguage
 from icl.models.vlm.openai import OpenAIChat
 from tests.models.vlm.tiny_vlm import build_llava
+from tests.models.vlm import raw_http_server
 from tests.models.vlm.vlm_chat_server import ChatServer
 
 QUERIES = 40  # per task
@@ -158,3 +166,33 @@ def test_bench_openai_concurrency(benchmark, tiny_llava):
         ratio = compare(benchmark, lambda: wide.predict(reqs), lambda: narrow.predict(reqs),
                         peer_name="openai concurrency 1", items=len(reqs), rounds=3, peer_rounds=1)
     assert ratio >= FLOOR, f"openai client: concurrency 16 is {ratio:.2f}x concurrency 1, floor {FLOOR}x"
+
+
+LATENCY_S = 0.05
+TRANSPORT_FLOOR = 12.0
+
+
+def test_bench_openai_transport_at_50ms(benchmark):
+    reqs = [ChatRequest.user(f"t{i}", f"question {i}", max_new_tokens=2) for i in range(128)]
+
+    def engine_way(model: OpenAIChat) -> list:
+        out: list = []
+        for start in range(0, len(reqs), model.batch_size):  # one predict call per engine batch
+            out += model.predict(reqs[start:start + model.batch_size])
+        return out
+
+    # the server in its own interpreter: the client's event loop does not share its GIL
+    server = subprocess.Popen([sys.executable, raw_http_server.__file__, str(LATENCY_S)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        wide = OpenAIChat(model="m", base_url=base_url, concurrency=16, api_key_env=None)
+        narrow = OpenAIChat(model="m", base_url=base_url, concurrency=1, api_key_env=None)
+        assert engine_way(wide) == ["ok"] * len(reqs)
+        ratio = compare(benchmark, lambda: engine_way(wide), lambda: engine_way(narrow),
+                        peer_name="openai concurrency 1 (50 ms loopback latency)", items=len(reqs), rounds=3,
+                        peer_rounds=1)
+    finally:
+        server.communicate(timeout=10)
+    assert ratio >= TRANSPORT_FLOOR, f"concurrency 16 is {ratio:.2f}x concurrency 1, floor {TRANSPORT_FLOOR}x"

@@ -210,6 +210,16 @@ class Benchmark(ABC):
         ``"release ..."`` (with its digest): every report says which results are synthetic."""
         return {}
 
+    def check_judge(self, judge: Optional[str]) -> None:
+        """Raise ValueError (one line) when the judge model ``judge`` (its registry name; None:
+        no judge) cannot judge this configuration's data."""
+
+    def result_files(self, rows: Sequence[Mapping[str, Any]],
+                     answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:
+        """Per-run files written after scoring (name -> text; e.g. per-item predictions), from the
+        score ``rows`` and ``answers(item_key)`` (the stored final answers by model label)."""
+        return {}
+
     def data_failures(self) -> list[tuple[str, str, Optional[str]]]:
         """Data the plan could not use, found by ``items()``: (where, message, path)."""
         return []

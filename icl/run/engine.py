@@ -55,6 +55,10 @@ def _result(outcome: ItemOutcome) -> Any:
     return ModelFailure(reason, f"{outcome.error_type}: {outcome.message}")
 
 
+def _overflow(exc: BaseException) -> bool:
+    return isinstance(exc, ContextOverflowError) or getattr(exc, "icl_reason", None) == "overflow"
+
+
 def short_trace(exc: BaseException) -> str:
     """``Type: message [at file:line in func; ...]`` (the last two frames)."""
     frames = traceback.extract_tb(exc.__traceback__)[-2:]
@@ -222,7 +226,9 @@ class Engine:
         score, failure reason, error, seconds)."""
         hashes = [content_hash(r) for r in reqs]
         links += [(k, model.model_id, step, h) for k, h in zip(item_keys, hashes)]
-        cached = {h: r for h, r in self.store.responses(hashes, model.model_id).items() if r.status == "ok"}
+        # an answer, or an overflow (a result, never re-sent), is reused
+        cached = {h: r for h, r in self.store.responses(hashes, model.model_id).items()
+                  if r.status == "ok" or r.reason == "overflow"}
         out: list[Optional[tuple]] = [None] * len(reqs)
         todo = []
         for i, h in enumerate(hashes):
@@ -230,12 +236,15 @@ class Engine:
             if hit is None:
                 todo.append(i)
                 continue
+            self.stats.cached_responses += 1
+            if hit.status != "ok":
+                out[i] = (None, None, "overflow", hit.error, 0.0)
+                continue
             value = R.stored(hit.kind, hit.body)
             scored = value
             if self.eval_device is not None and hit.kind == "png":
                 scored = _upload(value, self.eval_device)
             out[i] = (value, scored, None, None, 0.0)
-            self.stats.cached_responses += 1
         if todo:
             new = self._call(model, [reqs[i] for i in todo], [item_keys[i] for i in todo], failures)
             for i, (result, seconds) in zip(todo, new):
@@ -249,7 +258,7 @@ class Engine:
                   responses: list[Response]) -> tuple:
         """Normalise one model result into a stored response and the value to score."""
         if isinstance(result, BaseException):
-            reason = "overflow" if isinstance(result, ContextOverflowError) else getattr(result, "icl_reason", "error")
+            reason = "overflow" if _overflow(result) else getattr(result, "icl_reason", "error")
             msg = f"model {model.label!r}: {short_trace(result)}"
             responses.append(Response(h, model.model_id, "failed", "none", None, msg, reason, seconds, self.run_id))
             return None, None, reason, msg, seconds
@@ -294,7 +303,7 @@ class Engine:
             results = [_result(o) for o in guard(sent)]
         per = timing.elapsed / max(len(reqs), 1)
         for key, r in zip(keys, results):
-            if isinstance(r, BaseException):
+            if isinstance(r, BaseException) and not _overflow(r):
                 failures.append(Failure("model", f"model {model.label!r}, item {key!r}: {short_trace(r)}",
                                         model.label, key, None, self.run_id))
         return [(r, per) for r in results]
@@ -379,8 +388,12 @@ def score_answers(bench: Benchmark, rows: Sequence[tuple], device: Optional[str]
     live = []
     for i, (item, response, judgements, reason, error) in enumerate(rows):
         if reason is not None:
-            metrics = bench.score_failure(item, reason) or {}
-            out[i] = ("failed", {k: float(v) for k, v in metrics.items()}, reason, error, 0.0)
+            metrics = bench.score_failure(item, reason)
+            # an overflow the benchmark scores is a result (stored once, not a failure)
+            status = "ok" if reason == "overflow" and metrics is not None else "failed"
+            if reason == "overflow" and metrics is None:
+                failures.append(Failure("model", str(error), label, item.key, None, run_id))
+            out[i] = (status, {k: float(v) for k, v in (metrics or {}).items()}, reason, error, 0.0)
         else:
             live.append(i)
     if live:

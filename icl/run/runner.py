@@ -28,7 +28,7 @@ from icl.run.config import ModelSpec, RunConfig, closest, parse_models
 from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
 from icl.run.errors import ConfigError
-from icl.run.atomic import OutputWriteError, is_user_fixable
+from icl.run.atomic import OutputWriteError, is_user_fixable, write_text
 from icl.run.files import write_outputs
 from icl.run.lock import FolderLock
 from icl.run.models import RunModel, make_model, resolve_device
@@ -97,6 +97,10 @@ def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunM
         raise ConfigError(f"--models lists {next(x for x in labels if labels.count(x) > 1)!r} twice")
     models = [make_model(s, device, config.dtype, bench.request_types, bench.name) for s in specs]
     judge_spec = config.judge or (ModelSpec(bench.default_judge) if bench.default_judge else None)
+    try:  # the benchmark refuses a judge that cannot judge its data
+        bench.check_judge(judge_spec.name if judge_spec is not None else None)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     judge = None
     if judge_spec is not None:
         from icl.models.requests import ChatRequest
@@ -241,7 +245,8 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
         data=bench.data_origin(),
         judge=judge, judge_id=judge_id or None, plan=dict(items=len(items), sha256=hashlib.sha256("\n".join(it.key for it in items).encode())
                                .hexdigest()),
-        artifacts=dict(artifacts), fingerprints=bench.fingerprints(),
+        artifacts={**artifacts, **_result_files(config.out_dir, bench, rows, answers)},
+        fingerprints=bench.fingerprints(),
         counts=dict(planned=len(items) * len(models), computed=stats.computed, skipped=stats.skipped,
                     failed=failed, missing=missing, model_calls=stats.model_calls,
                     cached_responses=stats.cached_responses),
@@ -250,6 +255,14 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     write_outputs(config.out_dir, bench, tables, meta, failures, answers, plots=config.plots)
     timings["report_s"] = time.perf_counter() - t_report
     return Outcome(config.out_dir, run_id, stats, tables, rows, failures, failed, missing, timings, not_applicable)
+
+
+def _result_files(out: Path, bench: Benchmark, rows: list, answers: Any) -> dict[str, str]:
+    """Write the benchmark's per-run files (e.g. predictions.jsonl); name -> SHA-256."""
+    files = bench.result_files(rows, answers)
+    for name, text in files.items():
+        write_text(out / name, text)
+    return {name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()}
 
 
 def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) -> None:

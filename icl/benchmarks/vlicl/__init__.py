@@ -5,12 +5,14 @@ deterministic judge (registered as model ``vlicl-judge`` on import).
 - :func:`~icl.benchmarks.vlicl.summary.shot_summary`: zero-shot, peak, ICL efficiency of a curve.
 - :func:`~icl.benchmarks.vlicl.records.load_published`: the release layout loader.
 
-Options (``--name value``): ``tasks``, ``seeds`` (0,1,2), ``shots`` (default: each task's grid),
-``many_shot`` (adds 16, 32, 64), ``description`` (detailed | concise | none), ``variant`` (image |
-text | real_names), ``cot`` (two-pass chain of thought), ``parse`` (legacy | lenient | both),
-``queries`` (a cap per task). Without ``data_root`` (and always with ``--fast``) the built-in
-procedural data is used and judged by ``vlicl-judge``; the release's text-to-image outputs need a
-vision-language judge (a chat model, e.g. ``hf-vlm``).
+Options (``--name value``): ``tasks`` (default: all; on the release, those present), ``seeds``
+(0,1,2), ``shots`` (default: each task's grid), ``many_shot`` (adds 16, 32, 64), ``description``
+(detailed | concise | none), ``variant`` (image | text | real_names), ``cot`` (two-pass chain of
+thought), ``parse`` (legacy | lenient | both), ``queries`` (a cap per task), ``prompt_style``
+(chat | reference) with ``reference_family``, ``repeat`` (appendix B.4), ``efficiency`` (all |
+fitting), ``textocr`` (reference | keep_dots). Without ``data_root`` (and always with ``--fast``)
+the built-in procedural data is used and judged by ``vlicl-judge``; on the release the
+text-to-image tasks need a vision-language judge (``--judge``, e.g. ``hf-vlm``). See docs/vlicl.md.
 """
 
 from __future__ import annotations

@@ -21,10 +21,12 @@ import numpy as np
 
 from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, int_list
 from icl.benchmarks.vlicl import builtin
-from icl.benchmarks.vlicl.episodes import (COT_TOKENS, Episode, build_episode, chat_request, generation_request,
-                                           request_seed, support_rows)
+from icl.benchmarks.vlicl.episodes import (COT_TOKENS, MAX_NEW_TOKENS, Episode, build_episode, chat_request,
+                                           generation_request, inputs, request_seed, support_rows)
 from icl.benchmarks.vlicl.plots import efficiency_front, shot_curves
-from icl.benchmarks.vlicl.records import TaskData, load_published
+from icl.benchmarks.vlicl.predictions import prediction_files, prompt_text
+from icl.benchmarks.vlicl.records import TaskData, check_real_names, load_published, present_tasks
+from icl.benchmarks.vlicl.reference import FAMILIES, format_answer, reference_request
 from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
 from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table,
                                           rank_table, summary_table)
@@ -34,6 +36,10 @@ from icl.models.requests import ChatRequest, GenerationRequest
 
 VARIANTS = ("image", "text", "real_names")
 PARSE = ("legacy", "lenient", "both")
+PROMPT_STYLES = ("chat", "reference")
+EFFICIENCY = ("all", "fitting")
+TEXTOCR_RULES = ("reference", "keep_dots")
+BUILTIN_JUDGE = "vlicl-judge"
 FAST_QUERIES = 4
 FAST_POOL = max(MANY_SHOTS)  # records are cheap: images are drawn only when shown
 JUDGE_TOKENS = 5  # the reference judge's budget
@@ -44,12 +50,13 @@ class VLICL(Benchmark):
 
     name = "vlicl"
     protocol = "vlicl-1"
-    scorer_version = "1"
+    scorer_version = "2"  # 2: TextOCR keep-dots metric
     request_types = (ChatRequest, GenerationRequest)
     default_models = ("copy-last",)
     default_judge = "vlicl-judge"
     options = (
-        Option("tasks", tuple(TASKS), "tasks to run (comma list)", comma_list),
+        Option("tasks", (), "tasks to run (comma list; default: every task, or with data_root every task "
+               "whose folder the release holds)", comma_list),
         Option("seeds", (0, 1, 2), "evaluation seeds (support sets differ per seed)", int_list),
         Option("shots", (), "shot grid for every task (default: each task's own grid)", int_list),
         Option("many_shot", False, "add the many-shot points 16, 32, 64", flag),
@@ -59,6 +66,14 @@ class VLICL(Benchmark):
         Option("parse", "legacy", "answer parsing of PROTOCOL §3.2 (both: report the two)", str, PARSE),
         Option("queries", 0, "at most this many queries per task (0: all)", int),
         Option("cot_tokens", COT_TOKENS, "new tokens of the chain-of-thought pass", int),
+        Option("prompt_style", "chat", "chat: canonical chat turns, serialised by the adapter; reference: the "
+               "single prompt the reference code builds for --reference-family", str, PROMPT_STYLES),
+        Option("reference_family", "llava", "model family of --prompt-style reference", str, tuple(FAMILIES)),
+        Option("repeat", 1, "show the drawn support set this many times (the source's appendix B.4)", int),
+        Option("efficiency", "all", "summaries over all shot counts, or only those that fit the context",
+               str, EFFICIENCY),
+        Option("textocr", "reference", "TextOCR answer rule: reference (cut at the first '.') or keep_dots",
+               str, TEXTOCR_RULES),
     )
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
@@ -67,6 +82,13 @@ class VLICL(Benchmark):
         c["tasks"], c["seeds"], c["shots"] = tuple(c["tasks"]), tuple(c["seeds"]), tuple(c["shots"])
         for t in c["tasks"]:
             get_task(t)
+        if not isinstance(c["repeat"], int) or c["repeat"] < 1:
+            raise ValueError(f"vlicl: repeat must be a positive integer, got {c['repeat']!r}")
+        if c["prompt_style"] == "reference" and (c["variant"] == "text" or c["cot"]):
+            raise ValueError("vlicl: --prompt-style reference reproduces the reference code's image-to-text prompt; "
+                             "it has no text-only or chain-of-thought layout (use --prompt-style chat)")
+        self.absent: list[str] = []  # tasks asked for (or by default) whose release folder is missing
+        self.judge_name: Optional[str] = None  # set by check_judge
         if any(s < 0 for s in c["shots"]) or list(c["shots"]) != sorted(set(c["shots"])):
             raise ValueError(f"vlicl: shots must be distinct non-negative and increasing, got {c['shots']}")
         if c["queries"] < 0:
@@ -77,14 +99,37 @@ class VLICL(Benchmark):
         self.request_types = ((ChatRequest,) if I2T in sent else ()) + ((GenerationRequest,) if sent - {I2T} else ())
 
     # -- plan ---------------------------------------------------------------------------------
+    @property
+    def release(self) -> bool:
+        """Whether the data is the published release (else the built-in procedural data, which
+        serves ``--fast`` only: a real run without ``--data-root`` is refused)."""
+        if self.data_root is None and not self.fast:
+            raise ValueError("vlicl needs the published VL-ICL release: --data-root DIR (its layout: docs/vlicl.md), "
+                             "or --fast for the built-in synthetic data")
+        return self.data_root is not None and not self.fast
+
     def task_ids(self) -> list[str]:
-        """The tasks this setting runs (text versions exist for seven tasks, real names for one)."""
-        tasks = list(self.config["tasks"])
-        if self.config["variant"] == "text":
-            return [t for t in tasks if TASKS[t].text_folder is not None]
-        if self.config["variant"] == "real_names":
-            return [t for t in tasks if t == "open_mi"]
-        return tasks
+        """The tasks this setting runs (text versions exist for seven tasks, real names for one);
+        on the release, the asked (or by default all) tasks whose folder is present."""
+        if getattr(self, "_task_ids", None) is None:
+            tasks = list(self.config["tasks"]) or list(TASKS)
+            if self.config["variant"] == "text":
+                tasks = [t for t in tasks if TASKS[t].has_text]
+            elif self.config["variant"] == "real_names":
+                tasks = [t for t in tasks if t == "open_mi"]
+            if self.release:
+                assert self.data_root is not None
+                if not self.data_root.is_dir():
+                    raise ValueError(f"vlicl: data_root {self.data_root} is not a folder")
+                tasks, self.absent = present_tasks(self.data_root, tasks, self.config["variant"] == "text")
+                if self.config["tasks"] and self.absent:
+                    raise ValueError(f"vlicl: the release at {self.data_root} has no folder for "
+                                     f"{', '.join(self.absent)} (asked for with --tasks)")
+                if not tasks:
+                    raise ValueError(f"vlicl: no VL-ICL task folder under {self.data_root} "
+                                     f"(looked for {', '.join(self.absent)})")
+            self._task_ids: Optional[list[str]] = tasks
+        return list(self._task_ids or [])
 
     def shot_grid(self, task: str) -> tuple[int, ...]:
         grid = tuple(self.config["shots"]) or TASKS[task].shots
@@ -96,7 +141,8 @@ class VLICL(Benchmark):
         """The records of ``task`` (loaded once)."""
         if task not in self._data:
             text = self.config["variant"] == "text"
-            if self.data_root is not None and not self.fast:
+            if self.release:
+                assert self.data_root is not None
                 self._data[task] = load_published(self.data_root, task, text_only=text)
             else:
                 # Pools never depend on the shot grid (a draw from a bigger pool is another draw);
@@ -107,6 +153,8 @@ class VLICL(Benchmark):
                 if task == "cobsat":
                     pool = max(MANY_SHOTS)
                 self._data[task] = builtin.generate(task, n, pool, per_class=max(5, most), text_only=text)
+            if self.config["variant"] == "real_names":
+                check_real_names(self._data[task])
         return self._data[task]
 
     def queries(self, task: str) -> list[dict[str, Any]]:
@@ -129,26 +177,40 @@ class VLICL(Benchmark):
             return None if fewest >= shots else f"{fewest} support records share a query's latent value"
         return None if len(data.support) >= shots else f"a support pool of {len(data.support)}"
 
-    def _cot(self, task: str) -> str:
+    def cot_mode(self, task: str) -> str:
+        """``two_pass`` (chain of thought on an image-to-text task) or ``direct``."""
         return "two_pass" if self.config["cot"] and TASKS[task].direction == I2T else "direct"
+
+    def prompt_label(self, task: str) -> str:
+        """``chat``, or ``reference:{family}`` for image-to-text tasks in the reference style."""
+        c = self.config
+        if c["prompt_style"] == "reference" and TASKS[task].direction == I2T:
+            return f"reference:{c['reference_family']}"
+        return "chat"
 
     def items(self) -> Iterable[Item]:
         c = self.config
         for task in self.task_ids():
             queries = self.queries(task)
-            cot = self._cot(task)
+            cot = self.cot_mode(task)
+            prompt = self.prompt_label(task)
+            # the default setting keeps its historical keys; others add a segment to the cot part
+            style = "+".join(([prompt] if prompt != "chat" else []) + ([f"x{c['repeat']}"] if c["repeat"] > 1 else []))
             grid = [k for k in self.shot_grid(task) if self.unavailable(task, k) is None]
             for seed in c["seeds"]:
                 for shots in grid:
                     for q in queries:
                         group = {"task": task, "shots": shots, "seed": seed, "variant": c["variant"],
-                                 "description": c["description"], "cot": cot}
-                        key = item_key(task, c["variant"], c["description"], cot, seed, shots, q["id"])
+                                 "description": c["description"], "cot": cot, "prompt": prompt,
+                                 "repeat": c["repeat"]}
+                        key = item_key(task, c["variant"], c["description"], cot + (f"+{style}" if style else ""),
+                                       seed, shots, q["id"])
                         yield Item(key, group, (task, seed, shots, q["id"]))
 
     def episode(self, item: Item) -> Episode:
         task, seed, shots, qid = item.payload
-        return build_episode(self.data(task), qid, shots, seed, self.config["variant"] == "real_names")
+        return build_episode(self.data(task), qid, shots, seed, self.config["variant"] == "real_names",
+                             self.config["repeat"])
 
     # -- requests -------------------------------------------------------------------------------
     def request_type(self, item: Item) -> type:
@@ -163,18 +225,22 @@ class VLICL(Benchmark):
         if TASKS[task].direction != I2T:
             size = builtin.OBJECT_SIZE if data.origin == "builtin" else None
             return generation_request(data, ep, item.key, desc, rseed, size)
-        cot = COT_PROMPT if self._cot(task) == "two_pass" else None
+        if self.prompt_label(task) != "chat":
+            shots = [(inputs(data, d), d.question, format_answer(d.answer)) for d in ep.support]
+            return reference_request(self.config["reference_family"], item.key, desc, shots,
+                                     (inputs(data, ep.query), ep.query.question), rseed, MAX_NEW_TOKENS)
+        cot = COT_PROMPT if self.cot_mode(task) == "two_pass" else None
         return chat_request(data, ep, item.key, desc, rseed, cot=cot, cot_tokens=self.config["cot_tokens"])
 
     def followup(self, item: Item, answers: Sequence[Any]) -> Optional[Any]:
         task, seed, shots, qid = item.payload
-        if self._cot(task) != "two_pass" or len(answers) != 1:
+        if self.cot_mode(task) != "two_pass" or len(answers) != 1:
             return None
         desc = TASKS[task].description(self.config["description"])
         return chat_request(self.data(task), self.episode(item), f"{item.key}/answer", desc,
                             request_seed(seed, task, qid, shots), rationale=str(answers[0]))
 
-    def _concepts(self, item: Item) -> list[str]:
+    def concepts(self, item: Item) -> list[str]:
         task, _, _, qid = item.payload
         truth = self.data(task).by_id[qid]["answer"]
         return [str(t) for t in truth] if TASKS[task].scoring == JUDGE_TWICE else [str(truth)]
@@ -185,7 +251,7 @@ class VLICL(Benchmark):
             return ()
         return [ChatRequest.user(f"{item.key}/judge{i}", response, JUDGE_PROMPT.format(concept=c),
                                  max_new_tokens=JUDGE_TOKENS, min_new_tokens=1)
-                for i, c in enumerate(self._concepts(item))]
+                for i, c in enumerate(self.concepts(item))]
 
     # -- scores ---------------------------------------------------------------------------------
     def _zero(self, task: str) -> dict[str, float]:
@@ -194,6 +260,8 @@ class VLICL(Benchmark):
             out.update(latent=0.0, non_latent=0.0)
         if TASKS[task].direction == I2T:
             out["correct_lenient"] = 0.0
+        if task == "textocr":
+            out["correct_keep_dots"] = 0.0
         return out
 
     def score(self, item: Item, response: Any, judgements: Sequence[str] = ()) -> dict[str, float]:
@@ -203,14 +271,15 @@ class VLICL(Benchmark):
             if not isinstance(response, str):
                 out["failed"] = 1.0
                 return out
-            q = self.data(task).by_id[qid]
-            truth = q["real_name"] if self.config["variant"] == "real_names" else q["answer"]
-            # both parse modes, whatever the option (it picks what the tables report): a stored
-            # score never depends on the configuration
+            truth = self.truth(item)
+            # both parse modes (and both TextOCR rules), whatever the options (they pick what the
+            # tables report): a stored score never depends on the configuration
             out["correct"] = float(i2t_correct(task, response, truth, "legacy"))
             out["correct_lenient"] = float(i2t_correct(task, response, truth, "lenient"))
+            if task == "textocr":
+                out["correct_keep_dots"] = float(i2t_correct(task, response, truth, "legacy", keep_dots=True))
             return out
-        want = len(self._concepts(item))
+        want = len(self.concepts(item))
         if not _is_image(response) or len(judgements) != want:
             out["failed"] = 1.0
             return out
@@ -220,21 +289,55 @@ class VLICL(Benchmark):
             out["latent"], out["non_latent"] = float(verdicts[0]), float(verdicts[1])
         return out
 
+    def truth(self, item: Item) -> Any:
+        """The ground truth of an image-to-text item (the real name in the real-name variant)."""
+        task, _, _, qid = item.payload
+        q = self.data(task).by_id[qid]
+        return q["real_name"] if self.config["variant"] == "real_names" else q["answer"]
+
     def score_failure(self, item: Item, reason: str) -> Optional[dict[str, float]]:
-        out = self._zero(item.payload[0])
-        out["failed"] = 1.0
+        """An overflow is a result (wrong, flagged); a failed text-to-image generation is
+        incorrect and stays in the denominator (PROTOCOL §3.2); any other failure (an
+        image-to-text answer that errored) is counted and kept out of the means."""
+        task = item.payload[0]
+        if reason != "overflow" and TASKS[task].direction == I2T:
+            return None
+        out = self._zero(task)
         out["overflow"] = float(reason == "overflow")
+        out["failed"] = 1.0 - out["overflow"]
+        return out
+
+    def data_origin(self) -> dict[str, str]:
+        if not self.release:
+            return {t: f"built-in synthetic (generator digest {self.data(t).digest[:16]})" for t in self.task_ids()}
+        return {t: f"release {self.data(t).origin} (sha256 {self.data(t).digest[:16]})" for t in self.task_ids()}
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tasks": [f"{t} ({'image-to-text' if TASKS[t].direction == I2T else 'text-to-image'})"
+                                         for t in TASKS]}
+        if self.fast:
+            out["data"] = ["built-in synthetic (--fast)"]
+        elif self.data_root is None:
+            out["data"] = ["none given: --data-root DIR (the published release), or --fast"]
+        else:
+            out["data"] = [f"release at {self.data_root}: {', '.join(self.task_ids())}"
+                           + (f"; absent: {', '.join(self.absent)}" if getattr(self, "absent", None) else "")]
         return out
 
     # -- tables, figures, report ----------------------------------------------------------------
     def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         tables: dict[str, list[dict[str, Any]]] = {}
+        rows = [r for r in rows if "correct" in r]  # failures without a score stay out of the means
+        if self.config["textocr"] == "keep_dots":
+            rows = [{**r, "correct": r.get("correct_keep_dots", r["correct"]),
+                     "correct_lenient": r.get("correct_keep_dots", r.get("correct_lenient", r["correct"]))}
+                    if r.get("task") == "textocr" else r for r in rows]
         lenient = [{**r, "correct": r.get("correct_lenient", r["correct"])} for r in rows]
         mode = self.config["parse"]
         variants = [("", lenient if mode == "lenient" else rows)] + ([("_lenient", lenient)] if mode == "both" else [])
         for suffix, rs in variants:
             per_seed, acc = accuracy_tables(rs)
-            summ = summary_table(acc)
+            summ = summary_table(acc, fitting=self.config["efficiency"] == "fitting")
             tables[f"accuracy_seed{suffix}"] = per_seed
             tables[f"accuracy{suffix}"] = acc
             tables[f"shot_summary{suffix}"] = summ
@@ -259,10 +362,44 @@ class VLICL(Benchmark):
                   f"{_fmt(r['efficiency']):>12}" for r in rows]
         return "\n".join(lines)
 
+    def origin_lines(self) -> list[str]:
+        """Where the data came from: built-in (generator version) or the release (folder, digest)."""
+        if not self.release:
+            return [f"- data: built-in procedural data (generator digests: "
+                    f"{', '.join(f'{t} `{self.data(t).digest[:16]}`' for t in self.task_ids())}); not the benchmark's "
+                    "real data"]
+        lines = [f"- data: the published release at `{self.data_root}`"]
+        lines += [f"  - {t}: `{self.data(t).origin}`, SHA-256 `{self.data(t).digest}`" for t in self.task_ids()]
+        if self.absent:
+            lines.append(f"- absent from the release (not run): {', '.join(self.absent)}")
+        return lines
+
+    def check_judge(self, judge: Optional[str]) -> None:
+        """Refuse a judge that cannot judge this data: the built-in ``vlicl-judge`` recognises only
+        the built-in drawings, so the release's text-to-image tasks need a vision-language judge."""
+        self.judge_name = judge
+        t2i = [t for t in self.task_ids() if TASKS[t].direction != I2T]
+        if self.release and t2i and judge in (None, BUILTIN_JUDGE):
+            raise ValueError(f"vlicl: the text-to-image tasks {', '.join(t2i)} on release data need a vision-language "
+                             f"judge: give --judge (e.g. hf-vlm:weights=PATH); {BUILTIN_JUDGE} recognises only the "
+                             f"built-in drawings. Or leave them out with --tasks")
+
     def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
+        c = self.config
         lines = ["## VL-ICL Bench", "",
-                 f"Protocol {self.protocol}; parse mode {self.config['parse']}; accuracy in % (mean over seeds; "
-                 "efficiency signed). Zero-shot / peak / efficiency per task:", ""]
+                 f"Protocol {self.protocol}; parse mode {c['parse']}; TextOCR rule {c['textocr']}; prompt style "
+                 f"{c['prompt_style']}" + (f" ({c['reference_family']})" if c["prompt_style"] == "reference" else "")
+                 + (f"; support set shown {c['repeat']} times" if c["repeat"] > 1 else "")
+                 + f"; efficiency over {c['efficiency']} shot counts.", ""]
+        lines += self.origin_lines()
+        lines.append("- failures: a failed text-to-image generation counts as wrong and stays in the denominator "
+                     "(PROTOCOL §3.2); an image-to-text answer that failed is counted in the failures and left out "
+                     "of the means")
+        if any(TASKS[t].direction != I2T for t in self.task_ids()):
+            named = f"`{self.judge_name}`" if self.judge_name else "the run's judge"
+            lines.append(f"- judge of the text-to-image tasks: {named} (its identity is `judge` in results.json)")
+        lines += ["", "Accuracy in % (mean over seeds; efficiency signed). Zero-shot / peak / efficiency per task "
+                  "(* = a shot count of the curve overflowed the context: its queries count as wrong):", ""]
         summ = tables.get("shot_summary", [])
         settings = sorted({tuple(r.get(c) for c in SETTING) for r in summ}, key=str)
         for setting in settings:
@@ -275,7 +412,8 @@ class VLICL(Benchmark):
                 cells = []
                 for t in tasks:
                     r = next((r for r in rs if r["model"] == m and r["task"] == t), None)
-                    cells.append("-" if r is None else "/".join(_fmt(r[k]) for k in ("zero_shot", "peak", "efficiency")))
+                    cells.append("-" if r is None else "/".join(_fmt(r[k]) for k in ("zero_shot", "peak", "efficiency"))
+                                 + ("*" if r.get("overflow_shots") else ""))
                 lines.append(f"| {m} | " + " | ".join(cells) + " |")
             lines.append("")
         ranks = tables.get("ranks", [])
@@ -284,7 +422,8 @@ class VLICL(Benchmark):
             for r in sorted(ranks, key=lambda r: (str(r["direction"]), str(r["description"]), str(r["model"]))):
                 lines.append(f"- {r['direction']} ({r['tasks']} tasks, {r['variant']}, {r['description']}, {r['cot']}): "
                              f"{r['model']} {_fmt(r['zero_shot_rank'])} / {_fmt(r['peak_rank'])} / "
-                             f"{_fmt(r['efficiency_rank'])}")
+                             f"{_fmt(r['efficiency_rank'])}"
+                             + (f" (overflow: {r['overflow_shots']})" if r.get("overflow_shots") else ""))
             lines.append("")
         missing = [(t, k, why) for t in self.task_ids() for k in self.shot_grid(t)
                    if (why := self.unavailable(t, k)) is not None]
@@ -294,7 +433,8 @@ class VLICL(Benchmark):
             lines.append("")
         over = [r for r in tables.get("accuracy", []) if r.get("overflow")]
         if over:
-            lines += ["Context overflow (queries recorded as wrong, never truncated):", ""]
+            lines += ["Context overflow (queries recorded as wrong, never truncated; `--efficiency fitting` "
+                      "summarises over the shot counts that fit):", ""]
             lines += [f"- {r['model']} {r['task']} {r['shots']}-shot: {r['overflow']} of {r['queries'] * r['seeds']}"
                       for r in over]
             lines.append("")
@@ -315,6 +455,15 @@ class VLICL(Benchmark):
             seen.add((task, seed, shots, qid))
             w.writerows(support_rows(self.episode(item), self.protocol))
         return buf.getvalue()
+
+    def prompt_text(self, item: Item) -> str:
+        """The item's prompt as text (see :func:`~icl.benchmarks.vlicl.predictions.prompt_text`)."""
+        return prompt_text(self, item)
+
+    def result_files(self, rows: Sequence[Mapping[str, Any]],
+                     answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:
+        """``predictions.jsonl`` and ``prompts.jsonl`` (:mod:`icl.benchmarks.vlicl.predictions`)."""
+        return prediction_files(self, rows, answers)
 
     def write_artifacts(self, out: Path) -> dict[str, str]:
         text = self.episodes_csv()

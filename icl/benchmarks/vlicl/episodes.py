@@ -67,7 +67,10 @@ def _sample(pool: list[dict[str, Any]], k: int, rng: np.random.Generator, what: 
 
 
 def _demo(data: TaskData, rec: dict[str, Any], rid: str, answer: Any) -> Demo:
-    refs = image_list(rec["image"]) if "image" in rec and not (data.text_only and "caption" in rec) else []
+    # a text version of the release writes its inputs into the record ('question', or 'caption');
+    # image paths it may still carry are not shown
+    shown = "image" in rec and not (data.text_only and ("caption" in rec or not data.source.has_text))
+    refs = image_list(rec["image"]) if shown else []
     return Demo(rid, tuple(refs), str(rec["question"]), answer, _texts(data, rec, refs))
 
 
@@ -96,7 +99,11 @@ def _per_class(data: TaskData, q: dict[str, Any], shots: int, rng: np.random.Gen
             question = {"open_mi": "This is a", "open_t2i_mi": f"Generate a {cls}",
                         "fast_attr_t2i": f"Generate a {caption}", "fast_count_t2i": f"Generate {caption}"}[task]
             answer = _real_name(entry, f"{task} query {q['id']} class {cls!r}") if real_names else cls
-            texts = (data.source.text(images[i]),) if data.text_only else ()
+            texts: tuple[str, ...] = ()  # text versions: the scene's text, else the record's caption
+            if data.text_only and data.source.has_text:
+                texts = (data.source.text(images[i]),)
+            elif data.text_only and "captions" in entry:
+                texts = (str(caption),)
             out.append(Demo(f"{cls}/{i}", (images[i],), question, answer, texts))
     return out
 
@@ -127,18 +134,22 @@ def select_support(data: TaskData, query_id: str, shots: int, seed: int, real_na
     return [_demo(data, r, r["id"], r["answer"]) for r in _sample(data.support, shots, rng, what)]
 
 
-def build_episode(data: TaskData, query_id: str, shots: int, seed: int, real_names: bool = False) -> Episode:
-    """The episode of (seed, task, shots, query): support items and the query."""
+def build_episode(data: TaskData, query_id: str, shots: int, seed: int, real_names: bool = False,
+                  repeat: int = 1) -> Episode:
+    """The episode of (seed, task, shots, query): support items and the query. ``repeat`` > 1 is
+    the source's repeated-support-set variant (appendix B.4): the drawn support sequence shown
+    ``repeat`` times in a row (``shots`` counts the unique items)."""
     if query_id not in data.by_id:
         raise KeyError(f"{data.task}: no query {query_id!r}")
     q = data.by_id[query_id]
     answer = _real_name(q, f"{data.task} query {query_id}") if real_names else q["answer"]
     query = _demo(data, q, query_id, answer)
-    return Episode(data.task, seed, shots, query_id, tuple(select_support(data, query_id, shots, seed, real_names)),
-                   query)
+    support = tuple(select_support(data, query_id, shots, seed, real_names))
+    return Episode(data.task, seed, shots, query_id, support * max(1, repeat), query)
 
 
-def _inputs(data: TaskData, d: Demo) -> list[Part]:
+def inputs(data: TaskData, d: Demo) -> list[Part]:
+    """What stands for a demo's images: the images, or their texts in text-only variants."""
     if data.text_only:
         return list(d.texts)
     return [data.source.image(r) for r in d.images]
@@ -153,10 +164,10 @@ def chat_request(data: TaskData, ep: Episode, request_id: str, description: str,
     messages: list[Message] = []
     lead: list[Part] = [description] if description else []
     for d in ep.support:
-        messages.append(Message("user", tuple(lead + _inputs(data, d) + [d.question])))
+        messages.append(Message("user", tuple(lead + inputs(data, d) + [d.question])))
         messages.append(Message("assistant", (str(d.answer),)))
         lead = []
-    last = lead + _inputs(data, ep.query) + [ep.query.question]
+    last = lead + inputs(data, ep.query) + [ep.query.question]
     if cot is not None:
         last.append(cot)
     if rationale is not None:
@@ -173,7 +184,7 @@ def generation_request(data: TaskData, ep: Episode, request_id: str, description
     parts: list[Part] = [description] if description else []
     for d in ep.support:
         parts.append(d.question)
-        parts += _inputs(data, d)
+        parts += inputs(data, d)
     parts.append(ep.query.question)
     return GenerationRequest(request_id, tuple(parts), size=size, seed=request_seed)
 

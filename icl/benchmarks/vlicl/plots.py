@@ -22,7 +22,8 @@ def _pyplot() -> Any:
 
 
 def _label(setting: tuple[Any, ...]) -> str:
-    return "_".join(str(s) for s in setting)
+    defaults = {"prompt": "chat", "repeat": 1}  # the default setting keeps its historical names
+    return "_".join(str(s).replace(":", "-") for c, s in zip(SETTING, setting) if defaults.get(c, object()) != s)
 
 
 def shot_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:

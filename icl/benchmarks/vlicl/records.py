@@ -28,6 +28,7 @@ import cv2
 import numpy as np
 
 from icl.benchmarks.vlicl.tasks import I2T, PER_CLASS, get_task
+from icl.data.images import ImageError, decode_image
 
 OPERATORS = ("+", "-", "x")
 
@@ -37,6 +38,8 @@ class RecordError(ValueError):
 
 
 class ImageSource(Protocol):
+    has_text: bool  # whether ``text(ref)`` can describe an image (built-in scenes can)
+
     def image(self, ref: str) -> np.ndarray:
         """uint8 ``[H, W, 3]`` RGB."""
 
@@ -72,7 +75,10 @@ class TaskData:
 
 
 class FileImages:
-    """Images of the release, read with OpenCV, paths confined to its root."""
+    """Images of the release, read through the capped reader (:func:`icl.data.images.decode_image`:
+    header pixel cap, completeness check), paths confined to its root."""
+
+    has_text = False  # the release's text versions carry their text in the records
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
@@ -87,9 +93,12 @@ class FileImages:
 
     def image(self, ref: str) -> np.ndarray:
         p = self.path(ref)
-        img = cv2.imread(str(p), cv2.IMREAD_COLOR)
-        if img is None:
-            raise RecordError(f"cannot read image {p}")
+        if not p.is_file():
+            raise RecordError(f"image {p} not found (or not a regular file)")
+        try:
+            img = decode_image(p, cv2.IMREAD_COLOR)
+        except ImageError as exc:
+            raise RecordError(f"image {exc}") from None
         return np.ascontiguousarray(img[:, :, ::-1])
 
     def text(self, ref: str) -> str:
@@ -185,35 +194,85 @@ def validate(task: str, kind: str, records: Any, where: str, text_only: bool = F
     return out
 
 
+# Tasks whose episodes draw support only from the query records (``query["support"]``): the
+# reference loader opens their ``support.json`` but never reads it, so it is neither required nor
+# validated here (ys-zong/VL-ICL utils/ICL_utils.py, select_demonstration).
+QUERY_ONLY = PER_CLASS
+
+
+def release_folder(root: Path | str, task: str, text_only: bool = False) -> Optional[Path]:
+    """The folder of ``task`` in the release at ``root`` (None when absent). The text-only variant
+    takes the first present of the task's text folders (the published name, then the reference
+    code's internal one)."""
+    spec = get_task(task)
+    names = spec.text_folders if text_only else (task,)
+    for name in names:
+        if (Path(root) / name / "query.json").is_file():
+            return Path(root) / name
+    return None
+
+
+def present_tasks(root: Path | str, tasks: Any, text_only: bool = False) -> tuple[list[str], list[str]]:
+    """``(present, absent)``: which of ``tasks`` the release at ``root`` holds."""
+    present, absent = [], []
+    for t in tasks:
+        (present if release_folder(root, t, text_only) is not None else absent).append(t)
+    return present, absent
+
+
+def _read_json(path: Path, h: Any, kind: str) -> Any:
+    if not path.is_file():
+        raise RecordError(f"{path}: not found (the release's {path.parent.name} folder has no {kind}.json)")
+    raw = path.read_bytes()
+    h.update(f"|{kind}:{len(raw)}:".encode())
+    h.update(raw)
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f" at line {exc.lineno}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        raise RecordError(f"{path}: invalid JSON{where}: {msg}") from None
+
+
 def load_published(root: Path | str, task: str, text_only: bool = False) -> TaskData:
-    """Load ``task`` from an unpacked release at ``root`` (``{root}/{task}/query.json`` and
-    ``support.json``; the text-only variant reads the task's text folder instead)."""
+    """Load ``task`` from an unpacked release at ``root`` (``{root}/{task}/query.json`` and, for
+    tasks that read it, ``support.json``; the text-only variant reads the task's text folder).
+    Raises :class:`RecordError` (one line naming the file, record and field)."""
     root = Path(root)
     spec = get_task(task)
-    folder = task
-    if text_only:
-        if spec.text_folder is None:
-            raise ValueError(f"task {task} has no text-only version")
-        folder = spec.text_folder
-    h = hashlib.sha256(f"vlicl-release/{folder}".encode())
-    parts = []
-    for kind in ("query", "support"):
-        path = root / folder / f"{kind}.json"
-        if not path.is_file():
-            raise FileNotFoundError(f"VL-ICL release: {path} not found (expected {root}/{folder}/{kind}.json)")
-        raw = path.read_bytes()
-        h.update(f"|{kind}:{len(raw)}:".encode())
-        h.update(raw)
-        try:
-            records = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-        parts.append(validate(task, kind, records, str(path), text_only))
-    return TaskData(task, parts[0], parts[1], FileImages(root), h.hexdigest(), str(root / folder), text_only)
+    if text_only and not spec.has_text:
+        raise RecordError(f"task {task} has no text-only version")
+    found = release_folder(root, task, text_only)
+    if found is None:
+        names = " or ".join(f"{root}/{n}/query.json" for n in (spec.text_folders if text_only else (task,)))
+        raise RecordError(f"VL-ICL release: task {task} is absent (expected {names})")
+    h = hashlib.sha256(f"vlicl-release/{found.name}".encode())
+    queries = validate(task, "query", _read_json(found / "query.json", h, "query"), str(found / "query.json"),
+                       text_only)
+    support: list[dict[str, Any]] = []
+    if task not in QUERY_ONLY:
+        support = validate(task, "support", _read_json(found / "support.json", h, "support"),
+                           str(found / "support.json"), text_only)
+    return TaskData(task, queries, support, FileImages(root), h.hexdigest(), str(found), text_only)
+
+
+def check_real_names(data: TaskData) -> None:
+    """The real-name variant reads ``real_name`` of every query and of every class in its
+    ``support``: a missing one is a one-line :class:`RecordError` naming the record and class."""
+    where = f"{data.origin}/query.json" if data.origin != "builtin" else "built-in open_mi"
+    for q in data.queries:
+        if "real_name" not in q:
+            _fail(f"{where} record {q['id']}", "missing field 'real_name' (the real_names variant needs it)")
+        for c, entry in q["support"].items():
+            if "real_name" not in entry:
+                _fail(f"{where} record {q['id']} support[{c!r}]", "missing field 'real_name' (the real_names "
+                      "variant needs it)")
 
 
 class SceneImages:
     """Images drawn on demand from scene descriptions (the built-in data)."""
+
+    has_text = True
 
     def __init__(self) -> None:
         self.scenes: dict[str, Any] = {}

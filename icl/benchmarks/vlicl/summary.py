@@ -23,7 +23,7 @@ import numpy as np
 from icl.benchmarks.vlicl.tasks import TASKS
 from icl.data.seeds import rng as seeded_rng
 
-SETTING = ("variant", "description", "cot")  # item group columns besides task, shots and seed
+SETTING = ("variant", "description", "cot", "prompt", "repeat")  # group columns besides task, shots, seed
 SUMMARY_METRICS = ("zero_shot", "peak", "efficiency")
 BOOTSTRAP = 10_000
 KEY_PARTS = 7  # item keys: "{task}/{variant}/{description}/{cot}/seed{seed}/shot{shots}/{query_id}"
@@ -134,22 +134,28 @@ def accuracy_tables(rows: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, A
     return per_seed, table
 
 
-def summary_table(accuracy: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def summary_table(accuracy: Sequence[Mapping[str, Any]], fitting: bool = False) -> list[dict[str, Any]]:
     """Zero-shot, peak and efficiency per (model, task, setting) from seed-averaged accuracies
-    (curves without a zero-shot point are left out)."""
-    curves: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
+    (curves without a zero-shot point are left out). ``overflow_shots`` lists the shot counts with
+    queries that did not fit the model's context (they count as wrong); with ``fitting`` the three
+    numbers are taken over the shot counts without overflow only (``efficiency_over`` says which)."""
+    curves: dict[tuple, list[tuple[int, float, int]]] = defaultdict(list)
     for r in accuracy:
-        curves[(r["model"], r["task"], *_setting(r))].append((int(r["shots"]), float(r["accuracy"])))
+        curves[(r["model"], r["task"], *_setting(r))].append(
+            (int(r["shots"]), float(r["accuracy"]), int(r.get("overflow", 0) or 0)))
     out = []
     for key, pts in curves.items():
         pts.sort()
-        if pts[0][0] != 0:
+        over = [p[0] for p in pts if p[2]]
+        used = [p for p in pts if not p[2]] if fitting else pts
+        if not used or used[0][0] != 0:
             continue
         model, task, *setting = key
-        s = shot_summary([p[0] for p in pts], [p[1] for p in pts])
+        s = shot_summary([p[0] for p in used], [p[1] for p in used])
         out.append({"model": model, "task": task, **dict(zip(SETTING, setting)),
                     "direction": TASKS[task].direction if task in TASKS else "", **s,
-                    "shots": ",".join(str(p[0]) for p in pts)})
+                    "shots": ",".join(str(p[0]) for p in used), "overflow_shots": ",".join(map(str, over)),
+                    "efficiency_over": "fitting" if fitting else "all"})
     return out
 
 
@@ -169,8 +175,11 @@ def rank_table(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     acc[m][metric].append(rk)
         direction, *setting = gkey
         for m in models:
+            over = ";".join(f"{t}:{by_model[m]['overflow_shots']}" for t, by_model in sorted(tasks.items())
+                            if m in by_model and by_model[m].get("overflow_shots"))
             out.append({"model": m, "direction": direction, **dict(zip(SETTING, setting)), "tasks": len(tasks),
-                        **{f"{metric}_rank": _mean(acc[m][metric]) for metric in SUMMARY_METRICS}})
+                        **{f"{metric}_rank": _mean(acc[m][metric]) for metric in SUMMARY_METRICS},
+                        "overflow_shots": over})
     return out
 
 

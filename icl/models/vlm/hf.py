@@ -20,6 +20,7 @@ never truncated); the other requests of the batch are answered. Malformed reques
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
@@ -27,7 +28,7 @@ import numpy as np
 import torch
 
 from icl.models.base import PRECISIONS, Adapter, ContextOverflowError
-from icl.models.requests import ChatRequest
+from icl.models.requests import ChatRequest, Message
 from icl.models.vlm.families import Family, family_for
 from icl.models.vlm.prompt import check_request, count_occurrences, first_index
 from icl.models.weights import WeightsError, resolve_weights
@@ -35,6 +36,7 @@ from icl.models.weights import WeightsError, resolve_weights
 log = logging.getLogger("icl.models.vlm")
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+RAW = "raw"
 
 
 class _PerRowControl:
@@ -66,7 +68,15 @@ class HFVisionLanguage(Adapter):
     "auto" to spread a model over several GPUs with accelerate; None loads it whole on the
     device), ``max_batch`` (requests per ``generate`` call), ``attn_implementation`` ("sdpa",
     "eager", "flash_attention_2"; None = transformers' default), ``max_context`` (override the
-    context length read from the configuration).
+    context length read from the configuration), ``chat_template`` (None: the checkpoint's own;
+    a path to a Jinja file, whose contents join the model's identity; the name of one of the
+    processor's named templates; or ``raw``: no template, the request's text with the processor's
+    image token where each image is, for base interleaved checkpoints and
+    ``--prompt-style reference``), ``system`` (a system prompt replacing the request's; None keeps
+    the request's, and a template's own default system prompt applies when there is none).
+
+    Loading never runs a checkpoint's own code (``trust_remote_code=False``) and never reaches
+    the network (``local_files_only=True``).
     """
 
     name = "hf-vlm"
@@ -75,7 +85,8 @@ class HFVisionLanguage(Adapter):
 
     def __init__(self, weights: Optional[str] = None, precision: str = "fp32",
                  device_map: Optional[Union[str, dict]] = None, max_batch: int = 8,
-                 attn_implementation: Optional[str] = None, max_context: Optional[int] = None):
+                 attn_implementation: Optional[str] = None, max_context: Optional[int] = None,
+                 chat_template: Optional[str] = None, system: Optional[str] = None):
         if precision not in PRECISIONS:
             raise ValueError(f"hf-vlm: precision must be one of {PRECISIONS}, got {precision!r}")
         if not isinstance(max_batch, int) or max_batch < 1:
@@ -84,8 +95,29 @@ class HFVisionLanguage(Adapter):
             raise ValueError(f"hf-vlm: max_context must be a positive int, got {max_context!r}")
         self.weights, self.precision, self.device_map = weights, precision, device_map
         self.batch_size, self.attn_implementation, self.max_context = max_batch, attn_implementation, max_context
+        if chat_template is not None and (not isinstance(chat_template, str) or not chat_template):
+            raise ValueError(f"hf-vlm: chat_template must be a file, a template name or 'raw', got {chat_template!r}")
+        if system is not None and not isinstance(system, str):
+            raise ValueError(f"hf-vlm: system must be a string, got {system!r}")
+        self.chat_template, self.system = chat_template, system
         self.model: Any = None
         self.check_image_tokens = False
+
+    @property
+    def raw(self) -> bool:
+        return self.chat_template == RAW
+
+    def template_file(self) -> Optional[Path]:
+        """The Jinja file ``chat_template`` names (None for a name, ``raw`` or the default)."""
+        t = self.chat_template
+        if t is None or t == RAW:
+            return None
+        path = Path(t).expanduser()
+        if path.suffix in (".jinja", ".j2", ".txt") or "/" in t or path.is_file():
+            if not path.is_file():
+                raise WeightsError(f"hf-vlm: chat_template {t!r} is not a file")
+            return path
+        return None
 
     @property
     def folder(self) -> Path:
@@ -94,19 +126,21 @@ class HFVisionLanguage(Adapter):
         return found.parent if found.is_file() else found
 
     def weight_files(self) -> Sequence[Path]:
-        return (self.folder,)
+        template = self.template_file()  # its contents change answers: digested like the weights
+        return (self.folder,) + ((template,) if template is not None else ())
 
     def load(self, device: str) -> None:
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
         folder = self.folder
         self.device = device
-        self.processor = AutoProcessor.from_pretrained(folder)
+        self.processor = AutoProcessor.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
         tokenizer = getattr(self.processor, "tokenizer", None)
         if tokenizer is None:
             raise WeightsError(f"hf-vlm: {folder}: the processor has no tokenizer")
         self.tokenizer: Any = tokenizer
-        if not getattr(self.processor, "chat_template", None):
+        self.template: Optional[str] = self._resolve_template(folder)
+        if not self.raw and self.template is None:
             raise WeightsError(f"hf-vlm: {folder}: no chat template (chat_template.jinja or the processor's "
                                f"chat_template); hf-vlm serves chat models only")
         self.tokenizer.padding_side = "left"
@@ -115,12 +149,16 @@ class HFVisionLanguage(Adapter):
             kwargs["attn_implementation"] = self.attn_implementation
         if self.device_map is not None:
             kwargs["device_map"] = self.device_map
-        model = AutoModelForImageTextToText.from_pretrained(folder, **kwargs).eval()
+        model = AutoModelForImageTextToText.from_pretrained(folder, trust_remote_code=False, local_files_only=True,
+                                                            **kwargs).eval()
         if self.device_map is None:
             model.to(device)
         self.model = model
         self.family: Family = family_for(model.config.model_type)
         self.image_token: str = getattr(self.processor, "image_token", None) or ""
+        if self.raw and not self.image_token:
+            raise WeightsError(f"hf-vlm: {folder}: chat_template=raw writes the processor's image token where each "
+                               f"image is, but this processor has none")
         placeholder = self.family.image_placeholder
         if placeholder is not None and self.image_token and self.image_token not in placeholder:
             raise WeightsError(f"hf-vlm: {folder}: family {type(self.family).__name__} writes images as "
@@ -143,13 +181,39 @@ class HFVisionLanguage(Adapter):
         pad = gen.pad_token_id if gen.pad_token_id is not None else self.tokenizer.pad_token_id
         self.pad_id = int(pad) if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
 
+    def _resolve_template(self, folder: Path) -> Optional[str]:
+        """The Jinja template text in force (None in raw mode or when the checkpoint has none)."""
+        if self.raw:
+            return None
+        file = self.template_file()
+        if file is not None:
+            return file.read_text(encoding="utf-8")
+        own = getattr(self.processor, "chat_template", None)
+        if self.chat_template is None:
+            if isinstance(own, dict):
+                return own.get("default")
+            return own or None
+        names = sorted(own) if isinstance(own, dict) else []
+        if self.chat_template not in names:
+            raise WeightsError(f"hf-vlm: {folder}: no chat template named {self.chat_template!r} (named templates: "
+                               f"{', '.join(names) or 'none'}; or give a .jinja file, or 'raw')")
+        return own[self.chat_template]
+
     def _input_device(self) -> torch.device:
         return self.model.get_input_embeddings().weight.device
 
     def render(self, request: ChatRequest) -> tuple[str, list[Any]]:
         """The prompt text (chat template applied, generation prompt added) and its images."""
+        if self.system is not None:
+            request = replace(request, messages=(Message("system", (self.system,)),)
+                              + tuple(m for m in request.messages if m.role != "system"))
+        if self.raw:  # no template: the text as given, the image token where each image is
+            parts = [p for m in request.messages for p in m.content]
+            return "".join(self.image_token if isinstance(p, np.ndarray) else p for p in parts), \
+                [p for p in parts if isinstance(p, np.ndarray)]
         messages, images = self.family.messages(request)
-        text = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text = self.processor.apply_chat_template(messages, chat_template=self.template, add_generation_prompt=True,
+                                                  tokenize=False)
         if self.check_image_tokens and count_occurrences(text, self.image_token) != len(images):
             raise ValueError(f"hf-vlm: request {request.id!r}: the chat template of {self.folder} wrote "
                              f"{count_occurrences(text, self.image_token)} image tokens "

@@ -1,33 +1,50 @@
 """``openai``: an OpenAI-compatible chat-completions client (vLLM, SGLang, hosted APIs).
 
 One ``POST {base_url}/chat/completions`` per request, ``concurrency`` of them in flight at
-once (asyncio + ``httpx.AsyncClient``). Images travel as base64 PNG data URLs, in order.
-Retries with exponential backoff (``backoff * 2**attempt`` seconds, capped at
-``max_backoff``; a ``Retry-After`` header in seconds wins) on 429, 5xx, timeouts and connection
-errors, at most ``max_retries`` times.
+once, on one event loop and one connection pool for the adapter's lifetime
+(:class:`~icl.models.vlm.http.LoopThread`), so the gate and the rate limit span ``predict``
+calls. Images travel as base64 PNG data URLs, in order (``detail`` adds the image detail level).
+Each attempt has a deadline of ``timeout`` seconds for the whole exchange (connect, send, the
+complete body: a trickling answer cannot hold it longer); the body is read chunk by chunk and
+refused past ``max_response_bytes``. Retries (at most ``max_retries``) on 429, 5xx, deadlines
+and connection errors wait ``backoff * 2**attempt`` seconds (capped at ``max_backoff``), or what
+the server's ``Retry-After`` says (seconds or an HTTP date; honoured in full, logged when above
+``max_backoff``).
 
 The API key is read from the environment variable *named* by ``api_key_env`` at call time; the
-key itself is never a model argument, so it never enters the model's identity or the store.
+key itself is never a model argument, so it never enters the model's identity or the store, and
+it (like credentials inside ``base_url``) is redacted from every message the adapter returns.
 
 Per-request failures: ``predict`` returns one entry per request: the answer ``str``, a
 :class:`~icl.models.ContextOverflowError` instance when the server says the prompt exceeds the
 model's context, or a :class:`ChatServerError` instance when the request failed for good
-(retries spent, or a non-retryable status); the other requests are answered.
+(retries spent, a non-retryable status, a malformed or oversized answer); the other requests are
+answered and nothing is re-sent.
+
+Execution arguments (``execution_args``; outside the model identity, so the store's answers are
+reused across them): ``concurrency``, ``timeout``, ``max_retries``, ``backoff``, ``max_backoff``,
+``max_rps``, ``max_response_bytes`` and ``batch_size`` (each request is its own HTTP call, so the
+batch cannot change an answer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Coroutine, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from icl.models.base import Adapter, ContextOverflowError
 from icl.models.requests import ChatRequest
+from icl.models.vlm.http import BodyTooLarge, Gate, LoopThread, read_capped, redact, retry_after_seconds
 from icl.models.vlm.prompt import check_request, openai_messages
 
+log = logging.getLogger("icl.models.vlm")
+
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+DETAILS = ("low", "high", "auto")
 _OVERFLOW = re.compile(r"context[ _]length|maximum context|too many tokens|prompt is too long", re.IGNORECASE)
 
 
@@ -46,23 +63,29 @@ class OpenAIChat(Adapter):
     ``batch_size`` (requests per ``predict`` call), ``send_seed`` (send ``request.seed``),
     ``min_tokens`` (send ``min_new_tokens`` as vLLM/SGLang's ``min_tokens``; hosted APIs reject
     it), ``token_limit_field`` (``max_tokens``, or ``max_completion_tokens`` for hosted models
-    that refuse the older name).
+    that refuse the older name), ``detail`` (``low``, ``high``, ``auto``: the image detail level;
+    None: not sent), ``suffix`` (a text part appended to the last user turn, e.g. an answer-only
+    instruction), ``max_response_bytes`` (the largest answer body read).
     """
 
     name = "openai"
     version = "1"
     serves = (ChatRequest,)
+    execution_args = frozenset({"concurrency", "timeout", "max_retries", "backoff", "max_backoff", "max_rps",
+                                "batch_size", "max_response_bytes"})
 
     def __init__(self, model: str, base_url: str = "http://127.0.0.1:8000/v1",
                  api_key_env: Optional[str] = "OPENAI_API_KEY", concurrency: int = 8, timeout: float = 120.0,
                  max_retries: int = 5, backoff: float = 1.0, max_backoff: float = 60.0,
                  max_rps: Optional[float] = None, batch_size: int = 64, send_seed: bool = True,
-                 min_tokens: bool = False, token_limit_field: str = "max_tokens"):
+                 min_tokens: bool = False, token_limit_field: str = "max_tokens", detail: Optional[str] = None,
+                 suffix: Optional[str] = None, max_response_bytes: int = 8 << 20):
         if not isinstance(model, str) or not model:
             raise ValueError(f"openai: model must be the served model's name, got {model!r}")
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"openai: base_url must start with http:// or https://, got {base_url!r}")
-        for arg, count in (("concurrency", concurrency), ("batch_size", batch_size)):
+        for arg, count in (("concurrency", concurrency), ("batch_size", batch_size),
+                           ("max_response_bytes", max_response_bytes)):
             if not isinstance(count, int) or count < 1:
                 raise ValueError(f"openai: {arg} must be a positive int, got {count!r}")
         if not isinstance(max_retries, int) or max_retries < 0:
@@ -76,121 +99,126 @@ class OpenAIChat(Adapter):
         if token_limit_field not in ("max_tokens", "max_completion_tokens"):
             raise ValueError(f"openai: token_limit_field must be 'max_tokens' or 'max_completion_tokens', "
                              f"got {token_limit_field!r}")
+        if detail is not None and detail not in DETAILS:
+            raise ValueError(f"openai: detail must be one of {DETAILS} or None, got {detail!r}")
+        if suffix is not None and not isinstance(suffix, str):
+            raise ValueError(f"openai: suffix must be a string, got {suffix!r}")
+        self.detail, self.suffix, self.max_response_bytes = detail, suffix, max_response_bytes
         self.max_rps, self.token_limit_field = max_rps, token_limit_field
         self.model, self.base_url, self.api_key_env = model, base_url.rstrip("/"), api_key_env
         self.concurrency, self.timeout, self.max_retries = concurrency, float(timeout), max_retries
         self.backoff, self.max_backoff, self.batch_size = float(backoff), float(max_backoff), batch_size
         self.send_seed, self.min_tokens = send_seed, min_tokens
+        self._loop: Optional[LoopThread] = None
+        self._client: Any = None
+        self._gate: Optional[Gate] = None
 
     def payload(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body for one request (greedy = temperature 0)."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": openai_messages(request),
+            "messages": openai_messages(request, self.detail),
             self.token_limit_field: request.max_new_tokens,
             "temperature": float(request.temperature) if request.do_sample else 0.0,
         }
+        if self.suffix:
+            last = body["messages"][-1]
+            if last["role"] == "user":
+                last["content"].append({"type": "text", "text": self.suffix})
         if self.send_seed:
             body["seed"] = request.seed % (1 << 63)
         if self.min_tokens:
             body["min_tokens"] = request.min_new_tokens
         return body
 
-    def _headers(self) -> dict[str, str]:
-        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
-        return {"Authorization": f"Bearer {key}"} if key else {}
+    def _key(self) -> str:
+        return os.environ.get(self.api_key_env, "") if self.api_key_env else ""
 
     def predict(self, requests: Sequence[Any]) -> list[Any]:
         checked = [check_request(r, self.name) for r in requests]
         bodies = [self.payload(r) for r in checked]
-        return _run(self._gather(checked, bodies))
+        if self._loop is None:
+            self._loop = LoopThread(f"icl-openai-{self.model}")
+        key = self._key()
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return self._loop.run(self._gather(checked, bodies, headers, key))
 
-    async def _gather(self, requests: list[ChatRequest], bodies: list[dict[str, Any]]) -> list[Any]:
+    def close(self) -> None:
+        """Close the connection pool and stop the loop (also done at garbage collection)."""
+        if self._loop is not None:
+            if self._client is not None:
+                self._loop.run(self._client.aclose())
+            self._loop.close()
+            self._loop = self._client = self._gate = None
+
+    async def _gather(self, requests: list[ChatRequest], bodies: list[dict[str, Any]], headers: dict[str, str],
+                      key: str) -> list[Any]:
         import httpx
 
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-        async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), limits=limits,
-                                     headers=self._headers()) as client:
-            gate = _Gate(self.concurrency, self.max_rps)
-            return list(await asyncio.gather(*(self._one(client, gate, r, b) for r, b in zip(requests, bodies))))
+        if self._client is None:
+            limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), limits=limits)
+            self._gate = Gate(self.concurrency, self.max_rps)
+        return list(await asyncio.gather(*(self._one(r, b, headers, key) for r, b in zip(requests, bodies))))
 
     def _delay(self, attempt: int, retry_after: Optional[str]) -> float:
-        if retry_after:
-            try:
-                return min(self.max_backoff, max(0.0, float(retry_after)))
-            except ValueError:
-                pass  # an HTTP date: fall back to our own schedule
+        """Seconds before retry ``attempt + 1``: the server's ``Retry-After`` (either form) in
+        full, else the capped exponential schedule."""
+        wait = retry_after_seconds(retry_after)
+        if wait is not None:
+            if wait > self.max_backoff:
+                log.warning("openai: the server asks to retry after %.1f s (above max_backoff %.1f s); waiting",
+                            wait, self.max_backoff)
+            return wait
         return min(self.max_backoff, self.backoff * (2 ** attempt))
 
-    async def _one(self, client: Any, gate: "_Gate", request: ChatRequest, body: dict[str, Any]) -> Any:
+    async def _one(self, request: ChatRequest, body: dict[str, Any], headers: dict[str, str], key: str) -> Any:
         import httpx
 
+        assert self._gate is not None
         url = f"{self.base_url}/chat/completions"
-        where = f"openai: request {request.id!r} to {url}"
+        where = redact(f"openai: request {request.id!r} to {url}", [key])
         last = ""
         for attempt in range(self.max_retries + 1):
-            retry_after = None
-            async with gate.slots:
-                await gate.pace()
+            retry_after = status = raw = None
+            async with self._gate.slots:
+                await self._gate.pace()
                 try:
-                    response = await client.post(url, json=body)
-                except httpx.TransportError as exc:  # connection refused/reset, timeouts
-                    last = f"{type(exc).__name__}: {exc}"
-                    response = None
-            if response is not None:
-                if response.status_code == 200:
-                    return _answer(response, where)
-                text = response.text[:500]
-                if response.status_code not in RETRY_STATUSES:
-                    if response.status_code in (400, 413, 422) and _OVERFLOW.search(text):
+                    async with asyncio.timeout(self.timeout):  # the whole exchange, per attempt
+                        async with self._client.stream("POST", url, json=body, headers=headers) as response:
+                            raw = await read_capped(response, self.max_response_bytes)
+                            status, retry_after = response.status_code, response.headers.get("retry-after")
+                except TimeoutError:
+                    last = f"Timeout: no complete answer within {self.timeout:g} s"
+                except httpx.TransportError as exc:  # connection refused/reset, protocol errors
+                    last = redact(f"{type(exc).__name__}: {exc}", [key])
+                except BodyTooLarge as exc:
+                    return ChatServerError(f"{where}: {exc}")
+                except Exception as exc:  # anything else about this answer fails this request only
+                    return ChatServerError(redact(f"{where}: {type(exc).__name__}: {exc}", [key]))
+            if status is not None:
+                text = redact(raw.decode("utf-8", "replace")[:500], [key]) if raw is not None else ""
+                if status == 200:
+                    return _answer(raw or b"", where, key)
+                if status not in RETRY_STATUSES:
+                    if status in (400, 413, 422) and _OVERFLOW.search(text):
                         return ContextOverflowError(f"{where}: the server refused the prompt as too long: {text}")
-                    hint = f" (is ${self.api_key_env} set?)" if response.status_code in (401, 403) else ""
-                    return ChatServerError(f"{where}: HTTP {response.status_code}{hint}: {text}")
-                last = f"HTTP {response.status_code}: {text}"
-                retry_after = response.headers.get("retry-after")
+                    hint = f" (is ${self.api_key_env} set?)" if status in (401, 403) else ""
+                    return ChatServerError(f"{where}: HTTP {status}{hint}: {text}")
+                last = f"HTTP {status}: {text}"
             if attempt < self.max_retries:
                 await asyncio.sleep(self._delay(attempt, retry_after))
         return ChatServerError(f"{where}: failed after {self.max_retries + 1} attempts; last: {last}")
 
 
-class _Gate:
-    """At most ``concurrency`` requests in flight, and starts spaced by ``1 / max_rps`` seconds."""
-
-    def __init__(self, concurrency: int, max_rps: Optional[float]):
-        self.slots = asyncio.Semaphore(concurrency)
-        self.interval = 1.0 / max_rps if max_rps else 0.0
-        self.next_start = 0.0
-        self.lock = asyncio.Lock()
-
-    async def pace(self) -> None:
-        if not self.interval:
-            return
-        async with self.lock:
-            now = asyncio.get_running_loop().time()
-            start = max(now, self.next_start)
-            self.next_start = start + self.interval
-        if start > now:
-            await asyncio.sleep(start - now)
-
-
-def _answer(response: Any, where: str) -> Any:
+def _answer(raw: bytes, where: str, key: str) -> Any:
     try:
-        content = response.json()["choices"][0]["message"]["content"]
+        content = json.loads(raw)["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError) as exc:
-        return ChatServerError(f"{where}: malformed chat-completions response ({type(exc).__name__}: {exc}): "
-                               f"{response.text[:300]}")
+        return ChatServerError(redact(f"{where}: malformed chat-completions response ({type(exc).__name__}: {exc}): "
+                                      f"{raw[:300].decode('utf-8', 'replace')}", [key]))
     if content is None:
         return ""
     if not isinstance(content, str):
         return ChatServerError(f"{where}: message content is {type(content).__name__}, expected a string")
     return content
-
-
-def _run(coroutine: Coroutine[Any, Any, list[Any]]) -> list[Any]:
-    """Run ``coroutine`` to completion, also from inside a running event loop (notebooks)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()

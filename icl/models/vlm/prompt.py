@@ -108,10 +108,10 @@ def decode_data_url(url: str) -> np.ndarray:
     return np.ascontiguousarray(image[..., ::-1])
 
 
-def openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
+def openai_messages(request: ChatRequest, detail: Optional[str] = None) -> list[dict[str, Any]]:
     """The request's turns in the chat-completions schema: text as ``{"type": "text"}``,
-    images as ``{"type": "image_url"}`` PNG data URLs, in order; system and assistant turns
-    as plain strings."""
+    images as ``{"type": "image_url"}`` PNG data URLs (with ``detail`` when given), in order;
+    system and assistant turns as plain strings."""
     out: list[dict[str, Any]] = []
     for m, message in enumerate(request.messages):
         if message.role != "user":
@@ -120,8 +120,8 @@ def openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
                                    f"in user turns (got one in a {message.role} turn)")
             out.append({"role": message.role, "content": "".join(str(p) for p in message.content)})
             continue
-        content = [{"type": "image_url", "image_url": {"url": png_data_url(p)}} if isinstance(p, np.ndarray)
-                   else {"type": "text", "text": p} for p in message.content]
+        content = [{"type": "image_url", "image_url": {"url": png_data_url(p), **({"detail": detail} if detail else {})}}
+                   if isinstance(p, np.ndarray) else {"type": "text", "text": p} for p in message.content]
         out.append({"role": "user", "content": content})
     return out
 

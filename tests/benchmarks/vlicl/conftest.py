@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -62,7 +63,10 @@ def make_release(root: Path) -> Path:
                "answer": [i + 2, i - 2, 2 * i]} for i in range(10)])
     dump("textocr", [{"id": f"t{i}", "image": img("textocr", "query"), "question": "What text?", "answer": f"word{i}"}
                      for i in range(3)],
-         [{"id": f"ts{i}", "image": img("textocr"), "question": "What text?", "answer": f"sup{i}"} for i in range(10)])
+         # support images as lists: every branch of the reference's ICL_I2T_inference iterates a support
+         # record's 'image' (a bare path would be read character by character); queries go through
+         # load_image, which takes either
+         [{"id": f"ts{i}", "image": [img("textocr")], "question": "What text?", "answer": f"sup{i}"} for i in range(10)])
     dump("matching_mi", [{"id": f"p{i}", "image": [img("matching_mi", "query"), img("matching_mi", "query")], "question": "Same?",
                           "answer": ["yes", "no"][i % 2]} for i in range(3)],
          [{"id": f"ps{i}", "same": {"image": [img("matching_mi"), img("matching_mi")], "question": "Same?",
@@ -86,9 +90,47 @@ def make_release(root: Path) -> Path:
     return root
 
 
+# The published release (huggingface.co/datasets/ys-zong/VL-ICL, after its unzip.sh) as the
+# reference code reads it (ys-zong/VL-ICL utils/utils.py load_data: {dataDir}/{dataset}/query.json
+# and support.json; I2T_inference.py / T2I_inference.py dataset choices): no fast_count_t2i /
+# fast_attr_t2i folders, and the text versions under their published names.
+PUBLISHED_IMAGE_TASKS = ("open_mi", "clevr", "operator_induction", "operator_induction_interleaved", "textocr",
+                         "matching_mi", "open_t2i_mi", "cobsat")
+PUBLISHED_TEXT_FOLDERS = ("clevr_text", "operator_induction_text", "operator_induction_interleaved_text")
+
+
+def make_published_release(root: Path) -> Path:
+    """The fabricated release without the ``fast_*`` folders, with the three published text
+    folders (records with the numbers or scene written into ``question``, no ``image``), and an
+    ``open_mi/support.json`` that no episode reads (valid JSON, records of no known shape)."""
+    make_release(root)
+    for task in ("fast_count_t2i", "fast_attr_t2i"):
+        shutil.rmtree(root / task)
+    (root / "open_mi" / "support.json").write_text(json.dumps([{"unused": True}, 3]))
+
+    def dump(folder: str, queries: list, support: list) -> None:
+        (root / folder).mkdir()
+        (root / folder / "query.json").write_text(json.dumps(queries, indent=1))
+        (root / folder / "support.json").write_text(json.dumps(support, indent=1))
+
+    dump("clevr_text", [{"id": f"ct{i}", "question": f"Objects: {i + 1} red cubes. color: red", "answer": i + 1}
+                        for i in range(3)],
+         [{"id": f"cts{i}", "question": f"Objects: {i} cubes. shape: cube", "answer": i} for i in range(10)])
+    for folder in ("operator_induction_text", "operator_induction_interleaved_text"):
+        dump(folder, [{"id": f"ot{i}", "question": f"{i + 2} ? {i + 1} = ?", "operator": "+-x"[i % 3],
+                       "answer": [2 * i + 3, 1, (i + 2) * (i + 1)][i % 3]} for i in range(3)],
+             [{"id": f"ots{i}", "question": f"{i} ? 2 = ?", "answer": [i + 2, i - 2, 2 * i]} for i in range(10)])
+    return root
+
+
 @pytest.fixture(scope="session")
 def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_release(tmp_path_factory.mktemp("vlicl_release"))
+
+
+@pytest.fixture(scope="session")
+def published_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_published_release(tmp_path_factory.mktemp("vlicl_published"))
 
 
 def drive(bench: Benchmark, model: Any, judge: Any, items: list | None = None,

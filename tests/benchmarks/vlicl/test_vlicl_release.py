@@ -105,8 +105,11 @@ def test_clear_errors(release: Path, tmp_path: Path) -> None:
     with pytest.raises(RecordError, match="duplicate id"):
         load_published(root, "fast_count_t2i")
     shutil.rmtree(root / "open_t2i_mi")
-    with pytest.raises(FileNotFoundError, match="open_t2i_mi/query.json"):
+    with pytest.raises(RecordError, match="task open_t2i_mi is absent .*open_t2i_mi/query.json"):
         load_published(root, "open_t2i_mi")
+    (root / "clevr" / "support.json").unlink()
+    with pytest.raises(RecordError, match=r"clevr/support.json: not found"):
+        load_published(root, "clevr")
 
 
 def test_shots_the_data_cannot_supply(release: Path) -> None:
@@ -143,6 +146,9 @@ def test_real_names_need_their_field(release: Path, tmp_path: Path) -> None:
     root = _copy(release, tmp_path)
     _edit(root, "open_mi", "query", lambda r: [q["support"]["blicket"].pop("real_name") for q in r])
     bad = VLICL({"data_root": str(root), "variant": "real_names", "shots": (1,), "seeds": (0,)})
-    with pytest.raises(RecordError, match=r"open_mi query m\d class 'blicket': the real-name variant needs"):
-        for it in bad.items():
-            bad.request(it)
+    with pytest.raises(RecordError, match=r"open_mi/query.json record m0 support\['blicket'\]: missing field 'real_name'"):
+        list(bad.items())
+    # through the runner: one line, exit 2 (a configuration the data cannot serve)
+    from icl.run.__main__ import main
+    assert main(["vlicl", "--data-root", str(root), "--variant", "real_names", "--shots", "1", "--seeds", "0",
+                 "--out", str(tmp_path / "out"), "--no-progress"]) == 2

@@ -203,3 +203,59 @@ def test_a_template_that_drops_images_is_reported(tiny_folders, tmp_path, caplog
     with pytest.raises(ValueError, match=r"refused requests \['pic'\]"):
         model.predict([ChatRequest.user("pic", images(1)[0], "what is")])
     assert isinstance(model.predict([ChatRequest.user("txt", "what is")])[0], str)
+
+
+def test_raw_mode_renders_the_reference_prompt_and_answers(tiny_folders, llava):
+    """``chat_template=raw`` (base interleaved checkpoints, ``--prompt-style reference``): the
+    text as given, the processor's image token where each image is, no template around it; a
+    checkpoint without any chat template is served."""
+    copy = shutil.copytree(tiny_folders["llava"], tiny_folders.root / "llava-base")
+    for f in copy.glob("*"):
+        if "chat_template" in f.name:
+            f.unlink()
+    model = HFVisionLanguage(weights=str(copy), chat_template="raw")
+    model.load("cpu")
+    a, b = images(2)
+    req = ChatRequest.user("ref", "USER: do\n", a, "\nq\nAnswer: 1\n", b, "\nq\nAnswer:")
+    text, imgs = model.render(req)
+    assert text == "USER: do\n<image>\nq\nAnswer: 1\n<image>\nq\nAnswer:" and len(imgs) == 2
+    assert all(isinstance(x, str) for x in model.predict([req, ChatRequest.user("t", "plain")]))
+
+
+def test_chat_template_file_name_and_system(tiny_folders, tmp_path):
+    from icl.run.config import ModelSpec
+    from icl.run.models import make_model
+
+    template = tmp_path / "plain.jinja"
+    template.write_text("{% for m in messages %}[{{ m['role'] }}]{% for p in m['content'] %}"
+                        "{% if p['type'] == 'image' %}<image>{% else %}{{ p['text'] }}{% endif %}{% endfor %}"
+                        "{% endfor %}[assistant]")
+    model = HFVisionLanguage(weights=str(tiny_folders["llava"]), chat_template=str(template), system="Be brief.")
+    model.load("cpu")
+    text, _ = model.render(ChatRequest.user("x", images(1)[0], "what", system="ignored"))
+    assert text == "[user]Be brief.\n\n<image>\nwhat[assistant]"  # LLaVA folds the system text into the user turn
+    # the file's contents are part of the identity: editing it gives another model id
+    spec = ModelSpec("hf-vlm", {"weights": str(tiny_folders["llava"]), "chat_template": str(template)})
+    before = make_model(spec, "cpu").model_id
+    template.write_text(template.read_text() + " ")
+    assert make_model(spec, "cpu").model_id != before
+    with pytest.raises(WeightsError, match="no chat template named 'tool_use'"):
+        HFVisionLanguage(weights=str(tiny_folders["llava"]), chat_template="tool_use").load("cpu")
+    with pytest.raises(WeightsError, match="is not a file"):
+        HFVisionLanguage(weights=str(tiny_folders["llava"]), chat_template=str(tmp_path / "gone.jinja")).weight_files()
+
+
+def test_checkpoint_code_is_never_run(tiny_folders, tmp_path):
+    """Issue 28: a checkpoint whose config names its own code (``auto_map``) loads the built-in
+    class without asking (``trust_remote_code=False``) and without importing that code."""
+    import json
+
+    copy = shutil.copytree(tiny_folders["llava"], tmp_path / "auto-map")
+    marker = tmp_path / "ran.txt"
+    (copy / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    cfg = json.loads((copy / "config.json").read_text())
+    cfg["auto_map"] = {"AutoModelForImageTextToText": "modeling_evil.Evil", "AutoConfig": "modeling_evil.EvilConfig"}
+    (copy / "config.json").write_text(json.dumps(cfg))
+    model = HFVisionLanguage(weights=str(copy))
+    model.load("cpu")
+    assert not marker.exists() and isinstance(model.predict([ChatRequest.user("t", "dog")])[0], str)

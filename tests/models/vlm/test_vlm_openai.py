@@ -4,6 +4,7 @@ bounded concurrency, the API key's environment variable, and overflow."""
 
 from __future__ import annotations
 
+import email.utils
 import socket
 import time
 
@@ -97,7 +98,12 @@ def test_retries_spent_fail_only_that_request(server, llava):
 def test_backoff_is_exponential_and_capped():
     c = OpenAIChat(model="m", backoff=0.5, max_backoff=3.0)
     assert [c._delay(a, None) for a in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
-    assert c._delay(0, "2") == 2.0 and c._delay(0, "Wed, 21 Oct 2015 07:28:00 GMT") == 0.5
+    # Retry-After in both forms, honoured in full (above max_backoff too); a past date is now
+    assert c._delay(0, "2") == 2.0 and c._delay(0, "7") == 7.0
+    assert c._delay(0, "Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    future = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 28.0 <= c._delay(0, future) <= 30.0
+    assert c._delay(2, "soon") == 2.0  # unreadable: our own schedule
 
 
 def test_timeout_is_retried_then_reported(server):
