@@ -1,0 +1,199 @@
+"""Diffusers pipelines behind :class:`~icl.models.requests.GenerationRequest`.
+
+- ``diffusers-t2i``: any local folder ``diffusers.AutoPipelineForText2Image`` loads (Stable
+  Diffusion 1.5/2, SDXL, SD3, FLUX.1, ...). Text only: a request holding images is refused in
+  its slot with a sentence (run the benchmark's text-only variant).
+- ``flux-kontext``: ``FluxKontextPipeline`` (FLUX.1 Kontext [dev]); the request's one image is
+  the image to edit (``image=``), as black-forest-labs/flux ``docs/image-editing.md`` and the
+  pipeline's docstring use it.
+- ``qwen-image-edit``: ``QwenImageEditPlusPipeline`` (Qwen-Image-Edit-2509/2511); the request's
+  images go as one list, in prompt order (``image=[img1, img2, ...]``), as the pipeline's
+  docstring and QwenLM/Qwen-Image ``README.md`` (Qwen-Image-Edit-2509 usage) pass them.
+
+Settings: ``steps`` and ``guidance`` (None: the default of the loaded pipeline class's
+``__call__``: 50 / 7.5 for Stable Diffusion, 50 / 5.0 for SDXL, 28 / 7.0 for SD3, 28 / 3.5 for
+FLUX.1 and Kontext, 50 / ``true_cfg_scale`` 4.0 for Qwen-Image-Edit-Plus), ``height`` /
+``width`` (None: the pipeline's default resolution); the image is then resized to
+``request.size``. Each request draws its noise from its own CPU ``torch.Generator`` seeded with
+``request.seed``, so an image does not depend on its batch neighbours or order beyond float
+rounding (tests state the tolerance per precision). ``cpu_offload`` (CUDA only) calls
+``enable_model_cpu_offload``: it moves weights, never changes a number, and stays out of the
+model's identity.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from pathlib import Path
+from typing import Any, ClassVar, Optional, Sequence, Union
+
+import numpy as np
+
+from icl.models.base import PRECISIONS, Adapter
+from icl.models.requests import GenerationRequest
+from icl.models.t2i.common import (Recorder, RequestRefused, check_generation, chunks, cpu_generator, prompt_text,
+                                   refuse_images, seed_of, to_size, torch_dtype)
+from icl.models.vicl._diffusion_sd import as_bool
+from icl.models.weights import WeightsError, resolve_weights
+
+log = logging.getLogger("icl.models.t2i")
+
+
+class DiffusersGenerator(Adapter):
+    """One diffusers pipeline folder behind GenerationRequest (subclasses pick the pipeline).
+
+    Model arguments: ``weights`` (the ``from_pretrained`` folder holding ``model_index.json``;
+    else ``$ICL_WEIGHTS_DIR/<name>/``), ``precision`` (fp32, fp16, bf16), ``steps``,
+    ``guidance``, ``height``, ``width`` (None: the pipeline class's defaults),
+    ``cpu_offload`` (execution only), ``batch_size`` (requests per pipeline call).
+    """
+
+    serves = (GenerationRequest,)
+    version = "1"
+    execution_args = frozenset({"cpu_offload"})
+    pipeline_class: ClassVar[str] = "AutoPipelineForText2Image"
+    guidance_arg: ClassVar[str] = "guidance_scale"
+    max_images: ClassVar[int] = 0  # images one request may carry (0: text only)
+    min_images: ClassVar[int] = 0
+
+    def __init__(self, weights: Optional[str] = None, precision: str = "fp32", steps: Optional[int] = None,
+                 guidance: Optional[float] = None, height: Optional[int] = None, width: Optional[int] = None,
+                 cpu_offload: Union[bool, str] = False, batch_size: int = 4):
+        if precision not in PRECISIONS:
+            raise ValueError(f"{self.name}: precision must be one of {PRECISIONS}, got {precision!r}")
+        if steps is not None and (not isinstance(steps, int) or steps < 1):
+            raise ValueError(f"{self.name}: steps must be a positive int or None, got {steps!r}")
+        if guidance is not None and (not isinstance(guidance, (int, float)) or guidance < 0):
+            raise ValueError(f"{self.name}: guidance must be a number >= 0 or None, got {guidance!r}")
+        for arg, px in (("height", height), ("width", width)):
+            if px is not None and (not isinstance(px, int) or px < 8):
+                raise ValueError(f"{self.name}: {arg} must be an int >= 8 or None, got {px!r}")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"{self.name}: batch_size must be a positive int, got {batch_size!r}")
+        self.weights, self.precision, self.steps, self.guidance = weights, precision, steps, guidance
+        self.height, self.width, self.batch_size = height, width, batch_size
+        self.cpu_offload = as_bool("cpu_offload", cpu_offload)
+        self.pipe: Any = None
+        self.recorder = Recorder()
+
+    @property
+    def records(self) -> list:
+        return self.recorder.records
+
+    @property
+    def folder(self) -> Path:
+        found = resolve_weights(self.name, self.weights, "model_index.json")
+        return found.parent if found.is_file() else found
+
+    def weight_files(self) -> Sequence[Path]:
+        return (self.folder,)
+
+    def load(self, device: str) -> None:
+        import diffusers
+
+        folder = self.folder
+        self.device = device
+        loader = getattr(diffusers, self.pipeline_class)
+        try:
+            pipe = loader.from_pretrained(folder, dtype=torch_dtype(self.precision), local_files_only=True)
+        except (OSError, ValueError, KeyError) as exc:
+            raise WeightsError(f"{self.name}: {folder}: {self.pipeline_class} cannot load this folder "
+                               f"({type(exc).__name__}: {exc}); docs/generators.md lists the official folders") from exc
+        if self.cpu_offload and device.startswith("cuda"):
+            pipe.enable_model_cpu_offload(device=device)
+        else:
+            if self.cpu_offload:
+                log.warning("%s: cpu_offload needs a CUDA device; running whole on %s", self.name, device)
+            pipe.to(device)
+        pipe.set_progress_bar_config(disable=True)
+        defaults = inspect.signature(type(pipe).__call__).parameters
+        self.steps_used = self.steps if self.steps is not None else defaults["num_inference_steps"].default
+        self.guidance_used = self.guidance if self.guidance is not None else defaults[self.guidance_arg].default
+        self.pipe = pipe
+
+    def refusal(self, request: GenerationRequest) -> Optional[RequestRefused]:
+        """Why this pipeline cannot take ``request`` (None when it can)."""
+        if self.max_images == 0:
+            return refuse_images(request, self.name)
+        n = len(request.images)
+        if not self.min_images <= n <= self.max_images:
+            return RequestRefused(f"{self.name}: request {request.id!r} holds {n} image(s); this pipeline takes "
+                                  f"{self.min_images} to {self.max_images}")
+        return None
+
+    def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
+        """Pipeline arguments carrying the batch's input images (none for text-to-image)."""
+        return {}
+
+    def predict(self, requests: Sequence[Any]) -> list[Any]:
+        if self.pipe is None:
+            raise RuntimeError(f"{self.name}: call load(device) before predict")
+        checked = [check_generation(r, self.name) for r in requests]
+        out: list[Any] = [self.refusal(r) for r in checked]
+        live = [i for i, o in enumerate(out) if o is None]
+        for part in chunks(live, self.batch_size):
+            for i, image in zip(part, self._generate([checked[i] for i in part])):
+                out[i] = image
+        return out
+
+    def _generate(self, batch: list[GenerationRequest]) -> list[np.ndarray]:
+        import torch
+
+        seeds = [seed_of(r) for r in batch]
+        kwargs: dict[str, Any] = {"num_inference_steps": self.steps_used, self.guidance_arg: self.guidance_used}
+        if self.height is not None:
+            kwargs["height"] = self.height
+        if self.width is not None:
+            kwargs["width"] = self.width
+        with self.recorder.batch(self.device) as done, torch.inference_mode():
+            result = self.pipe(prompt=[prompt_text(r) for r in batch], generator=[cpu_generator(s) for s in seeds],
+                               output_type="np", **self.image_kwargs(batch), **kwargs)
+            images = []
+            for r, seed, image in zip(batch, seeds, np.asarray(result.images)):
+                images.append(to_size(image, r.size))
+                done(r, seed, self.steps_used, image.shape[:2], images[-1].shape[:2])
+        return images
+
+
+class DiffusersText2Image(DiffusersGenerator):
+    """``diffusers-t2i``: ``AutoPipelineForText2Image`` (see the module docstring)."""
+
+    name = "diffusers-t2i"
+
+
+def _rgb_pil(image: np.ndarray) -> Any:
+    from PIL import Image
+
+    return Image.fromarray(np.ascontiguousarray(image), "RGB")
+
+
+class FluxKontext(DiffusersGenerator):
+    """``flux-kontext``: ``FluxKontextPipeline``, one reference image per request (the image to
+    edit), the request's text as the instruction."""
+
+    name = "flux-kontext"
+    pipeline_class = "FluxKontextPipeline"
+    max_images = 1
+    min_images = 1
+
+    def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
+        return {"image": [_rgb_pil(r.images[0]) for r in batch]}
+
+
+class QwenImageEdit(DiffusersGenerator):
+    """``qwen-image-edit``: ``QwenImageEditPlusPipeline``, one to several reference images per
+    request in prompt order; ``guidance`` is its ``true_cfg_scale`` (real classifier-free
+    guidance; the pipeline's ``guidance_scale`` only feeds guidance-distilled transformers)."""
+
+    name = "qwen-image-edit"
+    pipeline_class = "QwenImageEditPlusPipeline"
+    guidance_arg = "true_cfg_scale"
+    max_images = 3  # the pipeline's documented multi-image input (1 to 3 images)
+    min_images = 1
+    batch_size = 1
+
+    def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
+        if len(batch) != 1:
+            raise ValueError(f"{self.name}: one request per pipeline call (its images form one list)")
+        return {"image": [_rgb_pil(img) for img in batch[0].images]}
