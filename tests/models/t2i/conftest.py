@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_t2i import build_sd
+from tiny_t2i import build_janus, build_sd
 
 
 @pytest.fixture(scope="session")
 def sd_folder(tmp_path_factory):
     return build_sd(tmp_path_factory.mktemp("tiny-sd") / "sd")
+
+
+@pytest.fixture(scope="session")
+def janus_folder(tmp_path_factory):
+    return build_janus(tmp_path_factory.mktemp("tiny-janus") / "janus")
 
 
 @pytest.fixture(scope="module", autouse=True)

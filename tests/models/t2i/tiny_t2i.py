@@ -9,7 +9,8 @@ here is downloaded.
 - Janus: ``JanusForConditionalGeneration`` + ``JanusProcessor`` as transformers'
   ``models/janus/convert_janus_weights_to_hf.py`` writes them (its chat template, the
   ``<image_placeholder>`` / ``<begin_of_image>`` / ``<end_of_image>`` tokens, generation config
-  ``guidance_scale=5``, ``temperature=1``, ``boi_token_id``), at 64 px with 16 image tokens
+  ``guidance_scale=5``, ``temperature=1``,
+  ``generation_kwargs["boi_token_id"]``), at 64 px with 16 image tokens
   (the official 384 px / 16 px patches / 576 tokens ratio of VQ downsampling 16).
 - CLIP / SigLIP: ``CLIPModel`` / ``SiglipModel`` with their processors.
 """
@@ -90,4 +91,112 @@ def build_sd(path: Path, seed: int = 0, sample_size: int = 8) -> Path:
     # the release ships CLIP's vocab.json + merges.txt, not a tokenizers JSON
     (path / "tokenizer" / "tokenizer.json").unlink(missing_ok=True)
     clip_tokenizer_files(path / "tokenizer")
+    return path
+
+
+# transformers src/transformers/models/janus/convert_janus_weights_to_hf.py: CHAT_TEMPLATE
+JANUS_CHAT_TEMPLATE = (
+    "{%set seps=['\n\n','<\uff5cend\u2581of\u2581sentence\uff5c>']%}"
+    "{%set i=0%}"
+    "{%for message in messages%}"
+    "{%if message['role']|lower=='user'%}"
+    "<|User|>: "
+    "{%elif message['role']|lower=='assistant'%}"
+    "<|Assistant|>:{%if not (loop.last and not add_generation_prompt and message['content'][0]['type']=='text' "
+    "and message['content'][0]['text']=='')%} {%endif%}"
+    "{%else%}"
+    "{{message['role'].capitalize()}}: "
+    "{%endif%}"
+    "{%for content in message['content']%}"
+    "{%if content['type']=='image'%}"
+    "{%if not loop.first%}{{'\n'}}{%endif%}"
+    "<image_placeholder>"
+    "{%if not loop.last%}{{'\n'}}{%endif%}"
+    "{%elif content['type']=='text'%}"
+    "{%set text=content['text']%}"
+    "{%if loop.first%}{%set text=text.lstrip()%}{%endif%}"
+    "{%if loop.last%}{%set text=text.rstrip()%}{%endif%}"
+    "{%if not loop.first and message['content'][loop.index0-1]['type']=='text'%}"
+    "{{' '+text}}"
+    "{%else%}"
+    "{{text}}"
+    "{%endif%}"
+    "{%endif%}"
+    "{%endfor%}"
+    "{%if not loop.last or add_generation_prompt%}"
+    "{%if message['role']|lower=='user'%}"
+    "{{seps[0]}}"
+    "{%else%}"
+    "{{seps[1]}}"
+    "{%endif%}"
+    "{%endif%}"
+    "{%endfor%}"
+    "{%if add_generation_prompt%}<|Assistant|>:{%endif%}"
+)
+JANUS_BOS, JANUS_EOS, JANUS_PAD = "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>", \
+    "<\uff5c\u2581pad\u2581\uff5c>"
+JANUS_WORDS = tuple(("a the red blue green yellow star stars circle circles square squares triangle two three one "
+                     "on sand grass background image picture of and with is what shows like this dax blicket "
+                     "you are helpful language vision assistant able to understand visual content that user "
+                     "provides assist variety tasks using natural yes no").split())
+
+
+def janus_tokenizer():
+    """A word-level stand-in for Janus' LlamaTokenizerFast: its special tokens (BOS added in
+    front like the release's tokenizer, pad ``<｜▁pad▁｜>``, the role tags, the image tokens
+    named ``image_token`` / ``boi_token`` / ``eoi_token`` as the conversion script names them)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    specials = [JANUS_BOS, JANUS_EOS, JANUS_PAD, "<unk>", "<|User|>", "<|Assistant|>", "<image_placeholder>",
+                "<begin_of_image>", "<end_of_image>"]
+    punct = [":", "?", ".", ",", "!", "'", "-"] + [str(d) for d in range(10)]
+    vocab = {t: i for i, t in enumerate(specials + list(JANUS_WORDS) + punct)}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(),
+                                                     pre_tokenizers.Digits(individual_digits=True)])
+    backend.decoder = decoders.WordPiece(prefix="##")
+    backend.post_processor = processors.TemplateProcessing(single=f"{JANUS_BOS} $A", pair=f"{JANUS_BOS} $A $B",
+                                                           special_tokens=[(JANUS_BOS, 0)])
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=JANUS_BOS, eos_token=JANUS_EOS,
+                                  pad_token=JANUS_PAD, unk_token="<unk>", padding_side="left",
+                                  extra_special_tokens={"image_token": "<image_placeholder>",
+                                                        "boi_token": "<begin_of_image>",
+                                                        "eoi_token": "<end_of_image>"})
+    tok.add_special_tokens({"additional_special_tokens": ["<|User|>", "<|Assistant|>"]})
+    return tok
+
+
+def build_janus(path: Path, seed: int = 0, max_positions: int = 512) -> Path:
+    """A Janus-Pro-layout folder: 64 px images, 16 px patches (16 image tokens), a VQ decoder
+    upsampling 16x (five channel levels, as the release's (1, 1, 2, 2, 4))."""
+    from transformers import (JanusConfig, JanusForConditionalGeneration, JanusImageProcessorPil, JanusProcessor,
+                              JanusVisionConfig, JanusVQVAEConfig, LlamaConfig)
+
+    tok = janus_tokenizer()
+    # the release's preprocessor_config.json: image_size 384 (here 64), mean = std = 0.5, min_size 14
+    image_processor = JanusImageProcessorPil(size={"height": 64, "width": 64}, image_mean=[0.5, 0.5, 0.5],
+                                             image_std=[0.5, 0.5, 0.5], min_size=14)
+    processor = JanusProcessor(image_processor=image_processor, tokenizer=tok, chat_template=JANUS_CHAT_TEMPLATE,
+                               use_default_system_prompt=True, num_image_tokens=16)
+    text = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
+                       pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    vision = JanusVisionConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, image_size=64,
+                               patch_size=16, projection_dim=32, depth=2, num_image_tokens=16, mlp_ratio=2.0)
+    vq = JanusVQVAEConfig(embed_dim=8, num_embeddings=64, latent_channels=32, base_channels=32,
+                          channel_multiplier=[1, 1, 1, 1, 1], num_res_blocks=1, projection_dim=32,
+                          image_token_embed_dim=32, num_hidden_layers=2)
+    config = JanusConfig(text_config=text, vision_config=vision, vq_config=vq,
+                         image_token_id=tok.convert_tokens_to_ids("<image_placeholder>"))
+    model = _init(JanusForConditionalGeneration, seed, "janus", config).eval()
+    # as the conversion script sets the generation config
+    model.generation_config._from_model_config = False
+    model.generation_config.temperature = 1
+    model.generation_config.guidance_scale = 5
+    model.generation_config.pad_token_id = tok.convert_tokens_to_ids(JANUS_PAD)
+    model.generation_config.generation_kwargs = {"boi_token_id": tok.convert_tokens_to_ids("<begin_of_image>")}
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
     return path
