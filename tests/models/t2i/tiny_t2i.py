@@ -200,3 +200,52 @@ def build_janus(path: Path, seed: int = 0, max_positions: int = 512) -> Path:
     model.save_pretrained(path)
     processor.save_pretrained(path)
     return path
+
+
+def build_clip(path: Path, seed: int = 0) -> Path:
+    """A CLIP folder (``CLIPModel`` + ``CLIPProcessor``: CLIP's BPE tokenizer files, its image
+    processor at 16 px with the OpenAI mean and std) as openai/clip-vit-base-patch32 is laid out."""
+    from transformers import CLIPConfig, CLIPImageProcessorPil, CLIPModel, CLIPProcessor
+
+    tok = clip_tokenizer(path / "_bpe", max_length=32)
+    specials = tok.convert_tokens_to_ids(["<|startoftext|>", "<|endoftext|>"])
+    config = CLIPConfig(
+        text_config=dict(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, max_position_embeddings=32, bos_token_id=specials[0],
+                         eos_token_id=specials[1], pad_token_id=specials[1]),
+        vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                           image_size=16, patch_size=4),
+        projection_dim=16)
+    model = _init(CLIPModel, seed, "clip", config).eval()
+    processor = CLIPProcessor(image_processor=CLIPImageProcessorPil(size={"shortest_edge": 16},
+                                                                    crop_size={"height": 16, "width": 16}),
+                              tokenizer=tok)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+def build_siglip(path: Path, seed: int = 0) -> Path:
+    """A SigLIP folder (``SiglipModel`` + ``SiglipProcessor``, 16 px images, texts padded to
+    ``max_length`` 8). The release's tokenizer is SentencePiece (not installed here): a
+    word-level tokenizer with its pad / eos / unk tokens stands in."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, SiglipConfig, SiglipImageProcessorPil, SiglipModel, SiglipProcessor
+
+    vocab = {t: i for i, t in enumerate(["<pad>", "</s>", "<unk>"] + list(JANUS_WORDS) + ["photo", "."])}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
+                                  model_max_length=8)
+    config = SiglipConfig(
+        text_config=dict(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, max_position_embeddings=8, projection_size=16,
+                         pad_token_id=0, eos_token_id=1, bos_token_id=1),
+        vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                           image_size=16, patch_size=4))
+    model = _init(SiglipModel, seed, "siglip", config).eval()
+    processor = SiglipProcessor(image_processor=SiglipImageProcessorPil(size={"height": 16, "width": 16}),
+                                tokenizer=tok)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
