@@ -14,7 +14,10 @@ Settings: ``steps`` and ``guidance`` (None: the default of the loaded pipeline c
 ``__call__``: 50 / 7.5 for Stable Diffusion, 50 / 5.0 for SDXL, 28 / 7.0 for SD3, 28 / 3.5 for
 FLUX.1 and Kontext, 50 / ``true_cfg_scale`` 4.0 for Qwen-Image-Edit-Plus), ``height`` /
 ``width`` (None: the pipeline's default resolution); the image is then resized to
-``request.size``. Each request draws its noise from its own CPU ``torch.Generator`` seeded with
+``request.size``. ``call_args`` (a dict, JSON on the command line) passes further arguments of
+the pipeline's ``__call__`` (e.g. ``negative_prompt``, ``max_sequence_length``, Kontext's
+``max_area``); ``qwen-image-edit`` sends ``negative_prompt=" "`` unless told otherwise, as
+QwenLM/Qwen-Image ``README.md`` does (without one its ``true_cfg_scale`` guidance is off). Each request draws its noise from its own CPU ``torch.Generator`` seeded with
 ``request.seed``, so an image does not depend on its batch neighbours or order beyond float
 rounding (tests state the tolerance per precision). ``cpu_offload`` (CUDA only) calls
 ``enable_model_cpu_offload``: it moves weights, never changes a number, and stays out of the
@@ -45,8 +48,9 @@ class DiffusersGenerator(Adapter):
 
     Model arguments: ``weights`` (the ``from_pretrained`` folder holding ``model_index.json``;
     else ``$ICL_WEIGHTS_DIR/<name>/``), ``precision`` (fp32, fp16, bf16), ``steps``,
-    ``guidance``, ``height``, ``width`` (None: the pipeline class's defaults),
-    ``cpu_offload`` (execution only), ``batch_size`` (requests per pipeline call).
+    ``guidance``, ``height``, ``width`` (None: the pipeline class's defaults), ``call_args``
+    (further ``__call__`` arguments), ``cpu_offload`` (execution only), ``batch_size``
+    (requests per pipeline call).
     """
 
     serves = (GenerationRequest,)
@@ -54,12 +58,16 @@ class DiffusersGenerator(Adapter):
     execution_args = frozenset({"cpu_offload"})
     pipeline_class: ClassVar[str] = "AutoPipelineForText2Image"
     guidance_arg: ClassVar[str] = "guidance_scale"
-    max_images: ClassVar[int] = 0  # images one request may carry (0: text only)
+    max_images: ClassVar[Optional[int]] = 0  # images one request may carry (0: text only; None: any)
     min_images: ClassVar[int] = 0
+    most_per_call: ClassVar[Optional[int]] = None  # the pipeline's own batch limit
+    default_call_args: ClassVar[dict[str, Any]] = {}
+    _owned = ("prompt", "generator", "output_type", "num_inference_steps", "height", "width", "image")
 
     def __init__(self, weights: Optional[str] = None, precision: str = "fp32", steps: Optional[int] = None,
                  guidance: Optional[float] = None, height: Optional[int] = None, width: Optional[int] = None,
-                 cpu_offload: Union[bool, str] = False, batch_size: int = 4):
+                 call_args: Optional[dict[str, Any]] = None, cpu_offload: Union[bool, str] = False,
+                 batch_size: int = 4):
         if precision not in PRECISIONS:
             raise ValueError(f"{self.name}: precision must be one of {PRECISIONS}, got {precision!r}")
         if steps is not None and (not isinstance(steps, int) or steps < 1):
@@ -72,7 +80,13 @@ class DiffusersGenerator(Adapter):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"{self.name}: batch_size must be a positive int, got {batch_size!r}")
         self.weights, self.precision, self.steps, self.guidance = weights, precision, steps, guidance
+        if call_args is not None and not isinstance(call_args, dict):
+            raise ValueError(f"{self.name}: call_args must be a dict of pipeline arguments, got {call_args!r}")
+        owned = sorted(set(call_args or {}) & set(self._owned + (self.guidance_arg,)))
+        if owned:
+            raise ValueError(f"{self.name}: call_args {owned} are set by the adapter (use its own arguments)")
         self.height, self.width, self.batch_size = height, width, batch_size
+        self.call_args = {**self.default_call_args, **(call_args or {})}
         self.cpu_offload = as_bool("cpu_offload", cpu_offload)
         self.pipe: Any = None
         self.recorder = Recorder()
@@ -108,6 +122,9 @@ class DiffusersGenerator(Adapter):
             pipe.to(device)
         pipe.set_progress_bar_config(disable=True)
         defaults = inspect.signature(type(pipe).__call__).parameters
+        unknown = sorted(set(self.call_args) - set(defaults))
+        if unknown:
+            raise ValueError(f"{self.name}: {type(pipe).__name__} takes no argument(s) {unknown} (call_args)")
         self.steps_used = self.steps if self.steps is not None else defaults["num_inference_steps"].default
         self.guidance_used = self.guidance if self.guidance is not None else defaults[self.guidance_arg].default
         self.pipe = pipe
@@ -117,9 +134,10 @@ class DiffusersGenerator(Adapter):
         if self.max_images == 0:
             return refuse_images(request, self.name)
         n = len(request.images)
-        if not self.min_images <= n <= self.max_images:
+        if n < self.min_images or (self.max_images is not None and n > self.max_images):
+            most = "any number" if self.max_images is None else f"at most {self.max_images}"
             return RequestRefused(f"{self.name}: request {request.id!r} holds {n} image(s); this pipeline takes "
-                                  f"{self.min_images} to {self.max_images}")
+                                  f"at least {self.min_images} and {most}")
         return None
 
     def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
@@ -132,7 +150,7 @@ class DiffusersGenerator(Adapter):
         checked = [check_generation(r, self.name) for r in requests]
         out: list[Any] = [self.refusal(r) for r in checked]
         live = [i for i, o in enumerate(out) if o is None]
-        for part in chunks(live, self.batch_size):
+        for part in chunks(live, min(self.batch_size, self.most_per_call or self.batch_size)):
             for i, image in zip(part, self._generate([checked[i] for i in part])):
                 out[i] = image
         return out
@@ -141,7 +159,8 @@ class DiffusersGenerator(Adapter):
         import torch
 
         seeds = [seed_of(r) for r in batch]
-        kwargs: dict[str, Any] = {"num_inference_steps": self.steps_used, self.guidance_arg: self.guidance_used}
+        kwargs: dict[str, Any] = {**self.call_args, "num_inference_steps": self.steps_used,
+                                  self.guidance_arg: self.guidance_used}
         if self.height is not None:
             kwargs["height"] = self.height
         if self.width is not None:
@@ -189,11 +208,10 @@ class QwenImageEdit(DiffusersGenerator):
     name = "qwen-image-edit"
     pipeline_class = "QwenImageEditPlusPipeline"
     guidance_arg = "true_cfg_scale"
-    max_images = 3  # the pipeline's documented multi-image input (1 to 3 images)
+    max_images = None  # neither the pipeline nor QwenLM/Qwen-Image's README sets a limit
     min_images = 1
-    batch_size = 1
+    most_per_call = 1  # the pipeline refuses a batch of prompts
+    default_call_args = {"negative_prompt": " "}
 
     def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
-        if len(batch) != 1:
-            raise ValueError(f"{self.name}: one request per pipeline call (its images form one list)")
         return {"image": [_rgb_pil(img) for img in batch[0].images]}

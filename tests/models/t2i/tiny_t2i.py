@@ -249,3 +249,43 @@ def build_siglip(path: Path, seed: int = 0) -> Path:
     model.save_pretrained(path)
     processor.save_pretrained(path)
     return path
+
+
+def t5_tokenizer(words: tuple[str, ...] = JANUS_WORDS, max_length: int = 48):
+    """A T5 (SentencePiece Unigram) tokenizer with ``<pad>`` 0, ``</s>`` 1, ``<unk>`` 2 and
+    ``▁``-prefixed word pieces, built from a vocabulary list (no SentencePiece model file)."""
+    from transformers import T5Tokenizer
+
+    pieces = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("\u2581", -2.0)]
+    pieces += [(f"\u2581{w}", -1.0) for w in words] + [(c, -3.0) for c in string.ascii_lowercase + ".,'"]
+    return T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=max_length)
+
+
+def build_flux_kontext(path: Path, seed: int = 0) -> Path:
+    """A FLUX.1 Kontext [dev]-layout folder (``FluxKontextPipeline.save_pretrained``: CLIP and T5
+    encoders and tokenizers, the Flux transformer, the VAE, the flow-matching scheduler), with
+    the widths of diffusers' own tests/pipelines/flux/test_pipeline_flux_kontext.py."""
+    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxKontextPipeline, FluxTransformer2DModel
+    from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
+
+    transformer = _init(FluxTransformer2DModel, seed, "flux", patch_size=1, in_channels=4, num_layers=1,
+                        num_single_layers=1, attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
+                        pooled_projection_dim=32, axes_dims_rope=[4, 4, 8])
+    tok = clip_tokenizer(path / "_bpe", max_length=77)
+    specials = tok.convert_tokens_to_ids(["<|startoftext|>", "<|endoftext|>"])
+    clip = _init(CLIPTextModel, seed, "clip", CLIPTextConfig(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=37, num_hidden_layers=1, num_attention_heads=4,
+        max_position_embeddings=77, projection_dim=32, bos_token_id=specials[0], eos_token_id=specials[1],
+        pad_token_id=specials[1]))
+    tok2 = t5_tokenizer()
+    t5 = _init(T5EncoderModel, seed, "t5", T5Config(vocab_size=len(tok2), d_model=32, d_kv=8, d_ff=37, num_layers=1,
+                                                  num_heads=4, relative_attention_num_buckets=8,
+                                                  pad_token_id=0, eos_token_id=1, decoder_start_token_id=0))
+    vae = _init(AutoencoderKL, seed, "vae", sample_size=32, in_channels=3, out_channels=3, block_out_channels=(4,),
+                layers_per_block=1, latent_channels=1, norm_num_groups=1, use_quant_conv=False,
+                use_post_quant_conv=False, shift_factor=0.0609, scaling_factor=1.5035)
+    pipe = FluxKontextPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=clip, tokenizer=tok,
+                               text_encoder_2=t5, tokenizer_2=tok2, transformer=transformer, image_encoder=None,
+                               feature_extractor=None)
+    pipe.save_pretrained(path)
+    return path
