@@ -21,15 +21,14 @@ Text is encoded as each model was trained: CLIP pads to the longest text, SigLIP
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from icl.models.base import PRECISIONS, Adapter
 from icl.models.requests import ChatRequest
-from icl.models.t2i.common import RequestRefused, chunks, torch_dtype
-from icl.models.weights import WeightsError, resolve_weights
+from icl.models.t2i.common import PretrainedFolder, RequestRefused, chunks, torch_dtype
+from icl.models.weights import WeightsError
 
 # VL-ICL appendix A (icl/benchmarks/vlicl/tasks.py JUDGE_PROMPT), the question chat judges get too
 PRESENCE_PROMPT = "Decide whether the image contains the following concept: {concept}. Answer with 'yes' or 'no'."
@@ -54,7 +53,7 @@ def choice_request(id: str, image: np.ndarray, labels: Sequence[str], max_new_to
                             max_new_tokens=max_new_tokens)
 
 
-class CLIPJudge(Adapter):
+class CLIPJudge(PretrainedFolder, Adapter):
     """CLIP / SigLIP judge behind ChatRequest (see the module docstring).
 
     Model arguments: ``weights`` (a transformers CLIP or SigLIP folder; else
@@ -80,14 +79,6 @@ class CLIPJudge(Adapter):
         self.weights, self.precision, self.threshold = weights, precision, threshold
         self.label_template, self.batch_size = label_template, batch_size
         self.model: Any = None
-
-    @property
-    def folder(self) -> Path:
-        found = resolve_weights(self.name, self.weights, "config.json")
-        return found.parent if found.is_file() else found
-
-    def weight_files(self) -> Sequence[Path]:
-        return (self.folder,)
 
     def load(self, device: str) -> None:
         from transformers import AutoModel, AutoProcessor

@@ -8,12 +8,14 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Iterator, Optional, Sequence
 
 import cv2
 import numpy as np
 
 from icl.models.requests import GenerationRequest
+from icl.models.weights import resolve_weights
 
 PRECISION_DTYPES = ("fp32", "fp16", "bf16")
 
@@ -39,6 +41,24 @@ class GenerationRecord:
     batch: int
     peak_bytes: Optional[int]
     memory: Optional[str]
+
+
+class PretrainedFolder:
+    """Mixin of adapters loading one ``from_pretrained`` folder, found by the file
+    ``folder_marker`` inside it (``weights`` argument, else ``$ICL_WEIGHTS_DIR/<name>/``); the
+    folder's digest is part of the model's identity."""
+
+    name: ClassVar[str]
+    folder_marker: ClassVar[str] = "config.json"
+    weights: Optional[str]
+
+    @property
+    def folder(self) -> Path:
+        found = resolve_weights(self.name, self.weights, self.folder_marker)
+        return found.parent if found.is_file() else found
+
+    def weight_files(self) -> Sequence[Path]:
+        return (self.folder,)
 
 
 def torch_dtype(precision: str) -> Any:
@@ -100,7 +120,7 @@ def to_size(image: np.ndarray, size: Optional[tuple[int, int]]) -> np.ndarray:
     """uint8 ``[h, w, 3]`` of a float ``[H, W, 3]`` image in [0, 1] (or uint8), resized to
     ``size`` = ``(h, w)`` (area averaging when shrinking, bicubic when enlarging), then rounded
     by PROTOCOL §1.3: ``rint(255 * clip(x, 0, 1))``."""
-    x = image.astype(np.float32) / 255.0 if image.dtype == np.uint8 else image.astype(np.float32)
+    x: Any = image.astype(np.float32) / 255.0 if image.dtype == np.uint8 else image.astype(np.float32)
     if size is not None and tuple(x.shape[:2]) != tuple(size):
         h, w = int(size[0]), int(size[1])
         shrink = h * w < x.shape[0] * x.shape[1]

@@ -28,22 +28,21 @@ from __future__ import annotations
 
 import inspect
 import logging
-from pathlib import Path
 from typing import Any, ClassVar, Optional, Sequence, Union
 
 import numpy as np
 
 from icl.models.base import PRECISIONS, Adapter
 from icl.models.requests import GenerationRequest
-from icl.models.t2i.common import (Recorder, RequestRefused, check_generation, chunks, cpu_generator, prompt_text,
+from icl.models.t2i.common import (PretrainedFolder, Recorder, RequestRefused, check_generation, chunks, cpu_generator, prompt_text,
                                    refuse_images, seed_of, to_size, torch_dtype)
 from icl.models.vicl._diffusion_sd import as_bool
-from icl.models.weights import WeightsError, resolve_weights
+from icl.models.weights import WeightsError
 
 log = logging.getLogger("icl.models.t2i")
 
 
-class DiffusersGenerator(Adapter):
+class DiffusersGenerator(PretrainedFolder, Adapter):
     """One diffusers pipeline folder behind GenerationRequest (subclasses pick the pipeline).
 
     Model arguments: ``weights`` (the ``from_pretrained`` folder holding ``model_index.json``;
@@ -55,6 +54,7 @@ class DiffusersGenerator(Adapter):
 
     serves = (GenerationRequest,)
     version = "1"
+    folder_marker = "model_index.json"
     execution_args = frozenset({"cpu_offload"})
     pipeline_class: ClassVar[str] = "AutoPipelineForText2Image"
     guidance_arg: ClassVar[str] = "guidance_scale"
@@ -94,14 +94,6 @@ class DiffusersGenerator(Adapter):
     @property
     def records(self) -> list:
         return self.recorder.records
-
-    @property
-    def folder(self) -> Path:
-        found = resolve_weights(self.name, self.weights, "model_index.json")
-        return found.parent if found.is_file() else found
-
-    def weight_files(self) -> Sequence[Path]:
-        return (self.folder,)
 
     def load(self, device: str) -> None:
         import diffusers

@@ -50,7 +50,7 @@ class Janus(HFVisionLanguage):
 
     name = "janus"
     version = "1"
-    serves = (ChatRequest, GenerationRequest)
+    serves = (ChatRequest, GenerationRequest)  # type: ignore[assignment]  # the base serves ChatRequest only
 
     def __init__(self, weights: Optional[str] = None, precision: str = "fp32", cfg_weight: float = 5.0,
                  temperature: float = 1.0, max_batch: int = 8, attn_implementation: Optional[str] = None,

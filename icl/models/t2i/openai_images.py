@@ -44,7 +44,7 @@ class OpenAIImages(OpenAIChat):
 
     name = "openai-images"
     version = "1"
-    serves = (GenerationRequest,)
+    serves = (GenerationRequest,)  # type: ignore[assignment]  # the base serves ChatRequest only
     execution_args = frozenset({"concurrency", "timeout", "max_retries", "backoff", "max_backoff", "max_rps",
                                 "batch_size"})
 
