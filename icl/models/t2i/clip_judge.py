@@ -71,7 +71,8 @@ class CLIPJudge(PretrainedFolder, Adapter):
         if precision not in PRECISIONS:
             raise ValueError(f"clip-judge: precision must be one of {PRECISIONS}, got {precision!r}")
         if "{}" not in label_template:
-            raise ValueError(f"clip-judge: label_template must hold '{{}}' where the label goes, got {label_template!r}")
+            raise ValueError(f"clip-judge: label_template must hold '{{}}' where the label goes, "
+                             f"got {label_template!r}")
         if threshold is not None and not isinstance(threshold, (int, float)):
             raise ValueError(f"clip-judge: threshold must be a number or None, got {threshold!r}")
         if not isinstance(batch_size, int) or batch_size < 1:

@@ -17,9 +17,10 @@ FLUX.1 and Kontext, 50 / ``true_cfg_scale`` 4.0 for Qwen-Image-Edit-Plus), ``hei
 ``request.size``. ``call_args`` (a dict, JSON on the command line) passes further arguments of
 the pipeline's ``__call__`` (e.g. ``negative_prompt``, ``max_sequence_length``, Kontext's
 ``max_area``); ``qwen-image-edit`` sends ``negative_prompt=" "`` unless told otherwise, as
-QwenLM/Qwen-Image ``README.md`` does (without one its ``true_cfg_scale`` guidance is off). Each request draws its noise from its own CPU ``torch.Generator`` seeded with
-``request.seed``, so an image does not depend on its batch neighbours or order beyond float
-rounding (tests state the tolerance per precision). ``cpu_offload`` (CUDA only) calls
+QwenLM/Qwen-Image ``README.md`` does (without one its ``true_cfg_scale`` guidance is off).
+Each request draws its noise from its own CPU ``torch.Generator`` seeded with ``request.seed``,
+so an image does not depend on its batch neighbours or order beyond float rounding (tests state
+the tolerance per precision). ``cpu_offload`` (CUDA only) calls
 ``enable_model_cpu_offload``: it moves weights, never changes a number, and stays out of the
 model's identity.
 """
@@ -27,6 +28,7 @@ model's identity.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 from typing import Any, ClassVar, Optional, Sequence, Union
 
@@ -34,8 +36,8 @@ import numpy as np
 
 from icl.models.base import PRECISIONS, Adapter
 from icl.models.requests import GenerationRequest
-from icl.models.t2i.common import (PretrainedFolder, Recorder, RequestRefused, check_generation, chunks, cpu_generator, prompt_text,
-                                   refuse_images, seed_of, to_size, torch_dtype)
+from icl.models.t2i.common import (PretrainedFolder, Recorder, RequestRefused, check_generation, chunks,
+                                   cpu_generator, prompt_text, refuse_images, seed_of, to_size, torch_dtype)
 from icl.models.vicl._diffusion_sd import as_bool
 from icl.models.weights import WeightsError
 
@@ -48,8 +50,8 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
     Model arguments: ``weights`` (the ``from_pretrained`` folder holding ``model_index.json``;
     else ``$ICL_WEIGHTS_DIR/<name>/``), ``precision`` (fp32, fp16, bf16), ``steps``,
     ``guidance``, ``height``, ``width`` (None: the pipeline class's defaults), ``call_args``
-    (further ``__call__`` arguments), ``cpu_offload`` (execution only), ``batch_size``
-    (requests per pipeline call).
+    (further ``__call__`` arguments; a dict, or a JSON object from the command line),
+    ``cpu_offload`` (execution only), ``batch_size`` (requests per pipeline call).
     """
 
     serves = (GenerationRequest,)
@@ -66,7 +68,7 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
 
     def __init__(self, weights: Optional[str] = None, precision: str = "fp32", steps: Optional[int] = None,
                  guidance: Optional[float] = None, height: Optional[int] = None, width: Optional[int] = None,
-                 call_args: Optional[dict[str, Any]] = None, cpu_offload: Union[bool, str] = False,
+                 call_args: Optional[Union[dict[str, Any], str]] = None, cpu_offload: Union[bool, str] = False,
                  batch_size: int = 4):
         if precision not in PRECISIONS:
             raise ValueError(f"{self.name}: precision must be one of {PRECISIONS}, got {precision!r}")
@@ -80,6 +82,11 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"{self.name}: batch_size must be a positive int, got {batch_size!r}")
         self.weights, self.precision, self.steps, self.guidance = weights, precision, steps, guidance
+        if isinstance(call_args, str):  # from the command line: a JSON object
+            try:
+                call_args = json.loads(call_args)
+            except ValueError as exc:
+                raise ValueError(f"{self.name}: call_args must be a JSON object, got {call_args!r} ({exc})") from None
         if call_args is not None and not isinstance(call_args, dict):
             raise ValueError(f"{self.name}: call_args must be a dict of pipeline arguments, got {call_args!r}")
         owned = sorted(set(call_args or {}) & set(self._owned + (self.guidance_arg,)))

@@ -84,7 +84,7 @@ def test_half_precisions_run_seeded(sd_folder, precision):
     first, second = model.predict(reqs), model.predict(reqs)
     for a, b, r in zip(first, second, reqs):
         assert a.shape == (*r.size, 3) and np.array_equal(a, b)
-    assert model.pipe.unet.dtype == {"fp16": __import__("torch").float16, "bf16": __import__("torch").bfloat16}[precision]
+    assert str(model.pipe.unet.dtype) == {"fp16": "torch.float16", "bf16": "torch.bfloat16"}[precision]
 
 
 def test_generation_size_and_offload_arguments(sd_folder):

@@ -53,3 +53,6 @@ def test_one_image_exactly(kontext):
     assert all(isinstance(o, RequestRefused) for o in out) and "'none'" in str(out[0])
     with pytest.raises(ValueError, match="set by the adapter"):
         get_model("flux-kontext", call_args={"guidance_scale": 2.0})
+    with pytest.raises(ValueError, match="JSON object"):
+        get_model("flux-kontext", call_args="{max_area: 4}")
+    assert get_model("flux-kontext", call_args='{"max_area": 4}').call_args == {"max_area": 4}

@@ -133,8 +133,9 @@ JANUS_CHAT_TEMPLATE = (
     "{%endfor%}"
     "{%if add_generation_prompt%}<|Assistant|>:{%endif%}"
 )
-JANUS_BOS, JANUS_EOS, JANUS_PAD = "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>", \
-    "<\uff5c\u2581pad\u2581\uff5c>"
+JANUS_BOS = "<\uff5cbegin\u2581of\u2581sentence\uff5c>"
+JANUS_EOS = "<\uff5cend\u2581of\u2581sentence\uff5c>"
+JANUS_PAD = "<\uff5c\u2581pad\u2581\uff5c>"
 JANUS_WORDS = tuple(("a the red blue green yellow star stars circle circles square squares triangle two three one "
                      "on sand grass background image picture of and with is what shows like this dax blicket "
                      "you are helpful language vision assistant able to understand visual content that user "
@@ -230,7 +231,8 @@ def build_siglip(path: Path, seed: int = 0) -> Path:
     ``max_length`` 8). The release's tokenizer is SentencePiece (not installed here): a
     word-level tokenizer with its pad / eos / unk tokens stands in."""
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast, SiglipConfig, SiglipImageProcessorPil, SiglipModel, SiglipProcessor
+    from transformers import (PreTrainedTokenizerFast, SiglipConfig, SiglipImageProcessorPil, SiglipModel,
+                              SiglipProcessor)
 
     vocab = {t: i for i, t in enumerate(["<pad>", "</s>", "<unk>"] + list(JANUS_WORDS) + ["photo", "."])}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
