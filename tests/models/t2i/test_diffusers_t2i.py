@@ -104,3 +104,18 @@ def test_missing_folder_names_where_to_put_it(tmp_path):
 
     with pytest.raises(WeightsError, match="model_index.json"):
         DiffusersText2Image(weights=str(tmp_path / "nowhere")).load("cpu")
+
+
+def test_an_image_is_what_the_pipeline_makes_for_that_seed(sd):
+    """The reference is the pipeline itself, called as its docstring shows (one prompt, a
+    generator seeded with the request's seed, the class's guidance), then resized."""
+    import torch
+
+    from icl.models.t2i.common import to_size
+
+    req = requests()[1]
+    ours = sd.predict([req])[0]
+    with torch.no_grad():
+        ref = sd.pipe(prompt=req.prompt[0], generator=torch.Generator().manual_seed(req.seed), num_inference_steps=2,
+                      output_type="np").images[0]
+    assert np.array_equal(ours, to_size(ref, req.size))
