@@ -250,9 +250,23 @@ def main(argv: list[str] | None = None) -> int:
 
         report["diffusion"] = (gpu_diffusion.run(out, dev, scale="tiny", batches=(1, 2), steps=3, resolution=64, rounds=1)
                                if args.dry_run_cpu else gpu_diffusion.run(out, dev))
+        report["generators"] = generator_models(out, dev, args.dry_run_cpu)
     (out / "gpu_check.json").write_text(json.dumps(report, indent=2))
     print(f"wrote {out / 'gpu_check.json'}")
     return 0 if not (report["parity_exit"] or report.get("device_eval_exit")) else 1
+
+
+def generator_models(out: Path, dev: str, dry_run: bool) -> dict[str, Any]:
+    """The image generators at full size with random weights (``bench/gpu_generators.py``); a
+    failure is reported in the JSON and does not stop the rest of the check."""
+    from bench import gpu_generators
+
+    try:
+        return (gpu_generators.run(out, dev, scale="tiny", batches=(1, 2)) if dry_run
+                else gpu_generators.run(out, dev))
+    except Exception as exc:  # noqa: BLE001 - reported, the other sections stand
+        print(f"[gpu_generators] failed: {type(exc).__name__}: {exc}", flush=True)
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 if __name__ == "__main__":

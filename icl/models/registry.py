@@ -39,6 +39,12 @@ _BUILTIN: dict[str, str] = {
     "delvm": "icl.models.vicl.lvm:DeLVM",
     "prompt-diffusion": "icl.models.vicl.prompt_diffusion:PromptDiffusion",
     "sd-vicl": "icl.models.vicl.sd_vicl:SDVICL",
+    "diffusers-t2i": "icl.models.t2i.diffusers_t2i:DiffusersText2Image",
+    "flux-kontext": "icl.models.t2i.diffusers_t2i:FluxKontext",
+    "qwen-image-edit": "icl.models.t2i.diffusers_t2i:QwenImageEdit",
+    "janus": "icl.models.t2i.janus:Janus",
+    "openai-images": "icl.models.t2i.openai_images:OpenAIImages",
+    "clip-judge": "icl.models.t2i.clip_judge:CLIPJudge",
 }
 _registered: dict[str, Target] = {}
 

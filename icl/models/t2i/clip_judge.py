@@ -1,0 +1,170 @@
+"""``clip-judge``: CLIP or SigLIP (transformers ``CLIPModel`` / ``SiglipModel``) as an image judge.
+
+It answers the judge's :class:`~icl.models.requests.ChatRequest` s (one image, then a question)
+in two forms, the same requests a chat model answers as a judge:
+
+- concept presence, VL-ICL's judge question (:data:`PRESENCE_PROMPT`, the source's appendix A
+  wording): "yes" when the concept's score reaches ``threshold``, else "no". The score is, for
+  CLIP, the cosine similarity of the image and the text ``label_template.format(concept)``
+  embeddings (default threshold 0.25); for SigLIP, the model's own sigmoid probability
+  ``sigmoid(exp(logit_scale) * cosine + logit_bias)`` (default threshold 0.5), as
+  ``SiglipModel.forward`` computes it.
+- a vocabulary (:data:`CHOICE_PROMPT`): the label whose text embedding is nearest the image's by
+  cosine similarity, answered verbatim.
+
+Any other question is refused in its slot (a ValueError naming the request). Scores are also
+available directly: :meth:`CLIPJudge.presence` and :meth:`CLIPJudge.nearest`.
+Text is encoded as each model was trained: CLIP pads to the longest text, SigLIP to
+``max_length`` (google-research/big_vision, and transformers' SigLIP documentation).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from icl.models.base import PRECISIONS, Adapter
+from icl.models.requests import ChatRequest
+from icl.models.t2i.common import PretrainedFolder, RequestRefused, chunks, torch_dtype
+from icl.models.weights import WeightsError
+
+# VL-ICL appendix A (icl/benchmarks/vlicl/tasks.py JUDGE_PROMPT), the question chat judges get too
+PRESENCE_PROMPT = "Decide whether the image contains the following concept: {concept}. Answer with 'yes' or 'no'."
+CHOICE_PROMPT = "Which one of these does the image show: {labels}? Answer with exactly one of them."
+LABEL_SEPARATOR = " | "
+_PRESENCE = re.compile(r"following concept:\s*(.+?)\.\s*Answer with 'yes' or 'no'", re.S)
+_CHOICE = re.compile(r"Which one of these does the image show:\s*(.+?)\?\s*Answer with exactly one of them", re.S)
+DEFAULT_THRESHOLD = {"clip": 0.25, "siglip": 0.5}
+
+
+def presence_request(id: str, image: np.ndarray, concept: str) -> ChatRequest:
+    """The yes/no question about ``concept`` in ``image`` (any chat model or ``clip-judge``)."""
+    return ChatRequest.user(id, image, PRESENCE_PROMPT.format(concept=concept), max_new_tokens=5)
+
+
+def choice_request(id: str, image: np.ndarray, labels: Sequence[str], max_new_tokens: int = 16) -> ChatRequest:
+    """Which of ``labels`` ``image`` shows (any chat model or ``clip-judge``)."""
+    bad = [x for x in labels if not x or LABEL_SEPARATOR.strip() in x or "?" in x]
+    if len(labels) < 2 or bad:
+        raise ValueError(f"choice_request {id!r}: need >= 2 non-empty labels without '|' or '?', got {list(labels)}")
+    return ChatRequest.user(id, image, CHOICE_PROMPT.format(labels=LABEL_SEPARATOR.join(labels)),
+                            max_new_tokens=max_new_tokens)
+
+
+class CLIPJudge(PretrainedFolder, Adapter):
+    """CLIP / SigLIP judge behind ChatRequest (see the module docstring).
+
+    Model arguments: ``weights`` (a transformers CLIP or SigLIP folder; else
+    ``$ICL_WEIGHTS_DIR/clip-judge/``), ``precision``, ``threshold`` (None: 0.25 cosine for
+    CLIP, 0.5 probability for SigLIP), ``label_template`` (how a concept or label becomes text;
+    "a photo of {}." is CLIP's ImageNet prompt), ``batch_size``.
+    """
+
+    name = "clip-judge"
+    version = "1"
+    serves = (ChatRequest,)
+
+    def __init__(self, weights: Optional[str] = None, precision: str = "fp32", threshold: Optional[float] = None,
+                 label_template: str = "a photo of {}.", batch_size: int = 32):
+        if precision not in PRECISIONS:
+            raise ValueError(f"clip-judge: precision must be one of {PRECISIONS}, got {precision!r}")
+        if "{}" not in label_template:
+            raise ValueError(f"clip-judge: label_template must hold '{{}}' where the label goes, "
+                             f"got {label_template!r}")
+        if threshold is not None and not isinstance(threshold, (int, float)):
+            raise ValueError(f"clip-judge: threshold must be a number or None, got {threshold!r}")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"clip-judge: batch_size must be a positive int, got {batch_size!r}")
+        self.weights, self.precision, self.threshold = weights, precision, threshold
+        self.label_template, self.batch_size = label_template, batch_size
+        self.model: Any = None
+
+    def load(self, device: str) -> None:
+        from transformers import AutoModel, AutoProcessor
+
+        folder = self.folder
+        model = AutoModel.from_pretrained(folder, dtype=torch_dtype(self.precision)).eval().to(device)
+        kind = model.config.model_type
+        if kind not in DEFAULT_THRESHOLD:
+            raise WeightsError(f"clip-judge: {folder} holds a {kind!r} model; expected clip or siglip")
+        self.kind, self.model, self.device = kind, model, device
+        self.processor = AutoProcessor.from_pretrained(folder)
+        self.cut = self.threshold if self.threshold is not None else DEFAULT_THRESHOLD[kind]
+
+    # -- embeddings and scores --------------------------------------------------------------
+    def _unit(self, out: Any) -> Any:
+        emb = out.pooler_output if hasattr(out, "pooler_output") else out
+        emb = emb.float()
+        return emb / emb.norm(dim=-1, keepdim=True)
+
+    def embed_images(self, images: Sequence[np.ndarray]) -> Any:
+        """Unit-norm float32 image embeddings ``[N, D]``."""
+        import torch
+
+        enc = self.processor(images=list(images), return_tensors="pt")
+        pixels = enc["pixel_values"].to(self.device, dtype=self.model.dtype)
+        with torch.inference_mode():
+            return self._unit(self.model.get_image_features(pixel_values=pixels))
+
+    def embed_texts(self, labels: Sequence[str]) -> Any:
+        """Unit-norm float32 embeddings ``[N, D]`` of ``label_template.format(label)``."""
+        import torch
+
+        texts = [self.label_template.format(x) for x in labels]
+        padding = "max_length" if self.kind == "siglip" else True
+        enc = self.processor(text=texts, padding=padding, truncation=True, return_tensors="pt")
+        enc = {k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+        with torch.inference_mode():
+            return self._unit(self.model.get_text_features(**enc))
+
+    def presence(self, images: Sequence[np.ndarray], concepts: Sequence[str]) -> np.ndarray:
+        """Per (image, concept) pair its presence score (cosine for CLIP, probability for
+        SigLIP), float64 ``[N]``."""
+        import torch
+
+        sims = (self.embed_images(images) * self.embed_texts(concepts)).sum(dim=-1)
+        if self.kind == "siglip":
+            scale, bias = self.model.logit_scale.detach().float().exp(), self.model.logit_bias.detach().float()
+            sims = torch.sigmoid(sims * scale.to(sims.device) + bias.to(sims.device))
+        return sims.double().cpu().numpy()
+
+    def nearest(self, images: Sequence[np.ndarray], vocabularies: Sequence[Sequence[str]]) -> list[int]:
+        """Per image the index of the nearest label of its vocabulary (cosine similarity)."""
+        img = self.embed_images(images)
+        out = []
+        for i, labels in enumerate(vocabularies):
+            out.append(int((self.embed_texts(labels) @ img[i]).argmax()))
+        return out
+
+    # -- the judge's chat interface ----------------------------------------------------------
+    def predict(self, requests: Sequence[Any]) -> list[Any]:
+        if self.model is None:
+            raise RuntimeError("clip-judge: call load(device) before predict")
+        out: list[Any] = [None] * len(requests)
+        presence: list[tuple[int, np.ndarray, str]] = []
+        choice: list[tuple[int, np.ndarray, list[str]]] = []
+        for i, req in enumerate(requests):
+            if not isinstance(req, ChatRequest):
+                raise ValueError(f"clip-judge: serves ChatRequest, got {type(req).__name__}")
+            text = " ".join(p for m in req.messages if m.role == "user" for p in m.content if isinstance(p, str))
+            images = req.images
+            if len(images) != 1:
+                out[i] = RequestRefused(f"clip-judge: request {req.id!r} shows {len(images)} images; it judges one")
+            elif (found := _PRESENCE.search(text)) is not None:
+                presence.append((i, images[0], found.group(1).strip()))
+            elif (found := _CHOICE.search(text)) is not None:
+                choice.append((i, images[0], [x.strip() for x in found.group(1).split(LABEL_SEPARATOR.strip())]))
+            else:
+                out[i] = RequestRefused(f"clip-judge: request {req.id!r} asks neither the presence question nor "
+                                        f"the choice question of icl.models.t2i.clip_judge")
+        for part in chunks(presence, self.batch_size):
+            scores = self.presence([p[1] for p in part], [p[2] for p in part])
+            for (i, _, _), s in zip(part, scores):
+                out[i] = "yes" if s >= self.cut else "no"
+        for part in chunks(choice, self.batch_size):
+            picks = self.nearest([c[1] for c in part], [c[2] for c in part])
+            for (i, _, labels), k in zip(part, picks):
+                out[i] = labels[k]
+        return out

@@ -1,0 +1,216 @@
+"""Diffusers pipelines behind :class:`~icl.models.requests.GenerationRequest`.
+
+- ``diffusers-t2i``: any local folder ``diffusers.AutoPipelineForText2Image`` loads (Stable
+  Diffusion 1.5/2, SDXL, SD3, FLUX.1, ...). Text only: a request holding images is refused in
+  its slot with a sentence (run the benchmark's text-only variant).
+- ``flux-kontext``: ``FluxKontextPipeline`` (FLUX.1 Kontext [dev]); the request's one image is
+  the image to edit (``image=``), as black-forest-labs/flux ``docs/image-editing.md`` and the
+  pipeline's docstring use it.
+- ``qwen-image-edit``: ``QwenImageEditPlusPipeline`` (Qwen-Image-Edit-2509/2511); the request's
+  images go as one list, in prompt order (``image=[img1, img2, ...]``), as the pipeline's
+  docstring and QwenLM/Qwen-Image ``README.md`` (Qwen-Image-Edit-2509 usage) pass them.
+
+Settings: ``steps`` and ``guidance`` (None: the default of the loaded pipeline class's
+``__call__``: 50 / 7.5 for Stable Diffusion, 50 / 5.0 for SDXL, 28 / 7.0 for SD3, 28 / 3.5 for
+FLUX.1 and Kontext, 50 / ``true_cfg_scale`` 4.0 for Qwen-Image-Edit-Plus), ``height`` /
+``width`` (None: the pipeline's default resolution); the image is then resized to
+``request.size``. ``call_args`` (a dict, JSON on the command line) passes further arguments of
+the pipeline's ``__call__`` (e.g. ``negative_prompt``, ``max_sequence_length``, Kontext's
+``max_area``); ``qwen-image-edit`` sends ``negative_prompt=" "`` unless told otherwise, as
+QwenLM/Qwen-Image ``README.md`` does (without one its ``true_cfg_scale`` guidance is off).
+Each request draws its noise from its own CPU ``torch.Generator`` seeded with ``request.seed``,
+so an image does not depend on its batch neighbours or order beyond float rounding (tests state
+the tolerance per precision). ``cpu_offload`` (CUDA only) calls
+``enable_model_cpu_offload``: it moves weights, never changes a number, and stays out of the
+model's identity.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from typing import Any, ClassVar, Optional, Sequence, Union
+
+import numpy as np
+
+from icl.models.base import PRECISIONS, Adapter
+from icl.models.requests import GenerationRequest
+from icl.models.t2i.common import (PretrainedFolder, Recorder, RequestRefused, check_generation, chunks,
+                                   cpu_generator, prompt_text, refuse_images, seed_of, to_size, torch_dtype)
+from icl.models.vicl._diffusion_sd import as_bool
+from icl.models.weights import WeightsError
+
+log = logging.getLogger("icl.models.t2i")
+
+
+class DiffusersGenerator(PretrainedFolder, Adapter):
+    """One diffusers pipeline folder behind GenerationRequest (subclasses pick the pipeline).
+
+    Model arguments: ``weights`` (the ``from_pretrained`` folder holding ``model_index.json``;
+    else ``$ICL_WEIGHTS_DIR/<name>/``), ``precision`` (fp32, fp16, bf16), ``steps``,
+    ``guidance``, ``height``, ``width`` (None: the pipeline class's defaults), ``call_args``
+    (further ``__call__`` arguments; a dict, or a JSON object from the command line),
+    ``cpu_offload`` (execution only), ``batch_size`` (requests per pipeline call).
+    """
+
+    serves = (GenerationRequest,)
+    version = "1"
+    folder_marker = "model_index.json"
+    execution_args = frozenset({"cpu_offload"})
+    pipeline_class: ClassVar[str] = "AutoPipelineForText2Image"
+    guidance_arg: ClassVar[str] = "guidance_scale"
+    max_images: ClassVar[Optional[int]] = 0  # images one request may carry (0: text only; None: any)
+    min_images: ClassVar[int] = 0
+    most_per_call: ClassVar[Optional[int]] = None  # the pipeline's own batch limit
+    default_call_args: ClassVar[dict[str, Any]] = {}
+    _owned = ("prompt", "generator", "output_type", "num_inference_steps", "height", "width", "image")
+
+    def __init__(self, weights: Optional[str] = None, precision: str = "fp32", steps: Optional[int] = None,
+                 guidance: Optional[float] = None, height: Optional[int] = None, width: Optional[int] = None,
+                 call_args: Optional[Union[dict[str, Any], str]] = None, cpu_offload: Union[bool, str] = False,
+                 batch_size: int = 4):
+        if precision not in PRECISIONS:
+            raise ValueError(f"{self.name}: precision must be one of {PRECISIONS}, got {precision!r}")
+        if steps is not None and (not isinstance(steps, int) or steps < 1):
+            raise ValueError(f"{self.name}: steps must be a positive int or None, got {steps!r}")
+        if guidance is not None and (not isinstance(guidance, (int, float)) or guidance < 0):
+            raise ValueError(f"{self.name}: guidance must be a number >= 0 or None, got {guidance!r}")
+        for arg, px in (("height", height), ("width", width)):
+            if px is not None and (not isinstance(px, int) or px < 8):
+                raise ValueError(f"{self.name}: {arg} must be an int >= 8 or None, got {px!r}")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"{self.name}: batch_size must be a positive int, got {batch_size!r}")
+        self.weights, self.precision, self.steps, self.guidance = weights, precision, steps, guidance
+        if isinstance(call_args, str):  # from the command line: a JSON object
+            try:
+                call_args = json.loads(call_args)
+            except ValueError as exc:
+                raise ValueError(f"{self.name}: call_args must be a JSON object, got {call_args!r} ({exc})") from None
+        if call_args is not None and not isinstance(call_args, dict):
+            raise ValueError(f"{self.name}: call_args must be a dict of pipeline arguments, got {call_args!r}")
+        owned = sorted(set(call_args or {}) & set(self._owned + (self.guidance_arg,)))
+        if owned:
+            raise ValueError(f"{self.name}: call_args {owned} are set by the adapter (use its own arguments)")
+        self.height, self.width, self.batch_size = height, width, batch_size
+        self.call_args = {**self.default_call_args, **(call_args or {})}
+        self.cpu_offload = as_bool("cpu_offload", cpu_offload)
+        self.pipe: Any = None
+        self.recorder = Recorder()
+
+    @property
+    def records(self) -> list:
+        return self.recorder.records
+
+    def load(self, device: str) -> None:
+        import diffusers
+
+        folder = self.folder
+        self.device = device
+        loader = getattr(diffusers, self.pipeline_class)
+        try:
+            pipe = loader.from_pretrained(folder, dtype=torch_dtype(self.precision), local_files_only=True)
+        except (OSError, ValueError, KeyError) as exc:
+            raise WeightsError(f"{self.name}: {folder}: {self.pipeline_class} cannot load this folder "
+                               f"({type(exc).__name__}: {exc}); docs/generators.md lists the official folders") from exc
+        if self.cpu_offload and device.startswith("cuda"):
+            pipe.enable_model_cpu_offload(device=device)
+        else:
+            if self.cpu_offload:
+                log.warning("%s: cpu_offload needs a CUDA device; running whole on %s", self.name, device)
+            pipe.to(device)
+        pipe.set_progress_bar_config(disable=True)
+        defaults = inspect.signature(type(pipe).__call__).parameters
+        unknown = sorted(set(self.call_args) - set(defaults))
+        if unknown:
+            raise ValueError(f"{self.name}: {type(pipe).__name__} takes no argument(s) {unknown} (call_args)")
+        self.steps_used = self.steps if self.steps is not None else defaults["num_inference_steps"].default
+        self.guidance_used = self.guidance if self.guidance is not None else defaults[self.guidance_arg].default
+        self.pipe = pipe
+
+    def refusal(self, request: GenerationRequest) -> Optional[RequestRefused]:
+        """Why this pipeline cannot take ``request`` (None when it can)."""
+        if self.max_images == 0:
+            return refuse_images(request, self.name)
+        n = len(request.images)
+        if n < self.min_images or (self.max_images is not None and n > self.max_images):
+            most = "any number" if self.max_images is None else f"at most {self.max_images}"
+            return RequestRefused(f"{self.name}: request {request.id!r} holds {n} image(s); this pipeline takes "
+                                  f"at least {self.min_images} and {most}")
+        return None
+
+    def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
+        """Pipeline arguments carrying the batch's input images (none for text-to-image)."""
+        return {}
+
+    def predict(self, requests: Sequence[Any]) -> list[Any]:
+        if self.pipe is None:
+            raise RuntimeError(f"{self.name}: call load(device) before predict")
+        checked = [check_generation(r, self.name) for r in requests]
+        out: list[Any] = [self.refusal(r) for r in checked]
+        live = [i for i, o in enumerate(out) if o is None]
+        for part in chunks(live, min(self.batch_size, self.most_per_call or self.batch_size)):
+            for i, image in zip(part, self._generate([checked[i] for i in part])):
+                out[i] = image
+        return out
+
+    def _generate(self, batch: list[GenerationRequest]) -> list[np.ndarray]:
+        import torch
+
+        seeds = [seed_of(r) for r in batch]
+        kwargs: dict[str, Any] = {**self.call_args, "num_inference_steps": self.steps_used,
+                                  self.guidance_arg: self.guidance_used}
+        if self.height is not None:
+            kwargs["height"] = self.height
+        if self.width is not None:
+            kwargs["width"] = self.width
+        with self.recorder.batch(self.device) as done, torch.inference_mode():
+            result = self.pipe(prompt=[prompt_text(r) for r in batch], generator=[cpu_generator(s) for s in seeds],
+                               output_type="np", **self.image_kwargs(batch), **kwargs)
+            images = []
+            for r, seed, image in zip(batch, seeds, np.asarray(result.images)):
+                images.append(to_size(image, r.size))
+                done(r, seed, self.steps_used, image.shape[:2], images[-1].shape[:2])
+        return images
+
+
+class DiffusersText2Image(DiffusersGenerator):
+    """``diffusers-t2i``: ``AutoPipelineForText2Image`` (see the module docstring)."""
+
+    name = "diffusers-t2i"
+
+
+def _rgb_pil(image: np.ndarray) -> Any:
+    from PIL import Image
+
+    return Image.fromarray(np.ascontiguousarray(image), "RGB")
+
+
+class FluxKontext(DiffusersGenerator):
+    """``flux-kontext``: ``FluxKontextPipeline``, one reference image per request (the image to
+    edit), the request's text as the instruction."""
+
+    name = "flux-kontext"
+    pipeline_class = "FluxKontextPipeline"
+    max_images = 1
+    min_images = 1
+
+    def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
+        return {"image": [_rgb_pil(r.images[0]) for r in batch]}
+
+
+class QwenImageEdit(DiffusersGenerator):
+    """``qwen-image-edit``: ``QwenImageEditPlusPipeline``, one to several reference images per
+    request in prompt order; ``guidance`` is its ``true_cfg_scale`` (real classifier-free
+    guidance; the pipeline's ``guidance_scale`` only feeds guidance-distilled transformers)."""
+
+    name = "qwen-image-edit"
+    pipeline_class = "QwenImageEditPlusPipeline"
+    guidance_arg = "true_cfg_scale"
+    max_images = None  # neither the pipeline nor QwenLM/Qwen-Image's README sets a limit
+    min_images = 1
+    most_per_call = 1  # the pipeline refuses a batch of prompts
+    default_call_args = {"negative_prompt": " "}
+
+    def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
+        return {"image": [_rgb_pil(img) for img in batch[0].images]}

@@ -1,0 +1,53 @@
+"""The generators through the one runner: VL-ICL's built-in text-to-image tasks with tiny
+``janus`` as generator and as judge (one checkpoint answers both directions), and with tiny
+``diffusers-t2i`` on the text-only variant; a second run computes nothing."""
+
+import csv
+import json
+
+from icl.run.__main__ import main
+
+T2I = "open_t2i_mi,cobsat,fast_count_t2i,fast_attr_t2i"
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _run(args, capsys):
+    code = main(args)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    return captured.out
+
+
+def test_janus_generates_and_judges_vlicl_t2i(tmp_path, janus_folder, capsys):
+    out = tmp_path / "janus"
+    model = f"janus:weights={janus_folder},max_batch=4"
+    args = ["vlicl", "--fast", "--models", model, "--judge", model, "--tasks", T2I, "--seeds", "0",
+            "--shots", "0,1", "--queries", "2", "--out", str(out), "--data-root", str(tmp_path / "data"),
+            "--no-plots", "--no-progress"]
+    _run(args, capsys)
+    acc = _rows(out / "accuracy.csv")
+    assert {r["task"] for r in acc} == set(T2I.split(","))
+    meta = json.loads((out / "results.json").read_text())
+    assert meta["judge"]["adapter"] == "janus" and meta["counts"]["failed"] == 0
+    assert meta["counts"]["planned"] == meta["counts"]["computed"] == 4 * 2 * 2
+    assert "0 items computed" in _run(args, capsys)
+
+
+def test_diffusers_t2i_on_the_text_only_variant(tmp_path, sd_folder, capsys):
+    out = tmp_path / "sd"
+    model = f"diffusers-t2i:weights={sd_folder},steps=2,batch_size=4"
+    args = ["vlicl", "--fast", "--models", model, "--tasks", T2I, "--variant", "text", "--seeds", "0",
+            "--shots", "0,2", "--queries", "2", "--out", str(out), "--data-root", str(tmp_path / "data"),
+            "--no-plots", "--no-progress"]
+    _run(args, capsys)
+    acc = _rows(out / "accuracy.csv")
+    assert {r["task"] for r in acc} == {"open_t2i_mi", "cobsat"}  # the tasks with a text version
+    meta = json.loads((out / "results.json").read_text())
+    (ident,) = [m["identity"] for m in meta["models"].values()]
+    assert ident["adapter"] == "diffusers-t2i" and "cpu_offload" not in ident["args"]
+    assert meta["counts"]["failed"] == 0 and meta["counts"]["computed"] == 2 * 2 * 2
+    assert "0 items computed" in _run(args, capsys)
