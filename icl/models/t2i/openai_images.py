@@ -33,7 +33,8 @@ import numpy as np
 
 from icl.models.requests import GenerationRequest
 from icl.models.t2i.common import Recorder, check_generation, prompt_text, seed_of, to_size
-from icl.models.vlm.openai import RETRY_STATUSES, ChatServerError, OpenAIChat, _Gate, _run
+from icl.models.vlm.http import Gate, LoopThread
+from icl.models.vlm.openai import RETRY_STATUSES, ChatServerError, OpenAIChat
 
 
 class OpenAIImages(OpenAIChat):
@@ -83,7 +84,9 @@ class OpenAIImages(OpenAIChat):
     def predict(self, requests: Sequence[Any]) -> list[Any]:
         checked = [check_generation(r, self.name) for r in requests]
         with self.recorder.batch(None) as done:
-            answers = _run(self._all(checked))
+            if getattr(self, "_images_loop", None) is None:  # one loop for the adapter's life
+                self._images_loop = LoopThread(f"icl-openai-images-{self.model}")
+            answers = self._images_loop.run(self._all(checked))
             out: list[Any] = []
             for r, answer in zip(checked, answers):
                 if isinstance(answer, np.ndarray):
@@ -99,7 +102,7 @@ class OpenAIImages(OpenAIChat):
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
         async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), limits=limits, headers=headers) as client:
-            gate = _Gate(self.concurrency, self.max_rps)
+            gate = Gate(self.concurrency, self.max_rps)
             return list(await asyncio.gather(*(self._one_image(client, gate, r) for r in requests)))
 
     def _key(self) -> str:
