@@ -139,8 +139,7 @@ class CoBSAT(Benchmark):
 
     def describe(self) -> dict[str, Any]:
         lite = self.fast or self.config["lite"]
-        tasks = [t + ("" if TASKS[t].theme.drawable or not lite else " (not drawable: CoBSAT-lite skips it)")
-                 for t in TASKS]
+        tasks = [t + ("" if TASKS[t].theme.drawable else " (not drawable: CoBSAT-lite skips it)") for t in TASKS]
         where = "built-in CoBSAT-lite" if lite else (
             "release under --data-root" if self.data_root else "none given: --data-root DIR, or --fast")
         return {"tasks": tasks, "data": [where], "shots": list(self.config["shots"]),
