@@ -3,7 +3,7 @@ with VL-ICL's ``cobsat`` task), prompt lists (:mod:`.prompts`), the reference's 
 judge questions, CoBSAT-lite and its deterministic judge (model ``cobsat-judge``).
 
 Options (``--name value``): ``tasks``, ``shots`` (0,2,4,6,8), ``prompts`` (1,000), ``legacy_prompts``,
-``seed``, ``mode`` (image | description), ``variant`` (default | instruct | exact | misleading |
+``seed``, ``gen_mode`` (image | description), ``variant`` (default | instruct | exact | misleading |
 caption | cot), ``family`` (the reference's instruction family), ``lite``, ``human_labels``.
 """
 

@@ -47,7 +47,7 @@ class CoBSAT(Benchmark):
         Option("prompts", PROMPTS, "prompts per task and shot count (the first ones of the list)", int),
         Option("legacy_prompts", False, "the reference's published prompt list (random.seed(123))", flag),
         Option("seed", 0, "global seed of the paired prompt lists", int),
-        Option("mode", "image", "generate the next image, or describe it (a chat model)", str, MODES),
+        Option("gen_mode", "image", "generate the next image, or describe it (a chat model)", str, MODES),
         Option("variant", "default", "prompt variant", str, VARIANTS),
         Option("family", DEFAULT_FAMILY, "model family whose reference instruction is used", str),
         Option("max_new_tokens", 128, "new tokens of a description", int),
@@ -71,14 +71,14 @@ class CoBSAT(Benchmark):
         if not 1 <= c["prompts"] <= (PROMPTS if c["legacy_prompts"] else 10**9):
             raise ValueError(f"cobsat: prompts must be in 1..{PROMPTS} with the legacy list and >= 1 otherwise, "
                              f"got {c['prompts']}")
-        if c["family"] not in families(c["mode"]) and c["variant"] in ("default", "exact", "misleading"):
-            raise ValueError(f"cobsat: no {c['mode']} instruction for model family {c['family']!r}; families: "
-                             f"{', '.join(families(c['mode']))}")
-        if c["variant"] == "cot" and c["mode"] != "description":
-            raise ValueError("cobsat: the two-pass chain of thought needs --mode description (its first pass is a "
+        if c["family"] not in families(c["gen_mode"]) and c["variant"] in ("default", "exact", "misleading"):
+            raise ValueError(f"cobsat: no {c['gen_mode']} instruction for model family {c['family']!r}; families: "
+                             f"{', '.join(families(c['gen_mode']))}")
+        if c["variant"] == "cot" and c["gen_mode"] != "description":
+            raise ValueError("cobsat: the two-pass chain of thought needs --gen-mode description (its first pass is a "
                              "chat answer, which an image generator cannot give)")
-        self.request_types = (GenerationRequest,) if c["mode"] == "image" else (ChatRequest,)
-        self.setting = requests.Setting(c["mode"], c["variant"], c["family"])
+        self.request_types = (GenerationRequest,) if c["gen_mode"] == "image" else (ChatRequest,)
+        self.setting = requests.Setting(c["gen_mode"], c["variant"], c["family"])
         self._images: Optional[LiteImages | ReleaseImages] = None
         self._failures: list[tuple[str, str, Optional[str]]] = []
         self._prompts: list[Prompt] = []
@@ -143,7 +143,7 @@ class CoBSAT(Benchmark):
         where = "built-in CoBSAT-lite" if lite else (
             "release under --data-root" if self.data_root else "none given: --data-root DIR, or --fast")
         return {"tasks": tasks, "data": [where], "shots": list(self.config["shots"]),
-                "variants": list(VARIANTS), "families": list(families(self.config["mode"]))}
+                "variants": list(VARIANTS), "families": list(families(self.config["gen_mode"]))}
 
     # -- requests -------------------------------------------------------------------------------
     def _seed(self, item: Item) -> int:
@@ -163,7 +163,7 @@ class CoBSAT(Benchmark):
     def judge_requests(self, item: Item, response: Any) -> Sequence[Any]:
         theme = TASKS[item.payload.task].theme
         prefix = LITE_PREFIX if self.images.origin == "lite" else "cobsat/"
-        if self.config["mode"] == "image":
+        if self.config["gen_mode"] == "image":
             if not _is_image(response):
                 return ()
             return [ChatRequest.user(f"{prefix}{item.key}/{a}", response, questions.question(theme, a),
@@ -182,7 +182,7 @@ class CoBSAT(Benchmark):
                 "attribute": questions.true_option(task.theme.attribute, attribute)}
 
     def score(self, item: Item, response: Any, judgements: Sequence[str] = ()) -> dict[str, float]:
-        want = "image" if self.config["mode"] == "image" else "text"
+        want = "image" if self.config["gen_mode"] == "image" else "text"
         ok = _is_image(response) if want == "image" else isinstance(response, str)
         if not ok or len(judgements) != len(questions.ASPECTS):
             return self.score_failure(item, "invalid")
@@ -218,7 +218,7 @@ class CoBSAT(Benchmark):
     def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         c = self.config
         lines = ["## CoBSAT", "",
-                 f"Protocol {self.protocol}; mode {c['mode']}, variant {c['variant']}, instruction family "
+                 f"Protocol {self.protocol}; mode {c['gen_mode']}, variant {c['variant']}, instruction family "
                  f"{c['family']}, prompt lists {self._kind()}. Accuracy in %; a failed generation counts wrong and "
                  "stays in the denominator. Textual: the part given as text; visual: the latent part.", "",
                  "| model | task | shots | prompts | failed | " + " | ".join(METRICS) + " |",
