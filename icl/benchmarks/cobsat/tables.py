@@ -118,3 +118,55 @@ def shot_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def judge_agreement(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """How often two judges' verdicts agree on the same answers (score rows of two runs that differ
+    only in ``--judge``), per model, task and aspect: items judged by both, and the agreeing fraction."""
+    other = {(r["model"], r["key"]): r for r in rows_b}
+    tally: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for r in rows_a:
+        s = other.get((r["model"], r["key"]))
+        if s is None or r.get("status", "ok") != "ok" or s.get("status", "ok") != "ok":
+            continue
+        for m in ("overall", "object", "attribute"):
+            t = tally[(r["model"], r["task"], m)]
+            t[0] += 1
+            t[1] += int(float(r[m]) == float(s[m]))
+    order = {t: i for i, t in enumerate(TASKS)}
+    return [{"model": m, "task": t, "aspect": a, "items": n, "agreement": k / n}
+            for (m, t, a), (n, k) in sorted(tally.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99), kv[0][2]))]
+
+
+def agreement_plot(agreement: Sequence[Mapping[str, Any]], out: Path, name: str = "cobsat_judge_agreement") -> list[Path]:
+    """Bars of :func:`judge_agreement` (overall verdicts) per task, one group per model."""
+    rows = [r for r in agreement if r["aspect"] == "overall"]
+    if not rows:
+        return []
+    plt = _pyplot()
+    models = sorted({r["model"] for r in rows})
+    tasks = [t for t in TASKS if any(r["task"] == t for r in rows)]
+    fig, ax = plt.subplots(figsize=(1.0 + 0.9 * len(tasks), 3.0))
+    width = 0.8 / len(models)
+    for k, m in enumerate(models):
+        vals = {r["task"]: 100 * r["agreement"] for r in rows if r["model"] == m}
+        ax.bar([i + k * width for i in range(len(tasks))], [vals.get(t, 0.0) for t in tasks], width, label=m)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("judges agree (%)")
+    ax.set_ylim(0, 102)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / f"{name}.png"
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return [path]
+
+
+def mode_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
+    """Image against description mode: accuracy tables of runs in both modes (concatenated), a panel
+    per task, a line per (model, mode). Nothing when only one mode is present."""
+    if len({r["mode"] for r in accuracy}) < 2:
+        return []
+    merged = [{**r, "model": f"{r['model']} ({r['mode']})", "mode": "both"} for r in accuracy]
+    paths = shot_curves(merged, out)
+    return paths
