@@ -80,12 +80,18 @@ def _check(task: str, shots: int, index: int) -> None:
 def paired_prompt(task: str, shots: int, index: int, seed: int = 0) -> Prompt:
     """Prompt ``index`` of ``task`` at ``shots`` in the paired lists (PROTOCOL §4)."""
     _check(task, shots, index)
+    order, latent, wrong = _paired_draw(task, index, seed)
+    return Prompt(task, shots, index, order[:shots + 1], latent, wrong[:shots + 1])
+
+
+@lru_cache(maxsize=65536)
+def _paired_draw(task: str, index: int, seed: int) -> tuple[tuple[int, ...], int, tuple[int, ...]]:
+    """Prompt ``index``'s draws, the same at every shot count (cached: a plan asks five times)."""
     g = rng(seed, "cobsat", "*", task, f"cobsat/{task}/{index}")
     order = g.permutation(10)
     latent = int(g.integers(10))
-    others = [v for v in range(10) if v != latent]
-    wrong = g.permutation(others)[:shots + 1]  # drawn after the rest: it never changes them
-    return Prompt(task, shots, index, tuple(int(v) for v in order[:shots + 1]), latent, tuple(int(v) for v in wrong))
+    wrong = g.permutation([v for v in range(10) if v != latent])  # drawn after the rest: it never changes them
+    return tuple(int(v) for v in order), latent, tuple(int(v) for v in wrong)
 
 
 def legacy_prompt(task: str, shots: int, index: int) -> Prompt:
