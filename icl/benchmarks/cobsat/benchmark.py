@@ -185,7 +185,7 @@ class CoBSAT(Benchmark):
         want = "image" if self.config["gen_mode"] == "image" else "text"
         ok = _is_image(response) if want == "image" else isinstance(response, str)
         if not ok or len(judgements) != len(questions.ASPECTS):
-            return self.score_failure(item, "invalid")
+            return _metrics(item.payload, 0.0, 0.0, failed=1.0)
         truth = self.truth(item.payload)
         right = {a: float(questions.chosen_option(j) == truth[a]) for a, j in zip(questions.ASPECTS, judgements)}
         return _metrics(item.payload, right["object"], right["attribute"], failed=0.0)

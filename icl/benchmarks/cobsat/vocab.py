@@ -7,7 +7,8 @@ every prompt-list index. Values are kept as the reference spells them in file na
 
 Used by the ``cobsat`` benchmark and meant for VL-ICL's ``cobsat`` task (one vocabulary, two
 protocols): import :data:`VOCAB`, :data:`WORD_MAP`, :func:`display`, :data:`THEMES`,
-:data:`TASKS` and :func:`image_relpath`.
+:data:`TASKS` (or :func:`get_task`, which also takes VL-ICL's ``color_I`` spelling) and
+:func:`image_relpath`.
 """
 
 from __future__ import annotations
@@ -114,9 +115,12 @@ TASKS: Mapping[str, Task] = MappingProxyType(_tasks())
 
 
 def get_task(name: str) -> Task:
-    if name not in TASKS:
+    """The task named ``name``: ``"Color-I"``, or VL-ICL's spelling ``"color_I"``."""
+    theme, sep, level = name.rpartition("_")
+    canonical = f"{theme.capitalize()}-{level}" if sep and "-" not in name else name
+    if canonical not in TASKS:
         raise ValueError(f"cobsat: unknown task {name!r}; tasks: {', '.join(TASKS)}")
-    return TASKS[name]
+    return TASKS[canonical]
 
 
 def image_relpath(theme: Theme | str, attribute: str, obj: str) -> str:

@@ -18,7 +18,7 @@ import pytest
 
 from icl.benchmarks.cobsat.prompts import (PROMPTS, legacy_lists, legacy_prompt, paired_prompt, prompt,
                                            prompts_csv)
-from icl.benchmarks.cobsat.vocab import TASKS, VOCAB, WORD_MAP, display, image_relpath, undisplay
+from icl.benchmarks.cobsat.vocab import TASKS, VOCAB, WORD_MAP, display, get_task, image_relpath, undisplay
 
 # copied by hand from load_datasets/prompts_list_default.json (index: x_list, theta_list)
 PUBLISHED_ROWS = {
@@ -45,6 +45,9 @@ def test_vocabularies_are_the_references_in_its_order():
     assert VOCAB["texture"] == ("wood", "wicker", "sequined", "plastic", "paper", "metal", "leather", "lace",
                                 "denim", "ceramic")
     assert dict(WORD_MAP) == {"3d": "wireframe", "park": "amusement park"}
+    assert get_task("color_I") is TASKS["Color-I"] and get_task("background_II") is TASKS["Background-II"]
+    with pytest.raises(ValueError, match="unknown task"):
+        get_task("colour_I")
     assert display("3d") == "wireframe" and undisplay("amusement park") == "park" and display("red") == "red"
     # task_dataframe: id, name, task type, x space, theta space
     want = [(1, "Color-I", "color_object", "color", "object"), (2, "Color-II", "color_object", "object", "color"),
