@@ -77,3 +77,18 @@ def test_a_chat_model_judges_lite_images(tmp_path, tiny_llava):
                  "--no-progress", "--judge", f"hf-vlm:weights={tiny_llava},max_batch=4"]) == 0
     meta = json.loads((out / "results.json").read_text())
     assert meta["judge"]["adapter"] == "hf-vlm" and meta["counts"]["planned"] == 2
+
+
+def test_an_empty_data_root_is_one_line_and_untouched(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["cobsat", "--data-root", str(empty), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no datasets/ folder" in err and "--fast" in err
+    assert list(empty.iterdir()) == [] and not (tmp_path / "out").exists()
+    # CoBSAT-lite on request, outside --fast: drawn in memory, reported as synthetic, the data root untouched
+    out = tmp_path / "lite"
+    assert main(["cobsat", "--lite", "true", "--data-root", str(empty), "--tasks", "Color-II", "--shots", "2",
+                 "--prompts", "2", "--out", str(out), "--no-progress", "--no-plots"]) == 0
+    assert "built-in synthetic" in (out / "report.md").read_text().splitlines()[0]
+    assert list(empty.iterdir()) == []
