@@ -25,6 +25,7 @@ _BUILTIN: dict[str, str] = {
     "vibe": "icl.benchmarks.vibe.benchmark:Vibe",
     "best50": "icl.benchmarks.best50.benchmark:Best50",
     "vlicl": "icl.benchmarks.vlicl.benchmark:VLICL",
+    "cobsat": "icl.benchmarks.cobsat.benchmark:CoBSAT",
 }
 _registered: dict[str, Any] = {}
 

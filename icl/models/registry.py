@@ -45,6 +45,7 @@ _BUILTIN: dict[str, str] = {
     "janus": "icl.models.t2i.janus:Janus",
     "openai-images": "icl.models.t2i.openai_images:OpenAIImages",
     "clip-judge": "icl.models.t2i.clip_judge:CLIPJudge",
+    "cobsat-judge": "icl.benchmarks.cobsat.judge:CoBSATJudge",
 }
 _registered: dict[str, Target] = {}
 

@@ -36,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def common_parser(prog: str) -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, description=__doc__.split("\n\n")[0], add_help=False,
+    p = _Parser(prog=prog, description=__doc__.split("\n\n")[0], add_help=False, allow_abbrev=False,
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("-h", "--help", action="store_true", help="show this help (with the benchmark's options)")
     p.add_argument("--version", action="store_true", help="print the icl version and exit")
