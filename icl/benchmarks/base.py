@@ -210,9 +210,10 @@ class Benchmark(ABC):
         ``"release ..."`` (with its digest): every report says which results are synthetic."""
         return {}
 
-    def check_judge(self, judge: Optional[str]) -> None:
+    def check_judge(self, judge: Optional[str], asked: Optional[Sequence[type]] = None) -> None:
         """Raise ValueError (one line) when the judge model ``judge`` (its registry name; None:
-        no judge) cannot judge this configuration's data."""
+        no judge) cannot judge this configuration's data; ``asked``: the request types some
+        model of the run serves (the others are never asked, so never judged)."""
 
     def result_files(self, rows: Sequence[Mapping[str, Any]],
                      answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:

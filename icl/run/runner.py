@@ -98,7 +98,8 @@ def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunM
     models = [make_model(s, device, config.dtype, bench.request_types, bench.name) for s in specs]
     judge_spec = config.judge or (ModelSpec(bench.default_judge) if bench.default_judge else None)
     try:  # the benchmark refuses a judge that cannot judge its data
-        bench.check_judge(judge_spec.name if judge_spec is not None else None)
+        asked = tuple(t for t in bench.request_types if any(m.serves(t) for m in models))
+        bench.check_judge(judge_spec.name if judge_spec is not None else None, asked)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     judge = None

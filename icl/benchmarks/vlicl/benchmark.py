@@ -374,10 +374,13 @@ class VLICL(Benchmark):
             lines.append(f"- absent from the release (not run): {', '.join(self.absent)}")
         return lines
 
-    def check_judge(self, judge: Optional[str]) -> None:
+    def check_judge(self, judge: Optional[str], asked: Optional[Sequence[type]] = None) -> None:
         """Refuse a judge that cannot judge this data: the built-in ``vlicl-judge`` recognises only
-        the built-in drawings, so the release's text-to-image tasks need a vision-language judge."""
+        the built-in drawings, so the release's text-to-image tasks need a vision-language judge
+        (when some model of the run generates images at all)."""
         self.judge_name = judge
+        if asked is not None and not any(issubclass(t, GenerationRequest) for t in asked):
+            return  # no model is asked for an image: nothing to judge
         t2i = [t for t in self.task_ids() if TASKS[t].direction != I2T]
         if self.release and t2i and judge in (None, BUILTIN_JUDGE):
             raise ValueError(f"vlicl: the text-to-image tasks {', '.join(t2i)} on release data need a vision-language "
