@@ -81,3 +81,42 @@ def config_fields(cls: Any, overrides: dict[str, Any], model: str) -> dict[str, 
     if bad:
         raise ValueError(f"{model}: unknown config fields {bad}; known: {sorted(names)}")
     return {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
+
+
+def check_loading_info(info: dict[str, Any], folder: Path, what: str, ignore: tuple[str, ...] = ()) -> None:
+    """Refuse a transformers/diffusers load whose ``output_loading_info`` reports missing,
+    unexpected or mismatched keys (those would be left random or dropped): a
+    :class:`WeightsError` naming the folder and the first keys. ``ignore`` lists substrings of
+    unexpected keys the reference code drops too (e.g. InternLM's saved ``rotary_emb.inv_freq``)."""
+    missing = sorted(info.get("missing_keys") or ())
+    unexpected = sorted(k for k in info.get("unexpected_keys") or () if not any(s in k for s in ignore))
+    wrong = sorted(f"{m[0]} {tuple(m[1])} != {tuple(m[2])}" if isinstance(m, tuple) and len(m) == 3 else str(m)
+                   for m in info.get("mismatched_keys") or ())
+    errors = [str(e) for e in info.get("error_msgs") or ()]
+    parts = []
+    for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong), ("errors", errors)):
+        if keys:
+            parts.append(f"{len(keys)} {label} ({', '.join(keys[:4])}{', ...' if len(keys) > 4 else ''})")
+    if parts:
+        raise WeightsError(f"{folder}: not a {what} checkpoint for its config.json: " + "; ".join(parts))
+
+
+def load_pretrained(cls: Any, folder: Path, what: str, ignore: tuple[str, ...] = (), **kwargs: Any) -> Any:
+    """``cls.from_pretrained(folder, ...)`` strictly (:func:`check_loading_info`), local files
+    only, at the dtype the caller passes (``dtype=``, never an fp32 copy first) and without a
+    random initialisation pass (``low_cpu_mem_usage``); any failure inside (a truncated
+    safetensors file, a bad config) is a :class:`WeightsError` naming the folder."""
+    kwargs.setdefault("low_cpu_mem_usage", True)
+    kwargs.setdefault("local_files_only", True)
+    if getattr(cls, "__module__", "").startswith("transformers"):
+        kwargs.setdefault("ignore_mismatched_sizes", True)  # reported by loading_info, refused below
+    try:
+        model, info = cls.from_pretrained(str(folder), output_loading_info=True, **kwargs)
+    except WeightsError:
+        raise
+    except Exception as exc:  # safetensors, OSError, JSON, shape errors: name the folder
+        files = ", ".join(sorted(p.name for p in folder.iterdir() if p.is_file())[:6]) if folder.is_dir() else ""
+        raise WeightsError(f"{folder}: cannot load the {what} ({type(exc).__name__}: {str(exc)[:300]}); "
+                           f"files: {files or 'none'}") from exc
+    check_loading_info(info, folder, what, ignore)
+    return model

@@ -136,7 +136,7 @@ class MAEVQGAN(TorchAdapter):
         beside = main.parent / VQGAN_FILE
         return beside if beside.is_file() else None
 
-    def weight_files(self) -> Sequence[Path]:
+    def model_files(self) -> Sequence[Path]:
         main = resolve_weights(self.name, self.weights, OFFICIAL_FILE)
         extra = self._vqgan_file()
         return (main,) if extra is None else (main, extra)

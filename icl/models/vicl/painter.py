@@ -158,12 +158,12 @@ class Painter(TorchAdapter):
         super().__init__(weights, dtype, compile, config)
         self.cfg = PainterConfig.from_overrides(self.config_overrides)
 
-    def weight_files(self) -> Sequence[Path]:
+    def model_files(self) -> Sequence[Path]:
         return (resolve_weights(self.name, self.weights, OFFICIAL_FILE),)
 
     def build(self) -> nn.Module:
         net = PainterNet(self.cfg)
-        path = self.weight_files()[0]
+        path = self.model_files()[0]
         load_module(net, read_state_dict(path, key="model"), path, "Painter")
         return net
 
