@@ -67,7 +67,11 @@ def test_canvas_layout_against_hand_built(ckpt):
     assert imgs.shape == (64, 32, 3) and tgts.shape == (64, 32, 3)
     np.testing.assert_array_equal(imgs[:32], c_in)  # already 32 x 32: untouched, on top
     assert (imgs[32:] == (10, 200, 30)).all()  # the query below it
-    np.testing.assert_array_equal(tgts[:32], c_out[::2, ::2])  # nearest 2x down
+    # PIL bicubic 2x down, as the official eval scripts resize colour targets (Image.resize default)
+    from PIL import Image
+
+    ref = np.asarray(Image.fromarray(c_out).resize((32, 32), Image.BICUBIC)).astype(int)
+    assert np.abs(tgts[:32].astype(int) - ref).max() <= 1
     np.testing.assert_array_equal(tgts[32:], tgts[:32])  # the masked half carries the context target
     mask = model.mask()
     assert mask.shape == (8, 4) and mask[4:].all() and not mask[:4].any()
