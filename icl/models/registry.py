@@ -39,6 +39,7 @@ _BUILTIN: dict[str, str] = {
     "delvm": "icl.models.vicl.lvm:DeLVM",
     "prompt-diffusion": "icl.models.vicl.prompt_diffusion:PromptDiffusion",
     "sd-vicl": "icl.models.vicl.sd_vicl:SDVICL",
+    "seggpt": "icl.models.vicl.seggpt:SegGPT",
 }
 _registered: dict[str, Target] = {}
 
