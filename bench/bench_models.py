@@ -38,3 +38,56 @@ def test_batch8_vs_loop_and_bf16_vs_fp32(benchmark, family):
     print(line)
     benchmark.extra_info.update(batch8=batch, loop8=loop, bf16_batch8=bf16)
     assert batch["images_per_s"] > 0 and loop["images_per_s"] > 0
+
+
+_LOAD_CHILD = r"""
+import json, sys, torch
+from pathlib import Path
+import transformers  # imported before the baseline: its import is not the load's memory
+
+def status(key):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise SystemExit("no " + key)
+
+folder, how = Path(sys.argv[1]), sys.argv[2]
+from icl.models.vicl.lvm import load_llm
+base = status("VmRSS")
+Path("/proc/self/clear_refs").write_text("5")  # peak RSS (VmHWM) restarts from here
+if how == "icl":
+    llm = load_llm(folder, torch.bfloat16)
+else:  # the former path: built in float32, then cast
+    llm = transformers.LlamaForCausalLM.from_pretrained(str(folder), dtype=torch.float32).to(torch.bfloat16)
+print(json.dumps({"peak_over_base": status("VmHWM") - base}))
+"""
+
+
+@pytest.mark.slow
+def test_lvm_bf16_load_peak_host_memory(tmp_path):
+    """Peak host memory of loading an LVM decoder (LLaMA, bf16 safetensors, ~120M parameters)
+    in bf16 through ``icl`` (target dtype, ``low_cpu_mem_usage``), against the bf16 weights'
+    size, beside the former build-in-fp32-then-cast path. Each load runs in its own process."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=8292, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                      num_attention_heads=16, max_position_embeddings=4096)
+    with torch.device("meta"):
+        n_params = sum(p.numel() for p in LlamaForCausalLM(cfg).parameters())
+    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(str(tmp_path / "llm"))
+    weights = 2 * n_params
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), OMP_NUM_THREADS="1")
+    ratios = {}
+    for how in ("icl", "fp32-then-cast"):
+        out = subprocess.run([sys.executable, "-c", _LOAD_CHILD, str(tmp_path / "llm"), how], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        ratios[how] = json.loads(out.stdout.strip().splitlines()[-1])["peak_over_base"] / weights
+    print(f"\n[lvm load] {n_params / 1e6:.0f}M parameters, bf16 weights {weights / 2**20:.0f} MiB: peak host memory "
+          f"{ratios['icl']:.2f}x the weights (icl), {ratios['fp32-then-cast']:.2f}x (fp32 then cast)")
+    assert ratios["icl"] <= 1.3

@@ -210,7 +210,7 @@ class LVM(TorchAdapter):
         dev = checked_device(self.name, device, self.torch_dtype)
         net = self.build()
         if self.device_map is None:
-            net.llm.to(dev)
+            net.llm.to(device=dev, dtype=self.torch_dtype)  # already at dtype when read from files
         net.vqgan.to(device=dev, dtype=torch.float32).eval()  # the tokenizer stays fp32, as the official code
         net.llm = compiled(net.llm, self.compile)
         self.net = net
