@@ -40,6 +40,7 @@ _BUILTIN: dict[str, str] = {
     "prompt-diffusion": "icl.models.vicl.prompt_diffusion:PromptDiffusion",
     "sd-vicl": "icl.models.vicl.sd_vicl:SDVICL",
     "seggpt": "icl.models.vicl.seggpt:SegGPT",
+    "visualcloze": "icl.models.vicl.visualcloze:VisualCloze",
 }
 _registered: dict[str, Target] = {}
 

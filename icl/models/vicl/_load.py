@@ -101,14 +101,19 @@ def check_loading_info(info: dict[str, Any], folder: Path, what: str, ignore: tu
         raise WeightsError(f"{folder}: not a {what} checkpoint for its config.json: " + "; ".join(parts))
 
 
-def load_pretrained(cls: Any, folder: Path, what: str, ignore: tuple[str, ...] = (), **kwargs: Any) -> Any:
+def load_pretrained(cls: Any, folder: Path, what: str, dtype: Any = None, ignore: tuple[str, ...] = (),
+                    **kwargs: Any) -> Any:
     """``cls.from_pretrained(folder, ...)`` strictly (:func:`check_loading_info`), local files
-    only, at the dtype the caller passes (``dtype=``, never an fp32 copy first) and without a
-    random initialisation pass (``low_cpu_mem_usage``); any failure inside (a truncated
-    safetensors file, a bad config) is a :class:`WeightsError` naming the folder."""
+    only, read at ``dtype`` (never an fp32 copy first; transformers spells it ``dtype``,
+    diffusers ``torch_dtype``) and without a random initialisation pass
+    (``low_cpu_mem_usage``); any failure inside (a truncated safetensors file, a bad config) is
+    a :class:`WeightsError` naming the folder."""
     kwargs.setdefault("low_cpu_mem_usage", True)
     kwargs.setdefault("local_files_only", True)
-    if getattr(cls, "__module__", "").startswith("transformers"):
+    is_transformers = getattr(cls, "__module__", "").startswith("transformers")
+    if dtype is not None:
+        kwargs["dtype" if is_transformers else "torch_dtype"] = dtype
+    if is_transformers:
         kwargs.setdefault("ignore_mismatched_sizes", True)  # reported by loading_info, refused below
     try:
         model, info = cls.from_pretrained(str(folder), output_loading_info=True, **kwargs)

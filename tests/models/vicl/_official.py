@@ -223,3 +223,51 @@ def internlm_logits(sd: dict, cfg: dict, ids: torch.Tensor) -> torch.Tensor:
                          w["mlp.down_proj.weight"])
     x = _rms(x, sd["model.norm.weight"].double(), eps)
     return F.linear(x, sd["lm_head.weight"].double())
+
+
+# ---- VisualCloze: a diffusers VisualClozePipeline folder ------------------------------------
+
+def visualcloze_folder(folder: Path, seed: int = 0) -> Path:
+    """``VisualClozePipeline.save_pretrained`` with the tiny components of diffusers' own tests
+    (huggingface/diffusers ``tests/pipelines/visualcloze/test_pipeline_visualcloze_combined.py``
+    ``get_dummy_components``); the tokenizers, which those tests download, are built here
+    (a character-level CLIP BPE vocabulary and a word-level T5 tokenizer)."""
+    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxTransformer2DModel, VisualClozePipeline
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer, T5Config, T5EncoderModel, T5TokenizerFast
+
+    raw = folder.parent / (folder.name + "-vocab")
+    raw.mkdir(parents=True, exist_ok=True)
+    chars = "abcdefghijklmnopqrstuvwxyz0123456789.,[]-"
+    words = ["<|startoftext|>", "<|endoftext|>"] + [c + "</w>" for c in chars] + list(chars)
+    (raw / "vocab.json").write_text(json.dumps({w: i for i, w in enumerate(words)}))
+    (raw / "merges.txt").write_text("#version: 0.2\n")
+    clip_tok = CLIPTokenizer(str(raw / "vocab.json"), str(raw / "merges.txt"), model_max_length=77)
+    text = ("in each row a logical task is demonstrated to achieve image based on grid layout with rows and columns "
+            "displaying images arranged side by high-quality depth map sam generated colorful segmentation masks")
+    pieces = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)] + [("\u2581" + w, -1.0) for w in dict.fromkeys(text.split())]
+    pieces += [(c, -5.0) for c in chars + "\u2581"]
+    unigram = Tokenizer(models.Unigram(pieces, unk_id=2))
+    unigram.pre_tokenizer = pre_tokenizers.Metaspace()
+    t5_tok = T5TokenizerFast(tokenizer_object=unigram, eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
+                             extra_ids=0)
+    vocab = pieces
+    torch.manual_seed(seed)
+    pipe = VisualClozePipeline(
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        vae=AutoencoderKL(sample_size=32, in_channels=3, out_channels=3, block_out_channels=(4,), layers_per_block=1,
+                          latent_channels=1, norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False,
+                          shift_factor=0.0609, scaling_factor=1.5035),
+        text_encoder=CLIPTextModel(CLIPTextConfig(bos_token_id=0, eos_token_id=1, hidden_size=32, intermediate_size=37,
+                                                  num_attention_heads=4, num_hidden_layers=2, pad_token_id=1,
+                                                  vocab_size=len(words), projection_dim=32)),
+        tokenizer=clip_tok,
+        text_encoder_2=T5EncoderModel(T5Config(vocab_size=len(vocab), d_model=32, d_kv=8, d_ff=37, num_layers=2,
+                                               num_heads=4)),
+        tokenizer_2=t5_tok,
+        transformer=FluxTransformer2DModel(patch_size=1, in_channels=12, out_channels=4, num_layers=1,
+                                           num_single_layers=1, attention_head_dim=6, num_attention_heads=2,
+                                           joint_attention_dim=32, pooled_projection_dim=32, axes_dims_rope=[2, 2, 2]),
+        resolution=32)
+    pipe.save_pretrained(str(folder))
+    return folder

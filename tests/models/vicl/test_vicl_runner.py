@@ -1,6 +1,7 @@
 """The real runner over the neural visual in-context adapters on tiny weights in their
 official layouts (LVM: LLaMA + open-muse folders; DeLVM: InternLM + open-muse with the
-published structural settings; SegGPT: a transformers folder): ``python -m icl.run vibe
+published structural settings; SegGPT: a transformers folder; VisualCloze: a diffusers
+pipeline folder): ``python -m icl.run vibe
 --fast`` computes every item of every model, none failed."""
 
 import os
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from _official import TINY_INTERNLM, internlm_folder, muse_folder
+from _official import TINY_INTERNLM, internlm_folder, muse_folder, visualcloze_folder
 from _tiny import MUSE, lvm_folders
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,8 +33,9 @@ def test_vibe_fast_computes_every_item(tmp_path, builtin_root):
     delvm_llm = internlm_folder(tmp_path / "delvm" / "llm", dict(TINY_INTERNLM, max_position_embeddings=512))
     delvm_vq = muse_folder(tmp_path / "delvm" / "vqgan", dict(MUSE, attn_resolutions=[], no_attn_mid_block=True))
     seggpt = seggpt_folder(tmp_path / "seggpt")
+    cloze = visualcloze_folder(tmp_path / "visualcloze")
     models = (f"lvm:weights={lvm_llm},vqgan_weights={lvm_vq},delvm:weights={delvm_llm},vqgan_weights={delvm_vq},"
-              f"seggpt:weights={seggpt}")
+              f"seggpt:weights={seggpt},visualcloze:weights={cloze},steps=2")
     cmd = [sys.executable, "-m", "icl.run", "vibe", "--fast", "--models", models, "--out", str(tmp_path / "run"),
            "--data-root", str(builtin_root), "--device", "cpu", "--no-plots", "--no-progress"]
     env = dict(os.environ, ICL_CACHE=str(tmp_path / "cache"), OMP_NUM_THREADS="1")
@@ -42,4 +44,4 @@ def test_vibe_fast_computes_every_item(tmp_path, builtin_root):
     summary = re.search(r"vibe: (\d+) items computed, (\d+) already in the store, (\d+) failed", proc.stdout + proc.stderr)
     assert summary, (proc.stdout + proc.stderr)[-3000:]
     computed, _, failed = map(int, summary.groups())
-    assert failed == 0 and computed > 0 and computed % 3 == 0  # three models, the same items each
+    assert failed == 0 and computed > 0 and computed % 4 == 0  # four models, the same items each
