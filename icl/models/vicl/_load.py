@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -39,6 +40,62 @@ def read_state_dict(path: Path, key: Optional[str] = None) -> dict[str, torch.Te
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise WeightsError(f"{path}: expected a state dict of tensors{f' (or a dict with {key!r})' if key else ''}")
     return state
+
+
+_UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL (\S+) was not an allowed global")
+# modules whose functions are code, never data: a checkpoint naming one is refused, not read
+# (stubs would not run them either: the refusal says the file is not what it claims)
+_CODE_MODULES = {"os", "posix", "nt", "sys", "subprocess", "shutil", "socket", "importlib", "runpy", "pickle",
+                 "builtins", "code", "codeop", "pty", "ctypes", "marshal", "webbrowser", "multiprocessing", "signal"}
+
+
+class OpaqueObject:
+    """Stands in for any object a training checkpoint pickles beside its tensors (Lightning
+    callbacks, OmegaConf configs, optimiser classes): it is built from the pickled arguments and
+    state as plain data; no class of the checkpoint is imported and no code of it runs."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "OpaqueObject":
+        return object.__new__(cls)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+
+def read_training_checkpoint(path: Path, key: Optional[str] = None) -> dict[str, torch.Tensor]:
+    """The tensors of a training checkpoint that also pickles objects (taming-transformers'
+    Lightning ``last.ckpt``): read with ``torch.load(weights_only=True)``, each class it names
+    replaced by an :class:`OpaqueObject` (never imported, never run); a checkpoint naming a
+    function of a code module (``os.system``, ``builtins.eval``, ...) is refused."""
+    stubs: dict[str, type] = {}
+    for _ in range(256):
+        allowed = SAFE_GLOBALS + [(cls, name) for name, cls in stubs.items()]
+        try:
+            with torch.serialization.safe_globals(allowed):
+                state: Any = torch.load(path, map_location="cpu", weights_only=True)
+            break
+        except Exception as exc:
+            found = _UNSUPPORTED_GLOBAL.search(str(exc))
+            if found is None or found.group(1) in stubs:
+                raise WeightsError(f"{path}: cannot read the checkpoint's tensors ({type(exc).__name__}: "
+                                   f"{str(exc)[:300]})") from exc
+            name = found.group(1)
+            if "." not in name or name.split(".")[0] in _CODE_MODULES:
+                raise WeightsError(f"{path}: refused: the checkpoint calls {name} when unpickled (code, not "
+                                   f"data); use the published file") from None
+            stubs[name] = type(name.rsplit(".", 1)[-1], (OpaqueObject,), {"__module__": "icl.opaque"})
+    else:
+        raise WeightsError(f"{path}: names more than 256 classes; not a model checkpoint")
+    if key is not None and isinstance(state, dict) and isinstance(state.get(key), dict):
+        state = state[key]
+    if not isinstance(state, dict):
+        raise WeightsError(f"{path}: expected a state dict{f' (or a dict with {key!r})' if key else ''}")
+    tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+    if not tensors:
+        raise WeightsError(f"{path}: no tensors{f' under {key!r}' if key else ''}")
+    return tensors
 
 
 def load_module(module: nn.Module, state: dict[str, torch.Tensor], path: Path, what: str,
