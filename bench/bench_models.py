@@ -26,6 +26,8 @@ def test_batch8_vs_loop_and_bf16_vs_fp32(benchmark, family):
         bf16 = None
         if family != "image-analogies":  # weight-free: no precision to change
             model.net = model.net.to(torch.bfloat16)
+            if hasattr(model.net, "vqgan"):
+                model.net.vqgan.float()  # LVM keeps its tokenizer in fp32, as the official code
             model.precision = "bf16"
             bf16 = measure(model, reqs, "cpu", rounds=1)
     finally:

@@ -178,6 +178,8 @@ def run(out_dir: Path, device: str, dry_run: bool = False, families: Optional[li
             model.load(device)
             entry["fp32_b1"] = measure(model, requests(1), device)
             model.net = model.net.to(torch.bfloat16)  # cast in place of a second random build
+            if hasattr(model.net, "vqgan"):
+                model.net.vqgan.float()  # LVM/DeLVM keep their tokenizer in fp32, as the official code
             model.precision = "bf16"
             for b in batches:
                 entry[f"bf16_b{b}"] = measure(model, requests(b), device)
