@@ -27,11 +27,10 @@ import torch
 import torch.nn.functional as F
 
 from icl.data.seeds import ANY, derive_seed
-from icl.models.base import Adapter
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import load_pretrained, read_json
-from icl.models.vicl._torch import TORCH_DTYPES, checked_device, compile_option, compiled, dtype_option
-from icl.models.vicl.canvas import check_analogy, group_by, host_image
+from icl.models.vicl._torch import TorchAdapter, checked_device, compiled
+from icl.models.vicl.canvas import host_image
 from icl.models.weights import WeightsError, resolve_weights
 
 TEMPLATE = "In each row, a logical task is demonstrated to achieve [IMAGE2] {target} based on [IMAGE1] {condition}."
@@ -62,7 +61,7 @@ def cell_size(h: int, w: int, resolution: int, divisible: int) -> tuple[int, int
     return max(new_h // divisible, 1) * divisible, max(new_w // divisible, 1) * divisible
 
 
-class VisualCloze(Adapter):
+class VisualCloze(TorchAdapter):
     """VisualCloze through diffusers' ``VisualClozePipeline`` (module docstring).
 
     K-shot: all K pairs, one grid row each, above the query row.
@@ -76,33 +75,33 @@ class VisualCloze(Adapter):
     name = "visualcloze"
     version = "1"
     batch_size = 4
-    accepts_tensors = False
     shots_policy = "all K pairs as grid rows [c_in, c_out] above the query row [query, ?]"
 
     def __init__(self, weights: Optional[str] = None, dtype: Optional[str] = None, compile: Union[bool, str] = False,
                  steps: int = 30, guidance_scale: float = 30.0, resolution: Optional[int] = None,
                  prompt: Optional[str] = None, max_sequence_length: int = 512):
+        super().__init__(weights, dtype, compile, None)
         if not isinstance(steps, int) or steps < 1:
             raise ValueError(f"{self.name}: steps must be a positive integer, got {steps!r}")
-        self.weights, self.steps, self.guidance_scale = weights, steps, float(guidance_scale)
-        self.dtype_arg = dtype_option(self.name, dtype)
-        self.compile = compile_option(compile)
+        self.steps, self.guidance_scale = steps, float(guidance_scale)
         self.resolution_arg, self.prompt = resolution, prompt
         self.max_sequence_length = int(max_sequence_length)
-        self.pipe: Any = None
 
-    def weight_files(self) -> Sequence[Path]:
+    def model_files(self) -> Sequence[Path]:
         found = resolve_weights(self.name, self.weights, "model_index.json")
         return (found.parent if found.is_file() else found,)
+
+    def build(self) -> Any:
+        raise NotImplementedError("VisualCloze loads its components in load()")
 
     def load(self, device: str) -> None:
         from diffusers import (AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxTransformer2DModel,
                                VisualClozePipeline)
         from transformers import CLIPTextModel, CLIPTokenizer, T5EncoderModel, T5TokenizerFast
 
-        dtype = TORCH_DTYPES[self.dtype_arg or self.precision]
+        dtype = self.torch_dtype
         dev = checked_device(self.name, device, dtype)
-        folder = self.weight_files()[0]
+        folder = self.model_files()[0]
         index = read_json(folder / "model_index.json")
         models = {"transformer": FluxTransformer2DModel, "vae": AutoencoderKL, "text_encoder": CLIPTextModel,
                   "text_encoder_2": T5EncoderModel}
@@ -117,12 +116,12 @@ class VisualCloze(Adapter):
             raise WeightsError(f"{folder}: cannot read the tokenizers or scheduler ({type(exc).__name__}: {exc})") from exc
         parts["transformer"] = compiled(parts["transformer"], self.compile)
         self.resolution = int(self.resolution_arg or index.get("resolution") or 384)
-        self.pipe = VisualClozePipeline(**parts, resolution=self.resolution)
+        self.pipe = self.net = VisualClozePipeline(**parts, resolution=self.resolution)
         self.pipe.set_progress_bar_config(disable=True)
         self.divisible = 2 * self.pipe.generation_pipe.vae_scale_factor
         self.device = str(dev)
 
-    def grid_key(self, req: AnalogyRequest) -> Hashable:
+    def group_key(self, req: AnalogyRequest) -> Hashable:
         """The cell sizes of a request's grid (rows of equal sizes stack into one batch)."""
         rows = [host_image(x).shape[:2] for x in req.context_inputs] + [host_image(req.query).shape[:2]]
         return tuple(cell_size(h, w, self.resolution, self.divisible) for h, w in rows)
@@ -130,31 +129,23 @@ class VisualCloze(Adapter):
     def prompt_for(self, req: AnalogyRequest) -> str:
         return self.prompt if self.prompt is not None else task_prompt(req.task)
 
-    def predict(self, requests: Sequence[AnalogyRequest]) -> list[Any]:
-        if self.pipe is None:
-            raise RuntimeError(f"{self.name}: call load(device) before predict")
+    def run_group(self, requests: Sequence[AnalogyRequest]) -> list[torch.Tensor]:
         from PIL import Image
 
-        for req in requests:
-            check_analogy(req, self.name)
-        out: list[Any] = [None] * len(requests)
-        for _, idx in group_by(requests, self.grid_key).items():
-            group = [requests[i] for i in idx]
-            grids = []
-            for r in group:
-                rows = [[Image.fromarray(host_image(x)), Image.fromarray(host_image(y))]
-                        for x, y in zip(r.context_inputs, r.context_outputs)]
-                grids.append(rows + [[Image.fromarray(host_image(r.query)), None]])
-            gens = [torch.Generator(device=self.device).manual_seed(
-                derive_seed(r.seed, r.dataset, ANY, r.query_id, f"{self.name}/noise") & ((1 << 63) - 1)) for r in group]
-            with torch.inference_mode():
-                result = self.pipe(task_prompt=[self.prompt_for(r) for r in group], content_prompt=[None] * len(group),
-                                   image=grids, num_inference_steps=self.steps, guidance_scale=self.guidance_scale,
-                                   generator=gens, upsampling_strength=0.0, output_type="pt",
-                                   max_sequence_length=self.max_sequence_length)
-            for i, img, r in zip(idx, result.images, group):
-                h, w = r.query.shape[:2]
-                img = img.float().clamp(0, 1)[None]
-                out[i] = F.interpolate(img, size=(h, w), mode="bilinear", align_corners=False)[0].permute(1, 2, 0)
+        grids = []
+        for r in requests:
+            rows = [[Image.fromarray(host_image(x)), Image.fromarray(host_image(y))]
+                    for x, y in zip(r.context_inputs, r.context_outputs)]
+            grids.append(rows + [[Image.fromarray(host_image(r.query)), None]])
+        gens = [torch.Generator(device=self.device).manual_seed(
+            derive_seed(r.seed, r.dataset, ANY, r.query_id, f"{self.name}/noise") & ((1 << 63) - 1)) for r in requests]
+        result = self.pipe(task_prompt=[self.prompt_for(r) for r in requests], content_prompt=[None] * len(requests),
+                           image=grids, num_inference_steps=self.steps, guidance_scale=self.guidance_scale,
+                           generator=gens, upsampling_strength=0.0, output_type="pt",
+                           max_sequence_length=self.max_sequence_length)
+        out = []
+        for img, r in zip(result.images, requests):
+            h, w = r.query.shape[:2]
+            img = F.interpolate(img.float().clamp(0, 1)[None], size=(h, w), mode="bilinear", align_corners=False)
+            out.append(img[0].permute(1, 2, 0))
         return out
-
