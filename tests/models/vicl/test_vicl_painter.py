@@ -148,3 +148,17 @@ def test_tensor_requests_answer_like_numpy(ckpt):
                                  r.target_size, device="cpu") for r in reqs]
     for a, b in zip(model.predict(as_tensors), model.predict(reqs)):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_bf16_on_a_cpu_without_native_bf16_warns(ckpt, caplog, monkeypatch, native):
+    """The CPU probe (``/proc/cpuinfo`` flags avx512_bf16 / amx_bf16) is replaced: this machine
+    has one answer only."""
+    import logging
+
+    from icl.models.vicl import _torch
+
+    monkeypatch.setattr(_torch, "cpu_has_fast_bf16", lambda: native)
+    with caplog.at_level(logging.WARNING, logger="icl.models.vicl._torch"):
+        Painter(weights=str(ckpt), config=PAINTER, dtype="bf16").load("cpu")
+    assert ("emulated and slow" in caplog.text) is (not native)
