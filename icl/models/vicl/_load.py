@@ -182,3 +182,97 @@ def load_pretrained(cls: Any, folder: Path, what: str, dtype: Any = None, ignore
                            f"files: {files or 'none'}") from exc
     check_loading_info(info, folder, what, ignore)
     return model
+
+
+_SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                       "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+                       "U8": torch.uint8, "BOOL": torch.bool}
+
+
+def _checkpoint_files(folder: Path) -> list[Path]:
+    """The weight files of a ``save_pretrained`` folder: one file or the shards its index names."""
+    for single, index in (("model.safetensors", "model.safetensors.index.json"),
+                          ("pytorch_model.bin", "pytorch_model.bin.index.json")):
+        if (folder / single).is_file():
+            return [folder / single]
+        if (folder / index).is_file():
+            weight_map = read_json(folder / index).get("weight_map")
+            if not isinstance(weight_map, dict):
+                raise WeightsError(f"{folder / index}: no weight_map")
+            files = [folder / name for name in dict.fromkeys(weight_map.values())]
+            missing = [f.name for f in files if not f.is_file()]
+            if missing:
+                raise WeightsError(f"{folder / index}: shard(s) {', '.join(missing[:3])} missing")
+            return files
+    raise WeightsError(f"{folder}: no model.safetensors, pytorch_model.bin or their .index.json")
+
+
+def _read_safetensors(path: Path, dtype: torch.dtype, out: dict[str, torch.Tensor]) -> None:
+    """Each tensor of ``path`` read with plain file reads (no memory map, whose file pages would
+    count against the process beside the converted copy) and cast to ``dtype`` one at a time."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if n <= 0 or 8 + n > size:
+            raise WeightsError(f"{path}: not a safetensors file (header length {n}, file {size} bytes)")
+        try:
+            header = json.loads(f.read(n))
+        except ValueError as exc:
+            raise WeightsError(f"{path}: unreadable safetensors header ({exc})") from exc
+        for name, info in sorted(((k, v) for k, v in header.items() if k != "__metadata__"),
+                                 key=lambda kv: kv[1]["data_offsets"][0]):
+            src = _SAFETENSORS_DTYPES.get(info.get("dtype"))
+            start, end = info["data_offsets"]
+            if src is None:
+                raise WeightsError(f"{path}: tensor {name}: dtype {info.get('dtype')!r} not supported")
+            if 8 + n + end > size:
+                raise WeightsError(f"{path}: truncated: tensor {name} ends at byte {8 + n + end}, the file has {size}")
+            f.seek(8 + n + start)
+            buf = bytearray(end - start)
+            f.readinto(buf)
+            t = torch.frombuffer(buf, dtype=src) if buf else torch.empty(0, dtype=src)
+            t = t.reshape(info["shape"])
+            out[name] = t.to(dtype) if t.is_floating_point() else t
+
+
+def read_pretrained_tensors(folder: Path, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Every tensor of a ``save_pretrained`` folder, floating ones cast to ``dtype`` tensor by
+    tensor: the peak host memory is the result plus one tensor (safetensors) or one shard
+    (``pytorch_model*.bin``, read with ``torch.load(weights_only=True)``)."""
+    out: dict[str, torch.Tensor] = {}
+    for path in _checkpoint_files(folder):
+        if path.suffix == ".safetensors":
+            _read_safetensors(path, dtype, out)
+        else:
+            shard = read_state_dict(path)
+            for name in list(shard):
+                t = shard.pop(name)
+                out[name] = t.to(dtype) if t.is_floating_point() else t
+    return out
+
+
+def load_streamed(cls: Any, config: Any, folder: Path, what: str, dtype: torch.dtype,
+                  ignore: tuple[str, ...] = ()) -> Any:
+    """A transformers model of ``cls`` built without weights (parameters on the meta device)
+    and given the folder's tensors at ``dtype`` (:func:`read_pretrained_tensors`), strictly:
+    missing, unexpected (but ``ignore`` substrings) and mis-shaped keys raise
+    :class:`WeightsError` naming the folder (as :func:`check_loading_info`)."""
+    from accelerate import init_empty_weights
+
+    with init_empty_weights():
+        model = cls(config)
+    tied = set(getattr(model, "_tied_weights_keys", None) or ()) if getattr(config, "tie_word_embeddings", False) \
+        else set()
+    state = read_pretrained_tensors(folder, dtype)
+    own = model.state_dict()
+    missing = {k for k in own if k not in state and k not in tied}
+    unexpected = {k for k in state if k not in own}
+    wrong = {(k, tuple(state[k].shape), tuple(v.shape)) for k, v in own.items()
+             if k in state and tuple(state[k].shape) != tuple(v.shape)}
+    check_loading_info({"missing_keys": missing, "unexpected_keys": unexpected, "mismatched_keys": wrong},
+                       folder, what, ignore)
+    model.load_state_dict({k: v for k, v in state.items() if k in own}, strict=False, assign=True)
+    if tied:
+        model.tie_weights()
+    return model.eval()

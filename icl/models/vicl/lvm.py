@@ -39,7 +39,7 @@ from torch import nn
 from icl.data.seeds import ANY, derive_seed
 from icl.models.base import ContextOverflowError
 from icl.models.requests import AnalogyRequest
-from icl.models.vicl._load import load_module, load_pretrained, read_json, read_state_dict
+from icl.models.vicl._load import load_module, load_pretrained, load_streamed, read_json, read_state_dict
 from icl.models.vicl._torch import TorchAdapter, checked_device, compiled, to_device_tensor
 from icl.models.vicl._vqgan import VQGAN, config_from_muse
 from icl.models.vicl.canvas import centre_crop, host_image, resize_pil, resize_short_side
@@ -99,17 +99,22 @@ def llm_config(folder: Path) -> Any:
 
 
 def load_llm(folder: Path, dtype: torch.dtype, device_map: Optional[str] = None) -> nn.Module:
-    """The decoder at ``dtype`` (read at that dtype, no float32 copy), strictly."""
+    """The decoder at ``dtype``, strictly. Without ``device_map`` its tensors are read one at a
+    time and cast (``load_streamed``): peak host memory about the ``dtype`` weights' size, also
+    from LVM's float16 release (transformers' memory-mapped load holds the file's pages beside
+    the cast copy: 2.9x). With ``device_map`` (accelerate placement) transformers loads it."""
     from transformers import LlamaForCausalLM
 
     if not (folder / "config.json").is_file():
         raise WeightsError(f"{folder}: not a transformers model folder (no config.json)")
-    kwargs: dict[str, Any] = dict(config=llm_config(folder), dtype=dtype, attn_implementation="sdpa")
-    if device_map is not None:
-        kwargs["device_map"] = device_map
+    config = llm_config(folder)
+    config._attn_implementation = "sdpa"
     # InternLM checkpoints carry each layer's rotary inv_freq buffer; LLaMA recomputes it
-    return load_pretrained(LlamaForCausalLM, folder, "LLaMA/InternLM decoder", ignore=("rotary_emb.inv_freq",),
-                           **kwargs).eval()
+    ignore = ("rotary_emb.inv_freq",)
+    if device_map is None:
+        return load_streamed(LlamaForCausalLM, config, folder, "LLaMA/InternLM decoder", dtype, ignore)
+    return load_pretrained(LlamaForCausalLM, folder, "LLaMA/InternLM decoder", dtype=dtype, ignore=ignore,
+                           config=config, attn_implementation="sdpa", device_map=device_map).eval()
 
 
 def _cache_name(llm: nn.Module) -> str:
