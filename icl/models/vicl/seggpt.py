@@ -71,7 +71,8 @@ class SegGPT(TorchAdapter):
     def build(self) -> nn.Module:
         from transformers import SegGptForImageSegmentation
 
-        return load_pretrained(SegGptForImageSegmentation, self.model_files()[0], "SegGPT", dtype=torch.float32)
+        # read at the run's dtype (load()'s cast is then a no-op)
+        return load_pretrained(SegGptForImageSegmentation, self.model_files()[0], "SegGPT", dtype=self.torch_dtype)
 
     def load(self, device: str) -> None:
         super().load(device)
