@@ -186,3 +186,22 @@ def test_streamed_load_of_sharded_tied_checkpoints_equals_transformers(tmp_path,
     with torch.no_grad():
         torch.testing.assert_close(ours(input_ids=ids).logits, ref(input_ids=ids).logits, atol=1e-5, rtol=0)
     assert ours.lm_head.weight.data_ptr() == ours.model.embed_tokens.weight.data_ptr()
+
+
+def test_kv_cache_argument_under_both_spellings():
+    """transformers renamed ``past_key_values`` to ``cache`` (5.18 has the old name only):
+    the adapter passes whichever the decoder's forward takes."""
+    from torch import nn
+
+    from icl.models.vicl.lvm import _cache_name
+
+    class Old(nn.Module):
+        def forward(self, input_ids, past_key_values=None, use_cache=False):
+            return input_ids
+
+    class New(nn.Module):
+        def forward(self, input_ids, cache=None, use_cache=False):
+            return input_ids
+
+    assert _cache_name(Old()) == "past_key_values" and _cache_name(New()) == "cache"
+    assert _cache_name(torch.compile(New(), backend="eager")) == "cache"
