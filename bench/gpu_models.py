@@ -47,11 +47,14 @@ FULL_LLM = {
     # EasyLM llama_model.py 'vqlm_7b' (LVM) and DeLVM's 1B teacher (InternLM configs/kd_1b_to_300m.py)
     "lvm": dict(vocab_size=8292, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                 num_attention_heads=32, max_position_embeddings=4096, rms_norm_eps=1e-6),
-    "delvm": dict(vocab_size=8192, hidden_size=2048, intermediate_size=5504, num_hidden_layers=22,
-                  num_attention_heads=16, max_position_embeddings=2048, rms_norm_eps=1e-5),
+    # InternLM (convert2hf.py): q/k/v/o biases; intermediate = compute_intermediate_size(2048) = 5632
+    "delvm": dict(vocab_size=8192, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                  num_attention_heads=16, max_position_embeddings=2048, rms_norm_eps=1e-6, attention_bias=True),
 }
-MUSE_FULL = dict(resolution=256, ch=128, ch_mult=(1, 1, 2, 2, 4), num_res_blocks=2, attn_resolutions=(16,),
-                 z_channels=64, n_embed=8192, embed_dim=64, pixel_range="zero_one")
+# LVM's published open-muse tokenizer (Emma02/vqvae_ckpts config.json; 146,244,675 parameters = 585 MB)
+MUSE_FULL = dict(resolution=256, ch=128, ch_mult=(1, 2, 2, 4, 6), num_res_blocks=2, attn_resolutions=(),
+                 z_channels=64, n_embed=8192, embed_dim=64, pixel_range="zero_one", mid_attention=False,
+                 attn_min_blocks=2)
 
 
 def _random_(net: torch.nn.Module, seed: int) -> torch.nn.Module:
@@ -175,6 +178,8 @@ def run(out_dir: Path, device: str, dry_run: bool = False, families: Optional[li
             model.load(device)
             entry["fp32_b1"] = measure(model, requests(1), device)
             model.net = model.net.to(torch.bfloat16)  # cast in place of a second random build
+            if hasattr(model.net, "vqgan"):
+                model.net.vqgan.float()  # LVM/DeLVM keep their tokenizer in fp32, as the official code
             model.precision = "bf16"
             for b in batches:
                 entry[f"bf16_b{b}"] = measure(model, requests(b), device)

@@ -46,6 +46,8 @@ _BUILTIN: dict[str, str] = {
     "openai-images": "icl.models.t2i.openai_images:OpenAIImages",
     "clip-judge": "icl.models.t2i.clip_judge:CLIPJudge",
     "cobsat-judge": "icl.benchmarks.cobsat.judge:CoBSATJudge",
+    "seggpt": "icl.models.vicl.seggpt:SegGPT",
+    "visualcloze": "icl.models.vicl.visualcloze:VisualCloze",
 }
 _registered: dict[str, Target] = {}
 

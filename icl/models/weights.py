@@ -3,7 +3,10 @@
 Weights are never downloaded. A model finds its files from an explicit path (the ``weights``
 model argument) or under ``$ICL_WEIGHTS_DIR/<model name>/``. A ``<file>.sha256`` beside a file
 (the hex digest, optionally followed by the file name, as ``sha256sum`` writes it) is checked
-before use. Digests are cached by (path, size, mtime) so a multi-GB file is hashed once.
+before use, for a file argument and for every file of a folder argument (LVM ``vqgan/``,
+``llm/``, SD ``unet/``). Digests are cached so a multi-GB file is hashed once, keyed on
+everything that changes when its bytes do: path, device, inode, size, mtime and ctime (a
+replacement restored to the old size and mtime still has a new ctime, which users cannot set).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ def resolve_weights(model: str, weights: Optional[PathLike], filename: str) -> P
         if path.exists():
             if path.is_file():
                 verify_sidecar(path)
+            elif path.is_dir():
+                verify_folder(path)
             return path
     where = (f"--model-arg weights=PATH (a file, or a folder holding {filename}) or "
              f"$ICL_WEIGHTS_DIR/{model}/{filename}")
@@ -70,28 +75,41 @@ def verify_sidecar(path: Path) -> None:
                            f"the file is corrupt or not the published one")
 
 
+def verify_folder(folder: Path) -> None:
+    """Check every ``<file>.sha256`` inside ``folder`` (recursively) against its file; a
+    sidecar whose file is missing is an error too (a partial copy)."""
+    for sidecar in sorted(folder.rglob("*.sha256")):
+        target = sidecar.with_name(sidecar.name[: -len(".sha256")])
+        if not target.is_file():
+            raise WeightsError(f"{sidecar}: its file {target.name} is missing (incomplete copy of {folder})")
+        verify_sidecar(target)
+
+
 def _cache_file() -> Path:
     base = os.environ.get("ICL_CACHE")
     return (Path(base).expanduser() if base else Path.home() / ".cache" / "icl") / "digests.json"
 
 
 def file_digest(path: PathLike) -> str:
-    """SHA-256 (hex) of a file, cached by absolute path, size and mtime."""
+    """SHA-256 (hex) of a file, cached by absolute path, device, inode, size, mtime and ctime."""
     p = Path(path).resolve()
     try:
         st = p.stat()
     except OSError as exc:
         raise WeightsError(f"{p}: cannot read weight file ({exc.strerror})") from exc
-    key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
+    key = f"{p}|{st.st_dev}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"
     cache_path = _cache_file()
     with _lock:
         cache = _read_cache(cache_path)
         if key in cache:
             return cache[key]
     h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
+    try:
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+    except OSError as exc:
+        raise WeightsError(f"{p}: cannot read weight file ({exc.strerror or exc})") from exc
     digest = h.hexdigest()
     with _lock:
         cache = _read_cache(cache_path)
@@ -108,12 +126,14 @@ def file_digest(path: PathLike) -> str:
 
 def tree_digest(path: PathLike) -> str:
     """SHA-256 over a file, or over a folder's files (relative names and digests, sorted):
-    the identity of a ``from_pretrained`` folder."""
+    the identity of a ``from_pretrained`` folder. Sidecars (``.sha256``) are checked."""
     p = Path(path)
     if p.is_file():
+        verify_sidecar(p)
         return file_digest(p)
     if not p.is_dir():
         raise WeightsError(f"{p}: no such weight file or folder")
+    verify_folder(p)
     h = hashlib.sha256()
     for f in sorted(q for q in p.rglob("*") if q.is_file() and not q.name.endswith(".sha256")):
         h.update(f"{f.relative_to(p).as_posix()}\0{file_digest(f)}\n".encode())

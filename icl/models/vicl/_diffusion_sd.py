@@ -52,19 +52,21 @@ def resolve_sd_folder(model: str, weights: Optional[PathLike]) -> Path:
 
 
 def load_sd(folder: Path, device: str, dtype: torch.dtype) -> dict[str, Any]:
-    """UNet, VAE, CLIP text encoder and tokenizer from ``folder`` (local files only), in eval
-    mode on ``device``; the scheduler configuration as a dict."""
+    """UNet, VAE, CLIP text encoder and tokenizer from ``folder`` (local files only, each
+    strictly: a missing or unexpected key is a ``WeightsError`` naming the subfolder), read at
+    ``dtype``, in eval mode on ``device``; the scheduler configuration as a dict."""
     from diffusers import AutoencoderKL, UNet2DConditionModel
     from diffusers.models.attention_processor import AttnProcessor2_0
     from transformers import CLIPTextModel, CLIPTokenizer
 
-    unet = UNet2DConditionModel.from_pretrained(folder, subfolder="unet", torch_dtype=dtype, local_files_only=True)
+    from icl.models.vicl._load import load_pretrained
+
+    unet = load_pretrained(UNet2DConditionModel, folder / "unet", "Stable Diffusion UNet", dtype=dtype)
     unet.set_attn_processor(AttnProcessor2_0())  # SDPA everywhere
     parts: dict[str, Any] = {
         "unet": unet,
-        "vae": AutoencoderKL.from_pretrained(folder, subfolder="vae", torch_dtype=dtype, local_files_only=True),
-        "text_encoder": CLIPTextModel.from_pretrained(folder, subfolder="text_encoder", dtype=dtype,
-                                                      local_files_only=True),
+        "vae": load_pretrained(AutoencoderKL, folder / "vae", "Stable Diffusion VAE", dtype=dtype),
+        "text_encoder": load_pretrained(CLIPTextModel, folder / "text_encoder", "CLIP text encoder", dtype=dtype),
         "tokenizer": CLIPTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True),
         "scheduler_config": scheduler_config(folder),
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -39,6 +40,62 @@ def read_state_dict(path: Path, key: Optional[str] = None) -> dict[str, torch.Te
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise WeightsError(f"{path}: expected a state dict of tensors{f' (or a dict with {key!r})' if key else ''}")
     return state
+
+
+_UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL (\S+) was not an allowed global")
+# modules whose functions are code, never data: a checkpoint naming one is refused, not read
+# (stubs would not run them either: the refusal says the file is not what it claims)
+_CODE_MODULES = {"os", "posix", "nt", "sys", "subprocess", "shutil", "socket", "importlib", "runpy", "pickle",
+                 "builtins", "code", "codeop", "pty", "ctypes", "marshal", "webbrowser", "multiprocessing", "signal"}
+
+
+class OpaqueObject:
+    """Stands in for any object a training checkpoint pickles beside its tensors (Lightning
+    callbacks, OmegaConf configs, optimiser classes): it is built from the pickled arguments and
+    state as plain data; no class of the checkpoint is imported and no code of it runs."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "OpaqueObject":
+        return object.__new__(cls)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+
+def read_training_checkpoint(path: Path, key: Optional[str] = None) -> dict[str, torch.Tensor]:
+    """The tensors of a training checkpoint that also pickles objects (taming-transformers'
+    Lightning ``last.ckpt``): read with ``torch.load(weights_only=True)``, each class it names
+    replaced by an :class:`OpaqueObject` (never imported, never run); a checkpoint naming a
+    function of a code module (``os.system``, ``builtins.eval``, ...) is refused."""
+    stubs: dict[str, type] = {}
+    for _ in range(256):
+        allowed = SAFE_GLOBALS + [(cls, name) for name, cls in stubs.items()]
+        try:
+            with torch.serialization.safe_globals(allowed):
+                state: Any = torch.load(path, map_location="cpu", weights_only=True)
+            break
+        except Exception as exc:
+            found = _UNSUPPORTED_GLOBAL.search(str(exc))
+            if found is None or found.group(1) in stubs:
+                raise WeightsError(f"{path}: cannot read the checkpoint's tensors ({type(exc).__name__}: "
+                                   f"{str(exc)[:300]})") from exc
+            name = found.group(1)
+            if "." not in name or name.split(".")[0] in _CODE_MODULES:
+                raise WeightsError(f"{path}: refused: the checkpoint calls {name} when unpickled (code, not "
+                                   f"data); use the published file") from None
+            stubs[name] = type(name.rsplit(".", 1)[-1], (OpaqueObject,), {"__module__": "icl.opaque"})
+    else:
+        raise WeightsError(f"{path}: names more than 256 classes; not a model checkpoint")
+    if key is not None and isinstance(state, dict) and isinstance(state.get(key), dict):
+        state = state[key]
+    if not isinstance(state, dict):
+        raise WeightsError(f"{path}: expected a state dict{f' (or a dict with {key!r})' if key else ''}")
+    tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+    if not tensors:
+        raise WeightsError(f"{path}: no tensors{f' under {key!r}' if key else ''}")
+    return tensors
 
 
 def load_module(module: nn.Module, state: dict[str, torch.Tensor], path: Path, what: str,
@@ -81,3 +138,141 @@ def config_fields(cls: Any, overrides: dict[str, Any], model: str) -> dict[str, 
     if bad:
         raise ValueError(f"{model}: unknown config fields {bad}; known: {sorted(names)}")
     return {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
+
+
+def check_loading_info(info: dict[str, Any], folder: Path, what: str, ignore: tuple[str, ...] = ()) -> None:
+    """Refuse a transformers/diffusers load whose ``output_loading_info`` reports missing,
+    unexpected or mismatched keys (those would be left random or dropped): a
+    :class:`WeightsError` naming the folder and the first keys. ``ignore`` lists substrings of
+    unexpected keys the reference code drops too (e.g. InternLM's saved ``rotary_emb.inv_freq``)."""
+    missing = sorted(info.get("missing_keys") or ())
+    unexpected = sorted(k for k in info.get("unexpected_keys") or () if not any(s in k for s in ignore))
+    wrong = sorted(f"{m[0]} {tuple(m[1])} != {tuple(m[2])}" if isinstance(m, tuple) and len(m) == 3 else str(m)
+                   for m in info.get("mismatched_keys") or ())
+    errors = [str(e) for e in info.get("error_msgs") or ()]
+    parts = []
+    for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong), ("errors", errors)):
+        if keys:
+            parts.append(f"{len(keys)} {label} ({', '.join(keys[:4])}{', ...' if len(keys) > 4 else ''})")
+    if parts:
+        raise WeightsError(f"{folder}: not a {what} checkpoint for its config.json: " + "; ".join(parts))
+
+
+def load_pretrained(cls: Any, folder: Path, what: str, dtype: Any = None, ignore: tuple[str, ...] = (),
+                    **kwargs: Any) -> Any:
+    """``cls.from_pretrained(folder, ...)`` strictly (:func:`check_loading_info`), local files
+    only, read at ``dtype`` (never an fp32 copy first; transformers spells it ``dtype``,
+    diffusers ``torch_dtype``) and without a random initialisation pass
+    (``low_cpu_mem_usage``); any failure inside (a truncated safetensors file, a bad config) is
+    a :class:`WeightsError` naming the folder."""
+    kwargs.setdefault("low_cpu_mem_usage", True)
+    kwargs.setdefault("local_files_only", True)
+    is_transformers = getattr(cls, "__module__", "").startswith("transformers")
+    if dtype is not None:
+        kwargs["dtype" if is_transformers else "torch_dtype"] = dtype
+    if is_transformers:
+        kwargs.setdefault("ignore_mismatched_sizes", True)  # reported by loading_info, refused below
+    try:
+        model, info = cls.from_pretrained(str(folder), output_loading_info=True, **kwargs)
+    except WeightsError:
+        raise
+    except Exception as exc:  # safetensors, OSError, JSON, shape errors: name the folder
+        files = ", ".join(sorted(p.name for p in folder.iterdir() if p.is_file())[:6]) if folder.is_dir() else ""
+        raise WeightsError(f"{folder}: cannot load the {what} ({type(exc).__name__}: {str(exc)[:300]}); "
+                           f"files: {files or 'none'}") from exc
+    check_loading_info(info, folder, what, ignore)
+    return model
+
+
+_SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                       "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+                       "U8": torch.uint8, "BOOL": torch.bool}
+
+
+def _checkpoint_files(folder: Path) -> list[Path]:
+    """The weight files of a ``save_pretrained`` folder: one file or the shards its index names."""
+    for single, index in (("model.safetensors", "model.safetensors.index.json"),
+                          ("pytorch_model.bin", "pytorch_model.bin.index.json")):
+        if (folder / single).is_file():
+            return [folder / single]
+        if (folder / index).is_file():
+            weight_map = read_json(folder / index).get("weight_map")
+            if not isinstance(weight_map, dict):
+                raise WeightsError(f"{folder / index}: no weight_map")
+            files = [folder / name for name in dict.fromkeys(weight_map.values())]
+            missing = [f.name for f in files if not f.is_file()]
+            if missing:
+                raise WeightsError(f"{folder / index}: shard(s) {', '.join(missing[:3])} missing")
+            return files
+    raise WeightsError(f"{folder}: no model.safetensors, pytorch_model.bin or their .index.json")
+
+
+def _read_safetensors(path: Path, dtype: torch.dtype, out: dict[str, torch.Tensor]) -> None:
+    """Each tensor of ``path`` read with plain file reads (no memory map, whose file pages would
+    count against the process beside the converted copy) and cast to ``dtype`` one at a time."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if n <= 0 or 8 + n > size:
+            raise WeightsError(f"{path}: not a safetensors file (header length {n}, file {size} bytes)")
+        try:
+            header = json.loads(f.read(n))
+        except ValueError as exc:
+            raise WeightsError(f"{path}: unreadable safetensors header ({exc})") from exc
+        for name, info in sorted(((k, v) for k, v in header.items() if k != "__metadata__"),
+                                 key=lambda kv: kv[1]["data_offsets"][0]):
+            src = _SAFETENSORS_DTYPES.get(info.get("dtype"))
+            start, end = info["data_offsets"]
+            if src is None:
+                raise WeightsError(f"{path}: tensor {name}: dtype {info.get('dtype')!r} not supported")
+            if 8 + n + end > size:
+                raise WeightsError(f"{path}: truncated: tensor {name} ends at byte {8 + n + end}, the file has {size}")
+            f.seek(8 + n + start)
+            buf = bytearray(end - start)
+            f.readinto(buf)
+            t = torch.frombuffer(buf, dtype=src) if buf else torch.empty(0, dtype=src)
+            t = t.reshape(info["shape"])
+            out[name] = t.to(dtype) if t.is_floating_point() else t
+
+
+def read_pretrained_tensors(folder: Path, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Every tensor of a ``save_pretrained`` folder, floating ones cast to ``dtype`` tensor by
+    tensor: the peak host memory is the result plus one tensor (safetensors) or one shard
+    (``pytorch_model*.bin``, read with ``torch.load(weights_only=True)``)."""
+    out: dict[str, torch.Tensor] = {}
+    for path in _checkpoint_files(folder):
+        if path.suffix == ".safetensors":
+            _read_safetensors(path, dtype, out)
+        else:
+            shard = read_state_dict(path)
+            for name in list(shard):
+                t = shard.pop(name)
+                out[name] = t.to(dtype) if t.is_floating_point() else t
+    return out
+
+
+def load_streamed(cls: Any, config: Any, folder: Path, what: str, dtype: torch.dtype,
+                  ignore: tuple[str, ...] = ()) -> Any:
+    """A transformers model of ``cls`` built without weights (parameters on the meta device)
+    and given the folder's tensors at ``dtype`` (:func:`read_pretrained_tensors`), strictly:
+    missing, unexpected (but ``ignore`` substrings) and mis-shaped keys raise
+    :class:`WeightsError` naming the folder (as :func:`check_loading_info`)."""
+    from accelerate import init_empty_weights
+
+    with init_empty_weights():
+        model = cls(config)
+    tied = set(getattr(model, "_tied_weights_keys", None) or ()) if getattr(config, "tie_word_embeddings", False) \
+        else set()
+    state = read_pretrained_tensors(folder, dtype)
+    own = model.state_dict()
+    missing = {k for k in own if k not in state and k not in tied}
+    unexpected = {k for k in state if k not in own}
+    wrong = {(k, tuple(state[k].shape), tuple(v.shape)) for k, v in own.items()
+             if k in state and tuple(state[k].shape) != tuple(v.shape)}
+    check_loading_info({"missing_keys": missing, "unexpected_keys": unexpected, "mismatched_keys": wrong},
+                       folder, what, ignore)
+    model.load_state_dict({k: v for k, v in state.items() if k in own}, strict=False, assign=True)
+    if tied:
+        model.tie_weights()
+    return model.eval()

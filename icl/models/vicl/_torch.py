@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from abc import abstractmethod
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Optional, Sequence, Union
@@ -18,8 +19,17 @@ from icl.models.vicl.canvas import check_analogy, group_by
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 _DTYPE_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 
+log = logging.getLogger(__name__)
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def config_file(config: Union[None, str, Mapping[str, Any]]) -> Optional[Path]:
+    """The JSON file a ``config`` argument names, or None (no config, a mapping or inline JSON)."""
+    if config is None or isinstance(config, Mapping) or str(config).strip().startswith("{"):
+        return None
+    return Path(str(config).strip()).expanduser()
 
 
 def parse_config(config: Union[None, str, Mapping[str, Any]], model: str) -> dict[str, Any]:
@@ -30,8 +40,8 @@ def parse_config(config: Union[None, str, Mapping[str, Any]], model: str) -> dic
     if isinstance(config, Mapping):
         return dict(config)
     text = str(config).strip()
-    if not text.startswith("{"):
-        path = Path(text).expanduser()
+    path = config_file(config)
+    if path is not None:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
@@ -51,6 +61,52 @@ def to_device_tensor(images: Sequence[np.ndarray], device: torch.device, dtype: 
     return batch.permute(0, 3, 1, 2).to(dtype) / 255
 
 
+def cpu_has_fast_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX); elsewhere torch emulates
+    bf16 convolutions and matrix products, several times slower than fp32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def checked_device(model: str, device: str, dtype: torch.dtype) -> torch.device:
+    """``device`` as a torch device; refuses CUDA where there is none and warns about bf16 on a
+    CPU without native bf16 (answers are right, only slow)."""
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"{model}: device {device!r} requested but CUDA is not available")
+    if dev.type == "cpu" and dtype == torch.bfloat16 and not cpu_has_fast_bf16():
+        log.warning("%s: bf16 on a CPU without native bf16 (no avx512_bf16/amx_bf16) is emulated and slow; "
+                    "dtype=fp32 is faster here", model)
+    return dev
+
+
+def compiled(net: Any, option: Union[bool, str]) -> Any:
+    """``net`` wrapped by ``torch.compile`` when ``option`` is true (inductor) or a backend name."""
+    if not option:
+        return net
+    return torch.compile(net, backend=option if isinstance(option, str) else "inductor")
+
+
+def compile_option(value: Union[bool, str]) -> Union[bool, str]:
+    """The ``compile`` model argument: a bool, "true"/"false"/"1"/"0", or a backend name."""
+    if isinstance(value, str) and value.lower() in ("true", "false", "0", "1", ""):
+        return value.lower() in ("true", "1")
+    return value
+
+
+def dtype_option(model: str, dtype: Optional[str]) -> Optional[str]:
+    """The ``dtype`` model argument as a precision name (fp32/fp16/bf16, aliases accepted), or None."""
+    if dtype is None:
+        return None
+    key = _DTYPE_ALIASES.get(str(dtype), str(dtype))
+    if key not in PRECISIONS:
+        raise ValueError(f"{model}: dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
+    return key
+
+
 class TorchAdapter(Adapter):
     """Base of the neural adapters. Model arguments shared by all: ``weights`` (a file or
     folder; default ``$ICL_WEIGHTS_DIR/<name>/<official file>``), ``dtype`` (fp32/fp16/bf16;
@@ -67,18 +123,11 @@ inductor, or a backend name), ``config``
 
     def __init__(self, weights: Optional[str] = None, dtype: Optional[str] = None,
                  compile: Union[bool, str] = False, config: Union[None, str, Mapping[str, Any]] = None):
-        if dtype is not None:
-            key = _DTYPE_ALIASES.get(str(dtype), str(dtype))
-            if key not in PRECISIONS:
-                raise ValueError(f"{self.name}: dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
-            self.dtype_arg: Optional[str] = key
-        else:
-            self.dtype_arg = None
+        self.dtype_arg = dtype_option(self.name, dtype)
         self.weights = weights
-        if isinstance(compile, str) and compile.lower() in ("true", "false", "0", "1", ""):
-            compile = compile.lower() in ("true", "1")
-        self.compile: Union[bool, str] = compile
+        self.compile: Union[bool, str] = compile_option(compile)
         self.config_overrides = parse_config(config, self.name)
+        self.config_path = config_file(config)
         self.net: Any = None
         self.device = "cpu"
 
@@ -87,19 +136,21 @@ inductor, or a backend name), ``config``
         return TORCH_DTYPES[self.dtype_arg or self.precision]
 
     @abstractmethod
+    def model_files(self) -> Sequence[Path]:
+        """The weight files and folders this instance loads (resolved, not read)."""
+
+    def weight_files(self) -> Sequence[Path]:
+        """:meth:`model_files` and the ``config`` file when one is named: its contents are part
+        of the model's identity (editing the file never reuses the old answers)."""
+        return tuple(self.model_files()) + ((self.config_path,) if self.config_path is not None else ())
+
+    @abstractmethod
     def build(self) -> torch.nn.Module:
         """The network with its weights loaded, on the host in float32."""
 
     def load(self, device: str) -> None:
-        dev = torch.device(device)
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError(f"{self.name}: device {device!r} requested but CUDA is not available")
-        net = self.build().to(device=dev, dtype=self.torch_dtype).eval()
-        if self.compile:
-            backend = self.compile if isinstance(self.compile, str) else "inductor"
-            self.net = torch.compile(net, backend=backend)
-        else:
-            self.net = net
+        dev = checked_device(self.name, device, self.torch_dtype)
+        self.net = compiled(self.build().to(device=dev, dtype=self.torch_dtype).eval(), self.compile)
         self.device = str(dev)
 
     def group_key(self, req: AnalogyRequest) -> Hashable:

@@ -1,8 +1,11 @@
 """ViT building blocks with timm's parameter names (``norm1``, ``attn.qkv``, ``attn.proj``,
 ``norm2``, ``mlp.fc1``, ``mlp.fc2``; ``patch_embed.proj``), as MAE and Painter checkpoints use
-them. Attention runs through ``scaled_dot_product_attention``; Painter's decomposed relative
-position bias (``attn.rel_pos_h``, ``attn.rel_pos_w``, from ViTDet/MViTv2) enters as its
-additive mask."""
+them. Attention runs through ``scaled_dot_product_attention``. Painter's decomposed relative
+position bias (``attn.rel_pos_h``, ``attn.rel_pos_w``, from ViTDet/MViTv2) is
+``q . Rh[qh, kh] + q . Rw[qw, kw]``: on CUDA it rides in extra head dimensions (queries get
+their ``gh + gw`` bias values, keys the one-hot of their row and column), so no N x N mask is
+built and the flash / memory-efficient kernels stay usable; on the CPU the additive mask is
+faster (measured 2.4 s vs 3.0 s for one 896 x 448 layer at batch 2) and is kept."""
 
 from __future__ import annotations
 
@@ -59,20 +62,42 @@ class Attention(nn.Module):
             self.rel_pos_h = nn.Parameter(torch.zeros(2 * rel_pos_size[0] - 1, head_dim))
             self.rel_pos_w = nn.Parameter(torch.zeros(2 * rel_pos_size[1] - 1, head_dim))
 
-    def forward(self, x: torch.Tensor, grid: Optional[tuple[int, int]] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, grid: Optional[tuple[int, int]] = None,
+                dense_bias: Optional[bool] = None) -> torch.Tensor:
         b, n, d = x.shape
         q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        bias = None
-        if self.grid is not None:
+        if self.grid is None:
+            out = F.scaled_dot_product_attention(q, k, v)
+        else:
             gh, gw = grid or self.grid
-            rh = relative_positions(gh, self.rel_pos_h)  # [gh, gh, C]
-            rw = relative_positions(gw, self.rel_pos_w)
             rq = q.reshape(b, self.heads, gh, gw, -1)
-            bh = torch.einsum("bnhwc,hkc->bnhwk", rq, rh)
-            bw = torch.einsum("bnhwc,wkc->bnhwk", rq, rw)
-            bias = (bh[..., :, None] + bw[..., None, :]).reshape(b, self.heads, n, n)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            bh = torch.einsum("bnhwc,hkc->bnhwk", rq, relative_positions(gh, self.rel_pos_h))  # [.., gh, gw, gh]
+            bw = torch.einsum("bnhwc,wkc->bnhwk", rq, relative_positions(gw, self.rel_pos_w))  # [.., gh, gw, gw]
+            if dense_bias if dense_bias is not None else not x.is_cuda:
+                bias = (bh[..., :, None] + bw[..., None, :]).reshape(b, self.heads, n, n)
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            else:
+                out = _attention_with_grid_bias(q, k, v, bh.reshape(b, self.heads, n, gh),
+                                                bw.reshape(b, self.heads, n, gw), gh, gw)
         return self.proj(out.transpose(1, 2).reshape(b, n, d))
+
+
+def _attention_with_grid_bias(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bh: torch.Tensor, bw: torch.Tensor,
+                              gh: int, gw: int) -> torch.Tensor:
+    """``softmax(q k^T s + bh[:, kh] + bw[:, kw]) v`` without an N x N bias: queries carry
+    ``bh / s`` and ``bw / s``, keys the one-hot of their grid row and column (raster order),
+    values zeros there; padded to a multiple of 8 dimensions for the fused kernels."""
+    b, h, n, c = q.shape
+    scale = c ** -0.5
+    idx = torch.arange(n, device=q.device)
+    rows = F.one_hot(idx // gw, gh).to(q.dtype).expand(b, h, n, gh)
+    cols = F.one_hot(idx % gw, gw).to(q.dtype).expand(b, h, n, gw)
+    pad = (-(c + gh + gw)) % 8
+    zeros = q.new_zeros(b, h, n, pad)
+    q2 = torch.cat([q, bh / scale, bw / scale, zeros], -1)
+    k2 = torch.cat([k, rows, cols, zeros], -1)
+    v2 = torch.cat([v, v.new_zeros(b, h, n, gh + gw + pad)], -1)
+    return F.scaled_dot_product_attention(q2, k2, v2, scale=scale)[..., :c]
 
 
 class Block(nn.Module):

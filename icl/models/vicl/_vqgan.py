@@ -5,10 +5,14 @@ Module and parameter names follow taming's ``VQModel`` (``encoder``, ``decoder``
 ``down.{i}.block.{j}``, ``down.{i}.attn.{j}``, ``down.{i}.downsample.conv``, ``mid.block_1``,
 ``mid.attn_1``, ``mid.block_2``, ``up.{i}.block.{j}``, ``up.{i}.upsample.conv``, ``norm_out``,
 ``conv_out``), which open-muse's ``VQGANModel`` (LVM's and DeLVM's tokenizer) shares, so both
-families' checkpoints load into this one definition. The two differ in pixel range: taming's
-``imagenet_f16_1024`` works on [-1, 1], the muse tokenizer on [0, 1] (``pixel_range``).
-(open-muse applies a level's attention only when it has more than one attention block; with
-the official two res blocks per level that is every attention level, as here.)
+families' checkpoints load into this one definition. They differ in three places, each a
+config field: pixel range (taming's ``imagenet_f16_1024`` works on [-1, 1], the muse tokenizer
+on [0, 1]: ``pixel_range``); open-muse's ``no_attn_mid_block`` (the middle blocks without
+``mid.attn_1``, as in LVM's published tokenizer ``Emma02/vqvae_ckpts``: channel_mult
+[1, 2, 2, 4, 6], attn_resolutions [], z 64, 8192 codes); and open-muse's level attention,
+applied only when a level has more than one attention block (``if len(self.attn) > 1`` in
+``DownsamplingBlock.forward`` / ``UpsamplingBlock.forward``, ytongbai/LVM
+``evaluation/vqlm_demo/vqvae_muse.py``), where taming applies every one (``attn_min_blocks``).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ class VQGANConfig:
     embed_dim: int = 256
     pixel_range: str = "minus_one_one"  # or "zero_one" (open-muse)
     norm_groups: int = 32
+    mid_attention: bool = True  # False: open-muse's no_attn_mid_block
+    attn_min_blocks: int = 1  # a level's attention runs when it has at least this many (open-muse: 2)
 
     @property
     def factor(self) -> int:
@@ -107,28 +113,34 @@ class _Level(nn.Module):
     """One resolution: ``block`` (res blocks), ``attn`` (attention after each, at attention
     resolutions) and an optional ``downsample``/``upsample``."""
 
-    def __init__(self, blocks: Sequence[nn.Module], attns: Sequence[nn.Module]):
+    def __init__(self, blocks: Sequence[nn.Module], attns: Sequence[nn.Module], attn_min_blocks: int):
         super().__init__()
         self.block = nn.ModuleList(blocks)
         self.attn = nn.ModuleList(attns)
+        self.use_attn = len(attns) >= max(1, attn_min_blocks)
 
     def run(self, x: torch.Tensor) -> torch.Tensor:
         for i, blk in enumerate(self.block):
             x = blk(x)
-            if len(self.attn) > 0:
+            if self.use_attn:
                 x = self.attn[i](x)
         return x
 
 
 class _Mid(nn.Module):
-    def __init__(self, channels: int, groups: int):
+    def __init__(self, channels: int, groups: int, attention: bool = True):
         super().__init__()
         self.block_1 = ResnetBlock(channels, channels, groups)
-        self.attn_1 = AttnBlock(channels, groups)
+        if attention:
+            self.attn_1 = AttnBlock(channels, groups)
         self.block_2 = ResnetBlock(channels, channels, groups)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.block_2(self.attn_1(self.block_1(x)))
+        x = self.block_1(x)
+        attn = getattr(self, "attn_1", None)
+        if isinstance(attn, nn.Module):
+            x = attn(x)
+        return self.block_2(x)
 
 
 class Encoder(nn.Module):
@@ -149,12 +161,12 @@ class Encoder(nn.Module):
                 block_in = block_out
                 if res in cfg.attn_resolutions:
                     attns.append(AttnBlock(block_in, g))
-            level = _Level(blocks, attns)
+            level = _Level(blocks, attns, cfg.attn_min_blocks)
             if i != len(cfg.ch_mult) - 1:
                 level.downsample = Downsample(block_in)
                 res //= 2
             self.down.append(level)
-        self.mid = _Mid(block_in, g)
+        self.mid = _Mid(block_in, g, cfg.mid_attention)
         self.norm_out = _norm(block_in, g)
         self.conv_out = nn.Conv2d(block_in, cfg.z_channels, 3, padding=1)
 
@@ -176,7 +188,7 @@ class Decoder(nn.Module):
         block_in = cfg.ch * cfg.ch_mult[-1]
         res = cfg.resolution // cfg.factor
         self.conv_in = nn.Conv2d(cfg.z_channels, block_in, 3, padding=1)
-        self.mid = _Mid(block_in, g)
+        self.mid = _Mid(block_in, g, cfg.mid_attention)
         levels: list[_Level] = []
         for i in reversed(range(len(cfg.ch_mult))):
             block_out = cfg.ch * cfg.ch_mult[i]
@@ -187,7 +199,7 @@ class Decoder(nn.Module):
                 block_in = block_out
                 if res in cfg.attn_resolutions:
                     attns.append(AttnBlock(block_in, g))
-            level = _Level(blocks, attns)
+            level = _Level(blocks, attns, cfg.attn_min_blocks)
             if i != 0:
                 level.upsample = Upsample(block_in)
                 res *= 2
@@ -269,13 +281,17 @@ def config_from_muse(cfg: dict[str, Any]) -> VQGANConfig:
     names = {"resolution": "resolution", "num_channels": "in_channels", "hidden_channels": "ch",
              "channel_mult": "ch_mult", "num_res_blocks": "num_res_blocks", "attn_resolutions": "attn_resolutions",
              "z_channels": "z_channels", "num_embeddings": "n_embed", "quantized_embed_dim": "embed_dim"}
-    kwargs: dict[str, Any] = {"pixel_range": "zero_one"}
+    kwargs: dict[str, Any] = {"pixel_range": "zero_one", "attn_min_blocks": 2,
+                              "mid_attention": not cfg.get("no_attn_mid_block", False)}
     for src, dst in names.items():
         if src in cfg:
             value = cfg[src]
             kwargs[dst] = tuple(value) if isinstance(value, list) else value
     kwargs["out_ch"] = kwargs.get("in_channels", 3)
-    if cfg.get("no_attn_mid_block"):
-        raise ValueError("open-muse config: no_attn_mid_block=true is not supported (no official tokenizer uses it)")
+    # open-muse arguments with no counterpart here must keep their defaults (else refuse, never ignore)
+    fixed = {"resample_with_conv": True}  # (dropout is inactive at inference)
+    odd = [f"{k}={cfg[k]!r}" for k, v in fixed.items() if k in cfg and cfg[k] != v]
+    if odd:
+        raise ValueError(f"open-muse config: {', '.join(odd)} is not supported (expected {fixed})")
     return VQGANConfig(**kwargs)
 

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from icl.models.requests import AnalogyRequest
-from icl.models.vicl._load import config_fields, load_module, read_state_dict
+from icl.models.vicl._load import config_fields, load_module, read_state_dict, read_training_checkpoint
 from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
 from icl.models.vicl._vit import Block, PatchEmbed
 from icl.models.vicl._vqgan import VQGAN, VQGANConfig, vqgan_state_dict
@@ -136,7 +136,7 @@ class MAEVQGAN(TorchAdapter):
         beside = main.parent / VQGAN_FILE
         return beside if beside.is_file() else None
 
-    def weight_files(self) -> Sequence[Path]:
+    def model_files(self) -> Sequence[Path]:
         main = resolve_weights(self.name, self.weights, OFFICIAL_FILE)
         extra = self._vqgan_file()
         return (main,) if extra is None else (main, extra)
@@ -150,7 +150,8 @@ class MAEVQGAN(TorchAdapter):
             if vq_path is None:
                 raise WeightsError(f"{path}: has no vae.* tensors and no VQGAN {VQGAN_FILE} was found beside it; "
                                    f"pass --model-arg vqgan_weights=PATH (taming vqgan_imagenet_f16_1024 last.ckpt)")
-            vq = vqgan_state_dict(read_state_dict(vq_path, key="state_dict"))
+            # taming's Lightning last.ckpt pickles callbacks and configs beside the tensors
+            vq = vqgan_state_dict(read_training_checkpoint(vq_path, key="state_dict"))
             state = {**state, **{f"vae.{k}": v for k, v in vq.items()}}
         load_module(net, state, path, "MAE-VQGAN", ignore=("vae.loss.",))
         return net

@@ -10,7 +10,7 @@ found in it: every block attends globally over the whole 56 x 28 token grid, and
 
 Canvas (as ``util/painter_inference_demo.py``): input ``[c_in; query]``, target
 ``[c_out; c_out]`` with the bottom half's patches replaced by the mask token; images resized
-to 448 x 448 (bicubic; targets nearest), ImageNet-normalised. The answer is the bottom half of
+to 448 x 448 with PIL's bicubic (targets too, as the official eval scripts), ImageNet-normalised. The answer is the bottom half of
 the predicted target, un-normalised, clipped to [0, 1] and resized to the query's size with
 nearest neighbour, as the official demo does.
 """
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-import cv2
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -31,7 +30,7 @@ from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import config_fields, load_module, read_state_dict
 from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
 from icl.models.vicl._vit import Block, PatchEmbed
-from icl.models.vicl.canvas import host_image, resize_nearest
+from icl.models.vicl.canvas import resize_pil
 from icl.models.weights import resolve_weights
 
 OFFICIAL_FILE = "painter_vit_large.pth"
@@ -149,7 +148,7 @@ class Painter(TorchAdapter):
     """
 
     name = "painter"
-    version = "1"
+    version = "2"
     batch_size = 8
     shots_policy = "first context pair only (one prompt pair on the 896x448 canvas)"
 
@@ -158,12 +157,12 @@ class Painter(TorchAdapter):
         super().__init__(weights, dtype, compile, config)
         self.cfg = PainterConfig.from_overrides(self.config_overrides)
 
-    def weight_files(self) -> Sequence[Path]:
+    def model_files(self) -> Sequence[Path]:
         return (resolve_weights(self.name, self.weights, OFFICIAL_FILE),)
 
     def build(self) -> nn.Module:
         net = PainterNet(self.cfg)
-        path = self.weight_files()[0]
+        path = self.model_files()[0]
         load_module(net, read_state_dict(path, key="model"), path, "Painter")
         return net
 
@@ -174,9 +173,11 @@ class Painter(TorchAdapter):
     def canvas(self, req: AnalogyRequest) -> tuple[np.ndarray, np.ndarray]:
         """``(imgs, tgts)`` uint8 ``[2s, s, 3]``: ``[c_in; query]`` and ``[c_out; c_out]``."""
         s = self.side
-        c_in = cv2.resize(host_image(req.context_inputs[0]), (s, s), interpolation=cv2.INTER_CUBIC)
-        q = cv2.resize(host_image(req.query), (s, s), interpolation=cv2.INTER_CUBIC)
-        c_out = resize_nearest(host_image(req.context_outputs[0]), (s, s))
+        # PIL's Image.resize default (bicubic) for images and colour targets alike, as the official
+        # eval scripts (baaivision/Painter Painter/eval/ade20k_semantic/painter_inference_segm.py)
+        c_in = resize_pil(req.context_inputs[0], (s, s))
+        q = resize_pil(req.query, (s, s))
+        c_out = resize_pil(req.context_outputs[0], (s, s))
         return np.concatenate([c_in, q], 0), np.concatenate([c_out, c_out], 0)
 
     def mask(self) -> torch.Tensor:

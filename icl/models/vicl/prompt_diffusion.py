@@ -8,8 +8,10 @@ and inference code, and the generated image is resized back to the query's size.
 K-shot: the ControlNet takes one example pair; only the first context pair is used.
 
 Defaults follow the official inference notebook (DDIM, 100 steps, eta 0, guidance 9.0,
-control strength 1.0, its added and negative prompts); the prompt itself is empty because
-the visual benchmark prompts models with images only (paper, section 4.1).
+control strength 1.0, its negative prompt); the prompt itself is empty because the visual
+benchmark prompts models with images only (paper, section 4.1), and so is the notebook's added
+text (``a_prompt`` ", best quality, extremely detailed"): ``added_prompt=official`` (or any
+text) turns it on.
 
 Batched along the UNet batch dimension: each request draws its initial latents from its own
 generator seeded with ``request.seed`` (stochastic schedulers draw their step noise from the
@@ -24,6 +26,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from icl.models.base import PRECISIONS, Adapter
+from icl.models.vicl._torch import compile_option, compiled, dtype_option
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl import _diffusion_sd as sd
 from icl.models.weights import PathLike, WeightsError
@@ -45,14 +48,18 @@ class PromptDiffusion(Adapter):
     ``[h, w, 3]`` tensors in [0, 1] on the model's device, at the query's size."""
 
     name = "prompt-diffusion"
-    version = "1"
+    version = "2"
 
     def __init__(self, weights: Optional[PathLike] = None, controlnet: Optional[PathLike] = None,
                  steps: int = 100, guidance_scale: float = 9.0, scheduler: str = "ddim", eta: float = 0.0,
-                 prompt: str = "", added_prompt: str = OFFICIAL_ADDED_PROMPT,
+                 prompt: str = "", added_prompt: str = "",
                  negative_prompt: str = OFFICIAL_NEGATIVE_PROMPT, control_strength: float = 1.0,
                  condition_range: str = "signed", resolution: int = 512, precision: str = "fp32",
-                 batch_size: int = 4) -> None:
+                 batch_size: int = 4, dtype: Optional[str] = None, compile: Any = False) -> None:
+        if added_prompt == "official":
+            added_prompt = OFFICIAL_ADDED_PROMPT
+        self.dtype_arg = dtype_option(self.name, dtype)  # wins over precision, as on every neural adapter
+        self.compile = compile_option(compile)
         self.weights, self.controlnet = weights, controlnet
         self.steps, self.guidance_scale, self.eta = int(steps), float(guidance_scale), float(eta)
         self.scheduler, self.control_strength, self.resolution = str(scheduler), float(control_strength), int(resolution)
@@ -89,19 +96,22 @@ class PromptDiffusion(Adapter):
 
     def load(self, device: str) -> None:
         self.device = device
-        dtype = sd.TORCH_DTYPES[self.precision]
+        dtype = sd.TORCH_DTYPES[self.dtype_arg or self.precision]
         base, control = self._folders()
         self._parts = sd.load_sd(base, device, dtype)
         from icl.models.vicl._diffusion_controlnet import PromptDiffusionControlNetModel
 
-        cn = PromptDiffusionControlNetModel.from_pretrained(control, torch_dtype=dtype, local_files_only=True)
+        from icl.models.vicl._load import load_pretrained
+
+        cn = load_pretrained(PromptDiffusionControlNetModel, control, "Prompt Diffusion ControlNet", dtype=dtype)
         if cn.config.conditioning_channels != 6:
             raise WeightsError(f"{self.name}: {control} is not a Prompt Diffusion ControlNet "
                                f"(conditioning_channels {cn.config.conditioning_channels}, expected 6: the example pair)")
         from diffusers.models.attention_processor import AttnProcessor2_0
 
         cn.set_attn_processor(AttnProcessor2_0())
-        self._controlnet = cn.to(device).eval().requires_grad_(False)
+        self._controlnet = compiled(cn.to(device).eval().requires_grad_(False), self.compile)
+        self._parts["unet"] = compiled(self._parts["unet"], self.compile)
         self._dtype = dtype
         # joined exactly as the official notebook does, a leading ", " included when the prompt is empty
         text = f"{self.prompt}, {self.added_prompt}" if self.added_prompt else self.prompt

@@ -42,6 +42,7 @@ from icl.models.base import PRECISIONS, Adapter
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl import _diffusion_rewire as rw
 from icl.models.vicl import _diffusion_sd as sd
+from icl.models.vicl._torch import compile_option, compiled, dtype_option
 from icl.models.weights import PathLike
 
 
@@ -81,7 +82,10 @@ class SDVICL(Adapter):
                  rewire: bool = True, rewire_full_start: int = 10, rewire_full_end: int = 90,
                  rewire_half_start: int = 10, rewire_half_end: int = 70, adain: bool = True,
                  adain_start: int = 20, adain_end: int = 100, prompt: str = "", resolution: int = 512,
-                 precision: str = "fp32", batch_size: int = 2) -> None:
+                 precision: str = "fp32", batch_size: int = 2, dtype: Optional[str] = None,
+                 compile: Any = False) -> None:
+        self.dtype_arg = dtype_option(self.name, dtype)  # wins over precision, as on every neural adapter
+        self.compile = compile_option(compile)
         self.weights = weights
         self.steps, self.skip_steps = int(steps), int(skip_steps)
         self.temperature, self.contrast_strength = float(temperature), float(contrast_strength)
@@ -110,10 +114,11 @@ class SDVICL(Adapter):
         from diffusers import DDIMScheduler
 
         self.device = device
-        self._dtype = sd.TORCH_DTYPES[self.precision]
+        self._dtype = sd.TORCH_DTYPES[self.dtype_arg or self.precision]
         self._parts = sd.load_sd(sd.resolve_sd_folder(self.name, self.weights), device, self._dtype)
         self.state = rw.RewireState(temperature=self.temperature, contrast=self.contrast_strength)
         self.rewired_layers = rw.install(self._parts["unet"], self.state)
+        self._parts["unet"] = compiled(self._parts["unet"], self.compile)
         self._text = sd.encode_text(self._parts["tokenizer"], self._parts["text_encoder"], [self.prompt], device)
         scheduler = DDIMScheduler.from_config(self._parts["scheduler_config"])
         scheduler.set_timesteps(self.steps)

@@ -157,7 +157,7 @@ def test_unguided_when_prompts_match_equals_guidance_one(folder):
                           **FAST)
     default = PromptDiffusion(weights=folder, **FAST)
     default.load("cpu")
-    assert default._guided  # ", best quality, extremely detailed" against the official negative prompt
+    assert default._guided  # "" (no added text by default) against the official negative prompt
     same.load("cpu")
     one.load("cpu")
     assert not same._guided and not one._guided
@@ -187,3 +187,36 @@ def test_bad_request_is_named(models):
     bad = AnalogyRequest(**{**req.__dict__, "query": req.query.astype(np.float32)})
     with pytest.raises(ValueError, match=r"request 1 .*query must be a uint8"):
         models["fp32"].predict([req, bad])
+
+
+def test_text_suffix_is_off_by_default_and_can_be_turned_on():
+    """The official notebook joins ``prompt, a_prompt`` (a_prompt ", best quality, extremely
+    detailed", Zhendong-Wang/Prompt-Diffusion); the benchmark gives images only, so it is off
+    unless asked for."""
+    assert PromptDiffusion().added_prompt == ""
+    assert PromptDiffusion(added_prompt="official").added_prompt == "best quality, extremely detailed"
+
+
+def test_dtype_and_compile_arguments_like_every_neural_adapter(folder):
+    m = get_model("prompt-diffusion", weights=str(folder), dtype="bf16", compile="false", **FAST)
+    m.precision = "fp32"  # the runner's --dtype: the model's own dtype argument wins
+    m.load("cpu")
+    assert m._parts["unet"].dtype == torch.bfloat16 and m._controlnet.dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="dtype"):
+        PromptDiffusion(dtype="fp8")
+
+
+def test_missing_unet_key_is_refused_naming_it(folder, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    broken = tmp_path / "sd"
+    shutil.copytree(folder, broken)
+    path = next((broken / "unet").glob("*.safetensors"))
+    state = load_file(str(path))
+    key = sorted(state)[0]
+    state.pop(key)
+    save_file(state, str(path), metadata={"format": "pt"})
+    with pytest.raises(WeightsError, match=rf"sd/unet.*missing \({key}"):
+        PromptDiffusion(weights=broken, **FAST).load("cpu")

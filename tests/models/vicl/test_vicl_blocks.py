@@ -47,3 +47,23 @@ def test_vqgan_attention_and_quantiser():
     expect = torch.cdist(flat, vq.embedding.weight).argmin(1).reshape(2, 3, 3)
     assert torch.equal(vq.codes(z), expect)
     torch.testing.assert_close(vq.entries(expect), vq.embedding.weight[expect].permute(0, 3, 1, 2))
+
+
+def test_grid_bias_in_head_dimensions_equals_the_dense_mask():
+    """Painter's decomposed relative-position bias (ViTDet ``add_decomposed_rel_pos``) carried
+    in extra head dimensions (the CUDA path) equals the dense N x N additive mask (CPU path)."""
+    from icl.models.vicl._vit import Attention
+
+    torch.manual_seed(0)
+    attn = Attention(32, 2, rel_pos_size=(6, 3))
+    with torch.no_grad():
+        attn.rel_pos_h.normal_(0, 0.5)
+        attn.rel_pos_w.normal_(0, 0.5)
+    x = torch.randn(3, 18, 32)
+    with torch.no_grad():
+        dense = attn(x, dense_bias=True)
+        grid = attn(x, dense_bias=False)
+        plain = Attention(32, 2)
+        plain.load_state_dict({k: v for k, v in attn.state_dict().items() if "rel_pos" not in k})
+        assert not torch.allclose(plain(x), dense, atol=1e-3)  # the bias matters
+    torch.testing.assert_close(grid, dense, atol=2e-6, rtol=1e-5)

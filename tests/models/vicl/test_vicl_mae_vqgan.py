@@ -87,3 +87,60 @@ def test_answer_is_the_decoded_bottom_right_quadrant(ckpt, monkeypatch):
     assert out.shape == (40, 22, 3)
     torch.testing.assert_close(out[..., 1], torch.ones(40, 22), atol=1e-6, rtol=0)
     assert torch.all(out[..., 0] == 0)
+
+
+def _lightning_classes():
+    """Classes as a pytorch-lightning 1.x / OmegaConf install defines them, in a module that is
+    removed again: the checkpoint then names classes that cannot be imported."""
+    import sys
+    import types
+
+    mod = types.ModuleType("pytorch_lightning_model_checkpoint_stub")
+    exec("class ModelCheckpoint:\n    pass\n"
+         "class DictConfig:\n    def __init__(self, content):\n        self._content = content\n", mod.__dict__)
+    sys.modules[mod.__name__] = mod
+    return mod
+
+
+@pytest.mark.parametrize("zipped", [True, False])
+def test_vqgan_from_a_lightning_last_ckpt_with_pickled_objects(tmp_path, zipped):
+    """taming-transformers' ``vqgan_imagenet_f16_1024/checkpoints/last.ckpt`` is a Lightning
+    checkpoint: ``callbacks`` keyed by the ModelCheckpoint class, hyper-parameters as OmegaConf
+    objects, beside ``state_dict`` (and, saved by torch < 1.6, in the legacy non-zip format).
+    Its tensors load without importing or running any of those classes."""
+    import sys
+
+    path = mae_checkpoint(tmp_path, seed=3, with_vae=False)
+    plain = torch.load(tmp_path / "last.ckpt", weights_only=True)
+    mod = _lightning_classes()
+    try:
+        ckpt = {"epoch": 3, "global_step": 1000, "pytorch-lightning_version": "1.0.8",
+                "callbacks": {mod.ModelCheckpoint: {"best_model_score": torch.tensor(0.5)}},
+                "hyper_parameters": mod.DictConfig({"embed_dim": 256}), "optimizer_states": [{"state": {}}],
+                "state_dict": plain["state_dict"]}
+        torch.save(ckpt, tmp_path / "last.ckpt", _use_new_zipfile_serialization=zipped)
+    finally:
+        del sys.modules[mod.__name__]
+    model = MAEVQGAN(weights=str(path), config=MAE)
+    model.load("cpu")
+    torch.manual_seed(3)
+    ref = MAEVQGANNet(MAEVQGANConfig.from_overrides(MAE))
+    assert torch.equal(model.net.vae.quantize.embedding.weight, ref.vae.quantize.embedding.weight)
+    assert "pytorch_lightning_model_checkpoint_stub" not in sys.modules
+
+
+def test_a_checkpoint_that_calls_code_is_refused(tmp_path):
+    import os
+
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    path = mae_checkpoint(tmp_path, seed=3, with_vae=False)
+    plain = torch.load(tmp_path / "last.ckpt", weights_only=True)
+    torch.save({"state_dict": plain["state_dict"], "x": Payload()}, tmp_path / "last.ckpt")
+    with pytest.raises(WeightsError, match=r"last.ckpt: .*(refused|cannot read)"):
+        MAEVQGAN(weights=str(path), config=MAE).load("cpu")
+    assert not marker.exists()

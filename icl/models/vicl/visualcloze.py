@@ -1,0 +1,151 @@
+"""VisualCloze (Li et al. 2025, "VisualCloze: A Universal Image Generation Framework via
+Visual In-Context Learning"), lzyhha/VisualCloze, as diffusers ships it
+(``VisualClozePipeline``: FLUX.1-Fill-dev with the VisualCloze LoRA merged; the release
+``VisualCloze/VisualClozePipeline-384`` is a ``save_pretrained`` folder: ``model_index.json``,
+``transformer/``, ``vae/``, ``text_encoder/``, ``tokenizer/``, ``text_encoder_2/``,
+``tokenizer_2/``, ``scheduler/``).
+
+Grid, as the authors lay it out (README, ``examples/gradio_tasks*.py``): one row per context
+pair ``[c_in_k, c_out_k]`` and a last row ``[query, None]``; each row's images are resized to
+the area of ``resolution`` squared at the first image's aspect ratio (diffusers'
+``VisualClozeProcessor``). Prompts: the layout prompt is the pipeline's; the task prompt
+follows the authors' template (``data/prefix_instruction.py`` ``get_task_instruction``, the
+variant the diffusers example uses) with ``[IMAGE1]``/``[IMAGE2]`` descriptions taken from
+VisualCloze's own image-type prompts where a benchmark task has one (``TASK_IMAGES``; the
+first entry of each list) and a neutral pair otherwise; no content prompt (the benchmark gives
+images only). The authors' SDEdit upsampling stage (``upsampling_strength`` > 0) is not run:
+the answer is resized to the query anyway; each request's noise comes from its own generator
+seeded by ``derive_seed``. Requests whose grids have the same cell sizes are one batch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Hashable, Optional, Sequence, Union
+
+import torch
+import torch.nn.functional as F
+
+from icl.data.seeds import ANY, derive_seed
+from icl.models.requests import AnalogyRequest
+from icl.models.vicl._load import load_pretrained, read_json
+from icl.models.vicl._torch import TorchAdapter, checked_device, compiled
+from icl.models.vicl.canvas import host_image
+from icl.models.weights import WeightsError, resolve_weights
+
+TEMPLATE = "In each row, a logical task is demonstrated to achieve [IMAGE2] {target} based on [IMAGE1] {condition}."
+PHOTO = "a high-quality image"  # VisualCloze's "target" image prompt, first entry
+# benchmark task -> (condition, target) image descriptions, from VisualCloze's prefix_instruction.py
+TASK_IMAGES = {
+    "segmentation": (PHOTO, "sam 2 generated colorful segmentation masks"),
+    "edges": (PHOTO, "canny edge map with sharp black-and-white contours"),
+    "depth": (PHOTO, "depth map showing gray-scale object contours"),
+    "denoising": ("an image with subtle Gaussian noise adding grain", PHOTO),
+    "colorization": ("a grayscale image with varying shades of gray", PHOTO),
+    "inpainting": ("an inpainted image seamlessly filling missing areas", PHOTO),
+}
+NEUTRAL = ("the input image", "the output image")  # icl's own, for tasks VisualCloze has no prompt for
+
+
+def task_prompt(task: str) -> str:
+    condition, target = TASK_IMAGES.get(task, NEUTRAL)
+    return TEMPLATE.format(condition=condition, target=target)
+
+
+def cell_size(h: int, w: int, resolution: int, divisible: int) -> tuple[int, int]:
+    """The (h, w) a grid row takes: area ``resolution ** 2`` at the aspect ``w / h``, floored
+    to multiples of ``divisible`` (as diffusers' ``VisualClozeProcessor.preprocess_image``)."""
+    aspect = w / h
+    new_h = int((resolution * resolution / aspect) ** 0.5)
+    new_w = int(new_h * aspect)
+    return max(new_h // divisible, 1) * divisible, max(new_w // divisible, 1) * divisible
+
+
+class VisualCloze(TorchAdapter):
+    """VisualCloze through diffusers' ``VisualClozePipeline`` (module docstring).
+
+    K-shot: all K pairs, one grid row each, above the query row.
+    Arguments: ``weights`` (the pipeline folder; default ``$ICL_WEIGHTS_DIR/visualcloze``),
+    ``dtype``, ``compile`` (the transformer), ``steps`` 30 and ``guidance_scale`` 30 (the
+    authors' example), ``resolution`` (default the folder's ``model_index.json``, else 384),
+    ``prompt`` (a fixed task prompt instead of the per-task ones), ``max_sequence_length``
+    512 (T5 tokens, the pipeline's default).
+    """
+
+    name = "visualcloze"
+    version = "1"
+    batch_size = 4
+    shots_policy = "all K pairs as grid rows [c_in, c_out] above the query row [query, ?]"
+
+    def __init__(self, weights: Optional[str] = None, dtype: Optional[str] = None, compile: Union[bool, str] = False,
+                 steps: int = 30, guidance_scale: float = 30.0, resolution: Optional[int] = None,
+                 prompt: Optional[str] = None, max_sequence_length: int = 512):
+        super().__init__(weights, dtype, compile, None)
+        if not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"{self.name}: steps must be a positive integer, got {steps!r}")
+        self.steps, self.guidance_scale = steps, float(guidance_scale)
+        self.resolution_arg, self.prompt = resolution, prompt
+        self.max_sequence_length = int(max_sequence_length)
+
+    def model_files(self) -> Sequence[Path]:
+        found = resolve_weights(self.name, self.weights, "model_index.json")
+        return (found.parent if found.is_file() else found,)
+
+    def build(self) -> Any:
+        raise NotImplementedError("VisualCloze loads its components in load()")
+
+    def load(self, device: str) -> None:
+        from diffusers import (AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxTransformer2DModel,
+                               VisualClozePipeline)
+        from transformers import CLIPTextModel, CLIPTokenizer, T5EncoderModel, T5TokenizerFast
+
+        dtype = self.torch_dtype
+        dev = checked_device(self.name, device, dtype)
+        folder = self.model_files()[0]
+        index = read_json(folder / "model_index.json")
+        models = {"transformer": FluxTransformer2DModel, "vae": AutoencoderKL, "text_encoder": CLIPTextModel,
+                  "text_encoder_2": T5EncoderModel}
+        parts: dict[str, Any] = {k: load_pretrained(cls, folder / k, f"VisualCloze {k}", dtype=dtype).to(dev).eval()
+                                 for k, cls in models.items()}
+        try:
+            parts["tokenizer"] = CLIPTokenizer.from_pretrained(str(folder / "tokenizer"), local_files_only=True)
+            parts["tokenizer_2"] = T5TokenizerFast.from_pretrained(str(folder / "tokenizer_2"), local_files_only=True)
+            parts["scheduler"] = FlowMatchEulerDiscreteScheduler.from_pretrained(str(folder / "scheduler"),
+                                                                                local_files_only=True)
+        except Exception as exc:  # missing or malformed tokenizer/scheduler files: name the folder
+            raise WeightsError(f"{folder}: cannot read the tokenizers or scheduler ({type(exc).__name__}: {exc})") from exc
+        parts["transformer"] = compiled(parts["transformer"], self.compile)
+        self.resolution = int(self.resolution_arg or index.get("resolution") or 384)
+        self.pipe = self.net = VisualClozePipeline(**parts, resolution=self.resolution)
+        self.pipe.set_progress_bar_config(disable=True)
+        self.divisible = 2 * self.pipe.generation_pipe.vae_scale_factor
+        self.device = str(dev)
+
+    def group_key(self, req: AnalogyRequest) -> Hashable:
+        """The cell sizes of a request's grid (rows of equal sizes stack into one batch)."""
+        rows = [host_image(x).shape[:2] for x in req.context_inputs] + [host_image(req.query).shape[:2]]
+        return tuple(cell_size(h, w, self.resolution, self.divisible) for h, w in rows)
+
+    def prompt_for(self, req: AnalogyRequest) -> str:
+        return self.prompt if self.prompt is not None else task_prompt(req.task)
+
+    def run_group(self, requests: Sequence[AnalogyRequest]) -> list[torch.Tensor]:
+        from PIL import Image
+
+        grids = []
+        for r in requests:
+            rows = [[Image.fromarray(host_image(x)), Image.fromarray(host_image(y))]
+                    for x, y in zip(r.context_inputs, r.context_outputs)]
+            grids.append(rows + [[Image.fromarray(host_image(r.query)), None]])
+        gens = [torch.Generator(device=self.device).manual_seed(
+            derive_seed(r.seed, r.dataset, ANY, r.query_id, f"{self.name}/noise") & ((1 << 63) - 1)) for r in requests]
+        result = self.pipe(task_prompt=[self.prompt_for(r) for r in requests], content_prompt=[None] * len(requests),
+                           image=grids, num_inference_steps=self.steps, guidance_scale=self.guidance_scale,
+                           generator=gens, upsampling_strength=0.0, output_type="pt",
+                           max_sequence_length=self.max_sequence_length)
+        out = []
+        for img, r in zip(result.images, requests):
+            h, w = r.query.shape[:2]
+            img = F.interpolate(img.float().clamp(0, 1)[None], size=(h, w), mode="bilinear", align_corners=False)
+            out.append(img[0].permute(1, 2, 0))
+        return out
