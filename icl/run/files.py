@@ -1,11 +1,19 @@
 """The common files every run writes: one CSV per summary table, results.json, report.md and
 plots/. Each file is written to a unique temporary name beside it and renamed
-(:mod:`icl.run.atomic`), so a killed run never leaves a truncated file behind."""
+(:mod:`icl.run.atomic`), so a killed run never leaves a truncated file behind.
+
+A run's output folder belongs to one benchmark and holds no links: :func:`claim_folder`
+(called while holding the folder's lock) refuses a folder holding another benchmark's run or
+any symbolic link (a benchmark's own writer might follow it), and removes the temporary files
+of a killed writer. Every benchmark needs its own ``--out``; ``--fast`` without a benchmark
+gives each its own sub-folder.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -13,9 +21,39 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from icl.benchmarks.base import Benchmark
 from icl.report.tables import csv_text, jsonable
-from icl.run.atomic import write_text
+from icl.run.atomic import remove_stale_temporaries, write_text
+from icl.run.errors import ConfigError
 from icl.run.meta import git_revision, package_versions
 from icl.store import Failure
+from icl.store.sqlite import stored_benchmarks
+
+DEFAULT_STORE = "store.sqlite"
+
+
+def claim_folder(out: Path, benchmark: str) -> None:
+    """Make ``out`` ready for ``benchmark``'s files, or raise :class:`ConfigError` (one line):
+    no symbolic link anywhere under it, no other benchmark's run (its results.json or its
+    store); then remove stale temporary files. Call it while holding the folder's lock."""
+    for root, dirs, names in os.walk(out):  # links to folders are listed, never entered
+        for name in sorted(dirs + names):
+            p = Path(root) / name
+            if p.is_symlink():
+                raise ConfigError(f"output folder {out} holds a symbolic link {p.relative_to(out)} (to "
+                                  f"{os.readlink(p)}); icl never writes through links: remove it or choose "
+                                  f"another output folder (--out)")
+    others = set()
+    try:
+        recorded = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        if isinstance(recorded, dict) and isinstance(recorded.get("benchmark"), str):
+            others.add(recorded["benchmark"])
+    except (OSError, ValueError):  # none yet (or unreadable: rewritten by this run)
+        pass
+    others |= stored_benchmarks(out / DEFAULT_STORE)
+    others.discard(benchmark)
+    if others:
+        raise ConfigError(f"output folder {out} holds a {', '.join(sorted(others))} run; every benchmark needs its "
+                          f"own output folder: choose another --out (--fast gives each benchmark its own sub-folder)")
+    remove_stale_temporaries(out)
 
 
 def provenance() -> dict[str, Any]:

@@ -5,6 +5,10 @@ Common files of every benchmark, in ``out``: ``results.json`` (benchmark, protoc
 config, command line, git revision or installed version, library versions, backends that ran,
 device, seeds, hashes of the plan and its frozen lists, timings, compute per model), one CSV per
 summary table (``results.csv`` first), ``report.md`` and ``plots/``.
+
+A run is its folder: results.json records ``out``, ``store`` and ``data_root`` as absolute
+paths, and ``rescore`` works on the folder it is given (a store inside the recorded ``out``
+moves with it) from any working directory, never creating a store.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 import sqlite3
 import sys
 import time
@@ -29,10 +34,10 @@ from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
 from icl.run.errors import ConfigError
 from icl.run.atomic import OutputWriteError, is_user_fixable
-from icl.run.files import write_outputs
+from icl.run.files import DEFAULT_STORE, claim_folder, write_outputs
 from icl.run.lock import FolderLock
 from icl.run.models import RunModel, make_model, resolve_device
-from icl.store import Failure, Score, ScoreKey, Store
+from icl.store import Failure, Score, ScoreKey, Store, StoreError
 
 MAX_FAILURES_SHOWN = 20
 
@@ -108,6 +113,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     """Run ``config``; prints the summary (stdout) and failures (stderr); returns the outcome."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     t0 = time.perf_counter()
+    _absolute_paths(config)
     bench = open_benchmark(config)
     items = _plan(bench)
     device = resolve_device(config.device)
@@ -116,7 +122,22 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     with writable(out, config.store_path):
         out.mkdir(parents=True, exist_ok=True)
         with FolderLock(out, config.command):
+            claim_folder(out, bench.name)
             return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr)
+
+
+def _absolute(path: Path) -> Path:
+    return Path(os.path.abspath(os.path.expanduser(path)))
+
+
+def _absolute_paths(config: RunConfig) -> None:
+    """``out``, ``store`` and ``data_root`` as absolute paths, so results.json names the run's
+    own files wherever ``rescore`` is started from."""
+    config.out = _absolute(config.out_dir)
+    if config.store is not None:
+        config.store = _absolute(config.store)
+    if config.data_root is not None:
+        config.data_root = _absolute(config.data_root)
 
 
 @contextmanager
@@ -250,13 +271,17 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     """Recompute every score and file of ``run_dir`` from its stored responses (no model is
     loaded or called)."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    path = Path(run_dir) / "results.json"
+    run_dir = _absolute(Path(run_dir))
+    path = run_dir / "results.json"
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
         config = RunConfig.from_resolved(meta["config"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: not a finished run's results.json ({type(exc).__name__}: {exc})") from None
-    config.out = Path(run_dir)
+    config.out, config.store = run_dir, _run_store(meta["config"], run_dir)
+    if not config.store.is_file():
+        raise ConfigError(f"rescore {run_dir}: no store at {config.store} (results.json names it); rescore reads "
+                          f"a run's stored responses and never creates a store")
     t0 = time.perf_counter()
     bench = open_benchmark(config)
     items = _plan(bench)
@@ -265,7 +290,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     stats = ExecStats()
     with writable(config.out_dir, config.store_path), \
             FolderLock(config.out_dir, ["python", "-m", "icl.run", "rescore", str(run_dir)]), \
-            Store(config.store_path) as store:
+            _claimed_store(config.out_dir, bench.name, config.store_path) as store:
         run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol, rescore=str(run_dir)))
         store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
                             for where_, msg, path in bench.data_failures()])
@@ -305,3 +330,25 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                          judge=meta.get("judge"), device=meta.get("device", "cpu"), t0=t0)
     print_summary(bench, outcome, stdout, stderr)
     return outcome
+
+
+def _run_store(recorded: Mapping[str, Any], run_dir: Path) -> Path:
+    """The store of the run now in ``run_dir``: the recorded store, moved along with the folder
+    when it lay inside the recorded ``out`` (the default), else as recorded."""
+    out, store = recorded.get("out"), recorded.get("store")
+    if not store:
+        return run_dir / DEFAULT_STORE
+    if out:
+        inside = os.path.relpath(os.path.normpath(store), os.path.normpath(out))
+        if not inside.startswith(os.pardir) and not os.path.isabs(inside):
+            return run_dir / inside
+    return Path(store)
+
+
+def _claimed_store(out: Path, benchmark: str, path: Path) -> Store:
+    """The run's store, opened after the folder's checks (:func:`claim_folder`), never created."""
+    claim_folder(out, benchmark)
+    try:
+        return Store(path, create=False)
+    except StoreError as exc:
+        raise ConfigError(f"rescore: {exc}") from None

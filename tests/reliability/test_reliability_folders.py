@@ -1,0 +1,92 @@
+"""Runs are folders (issue 28): results.json names the run's own files by absolute paths,
+``rescore`` started anywhere works on the folder it is given and never creates a store, and an
+output folder holding another benchmark's run is refused with one line.
+
+The audit ran ``rescore`` from another directory on a run made with a relative ``--out``: it
+created a new empty store under the working directory and overwrote the run's results.csv with
+one byte. vibe then best50 into one ``--out`` silently mixed their files.
+"""
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from icl.run import ModelSpec, RunConfig, rescore, run
+from icl.run.errors import ConfigError
+from tests.reliability.test_reliability_runner import ROOT
+
+ARGS = ["--fast", "--tasks", "flip", "--datasets", "scenes-a", "--limit", "3", "--models", "identity,copy-target",
+        "--no-plots", "--no-progress"]
+
+
+def _icl(args, cwd):
+    return subprocess.run([sys.executable, "-m", "icl.run", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+
+
+def _tree(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.slow
+def test_rescore_from_another_directory_reproduces_the_csvs_and_creates_nothing_there(tmp_path, builtin_root):
+    made_in, elsewhere = tmp_path / "made-in", tmp_path / "elsewhere"
+    made_in.mkdir()
+    elsewhere.mkdir()
+    first = _icl(["vibe", *ARGS, "--out", "runs/r", "--data-root", str(builtin_root)], cwd=made_in)
+    assert first.returncode == 0, first.stderr
+    out = made_in / "runs" / "r"
+    recorded = json.loads((out / "results.json").read_text())["config"]
+    assert recorded["out"] == str(out) and recorded["store"] == str(out / "store.sqlite")
+    assert recorded["data_root"] == str(builtin_root)
+    csvs = {p.name: p.read_bytes() for p in out.glob("*.csv")}
+    assert {"results.csv", "ranks.csv"} <= set(csvs) and len(csvs["results.csv"]) > 100
+    again = _icl(["rescore", "../made-in/runs/r"], cwd=elsewhere)
+    assert again.returncode == 0, again.stderr
+    assert {p.name: p.read_bytes() for p in out.glob("*.csv")} == csvs
+    assert _tree(elsewhere) == []
+
+
+def _config(out, data, benchmark="vibe"):
+    return RunConfig(benchmark, options=dict(tasks=("flip",), datasets=("scenes-a",), limit=2),
+                     models=[ModelSpec("identity")], fast=True, data_root=data, out=out, plots=False, progress=False)
+
+
+def _quiet(config):
+    return run(config, stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def test_a_moved_run_folder_rescores_from_its_own_store(tmp_path, builtin_root):
+    _quiet(_config(tmp_path / "a", builtin_root))
+    csvs = {p.name: p.read_bytes() for p in (tmp_path / "a").glob("*.csv")}
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    outcome = rescore(tmp_path / "b", stdout=io.StringIO(), stderr=io.StringIO())
+    assert outcome.exit_code == 0 and outcome.stats.computed == 2
+    assert {p.name: p.read_bytes() for p in (tmp_path / "b").glob("*.csv")} == csvs
+    assert not (tmp_path / "a").exists()
+
+
+def test_rescore_never_creates_a_store(tmp_path, builtin_root):
+    out = tmp_path / "run"
+    _quiet(_config(out, builtin_root))
+    (out / "store.sqlite").unlink()
+    before = _tree(out)
+    with pytest.raises(ConfigError, match="never creates a store"):
+        rescore(out, stdout=io.StringIO(), stderr=io.StringIO())
+    assert _tree(out) == before
+
+
+def test_an_out_folder_holding_another_benchmarks_run_is_refused_in_one_line(tmp_path, builtin_root):
+    out = tmp_path / "shared"
+    _quiet(_config(out, builtin_root))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    other = _icl(["vlicl", "--fast", "--out", str(out), "--no-plots", "--no-progress"], cwd=tmp_path)
+    assert other.returncode == 2
+    lines = other.stderr.strip().splitlines()
+    assert len(lines) == 1 and "holds a vibe run" in lines[0] and "--out" in lines[0], other.stderr
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".icl.lock"}
+    assert after == {p: b for p, b in before.items() if p.name != ".icl.lock"}
