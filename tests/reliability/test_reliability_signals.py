@@ -71,25 +71,35 @@ def _integrity(db):
         return conn.execute("PRAGMA integrity_check").fetchone()[0]
 
 
+def _signal_when_started(proc, store, sig, delay):
+    _wait_for(store)
+    time.sleep(delay)
+    proc.send_signal(sig)
+
+
 @pytest.mark.slow
 def test_signals_at_every_moment_of_a_real_run_end_in_130_with_finished_batches_kept(tmp_path, builtin_root):
-    """Five runs, each signalled once at a different moment after its store exists; then the
-    last one is resumed to completion by the same command."""
+    """Five runs at once, each signalled once at a different moment after its store exists
+    (from the first batch to the report); then one is resumed to completion by the same command."""
     plain = _env(tmp_path)
-    env = {**plain, "ICL_TEST_SLEEP": "0.4"}  # 4 batches of one item: about 1.6 s of model time
-    moments = [(signal.SIGTERM, 0.0), (signal.SIGINT, 0.3), (signal.SIGTERM, 0.7), (signal.SIGINT, 1.1),
-               (signal.SIGTERM, 1.5)]
+    env = {**plain, "ICL_TEST_SLEEP": "0.6"}  # 4 batches of one item: at least 2.4 s of model time
+    moments = [(signal.SIGTERM, 0.0), (signal.SIGINT, 0.4), (signal.SIGTERM, 0.9), (signal.SIGINT, 1.4),
+               (signal.SIGTERM, 1.9)]
+    runs = []
     for i, (sig, delay) in enumerate(moments):
         out = tmp_path / f"run{i}"
         proc = subprocess.Popen(_cmd(out, builtin_root), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
-        _wait_for(out / "store.sqlite")
-        time.sleep(delay)
-        proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=120)
+        sender = threading.Thread(target=_signal_when_started, args=(proc, out / "store.sqlite", sig, delay))
+        sender.start()
+        runs.append((out, proc, sender, sig, delay))
+    for out, proc, sender, sig, delay in runs:
+        stdout, stderr = proc.communicate(timeout=300)
+        sender.join()
         assert proc.returncode == 130, (sig, delay, proc.returncode, stdout, stderr)
         assert "rerun the same command to resume" in stderr and "Traceback" not in stderr
         assert _integrity(out / "store.sqlite") == "ok"
+    out = runs[2][0]
     kept = _scored(out / "store.sqlite")
     done = subprocess.run(_cmd(out, builtin_root), env=plain, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
