@@ -22,6 +22,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import stat
 import tempfile
 from contextlib import contextmanager
@@ -30,8 +31,11 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 
 EXIT_CODE = 2
 _TMP_MARK = ".icl-"
+#: prefix of the staging folders of :func:`icl.run.files.staged` (``tempfile.mkdtemp`` names)
+STAGING_PREFIX = ".icl-staging-"
 # this writer's temporaries, and the fixed ``<name>.tmp.png`` names of earlier versions
 _STALE = re.compile(r"^\..+\.icl-[a-z0-9_]{8}\.tmp$|^.+\.tmp\.png$")
+_STALE_FOLDER = re.compile(r"^\.icl-staging-[a-z0-9_]{8}$")
 _ADVICE = {
     errno.EROFS: ("the filesystem is read-only", "choose an output folder on a writable filesystem"),
     errno.EACCES: ("permission denied", "fix the folder's permissions or choose another output folder"),
@@ -128,10 +132,16 @@ def _fsync_dir(folder: Path) -> None:
 
 def remove_stale_temporaries(folder: str | Path) -> list[Path]:
     """Remove the temporary files a killed writer left anywhere under ``folder`` (regular files
-    named as :func:`atomic_open` names them; links are not followed); returns them. Call it only
-    while holding the folder's lock, so no writer of this folder is running."""
+    named as :func:`atomic_open` names them, and staging folders; links are not followed);
+    returns them. Call it only while holding the folder's lock, so no writer of it is running."""
     removed = []
-    for root, _dirs, names in os.walk(folder):  # os.walk does not descend into linked folders
+    for root, dirs, names in os.walk(folder):  # os.walk does not descend into linked folders
+        for name in [d for d in dirs if _STALE_FOLDER.match(d)]:
+            p = Path(root) / name
+            dirs.remove(name)
+            if not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
         for name in names:
             if not _STALE.match(name):
                 continue

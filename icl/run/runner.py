@@ -34,7 +34,7 @@ from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
 from icl.run.errors import ConfigError
 from icl.run.atomic import OutputWriteError, is_user_fixable
-from icl.run.files import DEFAULT_STORE, claim_folder, write_outputs
+from icl.run.files import DEFAULT_STORE, claim_folder, write_artifacts, write_outputs
 from icl.run.lock import FolderLock
 from icl.run.models import RunModel, make_model, resolve_device
 from icl.store import Failure, Score, ScoreKey, Store, StoreError
@@ -163,7 +163,7 @@ def writable(out: Path, store: Path) -> Iterator[None]:
 
 def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
                 judge: Optional[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO) -> Outcome:
-    artifacts = bench.write_artifacts(out)
+    artifacts = write_artifacts(bench, out)
     t_plan = time.perf_counter()
     where = eval_device(device, config.evaluate)
     meter = ComputeMeter(device, trace_memory=config.trace_memory)
@@ -325,7 +325,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
             store.write_batch(scores=scores, failures=failures)
         meta_timings = dict(meta.get("timings") or {})
         outcome = finish(config, bench, items, models, judge_id, store, run_id, stats,
-                         bench.write_artifacts(config.out_dir), meta_timings,
+                         write_artifacts(bench, config.out_dir), meta_timings,
                          identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
                          judge=meta.get("judge"), device=meta.get("device", "cpu"), t0=t0)
     print_summary(bench, outcome, stdout, stderr)

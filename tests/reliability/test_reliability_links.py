@@ -124,10 +124,36 @@ def test_stale_temporaries_are_removed_when_a_run_starts(tmp_path, builtin_root)
     kept = [out / "notes.tmp", out / ".results.csv.mine.tmp"]  # not a name this writer makes
     for p in stale + kept:
         p.write_text("x")
+    (out / ".icl-staging-ab12cd34" / "plots").mkdir(parents=True)  # a killed run's staging folder
+    (out / ".icl-staging-ab12cd34" / "plots" / "radar_flip_k1.png").write_text("x")
+    stale.append(out / ".icl-staging-ab12cd34")
     config = RunConfig("vibe", options=_options(), models=[ModelSpec("identity")], fast=True,
                        data_root=builtin_root, out=out, plots=False, progress=False)
     assert run(config, stdout=io.StringIO(), stderr=io.StringIO()).exit_code == 0
     assert [p for p in stale if p.exists()] == []
     assert all(p.read_text() == "x" for p in kept)
-    leftovers = [p for p in out.rglob("*") if ".icl-" in p.name or p.name.endswith(".tmp.png")]
+    leftovers = [p for p in out.rglob("*") if p.name.startswith(".icl-") or ".icl-" in p.name
+                 or p.name.endswith(".tmp.png")]
     assert leftovers == []
+
+
+def test_a_benchmarks_own_writer_never_writes_through_a_link(tmp_path, builtin_root):
+    """vibe writes contexts.csv with its own writer (icl.data.contexts); the runner gives it a
+    private staging folder and moves the file into place, so a link planted under the name
+    after the run's checks is replaced, not followed."""
+    from icl.run.files import write_artifacts
+    from icl.run.runner import _plan, open_benchmark
+
+    victim, mtime = _victim(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    bench = open_benchmark(RunConfig("vibe", options=_options(), fast=True, data_root=builtin_root, out=out))
+    _plan(bench)
+    (out / "contexts.csv").symlink_to(victim)
+    digests = write_artifacts(bench, out)
+    _untouched(victim, mtime)
+    assert not (out / "contexts.csv").is_symlink()
+    import hashlib
+
+    assert hashlib.sha256((out / "contexts.csv").read_bytes()).hexdigest() == digests["contexts.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["contexts.csv"]  # the staging folder is gone
