@@ -1,7 +1,9 @@
 """Files written whole or not at all: a unique temporary name in the same folder, then ``os.replace``.
 
-Every file a run writes goes through here (tables, results.json, report.md, plots, images):
-one writer, so none follows a link. A kill at any moment leaves either the previous file or
+Every file the runner and the shared report code write goes through here (tables,
+results.json, report.md, plots, images); files a benchmark writes with a writer of its own are
+written into a private staging folder and moved into place with ``os.replace``
+(:func:`icl.run.files.staged`). So no output follows a link. A kill at any moment leaves either the previous file or
 the new one, never a truncated one, and two writers never share a temporary name
 (``tempfile.mkstemp``: created with ``O_EXCL``, never through a link planted under its name).
 ``os.replace`` swaps the directory entry, so a symbolic link planted under an output's name is
