@@ -41,8 +41,8 @@ DEFAULT_STORE = "store.sqlite"
 
 def claim_folder(out: Path, benchmark: str) -> None:
     """Make ``out`` ready for ``benchmark``'s files, or raise :class:`ConfigError` (one line):
-    no symbolic link anywhere under it, no other benchmark's run (its results.json or its
-    store); then remove stale temporary files. Call it while holding the folder's lock."""
+    no symbolic link anywhere under it, no other benchmark's run (its results.json, or a run
+    its store.sqlite records for this folder); then remove stale temporary files. Call it while holding the folder's lock."""
     for root, dirs, names in os.walk(out):  # links to folders are listed, never entered
         for name in sorted(dirs + names):
             p = Path(root) / name
@@ -57,7 +57,7 @@ def claim_folder(out: Path, benchmark: str) -> None:
             others.add(recorded["benchmark"])
     except (OSError, ValueError):  # none yet (or unreadable: rewritten by this run)
         pass
-    others |= stored_benchmarks(out / DEFAULT_STORE)
+    others |= stored_benchmarks(out / DEFAULT_STORE, out)  # runs of this folder (a shared store may hold others)
     others.discard(benchmark)
     if others:
         raise ConfigError(f"output folder {out} holds a {', '.join(sorted(others))} run; every benchmark needs its "

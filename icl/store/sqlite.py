@@ -334,18 +334,22 @@ class Store:
         return [r[0] for r in self._conn.execute("SELECT run_id FROM runs ORDER BY started")]
 
 
-def stored_benchmarks(path: Union[str, os.PathLike]) -> set[str]:
+def stored_benchmarks(path: Union[str, os.PathLike], out: Union[str, os.PathLike, None] = None) -> set[str]:
     """The benchmarks whose runs wrote into the store at ``path`` (each run's recorded config),
-    read without writing anything; empty when there is no readable store there."""
+    only those whose output folder was ``out`` when given; read without writing anything, and
+    empty when there is no readable store there."""
     p = Path(path)
     if not p.is_file():
         return set()
     try:
         conn = sqlite3.connect(f"{p.absolute().as_uri()}?mode=ro", uri=True, timeout=10)
         try:
-            rows = conn.execute("SELECT DISTINCT json_extract(info, '$.config.benchmark') FROM runs").fetchall()
+            rows = conn.execute("SELECT DISTINCT json_extract(info, '$.config.benchmark'), "
+                                "json_extract(info, '$.config.out') FROM runs").fetchall()
         finally:
             conn.close()
     except sqlite3.Error:  # not a store, or an older one without runs: nothing to compare
         return set()
-    return {r[0] for r in rows if isinstance(r[0], str)}
+    wanted = None if out is None else os.path.abspath(out)
+    return {b for b, o in rows if isinstance(b, str)
+            and (wanted is None or (isinstance(o, str) and os.path.abspath(o) == wanted))}

@@ -99,3 +99,21 @@ def test_an_out_folder_holding_another_benchmarks_run_is_refused_in_one_line(tmp
     # every file as it was (the lock's holder record aside; SQLite's -wal/-shm of the read-only look)
     ours = lambda p: p.is_file() and p.name not in (".icl.lock", "store.sqlite-wal", "store.sqlite-shm")
     assert {p: p.read_bytes() for p in out.rglob("*") if ours(p)} == {p: b for p, b in before.items() if ours(p)}
+
+
+def test_a_run_recorded_in_the_folders_store_counts_a_shared_stores_other_runs_do_not(tmp_path):
+    """The store's runs table holds each run's resolved config (as ``run`` records it): a run
+    of another benchmark into this folder (killed before its results.json) refuses the folder;
+    runs that only shared the store from other folders do not."""
+    from icl.run.files import claim_folder
+    from icl.store import Store
+
+    out = tmp_path / "v"
+    out.mkdir()
+    with Store(out / "store.sqlite") as store:
+        store.start_run(dict(config=RunConfig("best50", out=tmp_path / "b").resolved(), protocol="best50-1"))
+    claim_folder(out, "vibe")
+    with Store(out / "store.sqlite") as store:
+        store.start_run(dict(config=RunConfig("vlicl", out=out).resolved(), protocol="vlicl-1"))
+    with pytest.raises(ConfigError, match="holds a vlicl run"):
+        claim_folder(out, "vibe")
