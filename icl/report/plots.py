@@ -2,8 +2,6 @@
 
 matplotlib runs on the Agg backend (no display needed). Qualitative grids are composed with
 numpy and OpenCV (one tile row per sample), which is much faster than a figure per grid.
-Every PNG is written through :mod:`icl.run.atomic` (:func:`save_figure`, :func:`write_rgb`):
-a unique temporary name and a rename, never through a link planted under the plot's name.
 """
 
 from __future__ import annotations
@@ -11,13 +9,12 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import cv2
 import numpy as np
 
 from icl.report.aggregate import PSNR_CAP, Aggregate, RankTable, TaskSpec
-from icl.run.atomic import atomic_open, write_bytes
 
 
 def _pyplot():
@@ -32,13 +29,6 @@ def _pyplot():
 def safe_name(text: str) -> str:
     """A file-name-safe form of a model, task, dataset or sample id."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "_"
-
-
-def save_figure(fig: Any, path: Path, **savefig_kwargs: Any) -> Path:
-    """Save a matplotlib figure as PNG at ``path`` atomically (``savefig`` keywords pass through)."""
-    with atomic_open(path, "wb") as f:
-        fig.savefig(f, format="png", **savefig_kwargs)
-    return path
 
 
 def radar_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path,
@@ -92,7 +82,7 @@ def radar_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path
         ax.legend(fontsize=7, loc="lower right" if polar else "best")
     # fixed margins: tight_layout costs a full extra draw per figure
     fig.subplots_adjust(left=0.06, right=0.96, bottom=0.14, top=0.84, wspace=0.45)
-    save_figure(fig, path, dpi=80)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
 
@@ -118,7 +108,7 @@ def rank_heatmap(table: RankTable, path: Path) -> Optional[Path]:
     ax.set_title(f"ranks (1 = best), shots = {table.shots}", fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.03)
     fig.tight_layout()
-    save_figure(fig, path, dpi=80)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
 
@@ -133,11 +123,13 @@ def read_rgb(path: Path) -> Optional[np.ndarray]:
 
 def write_rgb(path: Path, image: np.ndarray) -> None:
     """Write an RGB uint8 image atomically (a killed run never leaves half a PNG)."""
+    from icl.run.atomic import write_bytes  # a unique temporary name, never a fixed one
+
     path.parent.mkdir(parents=True, exist_ok=True)
     ok, png = cv2.imencode(".png", np.ascontiguousarray(image[..., ::-1]))
     if not ok:
         raise ValueError(f"cannot encode image {path} (shape {image.shape}, {image.dtype})")
-    write_bytes(path, png.tobytes())
+    write_bytes(path, png.tobytes(), durable=False)  # a plot: whole or absent matters, not a power cut
 
 
 def _tile(image: Optional[np.ndarray], label: str, size: int) -> np.ndarray:

@@ -13,7 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from icl.report.plots import read_rgb, save_figure, write_rgb
+from icl.report.plots import read_rgb, write_rgb
 from icl.run import ModelSpec, RunConfig, run
 from icl.run.atomic import write_text
 from icl.run.errors import ConfigError
@@ -87,24 +87,15 @@ def test_a_planted_plot_symlink_refuses_the_run_before_anything_is_written(tmp_p
 
 def test_writers_replace_a_link_under_the_output_name_never_its_target(tmp_path):
     victim, mtime = _victim(tmp_path)
-    for name in ("results.csv", "query.png", "radar.png"):
+    for name in ("results.csv", "query.png"):
         (tmp_path / name).symlink_to(victim)
     write_text(tmp_path / "results.csv", "a,b\n")
     image = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
     write_rgb(tmp_path / "query.png", image)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig = plt.figure(figsize=(1, 1))
-    save_figure(fig, tmp_path / "radar.png", dpi=20)
-    plt.close(fig)
     _untouched(victim, mtime)
-    for name in ("results.csv", "query.png", "radar.png"):
+    for name in ("results.csv", "query.png"):
         assert not (tmp_path / name).is_symlink()
     np.testing.assert_array_equal(read_rgb(tmp_path / "query.png"), image)
-    assert (tmp_path / "radar.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_images_never_pass_through_a_fixed_temporary_name(tmp_path):
