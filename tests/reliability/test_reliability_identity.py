@@ -53,6 +53,7 @@ def test_only_existing_regular_files_other_than_weights_enter_the_identity(tmp_p
     try:
         (tmp_path / "c.json").write_text("{}")
         monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("ICL_CACHE", str(tmp_path / "cache"))  # the digest cache, not the user's
         relative = make_model(ModelSpec("configured", {"config": "c.json"}), "cpu")
         absolute = make_model(ModelSpec("configured", {"config": str(tmp_path / "c.json")}), "cpu")
         assert relative.identity["files"] == absolute.identity["files"]
