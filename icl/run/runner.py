@@ -279,6 +279,9 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: not a finished run's results.json ({type(exc).__name__}: {exc})") from None
     config.out, config.store = run_dir, _run_store(meta["config"], run_dir)
+    origin = _origin(meta["config"].get("out"), run_dir)
+    if config.data_root is not None and not config.data_root.is_absolute() and origin is not None:
+        config.data_root = origin / config.data_root  # recorded relative by earlier versions
     if not config.store.is_file():
         raise ConfigError(f"rescore {run_dir}: no store at {config.store} (results.json names it); rescore reads "
                           f"a run's stored responses and never creates a store")
@@ -343,6 +346,17 @@ def _run_store(recorded: Mapping[str, Any], run_dir: Path) -> Path:
         if not inside.startswith(os.pardir) and not os.path.isabs(inside):
             return run_dir / inside
     return Path(store)
+
+
+def _origin(recorded_out: Optional[str], run_dir: Path) -> Optional[Path]:
+    """The working directory of a run whose ``out`` was recorded relative (earlier versions),
+    when ``run_dir`` still ends with that relative path; None otherwise."""
+    if not recorded_out or os.path.isabs(recorded_out):
+        return None
+    parts = Path(os.path.normpath(recorded_out)).parts
+    if os.pardir in parts or run_dir.parts[-len(parts):] != parts:
+        return None
+    return Path(*run_dir.parts[:-len(parts)])
 
 
 def _claimed_store(out: Path, benchmark: str, path: Path) -> Store:

@@ -117,3 +117,23 @@ def test_a_run_recorded_in_the_folders_store_counts_a_shared_stores_other_runs_d
         store.start_run(dict(config=RunConfig("vlicl", out=out).resolved(), protocol="vlicl-1"))
     with pytest.raises(ConfigError, match="holds a vlicl run"):
         claim_folder(out, "vibe")
+
+
+def test_a_run_recorded_with_relative_paths_by_an_earlier_version_rescores_from_anywhere(tmp_path, builtin_root,
+                                                                                        monkeypatch):
+    """results.json of earlier versions held ``out``, ``store`` and ``data_root`` as given
+    (relative to where the run started): rescore finds all three from the run folder."""
+    made_in = tmp_path / "made-in"
+    shutil.copytree(builtin_root, made_in / "data")
+    out = made_in / "runs" / "r"
+    _quiet(_config(out, made_in / "data"))
+    csvs = {p.name: p.read_bytes() for p in out.glob("*.csv")}
+    meta = json.loads((out / "results.json").read_text())
+    meta["config"].update(out="runs/r", store="runs/r/store.sqlite", data_root="data")
+    (out / "results.json").write_text(json.dumps(meta))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert rescore(Path("../made-in/runs/r"), stdout=io.StringIO(), stderr=io.StringIO()).exit_code == 0
+    assert {p.name: p.read_bytes() for p in out.glob("*.csv")} == csvs
+    assert _tree(tmp_path / "elsewhere") == []
+    assert json.loads((out / "results.json").read_text())["config"]["data_root"] == str(made_in / "data")
