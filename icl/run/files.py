@@ -42,7 +42,8 @@ DEFAULT_STORE = "store.sqlite"
 def claim_folder(out: Path, benchmark: str) -> None:
     """Make ``out`` ready for ``benchmark``'s files, or raise :class:`ConfigError` (one line):
     no symbolic link anywhere under it, no other benchmark's run (its results.json, or a run
-    its store.sqlite records for this folder); then remove stale temporary files. Call it while holding the folder's lock."""
+    its store.sqlite records for this folder); then remove stale temporary files. Call it
+    while holding the folder's lock."""
     for root, dirs, names in os.walk(out):  # links to folders are listed, never entered
         for name in sorted(dirs + names):
             p = Path(root) / name

@@ -19,7 +19,8 @@ from icl.run.atomic import write_csv
 
 
 @pytest.mark.parametrize("value, text", [
-    ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"), ("+1", "'+1"), ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"),
+    ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"), ("+1", "'+1"), ("-2+3", "'-2+3"),
+    ("@SUM(A1)", "'@SUM(A1)"),
     ("\tx", "'\tx"), ("plain", "plain"), ("a=b", "a=b"), ("", ""), (None, ""),
     (-1.5, "-1.5"), (-3, "-3"), (float("-inf"), "-inf"), (float("nan"), "nan"), (True, "True"),
     (np.float64(0.1), "0.1"), (np.float32(-0.25), "-0.25"), (np.int64(-7), "-7"), (np.bool_(False), "False"),
