@@ -123,11 +123,13 @@ def read_rgb(path: Path) -> Optional[np.ndarray]:
 
 def write_rgb(path: Path, image: np.ndarray) -> None:
     """Write an RGB uint8 image atomically (a killed run never leaves half a PNG)."""
+    from icl.run.atomic import write_bytes  # a unique temporary name, never a fixed one
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.png")
-    if not cv2.imwrite(str(tmp), np.ascontiguousarray(image[..., ::-1])):
-        raise OSError(f"cannot write image {tmp}")
-    tmp.replace(path)
+    ok, png = cv2.imencode(".png", np.ascontiguousarray(image[..., ::-1]))
+    if not ok:
+        raise ValueError(f"cannot encode image {path} (shape {image.shape}, {image.dtype})")
+    write_bytes(path, png.tobytes(), durable=False)  # a plot: whole or absent matters, not a power cut
 
 
 def _tile(image: Optional[np.ndarray], label: str, size: int) -> np.ndarray:

@@ -6,8 +6,10 @@ import csv
 import io
 import math
 from dataclasses import asdict
-from pathlib import Path
+from pathlib import PurePath
 from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
 
 from icl.report.aggregate import Aggregate, RankTable
 
@@ -16,29 +18,68 @@ RESULT_COLUMNS = ("model", "model_version", "dataset", "task", "shots", "metric"
 RANK_COLUMNS = ("shots", "model", "task", "metric", "value", "rank")
 
 
-def _fmt(v: Any) -> Any:
-    # repr keeps every float bit, so equal results give byte-identical files
+#: first characters that make a spreadsheet read a text cell as a formula ("CSV injection")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def plain(v: Any) -> Any:
+    """``v`` with numpy scalars and 0-d arrays as Python numbers (``np.float64(0.5)`` -> ``0.5``),
+    other arrays as lists, paths as text; anything else unchanged."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.item() if v.ndim == 0 else v.tolist()
+    if isinstance(v, PurePath):
+        return str(v)
+    return v
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def csv_cell(v: Any) -> str:
+    """One table cell: empty for None, floats in ``repr`` form (every bit kept, so equal results
+    give byte-identical files; NaN as ``nan``), numpy scalars as Python numbers, lists joined by
+    spaces. Text that a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``,
+    ``@``, a tab or a carriage return) gets a leading ``'``; numbers never do (``-0.5`` stays)."""
+    v = plain(v)
+    if v is None:
+        return ""
+    if isinstance(v, (list, tuple)):
+        parts = [plain(x) for x in v]
+        text = " ".join(_text(x) for x in parts)
+        return text if parts and _is_number(parts[0]) else _guard(text)
+    return _text(v) if _is_number(v) else _guard(_text(v))
+
+
+def _text(v: Any) -> str:
     if isinstance(v, float):
         return "nan" if math.isnan(v) else repr(v)
-    return v
+    return str(v)
 
 
-def csv_text(rows: Sequence[Mapping[str, Any]], columns: Optional[Sequence[str]] = None) -> str:
-    """CSV of ``rows`` (columns: ``columns``, else every key in order of first appearance);
-    floats in ``repr`` form so that equal results give byte-identical files."""
-    cols = list(columns) if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
+def _guard(text: str) -> str:
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def csv_text(rows: Sequence[Any], columns: Optional[Sequence[str]] = None) -> str:
+    """The one table writer: CSV of ``rows``, every cell through :func:`csv_cell`.
+
+    Rows are mappings (columns: ``columns``, else every key in order of first appearance; the
+    header is always written) or sequences (``columns`` is the header row, none when None)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
+    if rows and not isinstance(rows[0], Mapping):
+        if columns is not None:
+            w.writerow([csv_cell(c) for c in columns])
+        w.writerows([csv_cell(v) for v in r] for r in rows)
+        return buf.getvalue()
+    cols = list(columns) if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
+    w.writerow([csv_cell(c) for c in cols])
     for r in rows:
-        w.writerow(["" if r.get(c) is None else _fmt(_cell(r.get(c))) for c in cols])
+        w.writerow([csv_cell(r.get(c)) for c in cols])
     return buf.getvalue()
-
-
-def _cell(v: Any) -> Any:
-    if isinstance(v, (list, tuple)):
-        return " ".join(str(_fmt(x)) for x in v)
-    return v
 
 
 def rank_rows(tables: Sequence[RankTable]) -> list[dict]:
@@ -60,7 +101,9 @@ def rank_rows(tables: Sequence[RankTable]) -> list[dict]:
 
 
 def jsonable(obj: Any) -> Any:
-    """Plain JSON: NaN and infinities become null (the CSVs keep them)."""
+    """Plain JSON: NaN and infinities become null (the CSVs keep them); numpy scalars and
+    arrays become Python numbers and lists."""
+    obj = plain(obj)
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, Mapping):

@@ -1,7 +1,15 @@
 """Files written whole or not at all: a unique temporary name in the same folder, then ``os.replace``.
 
-A kill at any moment leaves either the previous file or the new one, never a truncated one,
-and two writers never share a temporary name (``tempfile.mkstemp``). The data is fsynced
+Every file the runner and the shared report code write goes through here (tables,
+results.json, report.md, plots, images); files a benchmark writes with a writer of its own are
+written into a private staging folder and moved into place with ``os.replace``
+(:func:`icl.run.files.staged`). So no output follows a link. A kill at any moment leaves either the previous file or
+the new one, never a truncated one, and two writers never share a temporary name
+(``tempfile.mkstemp``: created with ``O_EXCL``, never through a link planted under its name).
+``os.replace`` swaps the directory entry, so a symbolic link planted under an output's name is
+replaced by the file and its target is never written. Temporary files are named
+``.<name>.icl-XXXXXXXX.tmp``; one left by a killed writer is removed by
+:func:`remove_stale_temporaries` when the next run takes the folder's lock. The data is fsynced
 before the rename (``durable=False`` skips that for scratch files). A write that fails for a
 reason the user must fix (read-only filesystem, no permission, disk full, quota, file size
 limit) raises :class:`OutputWriteError`, one clear line naming the path and what to do; the
@@ -12,17 +20,24 @@ error ignores that signal.)
 
 from __future__ import annotations
 
-import csv
 import errno
-import io
 import json
 import os
+import re
+import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 EXIT_CODE = 2
+_TMP_MARK = ".icl-"
+#: prefix of the staging folders of :func:`icl.run.files.staged` (``tempfile.mkdtemp`` names)
+STAGING_PREFIX = ".icl-staging-"
+# this writer's temporaries, and the fixed ``<name>.tmp.png`` names of earlier versions
+_STALE = re.compile(r"^\..+\.icl-[a-z0-9_]{8}\.tmp$|^.+\.tmp\.png$")
+_STALE_FOLDER = re.compile(r"^\.icl-staging-[a-z0-9_]{8}$")
 _ADVICE = {
     errno.EROFS: ("the filesystem is read-only", "choose an output folder on a writable filesystem"),
     errno.EACCES: ("permission denied", "fix the folder's permissions or choose another output folder"),
@@ -78,7 +93,7 @@ def atomic_open(path: str | Path, mode: str = "w", *, encoding: str = "utf-8", n
         raise ValueError(f"atomic_open: mode must be 'w' or 'wb', got {mode!r}")
     path = Path(path)
     with _translated(path):
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}{_TMP_MARK}", suffix=".tmp")
     try:
         with _translated(path):
             umask = os.umask(0)
@@ -117,6 +132,31 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def remove_stale_temporaries(folder: str | Path) -> list[Path]:
+    """Remove the temporary files a killed writer left anywhere under ``folder`` (regular files
+    named as :func:`atomic_open` names them, and staging folders; links are not followed);
+    returns them. Call it only while holding the folder's lock, so no writer of it is running."""
+    removed = []
+    for root, dirs, names in os.walk(folder):  # os.walk does not descend into linked folders
+        for name in [d for d in dirs if _STALE_FOLDER.match(d)]:
+            p = Path(root) / name
+            dirs.remove(name)
+            if not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+        for name in names:
+            if not _STALE.match(name):
+                continue
+            p = Path(root) / name
+            try:
+                if stat.S_ISREG(os.lstat(p).st_mode):
+                    p.unlink()
+                    removed.append(p)
+            except FileNotFoundError:
+                pass
+    return removed
+
+
 def write_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> Path:
     """Atomically write ``data`` to ``path``."""
     with atomic_open(path, "wb", durable=durable) as f:
@@ -140,19 +180,12 @@ def write_json(path: str | Path, obj: Any, *, indent: Optional[int] = 2, durable
 
 def write_csv(path: str | Path, rows: Iterable[Sequence[Any]] | Iterable[dict], header: Optional[Sequence[str]] = None,
               *, durable: bool = True) -> Path:
-    """Atomically write a CSV: ``rows`` are sequences (``header`` optional) or dicts (``header``
-    is then the field order and required)."""
-    buf = io.StringIO(newline="")
+    """Atomically write a CSV through the one table writer (:func:`icl.report.tables.csv_text`:
+    formula-like text guarded, numpy scalars as numbers): ``rows`` are sequences (``header``
+    optional) or dicts (``header`` is then the field order and required)."""
+    from icl.report.tables import csv_text
+
     table: list[Any] = list(rows)
-    if table and isinstance(table[0], dict):
-        if header is None:
-            raise ValueError("write_csv: dict rows need header (the field order)")
-        writer = csv.DictWriter(buf, fieldnames=list(header), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(table)
-    else:
-        plain = csv.writer(buf, lineterminator="\n")
-        if header is not None:
-            plain.writerow(header)
-        plain.writerows(table)
-    return write_text(path, buf.getvalue(), durable=durable)
+    if table and isinstance(table[0], dict) and header is None:
+        raise ValueError("write_csv: dict rows need header (the field order)")
+    return write_text(path, csv_text(table, header), durable=durable)

@@ -29,7 +29,7 @@ from icl.models.requests import AnalogyRequest, content_hash
 from icl.run import responses as R
 from icl.run.compute import ComputeMeter
 from icl.run.device import ScorePipeline, tensor_requests
-from icl.run.guard import ItemOutcome, ModelGuard
+from icl.run.guard import ItemOutcome, ModelGuard, check_stop
 from icl.run.models import RunModel
 from icl.store import Failure, Response, Score, ScoreKey, Store
 
@@ -145,6 +145,7 @@ class Engine:
                     bs = max(1, int(m.adapter.batch_size))
                     for start in range(0, len(todo), bs):
                         batch = todo[start:start + bs]
+                        check_stop()  # SIGTERM/SIGINT stop the run here, between batches (icl.run.guard)
                         bar.set_description(f"{b.name} {m.label}", refresh=False)
                         self._batch(m, batch)
                         bar.update(len(batch))

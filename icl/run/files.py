@@ -1,21 +1,101 @@
 """The common files every run writes: one CSV per summary table, results.json, report.md and
 plots/. Each file is written to a unique temporary name beside it and renamed
-(:mod:`icl.run.atomic`), so a killed run never leaves a truncated file behind."""
+(:mod:`icl.run.atomic`), so a killed run never leaves a truncated file behind.
+
+A run's output folder belongs to one benchmark and holds no links: :func:`claim_folder`
+(called while holding the folder's lock) refuses a folder holding another benchmark's run or
+any symbolic link (a benchmark's own writer might follow it), and removes the temporary files
+of a killed writer. Every benchmark needs its own ``--out``; ``--fast`` without a benchmark
+gives each its own sub-folder.
+
+Files a benchmark writes itself (its artifacts such as ``contexts.csv``, its plots and sample
+images) are written into a private staging folder inside ``out`` (:func:`staged`, a fresh
+``mkdtemp`` name) and then moved to their places with ``os.replace``: whatever writer the
+benchmark uses, each file appears whole, and a link planted under its name is replaced, never
+written through.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from icl.benchmarks.base import Benchmark
 from icl.report.tables import csv_text, jsonable
-from icl.run.atomic import write_text
+from icl.run.atomic import STAGING_PREFIX, remove_stale_temporaries, write_text
+from icl.run.errors import ConfigError
 from icl.run.meta import git_revision, package_versions
 from icl.store import Failure
+from icl.store.sqlite import stored_benchmarks
+
+DEFAULT_STORE = "store.sqlite"
+
+
+def claim_folder(out: Path, benchmark: str) -> None:
+    """Make ``out`` ready for ``benchmark``'s files, or raise :class:`ConfigError` (one line):
+    no symbolic link anywhere under it, no other benchmark's run (its results.json, or a run
+    its store.sqlite records for this folder); then remove stale temporary files. Call it
+    while holding the folder's lock."""
+    for root, dirs, names in os.walk(out):  # links to folders are listed, never entered
+        for name in sorted(dirs + names):
+            p = Path(root) / name
+            if p.is_symlink():
+                raise ConfigError(f"output folder {out} holds a symbolic link {p.relative_to(out)} (to "
+                                  f"{os.readlink(p)}); icl never writes through links: remove it or choose "
+                                  f"another output folder (--out)")
+    others = set()
+    try:
+        recorded = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        if isinstance(recorded, dict) and isinstance(recorded.get("benchmark"), str):
+            others.add(recorded["benchmark"])
+    except (OSError, ValueError):  # none yet (or unreadable: rewritten by this run)
+        pass
+    others |= stored_benchmarks(out / DEFAULT_STORE, out)  # runs of this folder (a shared store may hold others)
+    others.discard(benchmark)
+    if others:
+        raise ConfigError(f"output folder {out} holds a {', '.join(sorted(others))} run; every benchmark needs its "
+                          f"own output folder: choose another --out (--fast gives each benchmark its own sub-folder)")
+    remove_stale_temporaries(out)
+
+
+@contextmanager
+def staged(out: Path) -> Iterator[Callable[[Path], Path]]:
+    """A private folder inside ``out`` for a benchmark's own writers: yields ``stage(path)``,
+    which maps a path under ``out`` to its place in the staging folder. When the block ends
+    every file written there replaces its namesake under ``out`` (``os.replace``); the staging
+    folder is removed either way. Use :func:`published` for the final paths."""
+    folder = Path(tempfile.mkdtemp(dir=out, prefix=STAGING_PREFIX))
+    try:
+        yield lambda path: folder / Path(path).relative_to(out)
+        for root, _dirs, names in os.walk(folder):
+            for name in sorted(names):
+                src = Path(root) / name
+                if src.is_symlink():  # a writer never makes links; one is not published
+                    continue
+                dst = out / src.relative_to(folder)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, dst)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def published(out: Path, stage_folder: Path, paths: Sequence[Path]) -> list[Path]:
+    """``paths`` written under the staging folder ``stage_folder``, as their places under ``out``."""
+    return [out / Path(p).relative_to(stage_folder) for p in paths]
+
+
+def write_artifacts(bench: Benchmark, out: Path) -> dict[str, str]:
+    """The benchmark's frozen lists written into ``out`` through a staging folder (:func:`staged`)."""
+    with staged(out) as stage:
+        return dict(bench.write_artifacts(stage(out)))
 
 
 def provenance() -> dict[str, Any]:
@@ -51,7 +131,10 @@ def write_outputs(out: Path, bench: Benchmark, tables: Mapping[str, list[dict[st
         path = out / f"{name}.csv"
         write_text(path, csv_text(rows))
         files.append(path)
-    plot_files = bench.plots(tables, out / "plots", answers) if plots else []
+    plot_files: list[Path] = []
+    if plots:
+        with staged(out) as stage:  # the benchmark's own writers: whole files, never through a link
+            plot_files = published(out, stage(out), bench.plots(tables, stage(out / "plots"), answers))
     data = {**meta, **provenance(), "tables": {n: f"{n}.csv" for n in tables},
             "failures": dict(count=len(failures), items=[f.message for f in failures[:1000]])}
     write_text(out / "results.json", json.dumps(jsonable(data), indent=2, sort_keys=True, allow_nan=False) + "\n")

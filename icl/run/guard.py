@@ -6,11 +6,15 @@
 
 - Inputs: every numpy array of a request is copied and the copy made read-only (torch tensors
   are cloned), so a model that edits its inputs in place changes neither the caller's arrays
-  nor what the next model sees. The caller's arrays and their flags are never touched.
+  nor what the next model sees. The caller's arrays and their flags are never touched. The
+  copies are made inside the guarded call, so a copy that cannot be made (a ``MemoryError``
+  for one request's huge image) is that call's error: the batch is retried one request at a
+  time and only the request that cannot be copied fails.
 - Exceptions: a batch that raises (or answers with the wrong number of outputs) is retried one
   request at a time, so only the failing requests fail. ``sys.exit`` inside a model is an
   ``error`` of type ``SystemExit``. ``KeyboardInterrupt`` is not contained: Ctrl-C still stops
-  the run (it arrives in the caller's thread, which only waits for the model).
+  the run (it arrives in the caller's thread, which only waits for the model, checking
+  :func:`check_stop` while it waits).
 - Timeout: the model runs in one worker thread owned by the guard; the caller waits at most
   ``timeout_s`` per call. Python cannot kill a thread, so on a timeout the thread keeps running
   the batch in the background (it is a daemon thread and does not keep the process alive). The
@@ -24,8 +28,13 @@
   elements; :func:`default_output_limit` allows 16 times the requested image size, or 64
   characters per allowed new token) is an ``error`` of type ``OutputTooLarge``.
 
-:func:`sigterm_as_interrupt` makes SIGTERM raise ``KeyboardInterrupt`` like Ctrl-C, so a
-terminated run stops the same way (finished batches kept).
+Signals: inside :func:`stop_on_signals` (``sigterm_as_interrupt`` is the same), SIGTERM and
+SIGINT only set a flag; :func:`check_stop` raises ``KeyboardInterrupt`` where stopping is safe:
+the runner calls it between batches, the guard while it waits for the model, and the block
+itself on its way out. A handler that raised at an arbitrary point could land in a finaliser or
+a callback where Python prints and drops the exception (a SIGTERM then lost, the run ending
+with exit 0); a flag cannot be dropped. A second signal while the first is pending raises at
+once (a run stuck loading a model still stops on a second Ctrl-C).
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ OK, ERROR, TIMEOUT = "ok", "error", "timeout"
 OUTPUT_FACTOR = 16
 _CHARS_PER_TOKEN = 64
 _DEFAULT_IMAGE = (1024, 1024)
+_POLL_S = 0.1  # how often a caller waiting for the model looks at the stop flag
 
 
 @dataclass(frozen=True)
@@ -246,10 +256,14 @@ class ModelGuard:
 
     def _batch(self, requests: list) -> tuple[Optional[list[ItemOutcome]], ItemOutcome]:
         """``(outcomes, unused)`` when the call returned one output per request, else ``(None, failure)``."""
-        inputs = [readonly_copy(r) for r in requests] if self.copy_inputs else list(requests)
+        copy_inputs, predict = self.copy_inputs, self.predict
+
+        def guarded() -> Any:  # the copies are part of the guarded call (see the module docstring)
+            return predict([readonly_copy(r) for r in requests] if copy_inputs else list(requests))
+
         start = time.perf_counter()
-        call = self._worker.submit(lambda: self.predict(inputs))
-        finished = call.done.wait(self.timeout_s)  # Ctrl-C interrupts this wait in the caller's thread
+        call = self._worker.submit(guarded)
+        finished = _wait(call.done, self.timeout_s)  # Ctrl-C and SIGTERM stop this wait in the caller's thread
         seconds = time.perf_counter() - start
         if not finished:
             return None, ItemOutcome(TIMEOUT, message=f"model {self.name!r} did not answer {len(requests)} request(s) "
@@ -297,20 +311,50 @@ class ModelGuard:
         return ItemOutcome(OK, value=value, seconds=seconds)
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+def _wait(done: threading.Event, timeout_s: Optional[float]) -> bool:
+    """Wait for ``done`` up to ``timeout_s`` (None: no limit), looking at the stop flag meanwhile."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        left = _POLL_S if deadline is None else min(_POLL_S, deadline - time.monotonic())
+        if left <= 0:
+            return done.is_set()
+        if done.wait(left):
+            return True
+        check_stop()
 
 
-def install_sigterm_as_interrupt() -> Any:
-    """Make SIGTERM raise ``KeyboardInterrupt`` in the main thread; returns the previous handler."""
-    return signal.signal(signal.SIGTERM, _raise_interrupt)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_pending: list[int] = []  # signals received and not yet acted on (main thread only)
+
+
+def _request_stop(signum: int, frame: Any) -> None:
+    first = not _pending
+    _pending.append(signum)
+    if not first:  # a second signal: stop now, wherever the run is
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name} (second)")
+
+
+def check_stop() -> None:
+    """Raise ``KeyboardInterrupt`` naming the signal when SIGTERM or SIGINT arrived inside
+    :func:`stop_on_signals`; a no-op otherwise."""
+    if _pending:
+        raise KeyboardInterrupt(f"signal {signal.Signals(_pending[0]).name}")
 
 
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises ``KeyboardInterrupt`` inside the block (main thread only); restored after."""
-    previous = install_sigterm_as_interrupt()
+def stop_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT set the stop flag inside the block (main thread only) and the block
+    ends with ``KeyboardInterrupt`` if one arrived; handlers and flag are restored after."""
+    previous = {s: signal.signal(s, _request_stop) for s in STOP_SIGNALS}
+    _pending.clear()
     try:
         yield
+        check_stop()  # a signal after the last check in the block is not lost
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        _pending.clear()
+
+
+#: the name the command line has used since SIGTERM first stopped a run like Ctrl-C
+sigterm_as_interrupt = stop_on_signals

@@ -7,6 +7,10 @@ crashed run never leaves a stale lock (the file itself stays; its content is onl
 who held it last). flock locks are per open file description: a second :class:`FolderLock`
 on the same folder in the same process conflicts too. On network filesystems without flock
 support the acquisition fails with :class:`LockError` rather than proceeding unlocked.
+
+The lock file is opened with ``O_NOFOLLOW`` and must be a regular file with one link: a
+symbolic link, hard link, FIFO or device planted under the lock's name is refused (exit 2)
+and whatever it points to is left untouched (the holder record would otherwise truncate it).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -74,10 +79,23 @@ class FolderLock:
             return self
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # O_NONBLOCK: a FIFO under the lock's name must not block the open (refused below)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise LockError(self.folder, f"cannot lock output folder {self.folder}: its lock file {self.path} is "
+                                             f"a symbolic link; icl never writes through links (the link's target "
+                                             f"was not touched): remove the link or choose another output folder") \
+                    from None
             raise LockError(self.folder, f"cannot lock output folder {self.folder}: {exc.strerror or exc} "
                                          f"({self.path}); check the path and its permissions") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            os.close(fd)
+            what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"a file with {st.st_nlink} hard links"
+            raise LockError(self.folder, f"cannot lock output folder {self.folder}: its lock file {self.path} is "
+                                         f"{what}; icl never writes through links (nothing was changed): remove it "
+                                         f"or choose another output folder")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

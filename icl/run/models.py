@@ -1,9 +1,11 @@
 """Models of a run: instantiation from specs, the fit check, and each model's whole identity.
 
 The identity (PROTOCOL §1.4 "Cache keys") is everything that can change an answer: adapter name,
-class and version, precision, device kind, every ``__init__`` argument with its default, and the
-SHA-256 of every weight file or folder the adapter reports. Its digest is the ``model_id`` that
-keys stored responses: a run with other precision, weights or arguments computes anew.
+class and version, precision, device kind, every ``__init__`` argument with its default, the
+SHA-256 of every weight file or folder the adapter reports, and the SHA-256 of every other file
+a string argument names (``config=model.json``, a prompt template: editing the file behind the
+argument changes the answers, so it changes the id). Its digest is the ``model_id`` that keys
+stored responses: a run with other precision, weights, arguments or argument files computes anew.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import os
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -155,6 +158,9 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
     identity = dict(adapter=adapter.name, cls=f"{type(adapter).__module__}.{type(adapter).__qualname__}",
                     version=str(adapter.version), precision=adapter.precision, device=device_kind(device),
                     args=bound, weights=weights)
+    files = _argument_files(spec.name, bound, list(weights))
+    if files:  # only when present, so the ids of models without such arguments stay as they were
+        identity["files"] = files
     model_id = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
     return RunModel(spec, adapter, identity, model_id, float(timeout) if timeout else None)
 
@@ -165,6 +171,30 @@ def privilege_granted(adapter: Adapter) -> bool:
     ``privileged`` is refused."""
     return bool(adapter.privileged) and bool(getattr(adapter, "reference", False)) and any(
         c.__module__ in REFERENCE_MODULES and c.__dict__.get("privileged") for c in type(adapter).__mro__)
+
+
+def _argument_files(model: str, args: dict[str, Any], weight_files: Sequence[str]) -> dict[str, str]:
+    """``{argument: SHA-256}`` of every string argument naming an existing regular file (after
+    ``~`` expansion, relative to the working directory as the adapter reads it), except the
+    weight files (and files inside weight folders) already in the identity. Digests go through
+    the weight digest cache."""
+    covered = tuple(os.path.realpath(os.path.expanduser(p)) for p in weight_files)
+    out = {}
+    for name, value in args.items():
+        if not isinstance(value, str) or not value or "\0" in value:
+            continue
+        path = os.path.expanduser(value)
+        try:
+            regular = os.path.isfile(path)
+        except (OSError, ValueError):  # a name too long for the filesystem: not a file
+            continue
+        real = os.path.realpath(path)
+        if regular and not any(real == c or real.startswith(c.rstrip(os.sep) + os.sep) for c in covered):
+            try:
+                out[name] = tree_digest(path)
+            except (OSError, WeightsError) as exc:
+                raise ConfigError(f"model {model!r}: argument {name}={value!r}: cannot read the file ({exc})") from None
+    return out
 
 
 def _parameters(factory: Any) -> dict[str, inspect.Parameter]:

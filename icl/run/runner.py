@@ -5,6 +5,10 @@ Common files of every benchmark, in ``out``: ``results.json`` (benchmark, protoc
 config, command line, git revision or installed version, library versions, backends that ran,
 device, seeds, hashes of the plan and its frozen lists, timings, compute per model), one CSV per
 summary table (``results.csv`` first), ``report.md`` and ``plots/``.
+
+A run is its folder: results.json records ``out``, ``store`` and ``data_root`` as absolute
+paths, and ``rescore`` works on the folder it is given (a store inside the recorded ``out``
+moves with it) from any working directory, never creating a store.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 import sqlite3
 import sys
 import time
@@ -29,10 +34,10 @@ from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
 from icl.run.errors import ConfigError
 from icl.run.atomic import OutputWriteError, is_user_fixable, write_text
-from icl.run.files import write_outputs
+from icl.run.files import DEFAULT_STORE, claim_folder, write_artifacts, write_outputs
 from icl.run.lock import FolderLock
 from icl.run.models import RunModel, make_model, resolve_device
-from icl.store import Failure, Score, ScoreKey, Store
+from icl.store import Failure, Score, ScoreKey, Store, StoreError
 
 MAX_FAILURES_SHOWN = 20
 
@@ -114,6 +119,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     """Run ``config``; prints the summary (stdout) and failures (stderr); returns the outcome."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     t0 = time.perf_counter()
+    _absolute_paths(config)
     bench = open_benchmark(config)
     items = _plan(bench)
     device = resolve_device(config.device)
@@ -122,7 +128,22 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     with writable(out, config.store_path):
         out.mkdir(parents=True, exist_ok=True)
         with FolderLock(out, config.command):
+            claim_folder(out, bench.name)
             return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr)
+
+
+def _absolute(path: Path) -> Path:
+    return Path(os.path.abspath(os.path.expanduser(path)))
+
+
+def _absolute_paths(config: RunConfig) -> None:
+    """``out``, ``store`` and ``data_root`` as absolute paths, so results.json names the run's
+    own files wherever ``rescore`` is started from."""
+    config.out = _absolute(config.out_dir)
+    if config.store is not None:
+        config.store = _absolute(config.store)
+    if config.data_root is not None:
+        config.data_root = _absolute(config.data_root)
 
 
 @contextmanager
@@ -148,7 +169,7 @@ def writable(out: Path, store: Path) -> Iterator[None]:
 
 def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
                 judge: Optional[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO) -> Outcome:
-    artifacts = bench.write_artifacts(out)
+    artifacts = write_artifacts(bench, out)
     t_plan = time.perf_counter()
     where = eval_device(device, config.evaluate)
     meter = ComputeMeter(device, trace_memory=config.trace_memory)
@@ -302,13 +323,20 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     """Recompute every score and file of ``run_dir`` from its stored responses (no model is
     loaded or called). results.json keeps the run's ``command`` and adds ``rescore_command``."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    path = Path(run_dir) / "results.json"
+    run_dir = _absolute(Path(run_dir))
+    path = run_dir / "results.json"
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
         config = RunConfig.from_resolved(meta["config"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: not a finished run's results.json ({type(exc).__name__}: {exc})") from None
-    config.out = Path(run_dir)
+    config.out, config.store = run_dir, _run_store(meta["config"], run_dir)
+    origin = _origin(meta["config"].get("out"), run_dir)
+    if config.data_root is not None and not config.data_root.is_absolute() and origin is not None:
+        config.data_root = origin / config.data_root  # recorded relative by earlier versions
+    if not config.store.is_file():
+        raise ConfigError(f"rescore {run_dir}: no store at {config.store} (results.json names it); rescore reads "
+                          f"a run's stored responses and never creates a store")
     config.command = meta.get("command")
     rescore_command = command or ["python", "-m", "icl.run", "rescore", str(run_dir)]
     t0 = time.perf_counter()
@@ -319,7 +347,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     stats = ExecStats()
     with writable(config.out_dir, config.store_path), \
             FolderLock(config.out_dir, rescore_command), \
-            Store(config.store_path) as store:
+            _claimed_store(config.out_dir, bench.name, config.store_path) as store:
         run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol, rescore=str(run_dir)))
         store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
                             for where_, msg, path in bench.data_failures()])
@@ -354,7 +382,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
             store.write_batch(scores=scores, failures=failures)
         meta_timings = dict(meta.get("timings") or {})
         outcome = finish(config, bench, items, models, judge_id, store, run_id, stats,
-                         bench.write_artifacts(config.out_dir), meta_timings,
+                         write_artifacts(bench, config.out_dir), meta_timings,
                          identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
                          judge=meta.get("judge"), device=meta.get("device", "cpu"), t0=t0,
                          roles={label: {k: m[k] for k in ("serves", "reference") if k in m}
@@ -362,3 +390,36 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                          extra=dict(rescore_command=rescore_command))
     print_summary(bench, outcome, stdout, stderr)
     return outcome
+
+
+def _run_store(recorded: Mapping[str, Any], run_dir: Path) -> Path:
+    """The store of the run now in ``run_dir``: the recorded store, moved along with the folder
+    when it lay inside the recorded ``out`` (the default), else as recorded."""
+    out, store = recorded.get("out"), recorded.get("store")
+    if not store:
+        return run_dir / DEFAULT_STORE
+    if out:
+        inside = os.path.relpath(os.path.normpath(store), os.path.normpath(out))
+        if not inside.startswith(os.pardir) and not os.path.isabs(inside):
+            return run_dir / inside
+    return Path(store)
+
+
+def _origin(recorded_out: Optional[str], run_dir: Path) -> Optional[Path]:
+    """The working directory of a run whose ``out`` was recorded relative (earlier versions),
+    when ``run_dir`` still ends with that relative path; None otherwise."""
+    if not recorded_out or os.path.isabs(recorded_out):
+        return None
+    parts = Path(os.path.normpath(recorded_out)).parts
+    if os.pardir in parts or run_dir.parts[-len(parts):] != parts:
+        return None
+    return Path(*run_dir.parts[:-len(parts)])
+
+
+def _claimed_store(out: Path, benchmark: str, path: Path) -> Store:
+    """The run's store, opened after the folder's checks (:func:`claim_folder`), never created."""
+    claim_folder(out, benchmark)
+    try:
+        return Store(path, create=False)
+    except StoreError as exc:
+        raise ConfigError(f"rescore: {exc}") from None

@@ -146,13 +146,20 @@ class StoreError(RuntimeError):
 
 
 class Store:
-    """A results database at ``path`` (created with its parent folder if absent)."""
+    """A results database at ``path`` (created with its parent folder if absent; with
+    ``create=False`` a missing store is a :class:`StoreError` and nothing is created)."""
 
-    def __init__(self, path: Union[str, os.PathLike], timeout: float = 60.0):
+    def __init__(self, path: Union[str, os.PathLike], timeout: float = 60.0, *, create: bool = True):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Autocommit mode: transactions are opened explicitly, one per batch.
-        self._conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False)
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif not self.path.is_file():
+            raise StoreError(f"{self.path}: no store there (it is not created here)")
+        # Autocommit mode: transactions are opened explicitly, one per batch. mode=rw: SQLite
+        # itself refuses to create the file when it is not wanted.
+        target = str(self.path) if create else f"{self.path.absolute().as_uri()}?mode=rw"
+        self._conn = sqlite3.connect(target, timeout=timeout, isolation_level=None, check_same_thread=False,
+                                     uri=not create)
         self._conn.execute("PRAGMA journal_mode=WAL")
         # WAL + NORMAL survives a killed process (not a power cut) and keeps commits cheap.
         self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -325,3 +332,24 @@ class Store:
 
     def run_ids(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT run_id FROM runs ORDER BY started")]
+
+
+def stored_benchmarks(path: Union[str, os.PathLike], out: Union[str, os.PathLike, None] = None) -> set[str]:
+    """The benchmarks whose runs wrote into the store at ``path`` (each run's recorded config),
+    only those whose output folder was ``out`` when given; read without writing anything, and
+    empty when there is no readable store there."""
+    p = Path(path)
+    if not p.is_file():
+        return set()
+    try:
+        conn = sqlite3.connect(f"{p.absolute().as_uri()}?mode=ro", uri=True, timeout=10)
+        try:
+            rows = conn.execute("SELECT DISTINCT json_extract(info, '$.config.benchmark'), "
+                                "json_extract(info, '$.config.out') FROM runs").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:  # not a store, or an older one without runs: nothing to compare
+        return set()
+    wanted = None if out is None else os.path.abspath(out)
+    return {b for b, o in rows if isinstance(b, str)
+            and (wanted is None or (isinstance(o, str) and os.path.abspath(o) == wanted))}

@@ -4,10 +4,15 @@ Each scenario checks that the requests the misbehaviour did not concern come out
 clean run of the same requests.
 """
 
+import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +20,8 @@ import pytest
 from icl.data.seeds import rng as seeded_rng
 from icl.models.requests import AnalogyRequest, ChatRequest
 from icl.run.guard import ModelGuard, default_output_limit, readonly_copy, sigterm_as_interrupt
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _requests(n=5, hw=(6, 7)):
@@ -163,8 +170,35 @@ def test_sigterm_is_handled_like_ctrl_c():
     with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
         with sigterm_as_interrupt():
             os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)
+            time.sleep(0.05)
     assert signal.getsignal(signal.SIGTERM) is previous
+
+
+# One request whose support image cannot be copied: a 20000 x 20000 view of three bytes (no
+# memory of its own) whose copy needs 1.2 GB, under a 1 GB address-space limit.
+COPY_FAILS = textwrap.dedent("""
+    import json, resource, sys
+    import numpy as np
+    from icl.run.guard import ModelGuard
+    from tests.reliability.test_reliability_guard import _requests, invert
+
+    reqs = _requests(3)
+    reqs[1].context_inputs[0] = np.broadcast_to(np.zeros(3, np.uint8), (20000, 20000, 3))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (used + (1 << 30), hard))
+    outs = ModelGuard(invert, name="copier")(reqs)
+    print(json.dumps([[o.status, o.error_type] for o in outs]))
+""")
+
+
+def test_an_input_too_large_to_copy_fails_its_request_only():
+    """Issue 28: the read-only copies were made before the guarded call, so a MemoryError while
+    copying one item's inputs aborted the whole run (a real process with a memory limit)."""
+    proc = subprocess.run([sys.executable, "-c", COPY_FAILS], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [["ok", None], ["error", "MemoryError"], ["ok", None]]
 
 
 def test_output_far_larger_than_the_request_allows_is_refused():

@@ -1,10 +1,9 @@
 """Runner-level reliability (issue 12): timeouts, vandal and quitting models, concurrent runs,
-SIGTERM, each leaving the rest of the run equal to a clean run."""
+each leaving the rest of the run equal to a clean run."""
 
 import csv
 import io
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -81,7 +80,8 @@ def _env(tmp_path):
     dist = site / "icl_rel-0.0.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: icl-rel\nVersion: 0.0\n")
-    (dist / "entry_points.txt").write_text("[icl.models]\nsleepy = tests.reliability._runner_models:Sleepy\n")
+    (dist / "entry_points.txt").write_text("[icl.models]\nsleepy = tests.reliability._runner_models:Sleepy\n"
+                                           "configured = tests.reliability._runner_models:Configured\n")
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), PYTHONUNBUFFERED="1")
 
 
@@ -124,17 +124,4 @@ def test_two_runs_on_one_folder_the_second_exits_2_naming_the_holder(tmp_path, b
     assert done.returncode == 0, done.stderr
 
 
-def test_sigterm_keeps_finished_batches_and_says_how_to_resume(tmp_path, builtin_root):
-    env, out = _env(tmp_path), tmp_path / "out"
-    proc = subprocess.Popen(_cmd(out, builtin_root), env={**env, "ICL_TEST_SLEEP": "0.7"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_for(out / "store.sqlite")
-    deadline = time.time() + 60
-    while _scored(out / "store.sqlite") < 1 and time.time() < deadline:  # one batch committed, more to come
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "rerun the same command to resume" in err
-    done = subprocess.run(_cmd(out, builtin_root), env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and "already in the store" in done.stdout
-    assert " 0 already in the store" not in done.stdout
+# SIGTERM and SIGINT at every moment of a run: test_reliability_signals.py
