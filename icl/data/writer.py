@@ -19,12 +19,19 @@ import numpy as np
 from icl.data.dataset import DatasetMeta
 
 
+# zlib level 1: 2-3x faster to write than level 3 for a few percent more bytes
+# (bench/bench_convert.py measures both); the pixels are the same, PNG is lossless
+PNG_LEVEL = 1
+
+
 def _write_png(path: Path, arr: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if arr.ndim == 3:
         arr = cv2.cvtColor(np.ascontiguousarray(arr), cv2.COLOR_RGB2BGR)
-    if not cv2.imwrite(str(path), arr, [cv2.IMWRITE_PNG_COMPRESSION, 3]):
-        raise OSError(f"cannot write {path}")
+    ok, buf = cv2.imencode(".png", arr, [cv2.IMWRITE_PNG_COMPRESSION, PNG_LEVEL])
+    if not ok:
+        raise OSError(f"cannot encode {path}")
+    path.write_bytes(buf.tobytes())
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -63,6 +70,7 @@ class DatasetWriter:
         box_classes: np.ndarray | None = None,
         paired: dict[str, np.ndarray] | None = None,
         paired_info: dict[str, dict[str, Any]] | None = None,
+        image_jpeg: bytes | None = None,
     ) -> None:
         """Write one sample: image uint8 [H, W, 3]; segmentation uint8 [H, W]; depth float [H, W]
         metres (-1 invalid; stored as float32 .npy); edges bool [H, W]; keypoints [N, 3] (x, y, v);

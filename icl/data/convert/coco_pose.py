@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from icl.data.convert._common import Conversion, ConvertError, RawError, Report, read_image, read_json, sample_id
+from icl.data.convert._common import (Conversion, ConvertError, RawError, Report, raw_join, read_image, read_json,
+                                      read_text, sample_id)
 from icl.data.dataset import DatasetMeta
 
 IMAGE_TASKS = ("inpainting", "denoising", "rotation", "flip")
@@ -81,8 +82,11 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
                 anns.setdefault(int(a["image_id"]), []).append(a)
             except (KeyError, TypeError, ValueError):
                 bad_entries.append(RawError(f, f"annotations[{n}] has no integer image_id"))
-        for c in coco.get("categories", []):
-            categories[int(c["id"])] = str(c["name"])
+        for n, c in enumerate(coco.get("categories", [])):
+            try:
+                categories[int(c["id"])] = str(c["name"])
+            except (KeyError, TypeError, ValueError):
+                bad_entries.append(RawError(f, f"categories[{n}] has no integer id and name"))
     cat_ids = sorted(categories)
     class_of = {c: i for i, c in enumerate(cat_ids)}
     meta = DatasetMeta(name="ap10k", version="split1-all", tasks=("detection", "keypoints", *IMAGE_TASKS, "colorization"),
@@ -94,8 +98,13 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
         conv.bad(err)
     for image_id in sorted(images):
         info = images[image_id]
-        path = root / "data" / str(info.get("file_name", ""))
-        sid = sample_id(Path(str(info.get("file_name", image_id))).stem)
+        file_name = str(info.get("file_name", ""))
+        sid = sample_id(Path(file_name.replace("\\", "/")).stem or str(image_id))
+        try:
+            path = raw_join(root / "data", file_name, files[0])
+        except RawError as err:
+            conv.bad(RawError(err.path, f"image {image_id}: file_name {err.message}"))
+            continue
         mine = anns.get(image_id, [])
         if len(mine) != 1:
             conv.drop(sid, "no animal annotated" if not mine else "more than one animal")
@@ -121,30 +130,27 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
             box = xywh_to_box(bbox, size)
             if box[2] <= box[0] or box[3] <= box[1]:
                 raise RawError(path, f"annotation {ann.get('id')}: bbox {bbox} is empty inside the image")
-        except RawError as err:
-            conv.bad(err)
+        except Exception as err:  # one image's failure is that image's
+            conv.bad(err, path)
             continue
         kp[kp[:, 2] > 0, 2] = 2  # AP-10K labels annotated points as visible
-        conv.add(sid, image, raw=(path,), keypoints=clip_points(kp, size), boxes=box[None],
+        conv.add(sid, image, raw=(path,), source=path, keypoints=clip_points(kp, size), boxes=box[None],
                  box_classes=np.array([class_of[category]]))
     return [conv.finish()]
 
 
 def _yolo_lines(path: Path) -> list[np.ndarray]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         return []
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RawError(path, f"cannot read labels ({exc})") from exc
+    text = read_text(path, 1 << 20)
     rows = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             values = np.array([float(v) for v in line.split()])
-        except ValueError as exc:
-            raise RawError(path, f"line {n}: not numbers ({exc})") from exc
+        except ValueError:
+            raise RawError(path, f"line {n}: not numbers") from None
         if len(values) != 5 + 17 * 3:
             raise RawError(path, f"line {n}: {len(values)} values, expected 5 + 17 x 3 (YOLO pose)")
         rows.append(values)
@@ -170,13 +176,13 @@ def convert_otp(raw: Path, out: Path, global_seed: int) -> list[Report]:
                     conv.drop(sid, "no person" if not rows else "more than one person", raw=(path,))
                     continue
                 image = read_image(path)
-            except RawError as err:
-                conv.bad(err)
+            except Exception as err:  # one image's failure is that image's
+                conv.bad(err, label)
                 continue
             h, w = image.shape[:2]
             kp = rows[0][5:].reshape(17, 3) * np.array([w, h, 1.0])
             if not np.isin(kp[:, 2], (0, 1, 2)).all():
                 conv.bad(RawError(label, f"visibility flags {sorted(set(kp[:, 2].tolist()))} are not 0/1/2"))
                 continue
-            conv.add(sid, image, raw=(path, label), keypoints=clip_points(kp, (h, w)))
+            conv.add(sid, image, raw=(path, label), source=path, keypoints=clip_points(kp, (h, w)))
     return [conv.finish()]

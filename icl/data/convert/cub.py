@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from icl.data.convert._common import Conversion, ConvertError, RawError, Report, need, read_image, sample_id
+from icl.data.convert._common import (Conversion, ConvertError, RawError, Report, need, raw_join, read_image, read_text,
+                                      sample_id)
 from icl.data.dataset import DatasetMeta
 from icl.data.seeds import ANY, rng
 
@@ -22,12 +23,16 @@ N_PARTS = 15
 
 
 def _table(path: Path, width: int) -> list[list[str]]:
+    try:
+        text = read_text(path, 256 << 20)
+    except RawError as err:
+        raise ConvertError(str(err)) from None
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             parts = line.split(maxsplit=width - 1)
             if len(parts) != width:
-                raise ConvertError(f"{path}:{n}: expected {width} fields, got {line!r}")
+                raise ConvertError(f"{path}:{n}: expected {width} fields, got {len(parts)}")
             rows.append(parts)
     return rows
 
@@ -63,13 +68,13 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
             if i not in pick:
                 conv.drop(sid, f"not among the {PER_CLASS} drawn for its class")
                 continue
-            path = root / "images" / paths[i]
             try:
+                path = raw_join(root / "images", paths[i], files["images.txt"])
                 image = read_image(path)
                 if i not in boxes:
                     raise RawError(path, f"image {i} has no line in bounding_boxes.txt")
-            except RawError as err:
-                conv.bad(err)
+            except Exception as err:  # one image's failure is that image's
+                conv.bad(err, root / "images" / paths[i])
                 continue
             h, w = image.shape[:2]
             x, y, bw, bh = boxes[i]
@@ -81,5 +86,5 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
             vis = kp[:, 2] == 2
             kp[vis, 0] = np.clip(kp[vis, 0], 0, w - 1)
             kp[vis, 1] = np.clip(kp[vis, 1], 0, h - 1)
-            conv.add(sid, image, raw=(path,), keypoints=kp, boxes=box, box_classes=np.array([index[c]]))
+            conv.add(sid, image, raw=(path,), source=path, keypoints=kp, boxes=box, box_classes=np.array([index[c]]))
     return [conv.finish()]
