@@ -62,6 +62,7 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
     if missing:
         raise ConvertError(f"missing AP-10K annotation files: {', '.join(missing)}")
     images: dict[int, dict] = {}
+    origin: dict[int, Path] = {}  # image id -> the annotation file that lists it
     anns: dict[int, list[dict]] = {}
     categories: dict[int, str] = {}
     bad_entries: list[RawError] = []
@@ -74,7 +75,8 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
             raise ConvertError(str(err)) from err
         for n, im in enumerate(coco.get("images", [])):
             try:
-                images.setdefault(int(im["id"]), im)
+                if images.setdefault(int(im["id"]), im) is im:
+                    origin[int(im["id"])] = f
             except (KeyError, TypeError, ValueError):
                 bad_entries.append(RawError(f, f"images[{n}] has no integer id"))
         for n, a in enumerate(coco.get("annotations", [])):
@@ -101,9 +103,9 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
         file_name = str(info.get("file_name", ""))
         sid = sample_id(Path(file_name.replace("\\", "/")).stem or str(image_id))
         try:
-            path = raw_join(root / "data", file_name, files[0])
+            path = raw_join(root / "data", file_name, origin[image_id])
         except RawError as err:
-            conv.bad(RawError(err.path, f"image {image_id}: file_name {err.message}"))
+            conv.bad(RawError(f"{origin[image_id]}#image-{image_id}", f"file_name {err.message}"))
             continue
         mine = anns.get(image_id, [])
         if len(mine) != 1:
