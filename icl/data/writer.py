@@ -75,10 +75,16 @@ class DatasetWriter:
         """Write one sample: image uint8 [H, W, 3]; segmentation uint8 [H, W]; depth float [H, W]
         metres (-1 invalid; stored as float32 .npy); edges bool [H, W]; keypoints [N, 3] (x, y, v);
         boxes [N, 4] xyxy with box_classes [N]; paired {kind: uint8 [h, w, 3]} with optional
-        paired_info {kind: JSON object}."""
+        paired_info {kind: JSON object}. ``image_jpeg``: the bytes of the JPEG file ``image`` was
+        decoded from, written as ``images/<id>.jpg`` instead of a PNG (the same pixels once decoded)."""
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
             raise ValueError(f"image: expected uint8 [H, W, 3], got {image.dtype} {image.shape}")
-        _write_png(self.root / "images" / f"{sample_id}.png", image)
+        if image_jpeg is not None:
+            path = self.root / "images" / f"{sample_id}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(image_jpeg)
+        else:
+            _write_png(self.root / "images" / f"{sample_id}.png", image)
         if segmentation is not None:
             _write_png(self.root / "segmentation" / f"{sample_id}.png", segmentation.astype(np.uint8))
         if depth is not None:
