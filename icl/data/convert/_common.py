@@ -454,8 +454,10 @@ class Conversion:
         """Write one kept sample (``DatasetWriter.add`` arguments); ``raw``: its source files;
         ``source``: the image file ``image`` was decoded from unchanged, so a JPEG source is kept
         as its own bytes (no re-encoding, same pixels when decoded). Written on the pool."""
-        if sid in self._ids:
-            raise ConvertError(f"two raw samples map to the sample id {sid!r} in {self.meta.name}")
+        if sid in self._ids:  # the first keeps the id; the other is reported, never silently lost
+            where = raw[0] if raw else (source if source is not None else Path(sid))
+            self.bad(RawError(where, f"maps to the sample id {sid!r}, which an earlier sample already has"))
+            return
         self._ids.add(sid)
         jpeg = None
         if source is not None and Path(source).suffix.lower() in _JPEG_SUFFIXES:

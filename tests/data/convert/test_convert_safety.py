@@ -137,3 +137,45 @@ def test_non_utf8_name_and_truncated_jpeg(tmp_path):
     ds = get_dataset("deepcrack", root=out)
     assert ds.ids() == ["00000", "00002", "00003", "caf-xe9"]
     assert ds.problems == [] and ds.validate() == 4
+
+
+def test_convert_all_finds_every_release(tmp_path):
+    """``convert all RAW_ROOT OUT_ROOT``: each folder whose layout a converter recognises is
+    converted (DeepCrack.zip's folders; SUIM's train_val/ + TEST/), an unknown folder is named and
+    skipped, and OUT_ROOT inside RAW_ROOT is refused like any overlap."""
+    raw_root, out = tmp_path / "releases", tmp_path / "data"
+    _deepcrack(raw_root / "DeepCrack", 3)
+    for part, stem in (("train_val", "d_r_1_"), ("TEST", "d_r_2_")):
+        write_rgb(raw_root / "SUIM" / part / "images" / f"{stem}.jpg", np.zeros((6, 8, 3), np.uint8))
+        write_rgb(raw_root / "SUIM" / part / "masks" / f"{stem}.bmp", np.zeros((6, 8, 3), np.uint8))
+    (raw_root / "notes").mkdir()
+    done = _cli("all", str(raw_root), str(out))
+    assert done.returncode == 0, done.stderr
+    assert "notes: skipped: no known release layout" in done.stderr
+    assert "deepcrack: 3/537 (paper) samples kept" in done.stdout and "suim: 2/1635 (paper)" in done.stdout
+    assert sorted(d for d in list_datasets(out) if d in ("deepcrack", "suim")) == ["deepcrack", "suim"]
+    refused = _cli("all", str(raw_root), str(raw_root / "out"))
+    assert refused.returncode == 2 and not (raw_root / "out").exists()
+
+
+def test_ap10k_after_its_readme_rename(tmp_path):
+    """AP-10K's README (AlexTheBad/AP-10K, README.md) unzips into data/ and runs
+    ``mv data/ap-10k data/ap10k``: converting ``data/ap10k`` into ``data`` would have replaced the
+    release with the dataset (exit 2 now, nothing changed); into another folder it converts."""
+    data = tmp_path / "data"
+    root = data / "ap10k"
+    (root / "annotations").mkdir(parents=True)
+    kp = [v for k in range(17) for v in (1 + k % 10, 1 + k % 8, 2)]
+    coco = {"images": [{"id": 1, "file_name": "000000000001.jpg", "width": 16, "height": 12}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 3, "bbox": [1, 1, 10, 8], "keypoints": kp}],
+            "categories": [{"id": 3, "name": "dog"}]}
+    for split in ("train", "val", "test"):
+        (root / "annotations" / f"ap10k-{split}-split1.json").write_text(json.dumps(coco if split == "train" else
+                                                                                   {**coco, "images": [], "annotations": []}))
+    write_rgb(root / "data" / "000000000001.jpg", np.full((12, 16, 3), 77, np.uint8))
+    before = _tree(data)
+    refused = _cli("ap10k", str(root), str(data))
+    assert refused.returncode == 2 and _tree(data) == before
+    done = _cli("ap10k", str(data), str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert get_dataset("ap10k", root=tmp_path / "out").ids() == ["000000000001"]
