@@ -241,6 +241,7 @@ def _mine(builtin_root, dst):
     return dst
 
 
+@pytest.mark.slow
 def test_edited_dataset_with_the_same_version_is_recomputed(builtin_root, tmp_path):
     """Inverting every image of a dataset without bumping its version gave "0 computed, N already
     in the store": the dataset's content digest is now part of every item key."""
@@ -348,6 +349,7 @@ def test_hostile_raw_files_are_bad_files_not_tracebacks(tmp_path):
     assert len(load_dataset(out / "ixi-axial")) == 2
 
 
+@pytest.mark.slow
 def test_hdf5_links_and_external_storage_are_refused(tmp_path):
     """NYU's .mat is HDF5: a soft or external link, or a dataset with external storage, would read
     other files. Each is refused with one line (exit 1), nothing written."""

@@ -60,6 +60,7 @@ def test_output_overlapping_the_release_is_refused(tmp_path, where):
     assert _tree(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_killed_conversion_leaves_the_previous_good_one(tmp_path):
     raw, out = _deepcrack(tmp_path / "raw" / "DeepCrack", 400, side=48), tmp_path / "data"
     small = _deepcrack(tmp_path / "small" / "DeepCrack", 3)
