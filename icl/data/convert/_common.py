@@ -181,12 +181,9 @@ def need(path: Path, what: str) -> Path:
     return path
 
 
-def read_image(path: Path) -> np.ndarray:
-    """8-bit (or 16-bit, scaled by 1/257) image file -> uint8 [H, W, 3] RGB; grey replicated.
-    Read as bytes from a confined path and decoded in memory after the header cap and the
-    completeness check (a truncated JPEG is a bad file, not a grey image)."""
-    import cv2
-
+def _decode8(path: Path, what: str) -> np.ndarray:
+    """OpenCV's array of a confined image file, 16-bit scaled to 8 (by 1/257); decoded in memory
+    after the header cap and the completeness check (a truncated JPEG is a bad file, not grey)."""
     real = confined(path)
     try:
         img = decode_image(real)
@@ -195,7 +192,15 @@ def read_image(path: Path) -> np.ndarray:
     if img.dtype == np.uint16:
         img = ((img.astype(np.uint32) + 128) // 257).astype(np.uint8)
     if img.dtype != np.uint8:
-        raise RawError(path, f"expected an 8- or 16-bit image, got {img.dtype}")
+        raise RawError(path, f"expected an 8- or 16-bit {what}, got {img.dtype}")
+    return img
+
+
+def read_image(path: Path) -> np.ndarray:
+    """8-bit (or 16-bit, scaled by 1/257) image file -> uint8 [H, W, 3] RGB; grey replicated."""
+    import cv2
+
+    img = _decode8(path, "image")
     if img.ndim == 2:
         return np.ascontiguousarray(np.repeat(img[:, :, None], 3, axis=2))
     if img.ndim != 3 or img.shape[2] not in (3, 4):
@@ -204,21 +209,11 @@ def read_image(path: Path) -> np.ndarray:
 
 
 def read_grey(path: Path) -> np.ndarray:
-    """A single-channel 8-bit image file (a mask) -> uint8 [H, W] (colour converted to grey)."""
+    """A single-channel image file (a mask) -> uint8 [H, W] (colour converted to grey)."""
     import cv2
 
-    real = confined(path)
-    try:
-        img = decode_image(real)
-    except ImageError as exc:
-        raise RawError(path, str(exc).removeprefix(exc.path + ": ")) from None
-    if img.dtype == np.uint16:
-        img = ((img.astype(np.uint32) + 128) // 257).astype(np.uint8)
-    if img.dtype != np.uint8:
-        raise RawError(path, f"expected an 8-bit mask, got {img.dtype}")
-    if img.ndim == 3:
-        img = cv2.cvtColor(img[:, :, :3], cv2.COLOR_BGR2GRAY)
-    return img
+    img = _decode8(path, "mask")
+    return cv2.cvtColor(img[:, :, :3], cv2.COLOR_BGR2GRAY) if img.ndim == 3 else img
 
 
 def read_label_png(path: Path) -> np.ndarray:
