@@ -113,7 +113,7 @@ class Vibe(Benchmark):
 
     def fingerprints(self) -> dict[str, str]:
         plan = self._plan()
-        out = {f"dataset:{n}": f"{d.meta.version} (content {d.content_digest()})" for n, d in sorted(plan.datasets.items())}
+        out = {f"dataset:{n}": d.meta.version for n, d in sorted(plan.datasets.items())}
         out["lpips:alex"] = f"{self.lpips.sha256} ({self.lpips.source})" if self.lpips else "missing"
         return out
 
