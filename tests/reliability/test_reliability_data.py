@@ -376,3 +376,33 @@ def test_hdf5_links_and_external_storage_are_refused(tmp_path):
         assert done.returncode == 1, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and "refused" in done.stderr and "TOP-SECRET" not in done.stderr
         assert not (tmp_path / "out" / "nyuv2").exists()
+
+
+def test_voc_xml_entities_are_refused(tmp_path):
+    """LLVIP's VOC XML (bupt-ai-cz/LLVIP Annotations/<id>.xml): an external entity (XXE) or an
+    entity-expansion bomb in an annotation is one bad file, its target never read."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET")
+    root = tmp_path / "raw" / "LLVIP"
+    bodies = {
+        "190001": "<annotation><size><width>16</width><height>12</height></size><object><name>person</name>"
+                  "<bndbox><xmin>1</xmin><ymin>1</ymin><xmax>5</xmax><ymax>5</ymax></bndbox></object></annotation>",
+        "190026": f'<?xml version="1.0"?><!DOCTYPE a [<!ENTITY x SYSTEM "file://{secret}">]>'
+                  "<annotation><folder>&x;</folder></annotation>",
+        "190051": '<?xml version="1.0"?><!DOCTYPE a [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">'
+                  '<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;">]><annotation><folder>&c;</folder></annotation>',
+    }
+    for i in range(51):
+        stem = f"{190001 + i}"
+        for modality in ("visible", "infrared"):
+            (root / modality / "train").mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(root / modality / "train" / f"{stem}.jpg"), np.full((12, 16, 3), 60, np.uint8))
+        (root / "Annotations").mkdir(exist_ok=True)
+        (root / "Annotations" / f"{stem}.xml").write_text(bodies.get(stem, bodies["190001"]))
+    done = _convert("llvip", tmp_path / "raw", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    report = (tmp_path / "out" / "llvip" / "convert-report.json").read_text()
+    assert "TOP-SECRET" not in report + done.stderr + done.stdout
+    bad = json.loads(report)["bad_files"]
+    assert set(bad) == {"LLVIP/Annotations/190026.xml", "LLVIP/Annotations/190051.xml"}
+    assert all("entity" in why for why in bad.values())
