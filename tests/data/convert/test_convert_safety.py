@@ -180,3 +180,17 @@ def test_ap10k_after_its_readme_rename(tmp_path):
     done = _cli("ap10k", str(data), str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     assert get_dataset("ap10k", root=tmp_path / "out").ids() == ["000000000001"]
+
+
+def test_failed_rerun_keeps_the_previous_good_one(tmp_path):
+    """A rerun that fails (here every image of the new release is corrupt: no sample survives)
+    used to delete the previous good conversion first; now it exits 1 and leaves it as it was."""
+    out = tmp_path / "data"
+    assert _cli("deepcrack", str(_deepcrack(tmp_path / "good" / "DeepCrack", 3).parent), str(out)).returncode == 0
+    good = _tree(out / "deepcrack")
+    broken = _deepcrack(tmp_path / "broken" / "DeepCrack", 2)
+    for p in (broken / "train_img").iterdir():
+        p.write_bytes(b"\xff\xd8\xff garbage")
+    done = _cli("deepcrack", str(broken.parent), str(out))
+    assert done.returncode == 1 and "no sample survived" in done.stderr
+    assert _tree(out / "deepcrack") == good and not list(out.glob(".deepcrack.*"))
