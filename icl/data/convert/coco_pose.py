@@ -98,6 +98,7 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
     conv.use(*files)
     for err in bad_entries:
         conv.bad(err)
+    items = []  # (id, path, image entry, annotation, keypoints) of the images the filters keep
     for image_id in sorted(images):
         info = images[image_id]
         file_name = str(info.get("file_name", ""))
@@ -111,32 +112,42 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
         if len(mine) != 1:
             conv.drop(sid, "no animal annotated" if not mine else "more than one animal")
             continue
-        ann = mine[0]
         try:
-            kp = _keypoints(ann, path)
-            if int((kp[:, 2] > 0).sum()) < AP10K_MIN_KEYPOINTS:
-                conv.drop(sid, f"fewer than {AP10K_MIN_KEYPOINTS} annotated keypoints")
-                continue
-            image = read_image(path)
-            size = image.shape[:2]
-            try:
-                recorded = (int(info.get("height") or size[0]), int(info.get("width") or size[1]))
-                category, bbox = int(ann["category_id"]), [float(v) for v in ann["bbox"]]
-            except (KeyError, TypeError, ValueError) as exc:
-                raise RawError(path, f"annotation {ann.get('id')}: bad size, category or bbox ({exc})") from exc
-            if recorded != size:
-                raise RawError(path, f"the annotation says {recorded[1]}x{recorded[0]}, "
-                                     f"the image is {size[1]}x{size[0]}")
-            if category not in class_of or len(bbox) != 4:
-                raise RawError(path, f"annotation {ann.get('id')} has an unknown category {category} or a bad bbox")
-            box = xywh_to_box(bbox, size)
-            if box[2] <= box[0] or box[3] <= box[1]:
-                raise RawError(path, f"annotation {ann.get('id')}: bbox {bbox} is empty inside the image")
+            kp = _keypoints(mine[0], path)
         except Exception as err:  # one image's failure is that image's
             conv.bad(err, path)
             continue
+        if int((kp[:, 2] > 0).sum()) < AP10K_MIN_KEYPOINTS:
+            conv.drop(sid, f"fewer than {AP10K_MIN_KEYPOINTS} annotated keypoints")
+            continue
+        items.append((sid, path, info, mine[0], kp))
+
+    def load(item: tuple) -> tuple[np.ndarray, np.ndarray, int]:
+        _sid, path, info, ann, _kp = item
+        image = read_image(path)
+        size = image.shape[:2]
+        try:
+            recorded = (int(info.get("height") or size[0]), int(info.get("width") or size[1]))
+            category, bbox = int(ann["category_id"]), [float(v) for v in ann["bbox"]]
+        except (KeyError, TypeError, ValueError):
+            raise RawError(path, f"annotation {ann.get('id')}: bad size, category or bbox") from None
+        if recorded != size:
+            raise RawError(path, f"the annotation says {recorded[1]}x{recorded[0]}, the image is {size[1]}x{size[0]}")
+        if category not in class_of or len(bbox) != 4:
+            raise RawError(path, f"annotation {ann.get('id')} has an unknown category {category} or a bad bbox")
+        box = xywh_to_box(bbox, size)
+        if box[2] <= box[0] or box[3] <= box[1]:
+            raise RawError(path, f"annotation {ann.get('id')}: bbox {bbox} is empty inside the image")
+        return image, box, category
+
+    conv.expect(len(items))
+    for (sid, path, _info, _ann, kp), result in conv.map(load, items):
+        if isinstance(result, BaseException):
+            conv.bad(result, path)
+            continue
+        image, box, category = result
         kp[kp[:, 2] > 0, 2] = 2  # AP-10K labels annotated points as visible
-        conv.add(sid, image, raw=(path,), source=path, keypoints=clip_points(kp, size), boxes=box[None],
+        conv.add(sid, image, raw=(path,), source=path, keypoints=clip_points(kp, image.shape[:2]), boxes=box[None],
                  box_classes=np.array([class_of[category]]))
     return [conv.finish()]
 
