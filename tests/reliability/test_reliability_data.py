@@ -406,3 +406,31 @@ def test_voc_xml_entities_are_refused(tmp_path):
     bad = json.loads(report)["bad_files"]
     assert set(bad) == {"LLVIP/Annotations/190026.xml", "LLVIP/Annotations/190051.xml"}
     assert all("entity" in why for why in bad.values())
+
+
+def test_mat_declaring_more_than_the_cap_is_a_bad_file(tmp_path):
+    """Duke's MATLAB v5 subject files (2015_BOE_Chiu.zip: Subject_NN.mat with images,
+    manualLayers1, manualFluid1): a compressed file declaring far more than it holds (a 4 MB .mat
+    asked for 4.4 GB) is refused from its declared shape, before loading. Shown at a lowered cap
+    so the test file stays small: 16 MB declared, ~20 KB on disk."""
+    import scipy.io
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    h, w, n = 12, 10, 3
+    layers = np.full((8, w, n), np.nan)
+    layers[0, :, 1], layers[7, :, 1] = 3, 10
+    fluid = np.zeros((h, w, n))
+    fluid[4:6, 2:4, 1] = 1
+    scipy.io.savemat(raw / "Subject_01.mat", {"images": np.zeros((h, w, n), np.uint8), "manualLayers1": layers,
+                                              "manualFluid1": fluid})
+    scipy.io.savemat(raw / "Subject_02.mat", {"images": np.zeros((1024, 2048, 1), np.uint8),
+                                              "manualLayers1": np.zeros((8, 2048, 1))}, do_compression=True)
+    assert (raw / "Subject_02.mat").stat().st_size < 100_000
+    done = subprocess.run([sys.executable, "-m", "icl.data", "convert", "duke", str(raw), str(tmp_path / "out")],
+                          cwd=_REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ICL_CONVERT_MAX_ARRAY_BYTES": str(8 << 20)})
+    assert done.returncode == 0, done.stderr
+    bad = json.loads((tmp_path / "out" / "duke-layers" / "convert-report.json").read_text())["bad_files"]
+    assert "declares shape [1024, 2048, 1]" in bad["Subject_02.mat"] and "over the limit" in bad["Subject_02.mat"]
+    assert len(load_dataset(tmp_path / "out" / "duke-layers")) == 1

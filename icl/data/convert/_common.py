@@ -51,7 +51,9 @@ REPORT = "convert-report.json"
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "icl-convert-manifest/1"
 RAW_JSON_MAX_BYTES = 1 << 30  # AP-10K's largest annotation file is ~60 MB
-RAW_ARRAY_MAX_BYTES = 8 << 30  # NYU's labeled .mat declares ~2.9 GB in total; one read is far less
+# one array read whole (a NIfTI volume, a .mat variable, a depth TIFF): IXI's are ~80 MB as float64,
+# Duke's ~200 MB; a 4 MB .mat declaring 4.4 GB is refused. ICL_CONVERT_MAX_ARRAY_BYTES changes it.
+RAW_ARRAY_MAX_BYTES = 2 << 30
 SHORTFALL_WARN = 0.01  # kept more than 1% below the paper's count: a warning
 _BAD_ID = re.compile(r"[^A-Za-z0-9._-]")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|b'[^']*'")
@@ -152,9 +154,16 @@ def raw_bytes(path: Path, cap: int) -> bytes:
         return f.read(cap + 1)
 
 
-def check_declared(path: Path | str, shape: Iterable[int], itemsize: int, what: str,
-                   cap: int = RAW_ARRAY_MAX_BYTES) -> None:
-    """:class:`RawError` when an array's declared shape needs more than ``cap`` bytes."""
+def max_array_bytes() -> int:
+    """The cap on one raw array: ``ICL_CONVERT_MAX_ARRAY_BYTES`` when set, else :data:`RAW_ARRAY_MAX_BYTES`."""
+    raw = os.environ.get("ICL_CONVERT_MAX_ARRAY_BYTES", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else RAW_ARRAY_MAX_BYTES
+
+
+def check_declared(path: Path | str, shape: Iterable[int], itemsize: int, what: str, cap: int | None = None) -> None:
+    """:class:`RawError` when an array's declared shape needs more than ``cap`` bytes
+    (default :func:`max_array_bytes`)."""
+    cap = max_array_bytes() if cap is None else cap
     dims = [int(d) for d in shape]
     total = itemsize
     for d in dims:
@@ -162,7 +171,8 @@ def check_declared(path: Path | str, shape: Iterable[int], itemsize: int, what: 
             raise RawError(path, f"{what} declares a negative dimension {dims}")
         total *= d
     if total > cap:
-        raise RawError(path, f"{what} declares shape {dims} ({total:,} bytes), over the limit of {cap:,}")
+        raise RawError(path, f"{what} declares shape {dims} ({total:,} bytes), over the limit of {cap:,} "
+                             "(ICL_CONVERT_MAX_ARRAY_BYTES)")
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
