@@ -64,6 +64,10 @@ def _convert(name: str, raw_dir: str, out_dir: str, seed: int) -> int:
     except UnsafeOutput as exc:
         print(f"convert {name}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"convert {name}: interrupted; the datasets being built were discarded, the previous ones kept",
+              file=sys.stderr)
+        return 130
     except ConvertError as exc:
         print(f"convert {name}: {exc}", file=sys.stderr)
         return 1
