@@ -5,9 +5,10 @@
   which are not read): RGB masks whose channels are bits, thresholded at 128 as the release's own
   code does; class ``4 R + 2 G + B``: 0 waterbody/background, 1 divers, 2 plants, 3 wrecks,
   4 robots, 5 reefs, 6 fish, 7 sea floor. About 80 masks of the release have another size than
-  their image: the class map is resized to the image with nearest-neighbour interpolation
-  (class ids are labels, never blended; PROTOCOL §1's rule for label maps) and the report lists
-  each such pair under ``resized``.
+  their image: the class map is resized to the image with nearest neighbour, pixel centres
+  aligned (class ids are labels, never blended: the rule PROTOCOL §1.3 applies to every
+  label-like map, the same function) and the report lists each such mask under
+  ``adjusted_files``.
 - **ATLANTIS** (``images/<split>/<waterbody>/<id>.jpg`` + ``masks/<split>/<waterbody>/<id>.png``,
   the official loader's pairing): label PNGs of values 1..56, 0 unlabeled; class ``v`` becomes
   id ``v - 1``, 0 void. The 56 names are the release's ``labels_info.json`` (ids 1..56).
@@ -28,7 +29,6 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
-import cv2
 import numpy as np
 
 from icl.data.convert._common import (Conversion, ConvertError, RawError, Report, confined, need, read_image,
@@ -76,8 +76,9 @@ def _run(conv: Conversion, items: list[tuple[str, Path, Path]], decode: Callable
         labels = decode(mask_path)
         resized = labels.shape[:2] if labels.shape[:2] != image.shape[:2] else None
         if resized and resize:
-            labels = cv2.resize(labels.astype(np.uint8), (image.shape[1], image.shape[0]),
-                                interpolation=cv2.INTER_NEAREST)
+            from icl.benchmarks.vibe.tasks.base import resize_nearest  # PROTOCOL §1.3's label-map resize
+
+            labels = resize_nearest(labels, image.shape[:2])
         else:
             same_size(mask_path, labels.shape, image.shape, "mask")
         return image, labels, resized
