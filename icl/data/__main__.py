@@ -1,5 +1,6 @@
 """``python -m icl.data``: list datasets, generate built-ins, validate a dataset directory, convert a
-public release (``convert NAME RAW_DIR OUT_DIR``, docs/datasets.md)."""
+public release (``convert NAME RAW_DIR OUT_DIR``, or every recognised release with ``convert all
+RAW_ROOT OUT_DIR``; docs/datasets.md)."""
 
 from __future__ import annotations
 
