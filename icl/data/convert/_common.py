@@ -119,14 +119,21 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_builds(out_root: Path, name: str) -> None:
-    """Delete ``.<name>.tmp-<pid>-*`` / ``.<name>.old-<pid>-*`` folders left by a killed
-    conversion (their process is gone); a live one's are left alone."""
+    """Clear what a killed conversion of ``name`` left (its process is gone; a live one's are left
+    alone): ``.<name>.tmp-<pid>-*`` folders are deleted; a ``.<name>.old-<pid>-*`` folder (the
+    previous dataset, moved aside where no atomic exchange exists) is put back when nothing took
+    its place, else deleted."""
     if not out_root.is_dir():
         return
     pattern = re.compile(rf"^\.{re.escape(name)}\.(tmp|old)-(\d+)-[0-9a-f]+$")
-    for p in out_root.iterdir():
+    for p in sorted(out_root.iterdir()):
         m = pattern.match(p.name)
-        if m and not p.is_symlink() and p.is_dir() and not _pid_alive(int(m.group(2))):
+        if not m or p.is_symlink() or not p.is_dir() or _pid_alive(int(m.group(2))):
+            continue
+        final = out_root / name
+        if m.group(1) == "old" and not final.exists() and not final.is_symlink():
+            os.rename(p, final)
+        else:
             shutil.rmtree(p, ignore_errors=True)
 
 

@@ -194,3 +194,18 @@ def test_failed_rerun_keeps_the_previous_good_one(tmp_path):
     done = _cli("deepcrack", str(broken.parent), str(out))
     assert done.returncode == 1 and "no sample survived" in done.stderr
     assert _tree(out / "deepcrack") == good and not list(out.glob(".deepcrack.*"))
+
+
+def test_previous_dataset_moved_aside_by_a_killed_conversion_is_put_back(tmp_path):
+    """Where no atomic exchange exists the previous dataset is renamed aside for an instant; a
+    conversion killed right then leaves it as ``.<name>.old-<pid>-<hex>``: the next conversion
+    puts it back before building (and replaces it only once complete)."""
+    out = tmp_path / "data"
+    assert _cli("deepcrack", str(_deepcrack(tmp_path / "good" / "DeepCrack", 3).parent), str(out)).returncode == 0
+    good = _tree(out / "deepcrack")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (out / "deepcrack").rename(out / f".deepcrack.old-{int(dead.stdout)}-0123abcd")
+    broken = _deepcrack(tmp_path / "broken" / "DeepCrack", 1)
+    (broken / "train_img" / "00000.jpg").write_bytes(b"\xff\xd8\xff garbage")
+    assert _cli("deepcrack", str(broken.parent), str(out)).returncode == 1  # fails: nothing replaces it
+    assert _tree(out / "deepcrack") == good and not list(out.glob(".deepcrack.*"))
