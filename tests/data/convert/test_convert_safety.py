@@ -93,6 +93,7 @@ def test_killed_conversion_leaves_the_previous_good_one(tmp_path):
     assert manifest["complete"] is True and manifest["kept"] == 400 and manifest["paper"] == 537
 
 
+@pytest.mark.slow
 def test_killed_first_conversion_is_absent(tmp_path):
     raw, out = _deepcrack(tmp_path / "raw" / "DeepCrack", 400, side=48), tmp_path / "data"
     proc = subprocess.Popen([sys.executable, "-m", "icl.data", "convert", "deepcrack", str(raw.parent), str(out)],
@@ -105,6 +106,9 @@ def test_killed_first_conversion_is_absent(tmp_path):
     proc.wait(timeout=30)
     assert not (out / "deepcrack").exists()
     assert "deepcrack" not in list_datasets(out) and not [c for c in present(out) if c.dataset == "deepcrack"]
+    listed = subprocess.run([sys.executable, "-m", "icl.run", "vibe", "--list", "--data-root", str(out)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "0 of 106 present" in listed.stdout and "deepcrack" not in listed.stdout
 
 
 def test_old_half_written_conversion_is_not_present(tmp_path):
