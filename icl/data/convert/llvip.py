@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from icl.data.convert._common import Conversion, ConvertError, RawError, Report, read_image, same_size, sample_id
+from icl.data.convert._common import (Conversion, ConvertError, RawError, Report, raw_bytes, read_image, same_size,
+                                      sample_id)
 from icl.data.dataset import DatasetMeta
 
 EVERY = 25
@@ -39,8 +40,6 @@ def _root(raw: Path) -> Path:
 
 def read_voc(path: Path) -> tuple[tuple[int, int] | None, list[tuple[str, list[float]]]]:
     """VOC XML -> ((h, w) from ``size`` or None, [(name, [xmin, ymin, xmax, ymax])])."""
-    from icl.data.convert._common import raw_bytes
-
     data = raw_bytes(path, XML_MAX_BYTES)
     if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
         raise RawError(path, "VOC XML with a DOCTYPE or entity declaration: refused (entity expansion)")

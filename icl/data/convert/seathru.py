@@ -26,7 +26,8 @@ import cv2
 import numpy as np
 
 from icl.data.contexts import split_ids
-from icl.data.convert._common import Conversion, ConvertError, RawError, Report, read_image, sample_id
+from icl.data.convert._common import (Conversion, ConvertError, RawError, Report, check_declared, confined, describe,
+                                      read_image, sample_id)
 from icl.data.dataset import DatasetMeta
 
 IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
@@ -40,13 +41,11 @@ MAX_DEPTH = 1000.0
 def _read_depth(path: Path) -> np.ndarray:
     import tifffile
 
-    from icl.data.convert._common import check_declared, confined, describe
-
     real = confined(path)
     try:
         with tifffile.TiffFile(real) as tif:
             page = tif.pages.first
-            check_declared(path, page.shape, page.dtype.itemsize if page.dtype is not None else 8, "depth TIFF")
+            check_declared(path, page.shape, 8, "depth TIFF (as float64)")
             depth = np.asarray(page.asarray(), np.float64)
     except RawError:
         raise
