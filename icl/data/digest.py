@@ -3,10 +3,11 @@ that a result computed on one content is never reused for another (an edited ima
 same ``version`` changes it).
 
 Hashing a dataset on every run would cost seconds, so the per-file digests are cached in
-``<dataset>/.icl-digests.json`` keyed by each file's inode, size, mtime and ctime: a file whose
-record differs is hashed again (a user cannot set ctime back, so an edited file always is). A
-converter writes the cache as it finishes (it has just hashed every output for its manifest).
-Where the folder is read-only the cache lives only for the process.
+``$ICL_CACHE/datasets/<SHA-256 of the folder's real path>.json`` (default ``~/.cache/icl``; never
+inside the dataset, which stays as written), keyed by each file's inode, size, mtime and ctime: a
+file whose record differs is hashed again (a user cannot set ctime back, so an edited file
+always is). A converter writes the cache as it finishes (it has just hashed every output for its
+manifest). Where the cache folder is not writable the cache lives only for the process.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-CACHE = ".icl-digests.json"
 # files that describe the dataset rather than being read as its content
-_NOT_CONTENT = {"manifest.json", "convert-report.json", CACHE}
+_NOT_CONTENT = {"manifest.json", "convert-report.json"}
 _memory: dict[str, dict[str, list]] = {}
 _lock = threading.Lock()
 
@@ -56,9 +56,16 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def cache_path(root: str | Path) -> Path:
+    """Where the per-file digests of dataset folder ``root`` are cached."""
+    base = os.environ.get("ICL_CACHE")
+    key = hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:32]
+    return (Path(base).expanduser() if base else Path.home() / ".cache" / "icl") / "datasets" / f"{key}.json"
+
+
 def _load_cache(root: Path) -> dict[str, list]:
     try:
-        with open(root / CACHE, "rb") as f:
+        with open(cache_path(root), "rb") as f:
             data = json.loads(f.read(64 << 20))
         return {k: v for k, v in data.get("files", {}).items() if isinstance(v, list) and len(v) == 5}
     except (OSError, ValueError, AttributeError):
@@ -66,13 +73,16 @@ def _load_cache(root: Path) -> dict[str, list]:
 
 
 def _save_cache(root: Path, files: dict[str, list]) -> None:
-    tmp = root / f"{CACHE}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+    target = cache_path(root)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"format": "icl-digests/1", "files": files}, f, sort_keys=True)
-        os.replace(tmp, root / CACHE)
-    except OSError:  # a read-only dataset folder: the cache stays in memory
+            json.dump({"format": "icl-digests/1", "root": os.fsdecode(os.path.realpath(root)), "files": files}, f,
+                      sort_keys=True)
+        os.replace(tmp, target)
+    except OSError:  # an unwritable cache folder: the cache stays in memory
         try:
             os.unlink(tmp)
         except OSError:
@@ -80,7 +90,8 @@ def _save_cache(root: Path, files: dict[str, list]) -> None:
 
 
 def write_digest_cache(root: Path, digests: dict[str, str]) -> None:
-    """Record the SHA-256 already computed for files of ``root`` (relative path -> hex)."""
+    """Record the SHA-256 already computed for files of ``root`` (relative path -> hex), at the
+    folder's final place (renaming a folder keeps its files' inode and ctime)."""
     root = Path(root)
     files: dict[str, list] = {}
     for rel, sha in digests.items():

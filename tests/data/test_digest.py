@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from icl.data.dataset import DatasetMeta, load_dataset
-from icl.data.digest import CACHE, content_digest
+from icl.data.digest import cache_path, content_digest
 from icl.data.writer import DatasetWriter
 
 META = DatasetMeta(name="tiny", version="1", tasks=("edges",))
@@ -29,7 +29,8 @@ def _write(root):
 def test_digest_follows_content_not_metadata(tmp_path):
     root = _write(tmp_path / "tiny")
     first = content_digest(root)
-    assert json.loads((root / CACHE).read_text())["files"]  # cached per file
+    assert json.loads(cache_path(root).read_text())["files"]  # cached per file, outside the dataset
+    assert sorted(p.name for p in root.iterdir()) == ["edges", "images", "meta.json"]
     (root / "manifest.json").write_text("{}")
     (root / "convert-report.json").write_text("{}")
     (root / ".hidden").write_text("x")

@@ -334,9 +334,6 @@ class Conversion:
                     "settings": self.settings, "raw_root": display_path(self.raw_root.resolve()),
                     "kept": self.report.kept, "paper": self.report.paper, "dropped": len(self.report.dropped),
                     "bad": len(self.report.bad), "raw_files": dict(sorted(self._raw.items())), "files": outputs}
-        from icl.data.digest import write_digest_cache
-
-        write_digest_cache(self.root, outputs)
         tmp_manifest = self.root / f"{MANIFEST}.tmp"
         with open(tmp_manifest, "w", encoding="utf-8") as f:
             f.write(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
@@ -344,6 +341,9 @@ class Conversion:
             os.fsync(f.fileno())
         os.replace(tmp_manifest, self.root / MANIFEST)
         self._swap()
+        from icl.data.digest import write_digest_cache
+
+        write_digest_cache(self.final, outputs)
         if self in _OPEN:
             _OPEN.remove(self)
         return self.report
