@@ -1,5 +1,6 @@
 """``python -m icl.data``: list datasets, generate built-ins, validate a dataset directory, convert a
-public release (``convert NAME RAW_DIR OUT_DIR``, docs/datasets.md)."""
+public release (``convert NAME RAW_DIR OUT_DIR``, or every recognised release with ``convert all
+RAW_ROOT OUT_DIR``; docs/datasets.md)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     p_val = sub.add_parser("validate", help="validate every file of a dataset directory (docs/data-format.md)")
     p_val.add_argument("path")
     p_conv = sub.add_parser("convert", help="convert a public release into canonical datasets (docs/datasets.md)")
-    p_conv.add_argument("name", help="release: " + ", ".join(list_converters()))
-    p_conv.add_argument("raw_dir", help="the release as downloaded and unpacked")
-    p_conv.add_argument("out_dir", help="where the datasets go (one directory each; usually the data root)")
+    p_conv.add_argument("name", help="release: " + ", ".join(list_converters()) + "; or all (every release "
+                        "recognised among RAW_DIR's folders)")
+    p_conv.add_argument("raw_dir", help="the release as downloaded and unpacked (for all: the folder holding them)")
+    p_conv.add_argument("out_dir", help="where the datasets go (one directory each; usually the data root); "
+                        "never the raw folder, inside it or around it")
     p_conv.add_argument("--seed", type=int, default=0, help="global seed of the random choices (default: 0)")
     args = parser.parse_args(argv)
 
@@ -48,18 +51,48 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _convert(name: str, raw_dir: str, out_dir: str, seed: int) -> int:
-    from icl.data.convert import ConvertError, convert
+    """Exit 0 when converted, 1 for a release that cannot be converted, 2 for an OUT_DIR that
+    overlaps RAW_DIR; each refusal is one line on stderr."""
+    from icl.data.convert import ConvertError, UnsafeOutput, convert, convert_all
 
     try:
-        reports = convert(name, raw_dir, out_dir, global_seed=seed)
+        if name == "all":
+            outcomes = convert_all(raw_dir, out_dir, global_seed=seed,
+                                   on_start=lambda folder, conv: print(f"{folder.name}: converting as {conv}",
+                                                                       file=sys.stderr))
+        else:
+            reports = convert(name, raw_dir, out_dir, global_seed=seed)
+    except UnsafeOutput as exc:
+        print(f"convert {name}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"convert {name}: interrupted; the datasets being built were discarded, the previous ones kept",
+              file=sys.stderr)
+        return 130
     except ConvertError as exc:
         print(f"convert {name}: {exc}", file=sys.stderr)
         return 1
+    if name != "all":
+        _print_reports(reports)
+        return 0
+    failed = 0
+    for outcome in outcomes:
+        if outcome.error is not None:
+            failed += outcome.name is not None
+            print(f"{outcome.folder.name}: {'skipped' if outcome.name is None else 'failed'}: {outcome.error}",
+                  file=sys.stderr)
+        _print_reports(outcome.reports)
+    return 1 if failed else 0
+
+
+def _print_reports(reports: list) -> None:
     for report in reports:
         print(report.summary())
         for path, why in sorted(report.bad.items()):
             print(f"  bad raw file {path}: {why}", file=sys.stderr)
-    return 0
+        warning = report.shortfall()
+        if warning:
+            print(warning, file=sys.stderr)
 
 
 if __name__ == "__main__":

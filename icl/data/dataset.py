@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -31,6 +32,7 @@ FORMAT = "icl-dataset/1"
 VOID = 255
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_JSON_MAX_BYTES = 64 << 20  # a sample's keypoints or boxes, or meta.json
 
 # The annotation parts each task reads (the format's contract; icl.benchmarks.vibe.tasks relies on it).
 # "paired" means paired/<kind>/<id>.png with kind = meta.pairs[task].
@@ -226,8 +228,15 @@ def _read_gray8(path: Path, sample_id: str, what: str, hw: tuple[int, int], max_
 
 def _read_json(path: Path, sample_id: str | None) -> Any:
     """Parse a JSON file; every way it can fail (unreadable, not UTF-8, invalid, nested too
-    deeply for the parser, an integer too long to convert) is a :class:`DataError`."""
+    deeply for the parser, an integer too long to convert, not a regular file, over 64 MB) is a
+    :class:`DataError`."""
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise DataError("not a regular file (a folder, FIFO or device)", path=path, sample_id=sample_id)
+        if st.st_size > _JSON_MAX_BYTES:
+            raise DataError(f"JSON file of {st.st_size:,} bytes, over the limit of {_JSON_MAX_BYTES:,}", path=path,
+                            sample_id=sample_id)
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise DataError(f"cannot read JSON ({exc.strerror or exc})", path=path, sample_id=sample_id,
@@ -262,6 +271,7 @@ class Dataset:
         self._broken: dict[str, DataError] = {}
         self._parts = tuple(p for p in PARTS if any(p in TASK_PARTS[t] for t in meta.tasks))
         self._class_cache: dict[tuple[str, str], frozenset[int]] = {}
+        self._digest: str | None = None
 
     def __repr__(self) -> str:
         return f"Dataset({self.meta.name!r}, {len(self._images)} samples, root={str(self.root)!r})"
@@ -272,6 +282,15 @@ class Dataset:
     def ids(self) -> list[str]:
         """Sample ids, sorted."""
         return sorted(self._images)
+
+    def content_digest(self) -> str:
+        """SHA-256 over every content file's path and bytes (:mod:`icl.data.digest`; cached by
+        inode, size, mtime and ctime), so a benchmark's item keys change with the content."""
+        if self._digest is None:
+            from icl.data.digest import content_digest
+
+            self._digest = content_digest(self.root)
+        return self._digest
 
     def _path(self, part: str, sample_id: str, kind: str | None = None) -> Path:
         if part == "depth":

@@ -16,6 +16,7 @@ loading the data, so a caller can compare them with the image first.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import zlib
 from dataclasses import dataclass
@@ -73,8 +74,20 @@ class ImageHeader:
         return self.width * self.height
 
 
+def check_regular(path: str | Path) -> None:
+    """:class:`ImageError` unless ``path`` is a regular file: a FIFO would block the reader
+    forever, a device never end."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ImageError(path, f"cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ImageError(path, "not a regular file (a folder, FIFO or device)")
+
+
 def read_header(path: str | Path) -> ImageHeader:
     """Format and size of an image file from its first bytes (no decoding); raises :class:`ImageError`."""
+    check_regular(path)
     try:
         with open(path, "rb") as f:
             head = f.read(32)
@@ -275,6 +288,7 @@ class NpyHeader:
 def read_npy_header(path: str | Path) -> NpyHeader:
     """Read and check a ``.npy`` header (no data); also check the file holds all the data it claims."""
     fmt = np.lib.format
+    check_regular(path)
     try:
         with open(path, "rb") as f:
             try:

@@ -6,6 +6,12 @@ visual benchmark's ``scenes-a``, ``scenes-b`` and ``photos``: ``icl.benchmarks.v
 ``get_dataset(name)`` resolves, in order: a registered factory (built-ins included), a
 directory ``{root}/{name}`` holding ``meta.json``, or ``name`` itself as a path to such a
 directory. The data root is ``root``, else ``$ICL_DATA_ROOT``, else ``~/.cache/icl/data``.
+
+A folder named like a converter's output (``icl.data.convert.OUTPUTS``: ``suim``, ``cdd-haze``,
+...) counts only with its completion manifest (:func:`converted_complete`): a conversion that
+was killed or failed, or a folder written by hand under such a name without
+``python -m icl.data convert``, is reported as incomplete rather than used. Hidden folders
+(``.name.tmp-...``: conversions in progress) are never datasets.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from icl.data.dataset import DataError, Dataset, load_dataset
+from icl.data.digest import manifest_summary
 
 Factory = Callable[[Path, bool], Dataset]  # (data root, fast) -> Dataset
 
@@ -49,12 +56,31 @@ def register_dataset(name: str, factory: Factory, *, overwrite: bool = False) ->
     _FACTORIES[name] = factory
 
 
+def converted_names() -> frozenset[str]:
+    """Dataset names that only a converter writes (they need a completion manifest)."""
+    from icl.data.convert import OUTPUTS
+
+    return frozenset(n for names in OUTPUTS.values() for n in names)
+
+
+def converted_complete(folder: Path) -> bool:
+    """Whether a converter's output folder carries its completion manifest."""
+    return manifest_summary(folder) is not None
+
+
+def _usable(folder: Path) -> bool:
+    if folder.name.startswith(("_", ".")) or not (folder / "meta.json").is_file():
+        return False
+    return folder.name not in converted_names() or converted_complete(folder)
+
+
 def list_datasets(root: str | Path | None = None) -> list[str]:
-    """Registered dataset names plus canonical directories found directly under the data root."""
+    """Registered dataset names plus canonical directories found directly under the data root
+    (a converter's output only when complete, see the module docstring)."""
     names = set(_FACTORIES)
     base = data_root(root)
     if base.is_dir():
-        names.update(p.name for p in base.iterdir() if not p.name.startswith("_") and (p / "meta.json").is_file())
+        names.update(p.name for p in base.iterdir() if _usable(p))
     return sorted(names)
 
 
@@ -67,6 +93,9 @@ def get_dataset(name: str, root: str | Path | None = None, fast: bool = False) -
         return factory(base, fast)
     for candidate in (base / name, Path(name).expanduser()):
         if (candidate / "meta.json").is_file():
+            if candidate.name in converted_names() and not converted_complete(candidate):
+                raise DataError(f"dataset {name!r} is an incomplete conversion (no completion manifest): rerun "
+                                f"python -m icl.data convert", path=candidate)
             return load_dataset(candidate)
     raise DataError(
         f"unknown dataset {name!r}: not registered ({', '.join(sorted(_FACTORIES))}) and no meta.json "

@@ -80,7 +80,8 @@ class Vibe(Benchmark):
         plan = self._plan()
         out = []
         for g in plan.groups:
-            ds_version = plan.datasets[g.dataset].meta.version
+            # the content digest: an edited dataset with an unchanged version is never "done"
+            ds_version = f"{plan.datasets[g.dataset].meta.version}#{plan.datasets[g.dataset].content_digest()[:16]}"
             t_version = plan.tasks[g.task].version
             for q in g.queries:
                 ctx = tuple(g.contexts[q])
@@ -116,14 +117,15 @@ class Vibe(Benchmark):
         return out
 
     def describe(self) -> dict[str, Any]:
-        from icl.benchmarks.vibe.combinations import combinations, present
+        from icl.benchmarks.vibe.combinations import combinations, kept_counts, present
         from icl.benchmarks.vibe.tasks.registry import list_tasks
         from icl.data.registry import data_root, list_datasets
 
         found = present(data_root(self.data_root))
         return {"tasks": list_tasks(), "datasets": sorted(list_datasets(self.data_root)),
                 "paper combinations": [f"{len(found)} of {len(combinations())} present under {data_root(self.data_root)}"]
-                + [f"{c.dataset}/{c.task}" for c in found]}
+                + [f"{c.dataset}/{c.task}" for c in found],
+                "converted datasets": kept_counts(data_root(self.data_root))}
 
     # -- requests --------------------------------------------------------------------------------
     def _sample(self, dataset: str, sample_id: str, parts: tuple[str, ...]) -> Any:

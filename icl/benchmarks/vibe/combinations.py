@@ -107,15 +107,39 @@ def combinations() -> list[Combination]:
 
 
 def present(data_root: str | Path) -> list[Combination]:
-    """The combinations whose dataset directory ``{data_root}/{dataset}`` has a ``meta.json``
-    declaring the task (read, not validated: ``python -m icl.data validate`` does that)."""
+    """The combinations whose dataset directory ``{data_root}/{dataset}`` is a complete
+    conversion (its completion manifest) with a ``meta.json`` declaring the task (read, not
+    validated: ``python -m icl.data validate`` does that)."""
+    from icl.data.digest import manifest_summary
+
     root = Path(data_root).expanduser()
     declared: dict[str, set[str]] = {}
     for s in SPECS:
         meta = root / s.name / "meta.json"
+        if manifest_summary(root / s.name) is None:
+            continue
         try:
             tasks = json.loads(meta.read_text(encoding="utf-8")).get("tasks", [])
         except (OSError, ValueError, AttributeError):
             continue
         declared[s.name] = {t for t in tasks if isinstance(t, str)}
     return [c for c in combinations() if c.task in declared.get(c.dataset, ())]
+
+
+def kept_counts(data_root: str | Path) -> list[str]:
+    """Per converted dataset: ``name: kept/paper`` from its completion manifest, with a warning
+    when it falls short of the paper's count by more than 1%."""
+    from icl.data.digest import manifest_summary
+
+    root = Path(data_root).expanduser()
+    lines = []
+    for s in SPECS:
+        m = manifest_summary(root / s.name)
+        if m is None:
+            continue
+        kept, paper = m.get("kept"), s.samples
+        line = f"{s.name}: {kept}/{paper} samples (kept/paper)"
+        if isinstance(kept, int) and kept < 0.99 * paper:
+            line += f" -- warning: {paper - kept} short of the paper's count"
+        lines.append(line)
+    return lines

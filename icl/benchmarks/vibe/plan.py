@@ -118,6 +118,9 @@ def make_plan(tasks: Optional[Sequence[str]], datasets: Optional[Sequence[str]],
                 intact.append(sid)
             else:
                 issues.append(DataIssue(dname, sid, tuple(t.name for t in mine), err.path, str(err)))
+        # a file that names no sample (an invalid id) is a data failure too, never a silent drop
+        issues += [DataIssue(dname, "*", tuple(t.name for t in mine), e.path, str(e))
+                   for e in ds.problems if e.sample_id is None]
         splits = split_ids(intact, seed, dname)
         test = screen(ds, mine, splits["test"], limit)
         train = screen(ds, mine, splits["train"])

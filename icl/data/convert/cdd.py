@@ -41,11 +41,11 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
     for path in chosen:
         try:
             image = read_image(path)
-        except RawError as err:
-            conv.bad(err)
+        except Exception as err:  # one image's failure is that image's
+            conv.bad(err, path)
             continue
         images[path.stem] = image.shape
-        conv.add(sample_id(path.stem), image, raw=(path,))
+        conv.add(sample_id(path.stem), image, raw=(path,), source=path)
     for path in beyond:
         conv.drop(sample_id(path.stem), f"beyond the first {PER_TYPE} test images")
     reports = [conv.finish()]
@@ -67,9 +67,10 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
                     raise RawError(path, f"no {kind}/{path.stem}.* degraded image for this clear image")
                 low = read_image(pair)
                 same_size(pair, low.shape, images[path.stem], f"{kind} image")
-            except RawError as err:
-                sub.bad(err)
+                clear = read_image(path)
+            except Exception as err:  # one pair's failure is that pair's
+                sub.bad(err, pair or path)
                 continue
-            sub.add(sample_id(path.stem), read_image(path), raw=(path, pair), paired={kind: low})
+            sub.add(sample_id(path.stem), clear, raw=(path, pair), source=path, paired={kind: low})
         reports.append(sub.finish())
     return reports

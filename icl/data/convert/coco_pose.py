@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from icl.data.convert._common import Conversion, ConvertError, RawError, Report, read_image, read_json, sample_id
+from icl.data.convert._common import (Conversion, ConvertError, RawError, Report, raw_join, read_image, read_json,
+                                      read_text, sample_id)
 from icl.data.dataset import DatasetMeta
 
 IMAGE_TASKS = ("inpainting", "denoising", "rotation", "flip")
@@ -61,6 +62,7 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
     if missing:
         raise ConvertError(f"missing AP-10K annotation files: {', '.join(missing)}")
     images: dict[int, dict] = {}
+    origin: dict[int, Path] = {}  # image id -> the annotation file that lists it
     anns: dict[int, list[dict]] = {}
     categories: dict[int, str] = {}
     bad_entries: list[RawError] = []
@@ -73,7 +75,8 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
             raise ConvertError(str(err)) from err
         for n, im in enumerate(coco.get("images", [])):
             try:
-                images.setdefault(int(im["id"]), im)
+                if images.setdefault(int(im["id"]), im) is im:
+                    origin[int(im["id"])] = f
             except (KeyError, TypeError, ValueError):
                 bad_entries.append(RawError(f, f"images[{n}] has no integer id"))
         for n, a in enumerate(coco.get("annotations", [])):
@@ -81,8 +84,11 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
                 anns.setdefault(int(a["image_id"]), []).append(a)
             except (KeyError, TypeError, ValueError):
                 bad_entries.append(RawError(f, f"annotations[{n}] has no integer image_id"))
-        for c in coco.get("categories", []):
-            categories[int(c["id"])] = str(c["name"])
+        for n, c in enumerate(coco.get("categories", [])):
+            try:
+                categories[int(c["id"])] = str(c["name"])
+            except (KeyError, TypeError, ValueError):
+                bad_entries.append(RawError(f, f"categories[{n}] has no integer id and name"))
     cat_ids = sorted(categories)
     class_of = {c: i for i, c in enumerate(cat_ids)}
     meta = DatasetMeta(name="ap10k", version="split1-all", tasks=("detection", "keypoints", *IMAGE_TASKS, "colorization"),
@@ -92,59 +98,72 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
     conv.use(*files)
     for err in bad_entries:
         conv.bad(err)
+    items = []  # (id, path, image entry, annotation, keypoints) of the images the filters keep
     for image_id in sorted(images):
         info = images[image_id]
-        path = root / "data" / str(info.get("file_name", ""))
-        sid = sample_id(Path(str(info.get("file_name", image_id))).stem)
+        file_name = str(info.get("file_name", ""))
+        sid = sample_id(Path(file_name.replace("\\", "/")).stem or str(image_id))
+        try:
+            path = raw_join(root / "data", file_name, origin[image_id])
+        except RawError as err:
+            conv.bad(RawError(f"{origin[image_id]}#image-{image_id}", f"file_name {err.message}"))
+            continue
         mine = anns.get(image_id, [])
         if len(mine) != 1:
             conv.drop(sid, "no animal annotated" if not mine else "more than one animal")
             continue
-        ann = mine[0]
         try:
-            kp = _keypoints(ann, path)
-            if int((kp[:, 2] > 0).sum()) < AP10K_MIN_KEYPOINTS:
-                conv.drop(sid, f"fewer than {AP10K_MIN_KEYPOINTS} annotated keypoints")
-                continue
-            image = read_image(path)
-            size = image.shape[:2]
-            try:
-                recorded = (int(info.get("height") or size[0]), int(info.get("width") or size[1]))
-                category, bbox = int(ann["category_id"]), [float(v) for v in ann["bbox"]]
-            except (KeyError, TypeError, ValueError) as exc:
-                raise RawError(path, f"annotation {ann.get('id')}: bad size, category or bbox ({exc})") from exc
-            if recorded != size:
-                raise RawError(path, f"the annotation says {recorded[1]}x{recorded[0]}, "
-                                     f"the image is {size[1]}x{size[0]}")
-            if category not in class_of or len(bbox) != 4:
-                raise RawError(path, f"annotation {ann.get('id')} has an unknown category {category} or a bad bbox")
-            box = xywh_to_box(bbox, size)
-            if box[2] <= box[0] or box[3] <= box[1]:
-                raise RawError(path, f"annotation {ann.get('id')}: bbox {bbox} is empty inside the image")
-        except RawError as err:
-            conv.bad(err)
+            kp = _keypoints(mine[0], path)
+        except Exception as err:  # one image's failure is that image's
+            conv.bad(err, path)
             continue
+        if int((kp[:, 2] > 0).sum()) < AP10K_MIN_KEYPOINTS:
+            conv.drop(sid, f"fewer than {AP10K_MIN_KEYPOINTS} annotated keypoints")
+            continue
+        items.append((sid, path, info, mine[0], kp))
+
+    def load(item: tuple) -> tuple[np.ndarray, np.ndarray, int]:
+        _sid, path, info, ann, _kp = item
+        image = read_image(path)
+        size = image.shape[:2]
+        try:
+            recorded = (int(info.get("height") or size[0]), int(info.get("width") or size[1]))
+            category, bbox = int(ann["category_id"]), [float(v) for v in ann["bbox"]]
+        except (KeyError, TypeError, ValueError):
+            raise RawError(path, f"annotation {ann.get('id')}: bad size, category or bbox") from None
+        if recorded != size:
+            raise RawError(path, f"the annotation says {recorded[1]}x{recorded[0]}, the image is {size[1]}x{size[0]}")
+        if category not in class_of or len(bbox) != 4:
+            raise RawError(path, f"annotation {ann.get('id')} has an unknown category {category} or a bad bbox")
+        box = xywh_to_box(bbox, size)
+        if box[2] <= box[0] or box[3] <= box[1]:
+            raise RawError(path, f"annotation {ann.get('id')}: bbox {bbox} is empty inside the image")
+        return image, box, category
+
+    conv.expect(len(items))
+    for (sid, path, _info, _ann, kp), result in conv.map(load, items):
+        if isinstance(result, BaseException):
+            conv.bad(result, path)
+            continue
+        image, box, category = result
         kp[kp[:, 2] > 0, 2] = 2  # AP-10K labels annotated points as visible
-        conv.add(sid, image, raw=(path,), keypoints=clip_points(kp, size), boxes=box[None],
+        conv.add(sid, image, raw=(path,), source=path, keypoints=clip_points(kp, image.shape[:2]), boxes=box[None],
                  box_classes=np.array([class_of[category]]))
     return [conv.finish()]
 
 
 def _yolo_lines(path: Path) -> list[np.ndarray]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         return []
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RawError(path, f"cannot read labels ({exc})") from exc
+    text = read_text(path, 1 << 20)
     rows = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             values = np.array([float(v) for v in line.split()])
-        except ValueError as exc:
-            raise RawError(path, f"line {n}: not numbers ({exc})") from exc
+        except ValueError:
+            raise RawError(path, f"line {n}: not numbers") from None
         if len(values) != 5 + 17 * 3:
             raise RawError(path, f"line {n}: {len(values)} values, expected 5 + 17 x 3 (YOLO pose)")
         rows.append(values)
@@ -170,13 +189,13 @@ def convert_otp(raw: Path, out: Path, global_seed: int) -> list[Report]:
                     conv.drop(sid, "no person" if not rows else "more than one person", raw=(path,))
                     continue
                 image = read_image(path)
-            except RawError as err:
-                conv.bad(err)
+            except Exception as err:  # one image's failure is that image's
+                conv.bad(err, label)
                 continue
             h, w = image.shape[:2]
             kp = rows[0][5:].reshape(17, 3) * np.array([w, h, 1.0])
             if not np.isin(kp[:, 2], (0, 1, 2)).all():
                 conv.bad(RawError(label, f"visibility flags {sorted(set(kp[:, 2].tolist()))} are not 0/1/2"))
                 continue
-            conv.add(sid, image, raw=(path, label), keypoints=clip_points(kp, (h, w)))
+            conv.add(sid, image, raw=(path, label), source=path, keypoints=clip_points(kp, (h, w)))
     return [conv.finish()]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from icl.data.convert._common import Conversion, ConvertError, RawError, Report, need, read_image, sample_id
+from icl.data.convert._common import (Conversion, ConvertError, RawError, Report, need, raw_join, read_image, read_text,
+                                      sample_id)
 from icl.data.dataset import DatasetMeta
 from icl.data.seeds import ANY, rng
 
@@ -22,12 +23,16 @@ N_PARTS = 15
 
 
 def _table(path: Path, width: int) -> list[list[str]]:
+    try:
+        text = read_text(path, 256 << 20)
+    except RawError as err:
+        raise ConvertError(str(err)) from None
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             parts = line.split(maxsplit=width - 1)
             if len(parts) != width:
-                raise ConvertError(f"{path}:{n}: expected {width} fields, got {line!r}")
+                raise ConvertError(f"{path}:{n}: expected {width} fields, got {len(parts)}")
             rows.append(parts)
     return rows
 
@@ -54,6 +59,7 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
         description=f"CUB-200-2011, {PER_CLASS} random images per class; 15 parts as keypoints")
     conv = Conversion(out, meta, raw, "cub", {"per_class": PER_CLASS, "global_seed": global_seed})
     conv.use(*files.values())
+    items = []  # (id, image index, class) of the drawn images
     for c in class_ids:
         members = sorted(i for i, lab in label.items() if lab == c)
         pick = set(rng(global_seed, "cub", ANY, folders[c], "subsample").choice(
@@ -62,24 +68,32 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
             sid = sample_id(Path(paths[i]).stem)
             if i not in pick:
                 conv.drop(sid, f"not among the {PER_CLASS} drawn for its class")
-                continue
-            path = root / "images" / paths[i]
-            try:
-                image = read_image(path)
-                if i not in boxes:
-                    raise RawError(path, f"image {i} has no line in bounding_boxes.txt")
-            except RawError as err:
-                conv.bad(err)
-                continue
-            h, w = image.shape[:2]
-            x, y, bw, bh = boxes[i]
-            box = np.array([[max(x, 0.0), max(y, 0.0), min(x + bw, w), min(y + bh, h)]])
-            if box[0, 2] <= box[0, 0] or box[0, 3] <= box[0, 1]:
-                conv.bad(RawError(path, f"box {boxes[i]} lies outside the {w}x{h} image"))
-                continue
-            kp = parts.get(i, np.zeros((N_PARTS, 3))).copy()
-            vis = kp[:, 2] == 2
-            kp[vis, 0] = np.clip(kp[vis, 0], 0, w - 1)
-            kp[vis, 1] = np.clip(kp[vis, 1], 0, h - 1)
-            conv.add(sid, image, raw=(path,), keypoints=kp, boxes=box, box_classes=np.array([index[c]]))
+            else:
+                items.append((sid, i, c))
+
+    def load(item: tuple[str, int, int]) -> tuple[Path, np.ndarray]:
+        _sid, i, _c = item
+        path = raw_join(root / "images", paths[i], files["images.txt"])
+        image = read_image(path)
+        if i not in boxes:
+            raise RawError(path, f"image {i} has no line in bounding_boxes.txt")
+        return path, image
+
+    conv.expect(len(items))
+    for (sid, i, c), result in conv.map(load, items):
+        if isinstance(result, BaseException):
+            conv.bad(result, root / "images" / paths[i])
+            continue
+        path, image = result
+        h, w = image.shape[:2]
+        x, y, bw, bh = boxes[i]
+        box = np.array([[max(x, 0.0), max(y, 0.0), min(x + bw, w), min(y + bh, h)]])
+        if box[0, 2] <= box[0, 0] or box[0, 3] <= box[0, 1]:
+            conv.bad(RawError(path, f"box {boxes[i]} lies outside the {w}x{h} image"))
+            continue
+        kp = parts.get(i, np.zeros((N_PARTS, 3))).copy()
+        vis = kp[:, 2] == 2
+        kp[vis, 0] = np.clip(kp[vis, 0], 0, w - 1)
+        kp[vis, 1] = np.clip(kp[vis, 1], 0, h - 1)
+        conv.add(sid, image, raw=(path,), source=path, keypoints=kp, boxes=box, box_classes=np.array([index[c]]))
     return [conv.finish()]

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
+import numpy as np
 
-from icl.data.convert._common import Conversion, ConvertError, RawError, Report, read_image, same_size, sample_id
+from icl.data.convert._common import (Conversion, ConvertError, RawError, Report, read_grey, read_image, same_size,
+                                      sample_id)
 from icl.data.dataset import DatasetMeta
 
 
@@ -29,22 +30,27 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
         "edges", "inpainting", "denoising", "colorization", "rotation", "flip"),
         description="DeepCrack crack masks as edge maps (train + test)")
     conv = Conversion(out, meta, raw, "deepcrack")
+    items = []
     for split in ("train", "test"):
         img_dir, lab_dir = root / f"{split}_img", root / f"{split}_lab"
-        if not img_dir.is_dir():
+        if img_dir.is_dir():
+            items += [(p, lab_dir / f"{p.stem}.png") for p in sorted(img_dir.iterdir())
+                      if p.suffix.lower() in (".jpg", ".jpeg", ".png")]
+
+    def load(item: tuple[Path, Path]) -> tuple[np.ndarray, np.ndarray]:
+        path, label = item
+        image = read_image(path)
+        if not label.is_file():
+            raise RawError(path, f"no crack mask {label.name} in {label.parent.name}/")
+        mask = read_grey(label)
+        same_size(label, mask.shape, image.shape, "crack mask")
+        return image, mask >= 128
+
+    conv.expect(len(items))
+    for (path, label), result in conv.map(load, items):
+        if isinstance(result, BaseException):
+            conv.bad(result, path)
             continue
-        for path in sorted(p for p in img_dir.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png")):
-            label = lab_dir / f"{path.stem}.png"
-            try:
-                image = read_image(path)
-                if not label.is_file():
-                    raise RawError(path, f"no crack mask {label.name} in {lab_dir.name}/")
-                mask = cv2.imread(str(label), cv2.IMREAD_GRAYSCALE)
-                if mask is None:
-                    raise RawError(label, "cannot decode the crack mask")
-                same_size(label, mask.shape, image.shape, "crack mask")
-            except RawError as err:
-                conv.bad(err)
-                continue
-            conv.add(sample_id(path.stem), image, raw=(path, label), edges=mask >= 128)
+        image, edges = result
+        conv.add(sample_id(path.stem), image, raw=(path, label), source=path, edges=edges)
     return [conv.finish()]

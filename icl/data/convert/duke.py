@@ -19,7 +19,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from icl.data.convert._common import Conversion, ConvertError, RawError, Report
+from icl.data.convert._common import Conversion, ConvertError, RawError, Report, check_declared, confined, describe
 from icl.data.dataset import DatasetMeta
 
 
@@ -60,35 +60,61 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
     lay, flu = Conversion(out, layers_meta, raw, "duke"), Conversion(out, fluid_meta, raw, "duke")
     for path in files:
         try:
-            mat = scipy.io.loadmat(str(path), variable_names=("images", "manualLayers1", "manualFluid1"))
-        # scipy's reader fails on a truncated or foreign file with any of these (v7.3: a RuntimeError)
-        except (OSError, ValueError, RuntimeError, TypeError, IndexError, EOFError, KeyError) as exc:
-            err = RawError(path, f"cannot read MATLAB file ({exc})")
-            lay.bad(err)
-            flu.bad(err)
-            continue
-        if "images" not in mat or "manualLayers1" not in mat:
-            err = RawError(path, "no images/manualLayers1 variables")
-            lay.bad(err)
-            flu.bad(err)
-            continue
-        images, layers = mat["images"], np.asarray(mat["manualLayers1"], np.float64)
-        fluid = mat.get("manualFluid1")
-        subject = path.stem.lower().replace("_", "")
-        for k in range(images.shape[2]):
-            traced = layers[:, :, k]
-            if not np.isfinite(traced).any():
-                continue  # not an annotated B-scan
-            sid = f"{subject}_b{k + 1:02d}"
-            image = _grey(images[:, :, k])
-            lay.add(sid, image, raw=(path,), edges=layer_edges(traced, image.shape[:2]))
-            if fluid is None:
-                continue
-            f = np.asarray(fluid[:, :, k], np.float64)
-            if f.shape != image.shape[:2]:
-                flu.bad(RawError(path, f"manualFluid1 B-scan {k + 1} is {f.shape}, the image {image.shape[:2]}"))
-            elif not (np.nan_to_num(f) > 0).any():
-                flu.drop(sid, "no fluid annotated", raw=(path,))
-            else:
-                flu.add(sid, image, raw=(path,), segmentation=(np.nan_to_num(f) > 0).astype(np.uint8))
+            _subject(path, lay, flu)
+        except Exception as exc:  # one subject file's failure is that file's
+            lay.bad(exc, path)
+            flu.bad(exc, path)
     return [lay.finish(), flu.finish()]
+
+
+def _read_mat(path: Path) -> dict:
+    """The three variables of a subject file, their declared sizes checked before loading."""
+    import scipy.io
+
+    real = confined(path)
+    wanted = ("images", "manualLayers1", "manualFluid1")
+    try:
+        declared = scipy.io.whosmat(str(real))
+    except Exception as exc:  # scipy fails on a truncated or foreign file with many types (v7.3: RuntimeError)
+        raise RawError(path, f"cannot read MATLAB file ({describe(exc)})") from None
+    for name, shape, _cls in declared:
+        if name in wanted:
+            check_declared(path, shape, 8, f"variable {name}")
+    try:
+        return scipy.io.loadmat(str(real), variable_names=wanted)
+    except Exception as exc:
+        raise RawError(path, f"cannot read MATLAB file ({describe(exc)})") from None
+
+
+def _subject(path: Path, lay: Conversion, flu: Conversion) -> None:
+    """Every annotated B-scan of one subject file; computed in full before anything is kept,
+    so a file failing half-way adds no sample."""
+    mat = _read_mat(path)
+    if "images" not in mat or "manualLayers1" not in mat:
+        raise RawError(path, "no images/manualLayers1 variables")
+    images, layers = np.asarray(mat["images"]), np.asarray(mat["manualLayers1"], np.float64)
+    fluid = mat.get("manualFluid1")
+    if images.ndim != 3 or layers.ndim != 3 or layers.shape[2] != images.shape[2]:
+        raise RawError(path, f"images {images.shape} and manualLayers1 {layers.shape} are not matching B-scan stacks")
+    subject = path.stem.lower().replace("_", "")
+    kept_layers, kept_fluid = [], []
+    for k in range(images.shape[2]):
+        traced = layers[:, :, k]
+        if not np.isfinite(traced).any():
+            continue  # not an annotated B-scan
+        sid = f"{subject}_b{k + 1:02d}"
+        image = _grey(images[:, :, k])
+        kept_layers.append((sid, image, layer_edges(traced, image.shape[:2])))
+        if fluid is None:
+            continue
+        f = np.asarray(fluid[:, :, k], np.float64)
+        if f.shape != image.shape[:2]:
+            raise RawError(path, f"manualFluid1 B-scan {k + 1} is {f.shape}, the image {image.shape[:2]}")
+        kept_fluid.append((sid, image, (np.nan_to_num(f) > 0).astype(np.uint8)))
+    for sid, image, edges in kept_layers:
+        lay.add(sid, image, raw=(path,), edges=edges)
+    for sid, image, seg in kept_fluid:
+        if seg.any():
+            flu.add(sid, image, raw=(path,), segmentation=seg)
+        else:
+            flu.drop(sid, "no fluid annotated", raw=(path,))

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from icl.data.convert._common import Conversion, ConvertError, RawError, Report, sample_id
+from icl.data.convert._common import (Conversion, ConvertError, RawError, Report, check_declared, confined, describe,
+                                      sample_id)
 from icl.data.dataset import DatasetMeta
 
 PLANES = {"sagittal": 0, "coronal": 1, "axial": 2}
@@ -42,11 +43,16 @@ def prominent_slice(volume: np.ndarray, axis: int) -> int:
 def _load(path: Path) -> np.ndarray:
     import nibabel as nib
 
+    real = confined(path)
     try:
-        img = nib.as_closest_canonical(nib.load(str(path)))
-        data = np.asarray(img.dataobj, dtype=np.float64)
-    except (OSError, ValueError, EOFError, nib.filebasedimages.ImageFileError) as exc:
-        raise RawError(path, f"cannot read NIfTI ({exc})") from exc
+        img = nib.load(str(real))
+        # the header's dims, checked before the voxels are read (decoded as float64)
+        check_declared(path, img.shape, 8, "NIfTI volume")
+        data = np.asarray(nib.as_closest_canonical(img).dataobj, dtype=np.float64)
+    except RawError:
+        raise
+    except Exception as exc:  # nibabel/gzip/zlib raise many types on a hostile file
+        raise RawError(path, f"cannot read NIfTI ({describe(exc)})") from None
     if data.ndim == 4 and data.shape[3] == 1:
         data = data[..., 0]
     if data.ndim != 3:
@@ -79,9 +85,9 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
             t2, pd = _load(found["T2"]), _load(found["PD"])
             if t2.shape != pd.shape:
                 raise RawError(found["PD"], f"PD volume {pd.shape} is not on the T2 grid {t2.shape}")
-        except RawError as err:
+        except Exception as err:  # one subject's failure is that subject's
             for conv in convs.values():
-                conv.bad(err)
+                conv.bad(err, found["T2"])
             continue
         for plane, axis in PLANES.items():
             k = prominent_slice(t2, axis)

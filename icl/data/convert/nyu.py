@@ -6,6 +6,11 @@ h5py one frame at a time: ``images`` [N, 3, W, H] uint8, ``depths`` [N, W, H] fl
 transposed) and ``classMapping40.mat`` (MATLAB v5, scipy.io: ``mapClass`` 894 -> 1..40 and
 ``className``, the 40 names). Unlabeled pixels become void (255); class ``k`` of the 40 is id
 ``k - 1``. Depth range 0-10 m (PROTOCOL §1.4).
+
+The HDF5 file is opened as data only: each of the three datasets must be a hard link to a
+dataset stored in the file itself (no soft or external link, no external storage, no virtual
+dataset: those would read other files), with a per-frame size under the image pixel cap,
+checked before any frame is read.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from icl.data.convert._common import Conversion, ConvertError, RawError, Report, need
+from icl.data.convert._common import (Conversion, ConvertError, RawError, Report, check_declared, confined, describe,
+                                      need)
+from icl.data.images import max_pixels_default
 from icl.data.dataset import VOID, DatasetMeta
 
 MAT = "nyu_depth_v2_labeled.mat"
@@ -26,9 +33,14 @@ def _mapping(path: Path) -> tuple[np.ndarray, list[str]]:
     import scipy.io
 
     try:
-        mat = scipy.io.loadmat(str(path))
-    except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: scipy refuses MATLAB v7.3 files
-        raise ConvertError(f"cannot read {path} ({exc})") from exc
+        real = confined(path)
+        for name, shape, _cls in scipy.io.whosmat(str(real)):
+            check_declared(path, shape, 8, f"variable {name}", cap=64 << 20)
+        mat = scipy.io.loadmat(str(real), variable_names=("mapClass", "className"))
+    except RawError as exc:
+        raise ConvertError(str(exc)) from None
+    except Exception as exc:  # RuntimeError: scipy refuses MATLAB v7.3 files; many types on a hostile file
+        raise ConvertError(f"cannot read {path} ({describe(exc)})") from None
     if "mapClass" not in mat or "className" not in mat:
         raise ConvertError(f"{path} has no mapClass/className variables")
     mapping = np.asarray(mat["mapClass"]).reshape(-1).astype(np.int64)
@@ -37,6 +49,30 @@ def _mapping(path: Path) -> tuple[np.ndarray, list[str]]:
         raise ConvertError(f"{path}: expected 40 class names and mapClass values in 1..40")
     lut = np.concatenate([[VOID], mapping - 1]).astype(np.int64)
     return lut, names
+
+
+def _dataset(f, key: str, path: Path):
+    """``f[key]`` when it is a plain dataset stored in this file with a sane per-frame size."""
+    import h5py
+
+    link = f.get(key, getlink=True)
+    if link is None:
+        raise ConvertError(f"{path} has no dataset {key!r}")
+    if not isinstance(link, h5py.HardLink):
+        raise ConvertError(f"{path}: {key!r} is a {type(link).__name__} (reads another object or file): refused")
+    obj = f[key]
+    if not isinstance(obj, h5py.Dataset):
+        raise ConvertError(f"{path}: {key!r} is not a dataset")
+    if obj.is_virtual or obj.external:
+        raise ConvertError(f"{path}: {key!r} is stored outside the file (virtual or external storage): refused")
+    if len(obj.shape) < 3 or obj.shape[0] > 100_000:
+        raise ConvertError(f"{path}: {key!r} has shape {obj.shape}, expected [N <= 100000, ...] frames")
+    frame = 1
+    for d in obj.shape[1:]:
+        frame *= int(d)
+    if frame > 3 * max_pixels_default():
+        raise ConvertError(f"{path}: {key!r} declares {frame:,} values per frame, over the image pixel cap")
+    return obj
 
 
 def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
@@ -50,14 +86,13 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
         description="NYU Depth V2 labeled subset: depth (m) and the 40-class segmentation")
     conv = Conversion(out, meta, raw, "nyuv2", {"mapping": MAPPING})
     try:
-        f = h5py.File(mat_path, "r")
-    except OSError as exc:
-        raise ConvertError(f"cannot open {mat_path} as MATLAB v7.3/HDF5 ({exc})") from exc
+        f = h5py.File(confined(mat_path), "r")
+    except RawError as exc:
+        raise ConvertError(str(exc)) from None
+    except Exception as exc:
+        raise ConvertError(f"cannot open {mat_path} as MATLAB v7.3/HDF5 ({describe(exc)})") from None
     with f:
-        for key in ("images", "depths", "labels"):
-            if key not in f:
-                raise ConvertError(f"{mat_path} has no dataset {key!r}")
-        images, depths, labels = f["images"], f["depths"], f["labels"]
+        images, depths, labels = (_dataset(f, key, mat_path) for key in ("images", "depths", "labels"))
         n = images.shape[0]
         if depths.shape[0] != n or labels.shape[0] != n:
             raise ConvertError(f"{mat_path}: {n} images but {depths.shape[0]} depths and {labels.shape[0]} labels")
@@ -75,8 +110,8 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
                                           f"image {image.shape[:2]}")
                 if raw_labels.min() < 0 or raw_labels.max() >= len(lut):
                     raise RawError(where, f"label {int(raw_labels.max())} outside the 894 classes")
-            except RawError as err:
-                conv.bad(err)
+            except Exception as err:  # one frame's failure is that frame's
+                conv.bad(err, Path(where))
                 continue
             depth = np.where(np.isfinite(depth) & (depth > 0), depth, -1.0)
             if not (depth > 0).any():

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
 import numpy as np
 
-from icl.data.convert._common import Conversion, ConvertError, RawError, Report, read_image, same_size, sample_id
+from icl.data.convert._common import (Conversion, ConvertError, RawError, Report, read_grey, read_image, same_size,
+                                      sample_id)
 from icl.data.dataset import DatasetMeta
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png")
@@ -57,16 +57,14 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
                 raise RawError(path, f"no ground truth gt/{stem}.* (or of its scene)")
             image, clean = read_image(path), read_image(gt)
             same_size(gt, clean.shape, image.shape, "ground truth")
-            mask = cv2.imread(str(mask_path), cv2.IMREAD_GRAYSCALE)
-            if mask is None:
-                raise RawError(mask_path, "missing or undecodable object mask")
+            mask = read_grey(mask_path)
             same_size(mask_path, mask.shape, image.shape, "object mask")
-        except RawError as err:
-            conv.bad(err)
+        except Exception as err:  # one frame's failure is that frame's
+            conv.bad(err, path)
             continue
         box = mask_box(mask)
         if box is None:
             conv.drop(sid, "empty object mask", raw=(path, mask_path))
             continue
-        conv.add(sid, image, raw=(path, gt, mask_path), paired={"removed": clean}, paired_info={"removed": {"box": box}})
+        conv.add(sid, image, raw=(path, gt, mask_path), source=path, paired={"removed": clean}, paired_info={"removed": {"box": box}})
     return [conv.finish()]

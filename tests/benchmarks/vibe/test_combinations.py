@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from icl.benchmarks.vibe.combinations import CDD_TYPES, SPECS, combinations, present, spec
+from icl.benchmarks.vibe.combinations import CDD_TYPES, SPECS, combinations, kept_counts, present, spec
 from icl.benchmarks.vibe.tasks.registry import list_tasks
 from icl.data.dataset import TASK_PARTS
 
@@ -74,7 +74,12 @@ def test_present_reads_meta_under_the_root(tmp_path):
     (tmp_path / "suim").mkdir()
     (tmp_path / "suim" / "meta.json").write_text(json.dumps({"name": "suim", "version": "1",
                                                              "tasks": ["segmentation", "flip"]}))
-    (tmp_path / "nyuv2").mkdir()
+    (tmp_path / "nyuv2").mkdir()  # meta.json and no completion manifest: a killed conversion
+    (tmp_path / "nyuv2" / "meta.json").write_text(json.dumps({"name": "nyuv2", "version": "1", "tasks": ["flip"]}))
+    assert present(tmp_path) == []
+    (tmp_path / "suim" / "manifest.json").write_text(json.dumps({"complete": True, "dataset": "suim", "kept": 1}))
+    assert kept_counts(tmp_path) == ["suim: 1/1635 samples (kept/paper) -- warning: 1634 short of the paper's count"]
+    (tmp_path / "nyuv2" / "manifest.json").write_text(json.dumps({"complete": True, "dataset": "nyuv2"}))
     (tmp_path / "nyuv2" / "meta.json").write_text("{not json")  # unreadable: not present
     (tmp_path / "otp").mkdir()  # no meta.json
     assert [(c.dataset, c.task) for c in present(tmp_path)] == [("suim", "segmentation"), ("suim", "flip")]

@@ -61,7 +61,8 @@ def test_items_keys_and_artifacts(builtin_root, tmp_path):
         g = it.group
         ctx = next(x for x in plan.groups if x.dataset == g["dataset"]).contexts[g["query"]][:g["shots"]]
         assert it.key.split("/")[2:] == [g["query"], f"k{g['shots']}", f"c{context_hash(ctx)}", "s0"]
-        assert it.key.startswith(f"{g['dataset']}@{plan.datasets[g['dataset']].meta.version}/edges@")
+        ds = plan.datasets[g["dataset"]]
+        assert it.key.startswith(f"{g['dataset']}@{ds.meta.version}#{ds.content_digest()[:16]}/edges@")
     # a request shows the first K contexts; only privileged models get the answer
     req = bench.request(next(it for it in items if it.group["shots"] == 3))
     assert req.shots == 3 and req.oracle_target is None and req.task == "edges"

@@ -1,4 +1,9 @@
-"""ATLANTIS: palette PNG masks (indices are the labels, 0 unlabeled) in per-waterbody folders."""
+"""ATLANTIS: palette PNG masks (indices are the labels, 0 unlabeled) in per-waterbody folders.
+
+Layout and pairing from the official loader (smhassanerfani/atlantis, AtlantisLoader.py:
+``images/<split>/<waterbody>/<id>.jpg`` with ``masks/<split>/<waterbody>/<id>.png``, label - 1,
+0 -> 255); class names from the release's list (adk/images_analyser/labels_info.json: id 1
+bicycle, 2 boat, ..., 56 wetland; 0 background)."""
 
 from __future__ import annotations
 
@@ -32,6 +37,12 @@ def test_convert_atlantis(tmp_path):
     [report] = convert("atlantis", tmp_path / "raw", out)
     ds = load_dataset(out / "atlantis")
     assert report.kept == 3 and ds.ids() == sorted(truth) and len(ds.meta.classes) == 56
+    # labels_info.json: 1 bicycle, 2 boat, 3 breakwater, 35 river, 38 sea, 56 wetland -> ids 0, 1, 2, 34, 37, 55
+    names = ds.meta.classes
+    assert (names[0], names[1], names[2], names[34], names[37], names[55]) == (
+        "bicycle", "boat", "breakwater", "river", "sea", "wetland")
+    # images kept as their JPEG bytes
+    assert (out / "atlantis" / "images" / "2917.jpg").read_bytes() == (raw / "images" / "train" / "lake" / "2917.jpg").read_bytes()
     for stem, labels in truth.items():
         want = np.where(labels == 0, 255, labels - 1)
         np.testing.assert_array_equal(ds.load(stem).annotations["segmentation"], want)

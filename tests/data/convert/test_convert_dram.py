@@ -20,14 +20,20 @@ def test_voc_colormap_known_colours():
 
 
 def test_convert_dram(tmp_path):
-    gen, raw, out = rng(), tmp_path / "raw" / "DRAM_processed" / "test", tmp_path / "out"
+    """Published layout (Nadavc220/SemanticSegmentationInArtPaintings, core/datasets/dram.py): the
+    painting of ``labels/<movement>/<artist>/<name>.png`` is ``test/<movement>/<artist>/<name>.jpg``;
+    the same name by two artists, and an unlabelled ``train/`` painting of that name, must not
+    collide (pairing by stem lost 3 of 6 labelled paintings)."""
+    gen, root, out = rng(), tmp_path / "raw" / "DRAM_processed", tmp_path / "out"
     cmap = voc_colormap()
     truth = {}
-    for movement, stem, as_rgb in (("realism", "r1", False), ("impressionism", "i7", True)):
+    for movement, artist, stem, as_rgb in (("realism", "courbet", "r1", False), ("realism", "millet", "r1", True),
+                                           ("impressionism", "monet", "i7", True),
+                                           ("impressionism", "renoir", "i7", False)):
         ids = gen.integers(0, 12, (8, 5))
         voc = VOC_IDS[ids]
         voc[0, 0] = 255  # the VOC border: void
-        path = raw / "labels" / movement / f"{stem}.png"
+        path = root / "labels" / movement / artist / f"{stem}.png"
         if as_rgb:
             write_rgb(path, cmap[voc])
         else:
@@ -35,20 +41,22 @@ def test_convert_dram(tmp_path):
             im = Image.fromarray(voc.astype(np.uint8), mode="P")
             im.putpalette(cmap.reshape(-1).tolist())
             im.save(path)
-        write_rgb(raw / movement / f"{stem}.jpg", gen.integers(0, 256, (8, 5, 3), dtype=np.uint8))
+        write_rgb(root / "test" / movement / artist / f"{stem}.jpg", gen.integers(0, 256, (8, 5, 3), dtype=np.uint8))
+        # an unlabelled training painting of the same name
+        write_rgb(root / "train" / movement / artist / f"{stem}.jpg", np.zeros((8, 5, 3), np.uint8))
         want = ids.copy()
         want[0, 0] = 255
-        truth[f"{movement}_{stem}"] = want
-    write_rgb(raw / "labels" / "realism" / "odd.png", np.full((8, 5, 3), 7, np.uint8))  # not a VOC colour
-    write_rgb(raw / "realism" / "odd.jpg", np.zeros((8, 5, 3), np.uint8))
-    write_rgb(raw / "labels" / "realism" / "orphan.png", np.zeros((8, 5, 3), np.uint8))  # no painting
-    write_rgb(raw / "unlabelled" / "u1.jpg", np.zeros((8, 5, 3), np.uint8))  # not in the labelled subset
+        truth[f"{movement}_{artist}_{stem}"] = want
+    write_rgb(root / "labels" / "realism" / "courbet" / "odd.png", np.full((8, 5, 3), 7, np.uint8))  # not VOC
+    write_rgb(root / "test" / "realism" / "courbet" / "odd.jpg", np.zeros((8, 5, 3), np.uint8))
+    write_rgb(root / "labels" / "realism" / "courbet" / "orphan.png", np.zeros((8, 5, 3), np.uint8))  # no painting
 
     [report] = convert("dram", tmp_path / "raw", out)
     ds = load_dataset(out / "dram")
-    assert report.kept == 2 and ds.ids() == sorted(truth)
+    assert report.kept == 4 and ds.ids() == sorted(truth)
     for sid, want in truth.items():
         np.testing.assert_array_equal(ds.load(sid).annotations["segmentation"], want)
     bad = report_of(out, "dram")["bad_files"]
-    assert "is not a PASCAL VOC colour" in bad["DRAM_processed/test/labels/realism/odd.png"]
-    assert "no painting" in bad["DRAM_processed/test/labels/realism/orphan.png"]
+    assert set(bad) == {"DRAM_processed/labels/realism/courbet/odd.png", "DRAM_processed/labels/realism/courbet/orphan.png"}
+    assert "is not a PASCAL VOC colour" in bad["DRAM_processed/labels/realism/courbet/odd.png"]
+    assert "no painting" in bad["DRAM_processed/labels/realism/courbet/orphan.png"]

@@ -46,7 +46,7 @@ def test_convert_nyu(tmp_path, capsys):
     images, depths, labels, map_class = _fabricate(raw, gen)
     assert main(["convert", "nyuv2", str(raw), str(out)]) == 0
     printed = capsys.readouterr()
-    assert "nyuv2: 2 samples kept" in printed.out and "1 dropped: depth has no valid pixel" in printed.out
+    assert "nyuv2: 2/1449 (paper) samples kept" in printed.out and "1 dropped: depth has no valid pixel" in printed.out
     assert "outside the 894 classes" in printed.err
 
     ds = load_dataset(out / "nyuv2")

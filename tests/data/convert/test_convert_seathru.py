@@ -48,3 +48,27 @@ def test_convert_seathru(tmp_path):
     assert rep["dropped"] == {"D3_T_S04999": "depth has no valid pixel"}
     assert "camera raw file" in rep["bad_files"]["D3/Raw/T_S05000.ARW"]
     assert "no image T_S05001" in rep["bad_files"]["D3/depth/depthT_S05001.tif"]
+
+
+def test_seathru_depth_folder_names(tmp_path):
+    """The three packagings' depth folders: ``depth/`` (the original release), ``depthMaps/`` and
+    the Kaggle copy's ``depth_resized/`` (maps at a reduced size). No primary loader was reachable
+    to confirm them; the names are the ones the independent check found in the copies it used.
+    A site without any depth folder, and an image without a depth map, are reported."""
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    for site, folder in (("D1", "depth"), ("D2", "depthMaps"), ("D3", "depth_resized")):
+        (raw / site / folder).mkdir(parents=True)
+        tifffile.imwrite(raw / site / folder / "depthT_1.tif", np.full((6, 8), 2.0, np.float32))
+        write_rgb(raw / site / "Raw" / "T_1.png", np.zeros((12, 16, 3), np.uint8))
+    write_rgb(raw / "D2" / "Raw" / "T_2.png", np.zeros((6, 8, 3), np.uint8))  # no depth map
+    (raw / "D1" / "depth_resized").mkdir()  # a second packaging beside depth/: not used
+    tifffile.imwrite(raw / "D1" / "depth_resized" / "depthT_1.tif", np.full((3, 4), 2.0, np.float32))
+    write_rgb(raw / "D4" / "Raw" / "T_9.png", np.zeros((6, 8, 3), np.uint8))  # a site without depth
+
+    [report] = convert("seathru", raw, out)
+    assert load_dataset(out / "seathru").ids() == ["D1_T_1", "D2_T_1", "D3_T_1"]
+    rep = report_of(out, "seathru")
+    assert rep["dropped"] == {"D2_T_2": "no depth map in depthMaps/"}
+    assert "site without a depth folder" in rep["bad_files"]["D4"]
+    assert "not used" in rep["bad_files"]["D1/depth_resized"]
+    assert set(rep["adjusted_files"]) == {"D1/Raw/T_1.png", "D2/Raw/T_1.png", "D3/Raw/T_1.png"}
