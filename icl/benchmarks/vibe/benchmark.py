@@ -97,7 +97,8 @@ class Vibe(Benchmark):
         from icl.data.registry import builtin_datasets
 
         plan, builtin = self._plan(), set(builtin_datasets())
-        return {n: "built-in synthetic" if n in builtin else f"release, converted (version {d.meta.version})"
+        return {n: "built-in synthetic" if n in builtin else
+                f"release, converted (version {d.meta.version}, content sha256 {d.content_digest()[:16]})"
                 for n, d in sorted(plan.datasets.items())}
 
     def data_failures(self) -> list[tuple[str, str, Optional[str]]]:
