@@ -52,7 +52,8 @@ def render_layout(task: Task, size: int) -> np.ndarray:
     for b in task.layout:
         colour = BOX_COLOURS[b.ref]
         x0, y0, x1, y1 = pixel_box(b.box, size, size)
-        cv2.rectangle(img, (x0, y0), (x1, y1), colour, t, cv2.LINE_8)
+        for k in range(min(t, (x1 - x0 + 1) // 2, (y1 - y0 + 1) // 2)):  # inward, so the outer edge is the box
+            cv2.rectangle(img, (x0 + k, y0 + k), (x1 - k, y1 - k), colour, 1, cv2.LINE_8)
         label = str(b.ref)
         (tw, th), _ = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
         if x1 - x0 > tw + 3 * t and y1 - y0 > th + 3 * t:  # the label stays inside the outline

@@ -34,7 +34,7 @@ def decode_layout(img: np.ndarray) -> dict[int, tuple[float, float, float, float
     for ref, colour in enumerate(BOX_COLOURS):
         ys, xs = np.nonzero(np.all(img == np.array(colour, np.uint8), axis=2))
         if ys.size:
-            out[ref] = (xs.min() / w, ys.min() / h, (xs.max() + 1) / w, (ys.max() + 1) / h)
+            out[ref] = (float(xs.min() / w), float(ys.min() / h), float((xs.max() + 1) / w), float((ys.max() + 1) / h))
     return out
 
 

@@ -59,7 +59,8 @@ def _layout(task: Task, level: str) -> list[str]:
         elif level == "medium":
             out.append(f"Place the subject of Image {b.ref}, {size_class(b.box)}, in the {cell(cx, cy)} of the image.")
         else:
-            out.append(f"Place the subject of Image {b.ref} on the {_COLS[third(cx)]}.")
+            side = _COLS[third(cx)]
+            out.append(f"Place the subject of Image {b.ref} {'in the centre' if side == 'centre' else 'on the ' + side}.")
     return out
 
 
