@@ -19,7 +19,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 RUBRIC_VERSION = "vif-rubric-1"
 CRITERIA = ("text_instruction_following", "reference_consistency", "visual_instruction_adherence",
@@ -132,31 +132,27 @@ def _from_lines(text: str) -> dict[str, Any]:
     return out
 
 
+def _last_object(spans: Sequence[str], prepare: Callable[[str], str]) -> Optional[dict]:
+    """The last span that loads, after ``prepare``, as a JSON object."""
+    for span in reversed(spans):
+        try:
+            cand = json.loads(prepare(span))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(cand, dict):
+            return cand
+    return None
+
+
 def parse(text: str, n_vis: Optional[int] = None) -> Verdict:
     """Read a judge answer (see the module docstring); ``n_vis``: VI images of the task (a list of
     instruction scores of another length is ignored)."""
     text = text or ""
-    obj: Optional[dict] = None
-    repaired = False
     spans = _objects(text)
-    for span in reversed(spans):
-        try:
-            cand = json.loads(span)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(cand, dict):
-            obj = cand
-            break
+    obj = _last_object(spans, lambda span: span)
+    repaired = obj is None
     if obj is None:
-        repaired = True
-        for span in reversed(spans):
-            try:
-                cand = json.loads(_repair(span))
-            except json.JSONDecodeError:
-                continue
-            if isinstance(cand, dict):
-                obj = cand
-                break
+        obj = _last_object(spans, _repair)
     if obj is None:
         obj = _from_lines(text)
     raw = {}
