@@ -185,7 +185,7 @@ class VIF(Benchmark):
     def score(self, item: Item, response: Any, judgements: Sequence[str] = ()) -> dict[str, float]:
         task: Task = item.payload
         if not _is_image(response):
-            return self.score_failure(item, "invalid")
+            return _failed()
         verdict = rubric.parse(judgements[0], task.n_vis) if judgements else None
         out = {c: (verdict.scores[c] if verdict else math.nan) for c in rubric.CRITERIA}
         out.update(average=verdict.average if verdict else math.nan, failed=0.0,
@@ -201,10 +201,7 @@ class VIF(Benchmark):
         return out
 
     def score_failure(self, item: Item, reason: str) -> Optional[dict[str, float]]:
-        out = {c: 1.0 for c in rubric.CRITERIA}
-        out.update(average=1.0, failed=1.0, judge_parsed=0.0, judge_repaired=0.0, judge_invalid=0.0, judge_capped=0.0,
-                   layout_iou=0.0, centre_in_region=0.0)
-        return out
+        return _failed()
 
     # -- tables, figures, report ----------------------------------------------------------------
     def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -268,6 +265,14 @@ class VIF(Benchmark):
     def fingerprints(self) -> dict[str, str]:
         return {"vif/tasks": hashlib.sha256(self._records().encode()).hexdigest(),
                 "vif/rubric": hashlib.sha256((rubric.HEADER + rubric.CRITERIA_TEXT).encode()).hexdigest()}
+
+
+def _failed() -> dict[str, float]:
+    """A failed or refused generation: 1 on every criterion (PROTOCOL §5), counted as failed."""
+    out = {c: 1.0 for c in rubric.CRITERIA}
+    out.update(average=1.0, failed=1.0, judge_parsed=0.0, judge_repaired=0.0, judge_invalid=0.0, judge_capped=0.0,
+               layout_iou=0.0, centre_in_region=0.0)
+    return out
 
 
 def _is_image(x: Any) -> bool:

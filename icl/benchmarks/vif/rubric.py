@@ -127,8 +127,9 @@ def _from_lines(text: str) -> dict[str, Any]:
     names = [*TITLES.values(), *(n.title() for n in _ALIASES)]
     for name in names:
         hits = re.findall(rf"{re.escape(name)}\**\s*:\s*\**\s*(-?\d+(?:\.\d+)?)", text, re.I)
-        if hits:
-            out[_key(name)] = hits[-1]  # the final assessment comes last
+        key = _key(name)
+        if hits and key is not None:
+            out[key] = hits[-1]  # the final assessment comes last
     return out
 
 
@@ -160,7 +161,8 @@ def parse(text: str, n_vis: Optional[int] = None) -> Verdict:
         key = _key(str(k))
         if key is not None:
             raw[key] = v
-    scores = {c: (math.nan if _score(raw.get(c)) is None else float(_score(raw.get(c)))) for c in CRITERIA}
+    valid = {c: _score(raw.get(c)) for c in CRITERIA}
+    scores = {c: math.nan if v is None else float(v) for c, v in valid.items()}
     invalid = sum(math.isnan(v) for v in scores.values())
     capped = 0
     inst = obj.get("instruction_scores")

@@ -53,14 +53,14 @@ def find_subjects(out: np.ndarray, colours: Sequence[Optional[np.ndarray]]
     from icl.ops import connected_components
 
     h, w = out.shape[:2]
-    want = [i for i, c in enumerate(colours) if c is not None]
+    want = [(i, c) for i, c in enumerate(colours) if c is not None]
     found: list[Optional[tuple[float, float, float, float]]] = [None] * len(colours)
     if not want:
         return found
     px = out.astype(np.int32)
-    masks = np.stack([np.abs(px - colours[i]).max(axis=2) <= TOLERANCE for i in want])
+    masks = np.stack([np.abs(px - c).max(axis=2) <= TOLERANCE for _, c in want])
     comp = connected_components(masks, 8)
-    for slot, i in enumerate(want):
+    for slot, (i, _) in enumerate(want):
         sel = np.nonzero(comp.image == slot)[0]
         if sel.size == 0:
             continue
@@ -92,7 +92,9 @@ def placement(out: np.ndarray, refs: Sequence[np.ndarray], boxes: dict[int, tupl
     for i, f in zip(order, found):
         target = np.array([boxes[i]], np.float64)
         if f is None:
-            ious.append(0.0), inside.append(0.0), hit.append(0.0)
+            ious.append(0.0)
+            inside.append(0.0)
+            hit.append(0.0)
             continue
         ious.append(float(box_iou(np.array([f], np.float64), target)[0, 0]))
         cx, cy = (f[0] + f[2]) / 2, (f[1] + f[3]) / 2
