@@ -122,3 +122,39 @@ def test_a_tiny_chat_model_judges(tmp_path, tiny_llava):
     assert meta["judge"]["adapter"] == "hf-vlm" and meta["counts"]["planned"] == 2 and meta["counts"]["failed"] == 0
     by_judge = _rows(out / "criteria_by_judge.csv")
     assert len(by_judge) == 1 and by_judge[0]["n"] == "2"  # random tokens: unparsed, NaN criteria, counted
+
+
+def test_release_folder_through_the_plugin(tmp_path):
+    """A release in schema vif-task-1 (docs/vif.md) under ``<data root>/vif``: references and the
+    pose image read from disk (RGB), VIs rendered, text variants only on the text subset."""
+    import cv2
+
+    root = tmp_path / "vif"
+    (root / "img").mkdir(parents=True)
+    for name, bgr in (("a.png", (0, 0, 255)), ("b.png", (255, 0, 0)), ("pose.png", (0, 255, 0))):
+        cv2.imwrite(str(root / "img" / name), np.full((20, 30, 3), bgr, np.uint8))
+    recs = [{"id": "r1", "references": [{"file": "img/a.png", "role": "main", "type": "person"},
+                                        {"file": "img/b.png", "role": "scene", "type": "style"}],
+             "layout": [{"ref": 0, "box": [0.1, 0.1, 0.6, 0.9]}], "instruction": "A person.",
+             "poses": [{"ref": 0, "file": "img/pose.png", "description": "arms up."}],
+             "conflicts": {"pose": True}, "text_subset": True},
+            {"id": "r2", "references": [{"file": "img/a.png", "role": "main", "type": "person"}],
+             "layout": [{"ref": 0, "box": [0.2, 0.2, 0.5, 0.5]}], "instruction": "Again."}]
+    (root / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    bench = VIF({"data_root": str(tmp_path), "size": 64, "vi_size": 64})
+    items = {i.key: i for i in bench.items()}
+    assert sorted(items) == ["release/ti-dense/r1", "release/ti-medium/r1", "release/ti-sparse/r1",
+                             "release/visual/r1", "release/visual/r2"]
+    assert items["release/visual/r1"].group == {"task": "r1", "variant": "visual", "refs": 2, "vis": 2,
+                                                "vi_types": "layout+pose", "conflicts": "pose"}
+    req = bench.request(items["release/visual/r1"])
+    imgs = req.images
+    assert imgs[0][0, 0].tolist() == [255, 0, 0] and imgs[1][0, 0].tolist() == [0, 0, 255]
+    assert imgs[3].shape == (20, 30, 3) and imgs[3][0, 0].tolist() == [0, 255, 0]  # the pose image as given
+    assert bench.data_origin()["vif"].startswith("release ")
+    judge = bench.judge_requests(items["release/ti-sparse/r1"], np.zeros((8, 8, 3), np.uint8))[0]
+    assert judge.id.startswith("vif/release/") and len(judge.images) == 5
+    s = bench.score(items["release/visual/r1"], np.zeros((8, 8, 3), np.uint8), ['{"visual_quality": 4}'])
+    assert s["visual_quality"] == 4.0 and np.isnan(s["average"]) and np.isnan(s["layout_iou"])
+    with pytest.raises(ValueError, match="vif: no task 'r9'"):
+        VIF({"data_root": str(tmp_path), "tasks": "r9"}).items()
