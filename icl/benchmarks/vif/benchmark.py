@@ -216,9 +216,11 @@ class VIF(Benchmark):
         rows = tables_.get("criteria", [])
         if not rows:
             return ""
-        lines = [f"vif ({self.protocol}): judge average 1-10 (failed generations score 1)"]
-        lines += [f"{r['model']:<24}{r['variant']:<11}{_fmt(r['average'])}  (n={r['n']}, failed {r['failed']})"
-                  for r in rows]
+        lines = [f"vif ({self.protocol}): judge scores 1-10 (average NaN when the judge leaves a criterion out; "
+                 "failed generations score 1)"]
+        lines += [f"{r['model']:<24}{r['variant']:<11}avg {_fmt(r['average'])}  adherence "
+                  f"{_fmt(r['visual_instruction_adherence'])}  cleanliness {_fmt(r['visual_instruction_cleanliness'])}"
+                  f"  (n={r['n']}, failed {r['failed']})" for r in rows]
         return "\n".join(lines)
 
     def report(self, tables_: Mapping[str, list[dict[str, Any]]]) -> str:
