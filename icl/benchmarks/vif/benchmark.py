@@ -6,7 +6,7 @@ the instruction and the VIs as text) for the tasks of the text subset. Requests 
 :class:`GenerationRequest` s of ``size`` x ``size`` (1024 in the source). The judge gets one
 :class:`ChatRequest` per answer with the original visual task (also for the text variants) and the
 rubric (:mod:`~icl.benchmarks.vif.rubric`). Data: a release folder in schema ``vif-task-1`` under
-``<data root>/vif``, or the built-in synthetic tasks (always with ``--fast``).
+``<data root>`` or ``<data root>/vif``, or the built-in synthetic tasks (always with ``--fast``).
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ class VIF(Benchmark):
             else:
                 from icl.data.registry import data_root
 
-                self._data = ReleaseImages(data_root(self.data_root) / "vif")
+                root = data_root(self.data_root)
+                self._data = ReleaseImages(root if (root / "tasks.jsonl").is_file() else root / "vif")
         return self._data
 
     def _tasks(self) -> list[Task]:

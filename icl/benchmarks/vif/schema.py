@@ -265,7 +265,8 @@ def load_release(root: Path) -> list[Task]:
     root = Path(root)
     listing = root / "tasks.jsonl"
     if not listing.is_file():
-        raise FileNotFoundError(f"vif: no tasks.jsonl in the release folder {root} (schema {SCHEMA}, docs/vif.md)")
+        raise ValueError(f"vif: no tasks.jsonl in the release folder {root} (schema {SCHEMA}, docs/vif.md; "
+                         "--fast runs the built-in synthetic tasks)")
     tasks: list[Task] = []
     seen: set[str] = set()
     for n, line in enumerate(listing.read_text(encoding="utf-8").splitlines(), 1):

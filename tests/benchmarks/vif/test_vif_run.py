@@ -156,5 +156,8 @@ def test_release_folder_through_the_plugin(tmp_path):
     assert judge.id.startswith("vif/release/") and len(judge.images) == 5
     s = bench.score(items["release/visual/r1"], np.zeros((8, 8, 3), np.uint8), ['{"visual_quality": 4}'])
     assert s["visual_quality"] == 4.0 and np.isnan(s["average"]) and np.isnan(s["layout_iou"])
+    assert len(VIF({"data_root": str(root)}).items()) == 5  # the folder itself holds tasks.jsonl
+    with pytest.raises(ValueError, match="vif: no tasks.jsonl in the release folder"):
+        VIF({"data_root": str(tmp_path / "empty")}).items()
     with pytest.raises(ValueError, match="vif: no task 'r9'"):
         VIF({"data_root": str(tmp_path), "tasks": "r9"}).items()
