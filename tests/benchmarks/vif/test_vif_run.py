@@ -161,3 +161,19 @@ def test_release_folder_through_the_plugin(tmp_path):
         VIF({"data_root": str(tmp_path / "empty")}).items()
     with pytest.raises(ValueError, match="vif: no task 'r9'"):
         VIF({"data_root": str(tmp_path), "tasks": "r9"}).items()
+
+
+@pytest.mark.slow
+def test_a_tiny_multi_image_generator_through_the_runner(tmp_path, tiny_janus, capsys):
+    """Tiny Janus (``tests/models/t2i/tiny_t2i.py``) stands in for a multi-reference generator: a tiny
+    Qwen-Image-Edit-Plus cannot be built here (its processor needs torchvision)."""
+    out = tmp_path / "out"
+    args = ["vif", "--fast", "--variants", "visual,ti-sparse", "--tasks", "syn000,syn001,syn002", "--out", str(out),
+            "--models", f"janus:weights={tiny_janus},max_batch=4", "--no-progress", "--no-plots"]
+    assert main(args) == 0
+    meta = json.loads((out / "results.json").read_text())
+    assert meta["counts"]["planned"] == meta["counts"]["computed"] == 5 and meta["counts"]["failed"] == 0
+    assert {r["variant"] for r in _rows(out / "criteria.csv")} == {"visual", "ti-sparse"}
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "0 items computed" in capsys.readouterr().out
