@@ -240,7 +240,8 @@ class VIF(Benchmark):
                                   ("variants", ("model", "variant", "n"), "Visual vs text variants (text subset)"),
                                   ("criteria_by_judge", ("model", "judge", "variant", "n", "unparsed"), "Per judge")):
             if tables_.get(name):
-                lines += ["", f"{title}:", ""] + _md(tables_[name], keys, tables.SCORES, short)
+                lines += ["", f"{title}:", ""] + _md(tables_[name], keys, tables.SCORES, short,
+                                                     extra=("average_lo", "average_hi"))
         sp = tables_.get("spatial", [])
         if sp:
             lines += ["", "Spatial (synthetic tasks; release data needs a detector, not built): ", "",

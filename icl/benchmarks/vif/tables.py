@@ -87,9 +87,11 @@ def judged_items(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _cell(rows: Sequence[Mapping[str, Any]], *where: Any) -> dict[str, Any]:
+    """n, failed, the mean of each criterion and the average's 95% interval (seeded by ``where``)."""
     out: dict[str, Any] = {"n": len(rows), "failed": int(sum(_f(r, "failed") > 0 for r in rows))}
     out.update({k: _nanmean(_f(r, k) for r in rows) for k in SCORES})
+    out["average_lo"], out["average_hi"] = mean_ci([_f(r, "average") for r in rows], "/".join(map(str, where)))
     return out
 
 
@@ -105,16 +107,18 @@ def _types(row: Mapping[str, Any], col: str) -> set[str]:
 
 
 def per_judge_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [{"model": m, "judge": j, "variant": v, **_cell(rs), "unparsed": int(sum(_f(r, "judge_parsed") == 0 and
-                                                                                     not _f(r, "failed") > 0 for r in rs))}
-            for (m, j, v), rs in _group([{**r, "judge": judge_of(r)} for r in rows], "model", "judge", "variant").items()]
+    """Per (model, judge, variant), every row that judge scored; ``unparsed``: answers with no score read."""
+    out = []
+    for (m, j, v), rs in _group([{**r, "judge": judge_of(r)} for r in rows], "model", "judge", "variant").items():
+        unparsed = int(sum(_f(r, "judge_parsed") == 0 and not _f(r, "failed") > 0 for r in rs))
+        out.append({"model": m, "judge": j, "variant": v, **_cell(rs, m, j, v), "unparsed": unparsed})
+    return out
 
 
 def criteria_table(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for (m, v), rs in _group(items, "model", "variant").items():
-        lo, hi = mean_ci([_f(r, "average") for r in rs], f"{m}/{v}/average")
-        out.append({"model": m, "variant": v, **_cell(rs), "average_lo": lo, "average_hi": hi})
+        out.append({"model": m, "variant": v, **_cell(rs, m, v)})
     return out
 
 
@@ -128,7 +132,7 @@ def by_vi_type(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for t in VI_TYPES:
             sub = [r for r in rs if t in _types(r, "vi_types")]
             if sub:
-                out.append({"model": m, "vi_type": t, **_cell(sub)})
+                out.append({"model": m, "vi_type": t, **_cell(sub, m, "vi_type", t)})
     return out
 
 
@@ -140,7 +144,7 @@ def by_count(items: Sequence[Mapping[str, Any]], col: str) -> list[dict[str, Any
         for b in bins:
             sub = [r for r in rs if binner(int(r[col])) == b]
             if sub:
-                out.append({"model": m, col: b, **_cell(sub)})
+                out.append({"model": m, col: b, **_cell(sub, m, col, b)})
     return out
 
 
@@ -152,7 +156,7 @@ def conflict_table(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             for flag in (True, False):
                 part = [r for r in sub if (t in _types(r, "conflicts")) == flag]
                 if part:
-                    out.append({"model": m, "vi_type": t, "conflict": flag, **_cell(part)})
+                    out.append({"model": m, "vi_type": t, "conflict": flag, **_cell(part, m, "conflict", t, flag)})
     return out
 
 
@@ -164,7 +168,7 @@ def variant_table(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if not subset:
             continue
         for (v,), part in _group([r for r in rs if r["task"] in subset], "variant").items():
-            out.append({"model": m, "variant": v, **_cell(part)})
+            out.append({"model": m, "variant": v, **_cell(part, m, "subset", v)})
     return out
 
 

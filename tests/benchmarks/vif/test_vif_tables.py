@@ -59,6 +59,8 @@ def test_per_judge_table(tables):
 
 def test_by_vi_type(tables):
     got = {r["vi_type"]: (r["n"], r["average"]) for r in tables["by_vi_type"]}
+    layout = _pick(tables["by_vi_type"], vi_type="layout")
+    assert 1.0 <= layout["average_lo"] < 4.0 < layout["average_hi"] <= 7.0  # per item 3, 7, 5, 1
     assert got == {"layout": (4, pytest.approx(4.0)), "orientation": (2, pytest.approx(6.0)),
                    "wind": (1, pytest.approx(5.0)), "light": (1, pytest.approx(5.0))}
 
