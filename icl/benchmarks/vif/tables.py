@@ -286,8 +286,9 @@ def plots(tables: Mapping[str, list[dict[str, Any]]], out: Path) -> list[Path]:
         rows = tables.get(name, [])
         if not rows:
             continue
-        fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
-        for ax, k in zip(axes, ("reference_consistency", "visual_instruction_adherence", "average")):
+        fig, axes = plt.subplots(1, 4, figsize=(14, 3.2))
+        for ax, k in zip(axes, ("reference_consistency", "visual_instruction_adherence", "visual_instruction_cleanliness",
+                                "average")):
             for (m,), rs in _group(rows, "model").items():
                 got = {r[col]: r[k] for r in rs}
                 xs = [b for b in bins if b in got]
