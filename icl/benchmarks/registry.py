@@ -26,6 +26,7 @@ _BUILTIN: dict[str, str] = {
     "best50": "icl.benchmarks.best50.benchmark:Best50",
     "vlicl": "icl.benchmarks.vlicl.benchmark:VLICL",
     "cobsat": "icl.benchmarks.cobsat.benchmark:CoBSAT",
+    "vif": "icl.benchmarks.vif.benchmark:VIF",
 }
 _registered: dict[str, Any] = {}
 

@@ -48,6 +48,8 @@ _BUILTIN: dict[str, str] = {
     "cobsat-judge": "icl.benchmarks.cobsat.judge:CoBSATJudge",
     "seggpt": "icl.models.vicl.seggpt:SegGPT",
     "visualcloze": "icl.models.vicl.visualcloze:VisualCloze",
+    "collage": "icl.benchmarks.vif.models:Collage",
+    "vif-spatial-judge": "icl.benchmarks.vif.models:SpatialJudge",
 }
 _registered: dict[str, Target] = {}
 

@@ -1,0 +1,179 @@
+"""``python -m icl.run vif --fast`` through the one runner: synthetic tasks, the collage baseline,
+the deterministic spatial judge; a second run computes nothing; the plugin passes
+``check_benchmark``; the spatial judge refuses release data; a tiny random chat model as judge
+exercises the JSON path (``tests/models/vlm/tiny_vlm.py``)."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from icl.benchmarks import check_benchmark
+from icl.benchmarks.registry import get_benchmark
+from icl.benchmarks.vif.benchmark import VIF
+from icl.benchmarks.vif.models import SpatialJudge, collage, spatial_answer
+from icl.benchmarks.vif.render import render_layout
+from icl.models.registry import get_model
+from icl.models.requests import ChatRequest, GenerationRequest
+from icl.run.__main__ import main
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_fast_run_end_to_end_and_resumes(tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["vif", "--fast", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    crit = {r["variant"]: r for r in _rows(out / "criteria.csv")}
+    assert set(crit) == {"visual", "ti-dense", "ti-medium", "ti-sparse"}
+    vis = crit["visual"]
+    # the collage pastes every subject into its box and leaves no marks: found (10), clean (10); the judge
+    # cannot see text, coherence or quality (NaN), so the average is NaN
+    assert float(vis["reference_consistency"]) == 10.0 and float(vis["visual_instruction_cleanliness"]) == 10.0
+    assert vis["scene_coherence"] == "nan" and vis["average"] == "nan" and vis["failed"] == "0"
+    spatial = {r["variant"]: r for r in _rows(out / "spatial.csv")}
+    # shapes fill the middle 3/4 of their reference: pasted into a box, IoU ~ 0.75^2, centres inside
+    assert float(spatial["visual"]["centre_in_region"]) == 1.0
+    assert 0.45 < float(spatial["visual"]["layout_iou"]) < 0.65
+    # without a layout image the collage tiles the references: worse placement
+    assert float(spatial["ti-dense"]["layout_iou"]) < float(spatial["visual"]["layout_iou"])
+    meta = json.loads((out / "results.json").read_text())
+    assert meta["judge"]["adapter"] == "vif-spatial-judge" and meta["counts"]["failed"] == 0
+    assert meta["data"]["vif"].startswith("built-in synthetic")
+    tasks = (out / "vif_tasks.jsonl").read_text().splitlines()
+    assert len(tasks) == 6 and json.loads(tasks[0])["id"] == "syn000"
+    assert {p.name for p in (out / "plots").glob("vif_*.png")} >= {"vif_tradeoff.png", "vif_by_refs.png", "vif_by_vis.png"}
+    assert "## VIF-Bench" in (out / "report.md").read_text()
+    capsys.readouterr()
+    assert main([*args, "--no-plots"]) == 0
+    assert "0 items computed" in capsys.readouterr().out
+
+
+def test_registered_and_passes_the_plugin_check():
+    assert get_benchmark("vif") is VIF
+    counts = check_benchmark(VIF)
+    assert counts
+
+
+def test_requests_interleave_references_vis_and_instruction():
+    bench = VIF(VIF.fast_config())
+    items = {i.key: i for i in bench.items()}
+    req = bench.request(items["synthetic/visual/syn003"])
+    texts = [p for p in req.prompt if isinstance(p, str)]
+    task = items["synthetic/visual/syn003"].payload
+    n = len(task.references)
+    assert texts[:n + task.n_vis] == [f"Image {i}:" for i in range(n + task.n_vis)]
+    assert texts[-1] == task.instruction and req.size == (192, 192) and len(req.images) == n + task.n_vis
+    ti = bench.request(items["synthetic/ti-medium/syn002"])
+    assert len(ti.images) == len(items["synthetic/ti-medium/syn002"].payload.references)
+    assert "in the" in ti.prompt[-1]
+    # the judge always sees the original visual task
+    judge = bench.judge_requests(items["synthetic/ti-medium/syn002"], np.zeros((8, 8, 3), np.uint8))[0]
+    assert judge.id == "vif-synthetic/synthetic/ti-medium/syn002"
+    assert len(judge.images) == len(items["synthetic/ti-medium/syn002"].payload.references) + \
+        items["synthetic/ti-medium/syn002"].payload.n_vis + 1
+
+
+def test_failure_scores_one_everywhere():
+    bench = VIF(VIF.fast_config())
+    item = next(iter(bench.items()))
+    s = bench.score_failure(item, "error")
+    assert s["average"] == 1.0 and s["failed"] == 1.0 and s["scene_coherence"] == 1.0
+    assert bench.score(item, "not an image")["failed"] == 1.0
+
+
+def test_spatial_judge_sees_marks_and_refuses_release_data():
+    bench = VIF(VIF.fast_config())
+    item = next(i for i in bench.items() if i.key.endswith("visual/syn001"))
+    task = item.payload
+    layout = render_layout(task, 192)
+    req = bench.judge_requests(item, layout)[0]  # "generated" image = the layout itself: every box remains
+    answer = json.loads(spatial_answer(req))
+    assert answer["visual_instruction_cleanliness"] == 1 and answer["marks_visible"] is True
+    assert answer["scene_coherence"] is None
+    with pytest.raises(ValueError, match="judges only the built-in synthetic tasks"):
+        SpatialJudge().predict([ChatRequest.user("vif/release/visual/t1", "x")])
+    with pytest.raises(ValueError, match="vif-spatial-judge judges only the built-in synthetic tasks"):
+        VIF({}).check_judge("vif-spatial-judge")
+
+
+def test_collage_pastes_each_reference_into_its_box():
+    ref = np.full((10, 10, 3), 7, np.uint8)
+    bench = VIF(VIF.fast_config())
+    task = next(iter(bench.items())).payload
+    layout = render_layout(task, 64)
+    out = collage(GenerationRequest("x", ("Image 0:", ref, "Image 1:", layout, "go"), (64, 64)))
+    x0, y0, x1, y1 = task.layout[0].box
+    assert (out[int(round(y0 * 64)):int(round(y1 * 64)), int(round(x0 * 64)):int(round(x1 * 64))] == 7).all()
+    assert np.all(out == 7, axis=2).sum() == (int(round(y1 * 64)) - int(round(y0 * 64))) * (int(round(x1 * 64)) - int(round(x0 * 64)))
+    assert get_model("collage").name == "collage"
+
+
+@pytest.mark.slow
+def test_a_tiny_chat_model_judges(tmp_path, tiny_llava):
+    out = tmp_path / "out"
+    assert main(["vif", "--fast", "--variants", "visual", "--tasks", "syn000,syn001", "--judge-tokens", "6",
+                 "--out", str(out), "--no-progress", "--judge", f"hf-vlm:weights={tiny_llava},max_batch=2"]) == 0
+    meta = json.loads((out / "results.json").read_text())
+    assert meta["judge"]["adapter"] == "hf-vlm" and meta["counts"]["planned"] == 2 and meta["counts"]["failed"] == 0
+    by_judge = _rows(out / "criteria_by_judge.csv")
+    assert len(by_judge) == 1 and by_judge[0]["n"] == "2"  # random tokens: unparsed, NaN criteria, counted
+
+
+def test_release_folder_through_the_plugin(tmp_path):
+    """A release in schema vif-task-1 (docs/vif.md) under ``<data root>/vif``: references and the
+    pose image read from disk (RGB), VIs rendered, text variants only on the text subset."""
+    import cv2
+
+    root = tmp_path / "vif"
+    (root / "img").mkdir(parents=True)
+    for name, bgr in (("a.png", (0, 0, 255)), ("b.png", (255, 0, 0)), ("pose.png", (0, 255, 0))):
+        cv2.imwrite(str(root / "img" / name), np.full((20, 30, 3), bgr, np.uint8))
+    recs = [{"id": "r1", "references": [{"file": "img/a.png", "role": "main", "type": "person"},
+                                        {"file": "img/b.png", "role": "scene", "type": "style"}],
+             "layout": [{"ref": 0, "box": [0.1, 0.1, 0.6, 0.9]}], "instruction": "A person.",
+             "poses": [{"ref": 0, "file": "img/pose.png", "description": "arms up."}],
+             "conflicts": {"pose": True}, "text_subset": True},
+            {"id": "r2", "references": [{"file": "img/a.png", "role": "main", "type": "person"}],
+             "layout": [{"ref": 0, "box": [0.2, 0.2, 0.5, 0.5]}], "instruction": "Again."}]
+    (root / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    bench = VIF({"data_root": str(tmp_path), "size": 64, "vi_size": 64})
+    items = {i.key: i for i in bench.items()}
+    assert sorted(items) == ["release/ti-dense/r1", "release/ti-medium/r1", "release/ti-sparse/r1",
+                             "release/visual/r1", "release/visual/r2"]
+    assert items["release/visual/r1"].group == {"task": "r1", "variant": "visual", "refs": 2, "vis": 2,
+                                                "vi_types": "layout+pose", "conflicts": "pose"}
+    req = bench.request(items["release/visual/r1"])
+    imgs = req.images
+    assert imgs[0][0, 0].tolist() == [255, 0, 0] and imgs[1][0, 0].tolist() == [0, 0, 255]
+    assert imgs[3].shape == (20, 30, 3) and imgs[3][0, 0].tolist() == [0, 255, 0]  # the pose image as given
+    assert bench.data_origin()["vif"].startswith("release ")
+    judge = bench.judge_requests(items["release/ti-sparse/r1"], np.zeros((8, 8, 3), np.uint8))[0]
+    assert judge.id.startswith("vif/release/") and len(judge.images) == 5
+    s = bench.score(items["release/visual/r1"], np.zeros((8, 8, 3), np.uint8), ['{"visual_quality": 4}'])
+    assert s["visual_quality"] == 4.0 and np.isnan(s["average"]) and np.isnan(s["layout_iou"])
+    assert len(VIF({"data_root": str(root)}).items()) == 5  # the folder itself holds tasks.jsonl
+    with pytest.raises(ValueError, match="vif: no tasks.jsonl in the release folder"):
+        VIF({"data_root": str(tmp_path / "empty")}).items()
+    with pytest.raises(ValueError, match="vif: no task 'r9'"):
+        VIF({"data_root": str(tmp_path), "tasks": "r9"}).items()
+
+
+@pytest.mark.slow
+def test_a_tiny_multi_image_generator_through_the_runner(tmp_path, tiny_janus, capsys):
+    """Tiny Janus (``tests/models/t2i/tiny_t2i.py``) stands in for a multi-reference generator: a tiny
+    Qwen-Image-Edit-Plus cannot be built here (its processor needs torchvision)."""
+    out = tmp_path / "out"
+    args = ["vif", "--fast", "--variants", "visual,ti-sparse", "--tasks", "syn000,syn001,syn002", "--out", str(out),
+            "--models", f"janus:weights={tiny_janus},max_batch=4", "--no-progress", "--no-plots"]
+    assert main(args) == 0
+    meta = json.loads((out / "results.json").read_text())
+    assert meta["counts"]["planned"] == meta["counts"]["computed"] == 5 and meta["counts"]["failed"] == 0
+    assert {r["variant"] for r in _rows(out / "criteria.csv")} == {"visual", "ti-sparse"}
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "0 items computed" in capsys.readouterr().out
