@@ -20,7 +20,7 @@ from icl.ops import _lpips_nets as nets
 from icl.ops._autograd import recording
 from icl.ops._dispatch import op
 from icl.ops._lpips_weights import LPIPSWeightsNotFound, PathLike, cache_dir, content_digest, find
-from icl.ops._tensor import ArrayLike, NDArray, as_tensor, check_finite, restore_one
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, check_finite, call_op, custom_op, restore_one
 
 __all__ = ["lpips", "lpips_weights", "LPIPSWeights", "LPIPSWeightsNotFound"]
 
@@ -121,7 +121,7 @@ def _check_range(t: torch.Tensor, name: str) -> None:
                              "clip them or pass uint8")
 
 
-@torch.library.custom_op("icl::lpips", mutates_args=())
+@custom_op("lpips")
 def _lpips_op(a: torch.Tensor, b: torch.Tensor, net: str, weights: Optional[str], dtype: torch.dtype,
               batch_size: int, backend: Optional[str]) -> torch.Tensor:
     _check_range(a, "a")
@@ -137,7 +137,7 @@ def _lpips_fake(a: torch.Tensor, b: torch.Tensor, net: str, weights: Optional[st
     return a.new_empty((a.shape[0],), dtype=torch.float64 if dtype == torch.float64 else torch.float32)
 
 
-@torch.library.custom_op("icl::lpips_backward", mutates_args=())
+@custom_op("lpips_backward")
 def _lpips_backward_op(grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, net: str, weights: Optional[str],
                        dtype: torch.dtype, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     # the network is pure torch: recompute it with autograd recording and differentiate
@@ -163,7 +163,7 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> N
 
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], ...]:
     a, b = ctx.saved_tensors
-    gx, gy = torch.ops.icl.lpips_backward(grad, a, b, *ctx.args)
+    gx, gy = call_op("lpips_backward", grad, a, b, *ctx.args)
     return (gx if ctx.needs_input_grad[0] else None), (gy if ctx.needs_input_grad[1] else None), *([None] * 5)
 
 
@@ -247,7 +247,7 @@ def lpips(a: ArrayLike, b: ArrayLike, net: str = "alex", weights: Optional[PathL
     elif batch_size < 1:
         raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
     path = None if weights is None else os.fspath(weights)
-    out = torch.ops.icl.lpips(ta, tb, net, path if isinstance(path, str) else None, dtype, batch_size, backend)
+    out = call_op("lpips", ta, tb, net, path if isinstance(path, str) else None, dtype, batch_size, backend)
     return restore_one(out[0] if single else out, was_numpy)
 
 
