@@ -98,7 +98,7 @@ def backend_status(name: str) -> tuple[bool, str]:
         try:
             import triton  # type: ignore[import-untyped]
         except ImportError as exc:
-            return False, f"triton is not installed ({exc}); pip install 'icl[gpu]'"
+            return False, f"triton is not installed ({exc}); pip install 'icl-eval[gpu]'"
         if os.environ.get("TRITON_INTERPRET") == "1":
             return True, f"triton {triton.__version__} in interpreter mode (TRITON_INTERPRET=1)"
         import torch
@@ -110,7 +110,7 @@ def backend_status(name: str) -> tuple[bool, str]:
         try:
             from numba import cuda
         except ImportError as exc:
-            return False, f"numba is not installed ({exc}); pip install 'icl[gpu]'"
+            return False, f"numba is not installed ({exc}); pip install 'icl-eval[gpu]'"
         if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
             return True, "numba.cuda simulator (NUMBA_ENABLE_CUDASIM=1)"
         try:

@@ -166,7 +166,7 @@ def _thresholds(values: Any) -> Optional[np.ndarray]:
         if values.ndim != 1 or values.dtype.kind != "f":
             return None
         t = values.astype(np.float64)
-    elif isinstance(values, (list, tuple)) and all(type(v) is float for v in values):
+    elif isinstance(values, (list, tuple)) and all(isinstance(v, float) for v in values):
         t = np.array(values, dtype=np.float64)
     else:
         return None

@@ -9,20 +9,23 @@ spatial average, summed over the five layers. Weights: see :mod:`icl.ops._lpips_
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import threading
-import warnings
-from typing import Any, NamedTuple, Optional, overload
+from collections import OrderedDict
+from typing import Any, Optional, Sequence, overload
 
+import numpy as np
 import torch
 
 from icl.ops import _lpips_nets as nets
 from icl.ops._autograd import recording
-from icl.ops._dispatch import op
-from icl.ops._lpips_weights import LPIPSWeightsNotFound, PathLike, cache_dir, content_digest, find
+from icl.ops._dispatch import _record, op
+from icl.ops._lpips_weights import (LPIPSWeights, LPIPSWeightsNotFound, PathLike, cache_dir, find, host_params,
+                                    lpips_weights)
 from icl.ops._tensor import ArrayLike, NDArray, as_tensor, check_finite, call_op, custom_op, restore_one
 
-__all__ = ["lpips", "lpips_weights", "LPIPSWeights", "LPIPSWeightsNotFound"]
+__all__ = ["lpips", "lpips_each", "lpips_weights", "LPIPSWeights", "LPIPSWeightsNotFound"]
 
 _OP = op("lpips")
 _HALF = (torch.float16, torch.bfloat16)
@@ -30,51 +33,11 @@ _HALF = (torch.float16, torch.bfloat16)
 _PAIR_PIXELS = {"cpu": 1 << 20, "cuda": 1 << 24}
 
 _lock = threading.Lock()
-# (net, weights, $ICL_LPIPS_WEIGHTS) -> (numpy params, where they came from)
-_host: dict[tuple[str, Optional[str], Optional[str]], tuple[dict[str, Any], str]] = {}
 _dev: dict[tuple[str, str, str, torch.dtype], dict[str, torch.Tensor]] = {}  # (net, source, device, dtype)
-_missing_said: set[str] = set()  # nets whose missing weights were already reported
-
-
-class LPIPSWeights(NamedTuple):
-    """Which LPIPS weights a net uses: ``source`` is the path (or paths) they were read from,
-    ``sha256`` the content digest of the arrays (:func:`icl.ops._lpips_weights.content_digest`),
-    equal to the recorded LPIPS v0.1 digest: every source is verified before use."""
-
-    net: str
-    source: str
-    sha256: str
-
-
-def _host_params(net: str, weights: Optional[PathLike]) -> tuple[dict[str, Any], str]:
-    # the search runs once per process for each (net, weights); the env var is part of the key
-    key = (net, None if weights is None else str(weights), os.environ.get("ICL_LPIPS_WEIGHTS"))
-    with _lock:
-        if key not in _host:
-            _host[key] = find(net, weights)
-        return _host[key]
-
-
-def lpips_weights(net: str = "alex", weights: Optional[PathLike] = None) -> Optional[LPIPSWeights]:
-    """The weights :func:`lpips` uses for ``net`` (searched as it does), or None when none are
-    installed; then a warning says so, once per net and process, with every place looked at.
-    A file that exists but fails verification still raises ``ValueError``."""
-    if net not in nets.STEPS:
-        raise ValueError(f"net: expected 'alex' or 'vgg', got {net!r}")
-    try:
-        params, source = _host_params(net, weights)
-    except LPIPSWeightsNotFound as exc:
-        with _lock:
-            fresh = net not in _missing_said
-            _missing_said.add(net)
-        if fresh:
-            warnings.warn(f"LPIPS {net} is unavailable: {exc}", RuntimeWarning, stacklevel=2)
-        return None
-    return LPIPSWeights(net, source, content_digest(params))
 
 
 def _params(net: str, weights: Optional[str], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    host, source = _host_params(net, weights)
+    host, source = host_params(net, weights)
     head = torch.float64 if dtype == torch.float64 else torch.float32
     with _lock:
         dkey = (net, source, str(device), dtype)
@@ -249,6 +212,75 @@ def lpips(a: ArrayLike, b: ArrayLike, net: str = "alex", weights: Optional[PathL
     path = None if weights is None else os.fspath(weights)
     out = call_op("lpips", ta, tb, net, path if isinstance(path, str) else None, dtype, batch_size, backend)
     return restore_one(out[0] if single else out, was_numpy)
+
+
+# unit features of single images by content, most recent last (see lpips_each)
+_features: OrderedDict[tuple[Any, ...], list[torch.Tensor]] = OrderedDict()
+_feature_bytes = [0]
+
+
+def _cache_limit() -> int:
+    return int(os.environ.get("ICL_LPIPS_CACHE_MB", "512")) << 20
+
+
+def _image_units(img: np.ndarray, net: str, weights: Optional[str], params: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """Unit features of one uint8 ``[H, W, 3]`` image, through the trunk on its own (batch 1)."""
+    key = (net, weights, img.shape, hashlib.blake2b(np.ascontiguousarray(img).data, digest_size=20).digest())
+    with _lock:
+        hit = _features.get(key)
+        if hit is not None:
+            _features.move_to_end(key)
+            return hit
+    with torch.no_grad():
+        x = _scaled(torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1)[None], torch.float32)
+        units = nets.unit_taps(nets.features(x, params, net), torch.float32)
+    size = sum(u.numel() * u.element_size() for u in units)
+    with _lock:
+        if key not in _features:
+            _features[key] = units
+            _feature_bytes[0] += size
+        while _feature_bytes[0] > _cache_limit() and _features:
+            _, old = _features.popitem(last=False)
+            _feature_bytes[0] -= sum(u.numel() * u.element_size() for u in old)
+    return units
+
+
+def lpips_each(a: Sequence[np.ndarray], b: Sequence[np.ndarray], net: str = "alex",
+               weights: Optional[PathLike] = None) -> NDArray:
+    """LPIPS of each pair ``(a[i], b[i])`` of uint8 ``[H, W, 3]`` numpy images -> float32 ``[N]``.
+
+    Each image goes through the trunk on its own (batch 1), so a score never depends on which
+    other pairs were scored with it (``--limit``, sharding, batch size), and its unit features
+    are kept in memory, keyed by content (``ICL_LPIPS_CACHE_MB``, default 512, least recently
+    used first out): a target scored against several models' predictions, or an image that
+    comes back as a prediction, runs through the trunk once. The trunk and heads run in float32
+    on the CPU, as :func:`lpips` with ``dtype=torch.float32``; scores agree with it to float32
+    rounding (its trunk sees the pair as a batch of two). Raises
+    :class:`LPIPSWeightsNotFound` like :func:`lpips`.
+    """
+    if net not in nets.STEPS:
+        raise ValueError(f"net: expected 'alex' or 'vgg', got {net!r}")
+    if len(a) != len(b):
+        raise ValueError(f"a and b: expected as many images, got {len(a)} and {len(b)}")
+    path = None if weights is None else os.fspath(weights)
+    key_path = path if isinstance(path, str) else None
+    params = _params(net, key_path, torch.device("cpu"), torch.float32)
+    out = np.empty(len(a), np.float32)
+    for i, (x, y) in enumerate(zip(a, b)):
+        for name, img in (("a", x), ("b", y)):
+            if not isinstance(img, np.ndarray) or img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
+                raise TypeError(f"{name}[{i}]: expected a uint8 numpy image [H, W, 3], got "
+                                f"{type(img).__name__} {getattr(img, 'dtype', '')} {getattr(img, 'shape', '')}")
+            if min(img.shape[:2]) < nets.MIN_SIZE[net]:
+                raise ValueError(f"{name}[{i}]: LPIPS-{net} needs H and W >= {nets.MIN_SIZE[net]}, got "
+                                 f"{img.shape[0]}x{img.shape[1]}")
+        if x.shape != y.shape:
+            raise ValueError(f"a[{i}] and b[{i}] must have the same shape, got {x.shape} and {y.shape}")
+        ux, uy = _image_units(x, net, key_path, params), _image_units(y, net, key_path, params)
+        with torch.no_grad():
+            out[i] = float(nets.head_distance(ux, uy, params)[0])
+    _record("lpips", "reference")
+    return out
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -136,3 +136,17 @@ def test_forced_backends_are_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ICL_BACKEND")
     np.testing.assert_allclose(icl.ops.psnr(a, a[::-1].copy(), backend="reference"), want, rtol=0)
     assert "reference" in icl.ops.backends_used()["psnr"]
+
+
+def test_import_icl_and_benchmark_construction_import_no_torch() -> None:
+    got = _fresh("""
+        import json, sys
+        import icl
+        from icl.benchmarks.registry import get_benchmark
+        seen = {"icl": "torch" in sys.modules}
+        for name in ("vibe", "best50", "vlicl"):
+            get_benchmark(name)()
+            seen[name] = "torch" in sys.modules
+        print(json.dumps(seen))
+    """)
+    assert got == {"icl": False, "vibe": False, "best50": False, "vlicl": False}
