@@ -19,7 +19,7 @@ constexpr int64_t kChunk = 1 << 16;     // elements per task
 // cost on a busy machine, so smaller inputs stay on the calling thread.
 constexpr int64_t kParallelMin = 1 << 24;
 
-ICL_SIMD_CLONES int64_t sse_chunk(const uint8_t* a, const uint8_t* b, int64_t n) {
+ICL_INLINE int64_t sse_chunk_body(const uint8_t* a, const uint8_t* b, int64_t n) {
   // 32-bit lanes vectorise best; 2^15 squares of at most 255^2 fit in uint32, so flush to
   // int64 every 2^15 elements and the sum stays exact.
   int64_t total = 0;
@@ -35,7 +35,7 @@ ICL_SIMD_CLONES int64_t sse_chunk(const uint8_t* a, const uint8_t* b, int64_t n)
   return total;
 }
 
-ICL_SIMD_CLONES double sse_chunk(const float* a, const float* b, int64_t n) {
+ICL_INLINE double sse_chunk_body(const float* a, const float* b, int64_t n) {
   double total = 0.0;
 #pragma omp simd reduction(+ : total)
   for (int64_t j = 0; j < n; ++j) {
@@ -45,7 +45,7 @@ ICL_SIMD_CLONES double sse_chunk(const float* a, const float* b, int64_t n) {
   return total;
 }
 
-ICL_SIMD_CLONES double sse_chunk(const double* a, const double* b, int64_t n) {
+ICL_INLINE double sse_chunk_body(const double* a, const double* b, int64_t n) {
   double total = 0.0;
 #pragma omp simd reduction(+ : total)
   for (int64_t j = 0; j < n; ++j) {
@@ -54,6 +54,11 @@ ICL_SIMD_CLONES double sse_chunk(const double* a, const double* b, int64_t n) {
   }
   return total;
 }
+
+// one compilation per instruction-set level (common.h)
+ICL_SIMD_DISPATCH(int64_t, sse_chunk, (const uint8_t* a, const uint8_t* b, int64_t n), (a, b, n))
+ICL_SIMD_DISPATCH(double, sse_chunk, (const float* a, const float* b, int64_t n), (a, b, n))
+ICL_SIMD_DISPATCH(double, sse_chunk, (const double* a, const double* b, int64_t n), (a, b, n))
 
 template <typename In>
 py::array_t<double> mse_impl(icl::carray<In> a, icl::carray<In> b) {

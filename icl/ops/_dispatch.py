@@ -93,7 +93,8 @@ def backend_status(name: str) -> tuple[bool, str]:
             return False, f"native module icl._C is not built or failed to load ({exc})"
         info = dict(mod.build_info)
         omp = f"OpenMP, {mod.max_threads()} threads" if info.get("openmp") else "no OpenMP"
-        return True, f"icl._C ({info.get('compiler')}, {info.get('build_type')}, {omp})"
+        level = f", hot loops at {mod.cpu_level()}" if hasattr(mod, "cpu_level") else ""
+        return True, f"icl._C ({info.get('compiler')}, {info.get('build_type')}, {omp}{level})"
     if name == "triton":
         try:
             import triton  # type: ignore[import-untyped]
