@@ -53,6 +53,9 @@ def backends_used() -> dict[str, str]:
 
 
 def _record(op_name: str, backend: str) -> None:
+    names = _used.get(op_name)
+    if names is not None and backend in names:  # already recorded: no lock on the hot path
+        return
     with _lock:
         names = _used.setdefault(op_name, [])
         if backend not in names:

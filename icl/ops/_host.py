@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 import os
 from numbers import Real
-from typing import Any, Optional
+from functools import lru_cache
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -65,6 +66,13 @@ def _scores(values: np.ndarray, single: bool) -> np.ndarray:
     return values[0, ...] if single else values  # 0-d for one image, as the torch front end
 
 
+@lru_cache(maxsize=None)
+def _native_fn(name: str) -> Optional[Callable[..., Any]]:
+    """``icl._C.<name>`` when the native module loads and has it, else None."""
+    fn: Optional[Callable[..., Any]] = getattr(native(), name, None) if backend_status("cpu")[0] else None
+    return fn
+
+
 def psnr(a: Any, b: Any, data_range: Optional[float] = None, *, backend: Optional[str] = None) -> Any:
     """PSNR in dB of each image pair: ``10 * log10(data_range**2 / MSE)``.
 
@@ -77,6 +85,12 @@ def psnr(a: Any, b: Any, data_range: Optional[float] = None, *, backend: Optiona
     every backend; identical images give ``+inf``. Differentiable in ``a`` and ``b`` for float
     inputs (closed-form gradient in float64); a ``torch.library`` op (``torch.ops.icl.psnr``).
     """
+    if type(a) is np.ndarray and backend in (None, "cpu"):
+        whole = _native_fn("psnr_numpy")  # the common call whole in C++ (about 1 us on 72x96)
+        out = None if whole is None else whole(a, b, data_range)
+        if out is not None:
+            _record("psnr", "cpu")
+            return out
     pair = _image_pair(a, b, data_range, 1)
     if pair is None or not _host_backend(backend):
         from icl.ops.psnr import psnr as front  # an import statement: torch.compile traces it

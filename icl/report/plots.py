@@ -1,6 +1,7 @@
 """PNG plots: a radar per task over datasets, the rank heatmap, qualitative grids.
 
-matplotlib runs on the Agg backend (no display needed). Qualitative grids are composed with
+Figures are ``matplotlib.figure.Figure`` objects on the Agg canvas (:func:`new_figure`: no
+display, no pyplot state, no global backend). Qualitative grids are composed with
 numpy and OpenCV (one tile row per sample), which is much faster than a figure per grid.
 """
 
@@ -17,13 +18,16 @@ import numpy as np
 from icl.report.aggregate import PSNR_CAP, Aggregate, RankTable, TaskSpec
 
 
-def _pyplot():
-    import matplotlib
+def new_figure(figsize: tuple[float, float]):
+    """A ``Figure`` drawn by the Agg canvas: no pyplot state and no global backend, so plotting
+    never changes the caller's matplotlib session (``icl.evaluate`` in a notebook) and figures
+    need no closing."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def safe_name(text: str) -> str:
@@ -41,14 +45,13 @@ def radar_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path
     rows = [a for a in aggs if a.task == task.name and a.shots == shots and a.metric in task.rank_metrics]
     if not rows:
         return None
-    plt = _pyplot()
     datasets = sorted({a.dataset for a in rows})
     present = {a.model for a in rows}
     models = [m for m in models if m in present] + sorted(present - set(models))
     metrics = [m for m in task.rank_metrics if any(a.metric == m for a in rows)]
     value = {(a.model, a.dataset, a.metric): a.mean for a in rows}
     polar = len(datasets) >= 3
-    fig = plt.figure(figsize=(4.2 * len(metrics), 4.4))
+    fig = new_figure((4.2 * len(metrics), 4.4))
     for i, metric in enumerate(metrics):
         ax = fig.add_subplot(1, len(metrics), i + 1, projection="polar" if polar else None)
         arrow = "lower is better" if metric in task.lower_is_better else "higher is better"
@@ -83,7 +86,6 @@ def radar_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path
     # fixed margins: tight_layout costs a full extra draw per figure
     fig.subplots_adjust(left=0.06, right=0.96, bottom=0.14, top=0.84, wspace=0.45)
     fig.savefig(path, dpi=80)
-    plt.close(fig)
     return path
 
 
@@ -91,10 +93,10 @@ def rank_heatmap(table: RankTable, path: Path) -> Optional[Path]:
     """Models x (tasks, overall) coloured by rank (1 = best), values written in the cells."""
     if not table.task_ranks:
         return None
-    plt = _pyplot()
     cols = [t for t in table.tasks if t in table.task_ranks] + ["overall"]
     grid = np.array([[table.task_ranks[t][m] for t in cols[:-1]] + [table.overall[m]] for m in table.models])
-    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(cols), 1.2 + 0.45 * len(table.models)))
+    fig = new_figure((1.0 + 0.75 * len(cols), 1.2 + 0.45 * len(table.models)))
+    ax = fig.add_subplot(1, 1, 1)
     im = ax.imshow(grid, cmap="viridis_r", vmin=1, vmax=max(len(table.models), 2), aspect="auto")
     ax.set_xticks(range(len(cols)))
     ax.set_xticklabels(cols, rotation=45, ha="right", fontsize=8)
@@ -109,7 +111,6 @@ def rank_heatmap(table: RankTable, path: Path) -> Optional[Path]:
     fig.colorbar(im, ax=ax, fraction=0.03)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
-    plt.close(fig)
     return path
 
 

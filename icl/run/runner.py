@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 import sqlite3
 import sys
 import time
@@ -191,6 +192,9 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     timings["summarise_s"] = time.perf_counter() - t_report
     if t0 is not None:
         timings["total_s"] = time.perf_counter() - t0  # up to the files, which follow
+        age = process_age()
+        if age is not None:  # interpreter start and imports before run()
+            timings["startup_s"] = max(0.0, age - timings["total_s"])
     compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
 
     def answers(item_key: str) -> dict[str, Any]:
@@ -221,6 +225,19 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     return Outcome(config.out_dir, run_id, stats, tables, rows, failures, failed, missing, timings)
 
 
+def process_age() -> Optional[float]:
+    """Seconds since this process started (Linux ``/proc``; None elsewhere): the whole run's
+    time, start-up, imports and files included."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) -> None:
     text = bench.summary(o.tables)
     if text:
@@ -229,7 +246,8 @@ def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) 
     t = o.timings
     print(f"{bench.name}: {s.computed} items computed, {s.skipped} already in the store, {o.failed_items} failed"
           + (f" ({s.cached_responses} answers reused from the store)" if s.cached_responses else "")
-          + (f"; {t['total_s']:.1f} s" if "total_s" in t else "") + f"; files in {o.out_dir}", file=stdout)
+          + (f"; {whole:.1f} s" if (whole := process_age() or t.get("total_s")) else "") + f"; files in {o.out_dir}",
+          file=stdout)
     if o.failed_items or o.failures:
         data = sum(1 for f in o.failures if f.stage == "data")
         print(f"FAILED: {o.failed_items} items failed, {data} data failures, {len(o.failures) - data} other failure "
