@@ -13,14 +13,15 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Optional, Sequence, overload
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional, Sequence, overload
 
 import numpy as np
 import torch
 
 from icl.ops import _lpips_nets as nets
 from icl.ops._autograd import recording
-from icl.ops._dispatch import _record, op
+from icl.ops._dispatch import _record, backend_status, native, op
 from icl.ops._lpips_weights import (LPIPSWeights, LPIPSWeightsNotFound, PathLike, cache_dir, find, host_params,
                                     lpips_weights)
 from icl.ops._tensor import ArrayLike, NDArray, as_tensor, check_finite, call_op, custom_op, restore_one
@@ -223,39 +224,94 @@ def _cache_limit() -> int:
     return int(os.environ.get("ICL_LPIPS_CACHE_MB", "512")) << 20
 
 
-def _image_units(img: np.ndarray, net: str, weights: Optional[str], params: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-    """Unit features of one uint8 ``[H, W, 3]`` image, through the trunk on its own (batch 1)."""
-    key = (net, weights, img.shape, hashlib.blake2b(np.ascontiguousarray(img).data, digest_size=20).digest())
+def _trunk_batch(height: int, width: int) -> int:
+    """Images per trunk pass for this image size: a function of the size alone, so an image's
+    features never depend on which others share its pass (see :func:`_units_of`)."""
+    return max(1, min(8, (1 << 19) // (height * width)))
+
+
+@contextmanager
+def _adaptive_threads() -> Iterator[None]:
+    # On a busy machine torch's intra-op team waits for descheduled threads at every small
+    # convolution (measured 5-10x slower with 2 threads than with 1 at load 8 on 2 cores): use
+    # the native thread policy's count of idle cores, when the native module is there.
+    ok, _ = backend_status("cpu")
+    before = torch.get_num_threads()
+    team = min(before, max(1, int(native().team_size()))) if ok else before
+    if team != before:
+        torch.set_num_threads(team)
+    try:
+        yield
+    finally:
+        if team != before:
+            torch.set_num_threads(before)
+
+
+def _units_of(images: list[np.ndarray], net: str, params: dict[str, torch.Tensor]) -> list[list[torch.Tensor]]:
+    """Unit features of uint8 ``[H, W, 3]`` images of one shape, in passes of exactly
+    :func:`_trunk_batch` images (the last one padded with zeros). oneDNN picks its convolution
+    algorithm by the batch size, so batch 1 and batch 8 differ in the last bits, but within a
+    fixed batch size each image's result does not depend on its position or its companions
+    (tests/ops/test_lpips.py checks this to 0)."""
+    h, w, _ = images[0].shape
+    size = _trunk_batch(h, w)
+    out: list[list[torch.Tensor]] = []
+    with torch.inference_mode(), _adaptive_threads():
+        for s in range(0, len(images), size):
+            chunk = [torch.from_numpy(np.ascontiguousarray(x)).permute(2, 0, 1) for x in images[s:s + size]]
+            chunk += [torch.zeros_like(chunk[0])] * (size - len(chunk))
+            units = nets.unit_taps(nets.features(_scaled(torch.stack(chunk), torch.float32), params, net),
+                                   torch.float32)
+            out += [[u[i:i + 1].clone() for u in units] for i in range(min(size, len(images) - s))]
+    return out
+
+
+def _cached_units(images: Sequence[np.ndarray], net: str, weights: Optional[str],
+                  params: dict[str, torch.Tensor]) -> list[list[torch.Tensor]]:
+    """Unit features of each image, from the content-keyed cache or computed (new images of
+    one shape together, see :func:`_units_of`)."""
+    keys = [(net, weights, x.shape, hashlib.blake2b(np.ascontiguousarray(x).data, digest_size=20).digest())
+            for x in images]
+    found: dict[tuple[Any, ...], list[torch.Tensor]] = {}
     with _lock:
-        hit = _features.get(key)
-        if hit is not None:
-            _features.move_to_end(key)
-            return hit
-    with torch.no_grad():
-        x = _scaled(torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1)[None], torch.float32)
-        units = nets.unit_taps(nets.features(x, params, net), torch.float32)
-    size = sum(u.numel() * u.element_size() for u in units)
+        for k in keys:
+            if k in _features:
+                _features.move_to_end(k)
+                found[k] = _features[k]
+    todo: dict[tuple[Any, ...], np.ndarray] = {}
+    for k, x in zip(keys, images):
+        if k not in found:
+            todo.setdefault(k, x)
+    by_shape: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
+    for k, x in todo.items():
+        by_shape.setdefault(x.shape, []).append(k)
+    for group in by_shape.values():
+        for k, units in zip(group, _units_of([todo[k] for k in group], net, params)):
+            found[k] = units
     with _lock:
-        if key not in _features:
-            _features[key] = units
-            _feature_bytes[0] += size
+        for k in todo:
+            if k not in _features:
+                _features[k] = found[k]
+                _feature_bytes[0] += sum(u.numel() * u.element_size() for u in found[k])
         while _feature_bytes[0] > _cache_limit() and _features:
             _, old = _features.popitem(last=False)
             _feature_bytes[0] -= sum(u.numel() * u.element_size() for u in old)
-    return units
+    return [found[k] for k in keys]
 
 
 def lpips_each(a: Sequence[np.ndarray], b: Sequence[np.ndarray], net: str = "alex",
                weights: Optional[PathLike] = None) -> NDArray:
     """LPIPS of each pair ``(a[i], b[i])`` of uint8 ``[H, W, 3]`` numpy images -> float32 ``[N]``.
 
-    Each image goes through the trunk on its own (batch 1), so a score never depends on which
-    other pairs were scored with it (``--limit``, sharding, batch size), and its unit features
+    Images go through the trunk in passes of a fixed size per image shape, where an image's
+    features do not depend on its companions (tested to 0), so a score never depends on which
+    other pairs were scored with it (``--limit``, sharding, batch size); their unit features
     are kept in memory, keyed by content (``ICL_LPIPS_CACHE_MB``, default 512, least recently
     used first out): a target scored against several models' predictions, or an image that
     comes back as a prediction, runs through the trunk once. The trunk and heads run in float32
     on the CPU, as :func:`lpips` with ``dtype=torch.float32``; scores agree with it to float32
-    rounding (its trunk sees the pair as a batch of two). Raises
+    rounding (its trunk sees the pair as a batch of two). Torch threads follow the native thread
+    policy (idle cores) during the call. Raises
     :class:`LPIPSWeightsNotFound` like :func:`lpips`.
     """
     if net not in nets.STEPS:
@@ -265,7 +321,6 @@ def lpips_each(a: Sequence[np.ndarray], b: Sequence[np.ndarray], net: str = "ale
     path = None if weights is None else os.fspath(weights)
     key_path = path if isinstance(path, str) else None
     params = _params(net, key_path, torch.device("cpu"), torch.float32)
-    out = np.empty(len(a), np.float32)
     for i, (x, y) in enumerate(zip(a, b)):
         for name, img in (("a", x), ("b", y)):
             if not isinstance(img, np.ndarray) or img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
@@ -276,9 +331,11 @@ def lpips_each(a: Sequence[np.ndarray], b: Sequence[np.ndarray], net: str = "ale
                                  f"{img.shape[0]}x{img.shape[1]}")
         if x.shape != y.shape:
             raise ValueError(f"a[{i}] and b[{i}] must have the same shape, got {x.shape} and {y.shape}")
-        ux, uy = _image_units(x, net, key_path, params), _image_units(y, net, key_path, params)
-        with torch.no_grad():
-            out[i] = float(nets.head_distance(ux, uy, params)[0])
+    units = _cached_units([*a, *b], net, key_path, params)
+    out = np.empty(len(a), np.float32)
+    with torch.inference_mode():
+        for i in range(len(a)):
+            out[i] = float(nets.head_distance(units[i], units[len(a) + i], params)[0])
     _record("lpips", "reference")
     return out
 
