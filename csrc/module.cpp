@@ -18,11 +18,6 @@ PYBIND11_MODULE(_C, m) {
 #else
   info["openmp"] = false;
 #endif
-#ifdef ICL_WITH_CUDA
-  info["cuda"] = true;
-#else
-  info["cuda"] = false;
-#endif
   m.attr("build_info") = info;
   if (const char* level = std::getenv("ICL_CPU_LEVEL"); level && *level)
     icl::set_isa_level(level, "ICL_CPU_LEVEL");  // an unknown or unsupported level fails the import
