@@ -208,9 +208,11 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device: the device check needs a GPU (or --dry-run-cpu)")
         return 2
     dev = "cpu" if args.dry_run_cpu else "cuda"
+    rounds = 10  # timing rounds per kernel; one in the dry run (the interpreters are slow)
     if args.dry_run_cpu:
-        args.size = min(args.size, 64)
+        args.size = min(args.size, 32)
         args.batch = min(args.batch, 2)
+        rounds = 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import icl
@@ -263,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                reference: Callable[[], Any], exact: bool = True) -> None:
         if not time_left(kernel, 20):
             return
-        t = cuda_time(fn)
+        t = cuda_time(fn, rounds=rounds, warmup=min(2, rounds))
         row: dict[str, Any] = {"images_per_s": b / t, "seconds": t, "bytes_per_s": bytes_moved / t,
                                "fraction_of_copy_bandwidth": bytes_moved / t / bw}
         if nominal:
@@ -271,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         line = f"{kernel:<28} {b / t:>10.0f} img/s  {bytes_moved / t / 1e12:5.2f} TB/s ({100 * bytes_moved / t / bw:4.1f}% of copy)"
         for peer, pfn in peers.items():
             try:
-                pt = cuda_time(pfn, rounds=3, warmup=1)
+                pt = cuda_time(pfn, rounds=min(3, rounds), warmup=1)
             except Exception as exc:  # a peer that cannot run is reported, not fatal
                 row[f"peer_{peer}"] = f"failed: {exc}"
                 line += f"  | {peer}: failed ({type(exc).__name__})"
@@ -293,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     host = {name: t.cpu() for name, t in (("images", images), ("other", other))}
     lut_start = time.perf_counter()
     palette_lut = lut_nearest(palette, dev)
-    turbo_lut = lut_nearest(torch.from_numpy(ops.TURBO_TABLE), dev)
+    turbo_lut = lut_nearest(torch.from_numpy(ops.TURBO_TABLE.copy()), dev)
     if dev == "cuda":
         torch.cuda.synchronize()
     report["lut_build_seconds"] = (time.perf_counter() - lut_start) / 2
@@ -328,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     record("connected_components+stats", lambda: tuple(ops.connected_components(mask, 8, values, backend="cuda")),
            pix * (1 + 4 + 4), peers,
            lambda: tuple(ops.connected_components(mask_host, 8, values_host, backend="cpu")), exact=False)
-    n_boxes = 4096 if dev == "cuda" else 64
+    n_boxes = 4096 if dev == "cuda" else 16
     boxes = torch.rand((n_boxes, 4), generator=gen, device=dev) * 512
     boxes[:, 2:] += boxes[:, :2]
     boxes_host = boxes.cpu()
