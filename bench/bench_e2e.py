@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 SCENARIOS: dict[str, list[str]] = {
     "vibe-fast-identity": ["vibe", "--fast", "--models", "identity"],
+    "vibe-fast-identity-no-plots": ["vibe", "--fast", "--models", "identity", "--no-plots"],
     "vibe-fast": ["vibe", "--fast"],
     "best50-fast": ["best50", "--fast"],
     "vlicl-fast": ["vlicl", "--fast"],
