@@ -95,7 +95,7 @@ def psnr(a: Any, b: Any, data_range: Optional[float] = None, *, backend: Optiona
     every backend; identical images give ``+inf``. Differentiable in ``a`` and ``b`` for float
     inputs (closed-form gradient in float64); a ``torch.library`` op (``torch.ops.icl.psnr``).
     """
-    if type(a) is np.ndarray and (backend is None or backend == "cpu"):
+    if type(a) is np.ndarray and (backend is None or backend == "cpu") and backend_status("cpu")[0]:
         whole = _PSNR_NUMPY[0] if _PSNR_NUMPY else _resolve(_PSNR_NUMPY, "psnr_numpy")
         out = None if whole is None else whole(a, b, data_range)  # the common call whole in C++
         if out is not None:
