@@ -28,6 +28,7 @@ def _fresh(code: str) -> dict[str, object]:
     return result
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch
 def test_host_ops_import_neither_torch_nor_dynamo() -> None:
     got = _fresh("""
         import json, sys, time
@@ -50,6 +51,7 @@ def test_host_ops_import_neither_torch_nor_dynamo() -> None:
     assert float(got["first_counts_s"]) < 2.0  # 0.006 s quiet; 2.2 s when it imported torch._dynamo
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch
 def test_no_op_imports_dynamo_outside_tracing() -> None:
     got = _fresh("""
         import json, sys
@@ -138,6 +140,7 @@ def test_forced_backends_are_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "reference" in icl.ops.backends_used()["psnr"]
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch
 def test_import_icl_and_benchmark_construction_import_no_torch() -> None:
     got = _fresh("""
         import json, sys

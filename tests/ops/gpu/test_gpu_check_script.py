@@ -17,6 +17,7 @@ from tests.ops.gpu.conftest import DEVICE
 ROOT = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(DEVICE != "cpu", reason="a CPU dry run; the device runs the real check")
 def test_gpu_check_dry_run_quick_checks_every_kernel(tmp_path, triton_backend, cuda_backend, cpu_backend):
     cmd = [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--dry-run-cpu", "--quick", "--out", str(tmp_path)]
