@@ -20,16 +20,78 @@
 #include <omp.h>
 #endif
 
-// Hot loops compiled for AVX-512, AVX2 and baseline x86-64, picked at load time (GCC/Clang).
+namespace icl {
+namespace py = pybind11;
+
+// Instruction-set levels of the hot loops: baseline x86-64, x86-64-v3 (AVX2, FMA) and
+// x86-64-v4 (AVX-512). The best level the CPU runs is chosen once; ICL_CPU_LEVEL=v4|v3|baseline
+// (read when the module loads) or cpu_level() pins a lower one, so every path can be tested on
+// one machine (the results of float kernels may differ between levels in the last bits).
+enum class Isa : int { baseline = 0, v3 = 1, v4 = 2 };
+
+inline const char* isa_name(int level) {
+  static const char* names[] = {"baseline", "v3", "v4"};
+  return names[level];
+}
+
+inline int isa_supported() {
 #if defined(__GNUC__) && defined(__x86_64__)
-#define ICL_SIMD_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v4")) return 2;
+  if (__builtin_cpu_supports("x86-64-v3")) return 1;
+#endif
+  return 0;
+}
+
+inline std::atomic<int>& isa_flag() {
+  static std::atomic<int> flag{isa_supported()};
+  return flag;
+}
+
+inline Isa isa_level() { return static_cast<Isa>(isa_flag().load(std::memory_order_relaxed)); }
+
+// Pin the level by name; throws for an unknown name or a level this CPU cannot run.
+inline void set_isa_level(const std::string& name, const char* where) {
+  int chosen = -1;
+  for (int l = 0; l < 3; ++l)
+    if (name == isa_name(l)) chosen = l;
+  if (chosen < 0)
+    throw std::invalid_argument(std::string(where) + ": expected 'v4', 'v3' or 'baseline', got '" + name + "'");
+  if (chosen > isa_supported())
+    throw std::invalid_argument(std::string(where) + "=" + name + ": this CPU runs at most '" +
+                                isa_name(isa_supported()) + "'");
+  isa_flag().store(chosen);
+}
+
+}  // namespace icl
+
+#if defined(__GNUC__)
+#define ICL_INLINE __attribute__((always_inline)) inline
 #else
-#define ICL_SIMD_CLONES
+#define ICL_INLINE inline
+#endif
+
+// ICL_SIMD_DISPATCH(ret, name, params, args): ``name params`` runs ``name##_body args`` (a
+// force-inlined function) compiled for the level isa_level() says: the body is inlined into one
+// function per level, each compiled for its instruction set.
+#if defined(__GNUC__) && defined(__x86_64__)
+#define ICL_SIMD_DISPATCH(ret, name, params, args)                                             \
+  __attribute__((target("arch=x86-64-v4"))) ret name##_v4 params { return name##_body args; } \
+  __attribute__((target("arch=x86-64-v3"))) ret name##_v3 params { return name##_body args; } \
+  ret name##_baseline params { return name##_body args; }                                      \
+  inline ret name params {                                                                     \
+    switch (::icl::isa_level()) {                                                              \
+      case ::icl::Isa::v4: return name##_v4 args;                                              \
+      case ::icl::Isa::v3: return name##_v3 args;                                              \
+      default: return name##_baseline args;                                                    \
+    }                                                                                          \
+  }
+#else
+#define ICL_SIMD_DISPATCH(ret, name, params, args) \
+  inline ret name params { return name##_body args; }
 #endif
 
 namespace icl {
-namespace py = pybind11;
 
 template <typename T>
 using carray = py::array_t<T, py::array::c_style | py::array::forcecast>;

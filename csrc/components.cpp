@@ -290,10 +290,10 @@ inline void merge_part(Stat& st, const Stat& p) {
   }
 }
 
-// Whether no value is NaN or infinite; tests the exponent bits, which vectorises (one clone
-// per instruction set: GCC clones plain functions, not templates).
+// Whether no value is NaN or infinite; tests the exponent bits, which vectorises (one
+// compilation per instruction-set level, common.h).
 template <typename V, typename U>
-__attribute__((always_inline)) inline bool all_finite_bits(const V* v, int64_t n, U exponent) {
+ICL_INLINE bool all_finite_bits(const V* v, int64_t n, U exponent) {
   U bad = 0;
   for (int64_t i = 0; i < n; ++i) {
     U bits;
@@ -303,11 +303,13 @@ __attribute__((always_inline)) inline bool all_finite_bits(const V* v, int64_t n
   return bad == 0;
 }
 
-ICL_SIMD_CLONES bool all_finite(const float* v, int64_t n) { return all_finite_bits(v, n, uint32_t{0x7F800000u}); }
+ICL_INLINE bool all_finite_body(const float* v, int64_t n) { return all_finite_bits(v, n, uint32_t{0x7F800000u}); }
 
-ICL_SIMD_CLONES bool all_finite(const double* v, int64_t n) {
+ICL_INLINE bool all_finite_body(const double* v, int64_t n) {
   return all_finite_bits(v, n, uint64_t{0x7FF0000000000000ull});
 }
+ICL_SIMD_DISPATCH(bool, all_finite, (const float* v, int64_t n), (v, n))
+ICL_SIMD_DISPATCH(bool, all_finite, (const double* v, int64_t n), (v, n))
 
 #if defined(__SSE2__)
 // Eight set lanes then eight clear ones: the 4 lanes loaded from kLaneMask + 8 - n and from

@@ -1,4 +1,6 @@
 // The icl._C module: build information plus every op registered through registry.h.
+#include <cstdlib>
+
 #include "common.h"
 #include "output_cache.h"
 #include "registry.h"
@@ -16,12 +18,25 @@ PYBIND11_MODULE(_C, m) {
 #else
   info["openmp"] = false;
 #endif
-#ifdef ICL_WITH_CUDA
-  info["cuda"] = true;
-#else
-  info["cuda"] = false;
-#endif
   m.attr("build_info") = info;
+  if (const char* level = std::getenv("ICL_CPU_LEVEL"); level && *level)
+    icl::set_isa_level(level, "ICL_CPU_LEVEL");  // an unknown or unsupported level fails the import
+  m.def(
+      "cpu_level",
+      [](py::object level) {
+        if (!level.is_none()) icl::set_isa_level(level.cast<std::string>(), "cpu_level");
+        return std::string(icl::isa_name(static_cast<int>(icl::isa_level())));
+      },
+      py::arg("level") = py::none(),
+      "The instruction-set level of the hot loops ('v4': AVX-512, 'v3': AVX2, 'baseline'); "
+      "with a name, pin it (the CPU must run it). Default: the best this CPU runs, or ICL_CPU_LEVEL.");
+  m.def(
+      "cpu_levels", [] {
+        py::list out;
+        for (int l = 0; l <= icl::isa_supported(); ++l) out.append(icl::isa_name(l));
+        return out;
+      },
+      "The instruction-set levels this CPU runs, lowest first.");
   m.def("max_threads", &icl::max_threads, "OpenMP threads the kernels use at most");
   m.def("team_size", &icl::team, "Threads a parallel region would use now (see thread_policy)");
   m.def(

@@ -73,13 +73,15 @@ struct Lookup {
   std::shared_ptr<const uint8_t> lut;
 };
 
-// A full table costs 16 MB and ~45 ms to build (ADE20K's 150 colours, one core: about 30
-// images of grid labelling; it saves ~0.8 ms per 1024^2 image after), so it is built only for
-// a set earlier calls used for 2^22 pixels: a new palette never pays for it, a benchmark
-// decoding every prediction with one palette pays once. A set whose table was dropped needs
-// 8x more pixels for each drop before it gets one again, so rotating through more sets than
-// kLuts does not rebuild tables on every call.
-constexpr int64_t kLutAfterPixels = int64_t(1) << 22;
+// A full table costs 16 MB and 45-300 ms to build (ADE20K's 150 colours; quiet one core to a
+// load of 8 on 2 cores) and saves 2.6 ns a pixel on noise-free predictions, 5.4 on noisy ones
+// (256^2 images, grid 3.9-7.3 ns/px against 1.2-1.9 with the table; bench/bench_peers.py and
+// the measurement in its history): it pays back after 50-100 Mpx. So it is built as rent or
+// buy: for a set earlier calls used for 2^26 pixels (67 Mpx, 64 images of 1024^2), never more
+// than twice the best choice in hindsight; a short run never pays for it. A set whose table
+// was dropped needs 8x more pixels for each drop before it gets one again, so rotating through
+// more sets than kLuts does not rebuild tables on every call.
+constexpr int64_t kLutAfterPixels = int64_t(1) << 26;
 constexpr size_t kEntries = 16;  // candidate sets kept (a 64^3 grid table takes about 0.7 MB)
 constexpr size_t kLuts = 2;      // full tables kept, on the most recent sets that have one
 

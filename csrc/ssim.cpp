@@ -29,14 +29,8 @@ constexpr int kTaps = 2 * kRadius + 1;
 constexpr int kBlockRows = 64;  // valid output rows per task (fixed: deterministic sums)
 constexpr int kStripBytes = 512;  // per ring row and plane: 11 x 5 x 512 B = 28 KB of L1
 
-// The hot loops carry ICL_SIMD_CLONES (common.h). GCC does not dispatch clones of function
-// templates, so the clones are plain overloads
-// around force-inlined template bodies.
-#if defined(__GNUC__)
-#define ICL_INLINE __attribute__((always_inline)) inline
-#else
-#define ICL_INLINE inline
-#endif
+// The hot loop is compiled once per instruction-set level (ICL_SIMD_DISPATCH, common.h):
+// plain overloads around a force-inlined template body.
 
 // scipy.ndimage's 1-D Gaussian: exp(-x^2 / (2 sigma^2)) for |x| <= radius, normalised.
 template <typename T>
@@ -161,21 +155,13 @@ ICL_INLINE double ssim_block_body(const In* x, const In* y, int64_t W, int64_t C
   return total;
 }
 
-ICL_SIMD_CLONES double ssim_block(const uint8_t* x, const uint8_t* y, int64_t W, int64_t C,
-                                  int64_t r0, int64_t r1, const Params<double>& prm,
-                                  Workspace<double>& ws) {
-  return ssim_block_body(x, y, W, C, r0, r1, prm, ws);
-}
-ICL_SIMD_CLONES double ssim_block(const float* x, const float* y, int64_t W, int64_t C,
-                                  int64_t r0, int64_t r1, const Params<double>& prm,
-                                  Workspace<double>& ws) {
-  return ssim_block_body(x, y, W, C, r0, r1, prm, ws);
-}
-ICL_SIMD_CLONES double ssim_block(const double* x, const double* y, int64_t W, int64_t C,
-                                  int64_t r0, int64_t r1, const Params<double>& prm,
-                                  Workspace<double>& ws) {
-  return ssim_block_body(x, y, W, C, r0, r1, prm, ws);
-}
+#define ICL_SSIM_PARAMS(In)                                                                  \
+  (const In* x, const In* y, int64_t W, int64_t C, int64_t r0, int64_t r1, const Params<double>& prm, \
+   Workspace<double>& ws)
+ICL_SIMD_DISPATCH(double, ssim_block, ICL_SSIM_PARAMS(uint8_t), (x, y, W, C, r0, r1, prm, ws))
+ICL_SIMD_DISPATCH(double, ssim_block, ICL_SSIM_PARAMS(float), (x, y, W, C, r0, r1, prm, ws))
+ICL_SIMD_DISPATCH(double, ssim_block, ICL_SSIM_PARAMS(double), (x, y, W, C, r0, r1, prm, ws))
+#undef ICL_SSIM_PARAMS
 
 template <typename In, typename T>
 py::array_t<double> ssim_impl(icl::carray<In> a, icl::carray<In> b, double data_range) {

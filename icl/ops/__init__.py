@@ -13,25 +13,26 @@ from typing import TYPE_CHECKING, Any
 from icl._lazy import lazy_getattr
 from icl.ops._dispatch import BackendError, BackendFallbackWarning, backend_status, backends_used
 
-# public name -> module (relative to icl.ops) that defines it
+# public name -> module (relative to icl.ops) that defines it; ``_host`` serves numpy calls
+# without torch and hands the rest to the op's own module
 _EXPORTS: dict[str, str] = {
     "average_precision": "average_precision",
-    "box_iou": "box_iou",
+    "box_iou": "_host",
     "Components": "components",
     "connected_components": "components",
     "detection_matches": "average_precision",
     "DetectionMatches": "average_precision",
     "greedy_match": "greedy_match",
-    "greedy_match_counts": "greedy_match",
+    "greedy_match_counts": "_host",
     "lpips": "lpips",
-    "lpips_weights": "lpips",
-    "LPIPSWeights": "lpips",
+    "lpips_weights": "_lpips_weights",
+    "LPIPSWeights": "_lpips_weights",
     "match_points": "match_points",
     "nearest_palette": "palette",
     "patch_match": "patch_match",
-    "psnr": "psnr",
+    "psnr": "_host",
     "redness": "redness",
-    "ssim": "ssim",
+    "ssim": "_host",
     "TURBO_TABLE": "turbo",
     "turbo_bins": "turbo",
     "turbo_decode": "turbo",
@@ -77,14 +78,13 @@ def load_all() -> None:
 
 
 class _Package(types.ModuleType):
-    """Keeps a public function bound on the package when its module has the same name
+    """Keeps a public function bound on the package when a submodule has its name
     (``box_iou.py`` defines ``box_iou``): importing the submodule would otherwise bind the
     module over the function. Reach such modules with ``importlib.import_module``."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        same_name = _EXPORTS.get(name) == name and isinstance(value, types.ModuleType)
-        if same_name and value.__name__ == f"{__name__}.{name}":
-            value = getattr(value, name)
+        if name in _EXPORTS and isinstance(value, types.ModuleType) and value.__name__ == f"{__name__}.{name}":
+            value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
         super().__setattr__(name, value)
 
 

@@ -53,6 +53,9 @@ def backends_used() -> dict[str, str]:
 
 
 def _record(op_name: str, backend: str) -> None:
+    names = _used.get(op_name)
+    if names is not None and backend in names:  # already recorded: no lock on the hot path
+        return
     with _lock:
         names = _used.setdefault(op_name, [])
         if backend not in names:
@@ -93,12 +96,13 @@ def backend_status(name: str) -> tuple[bool, str]:
             return False, f"native module icl._C is not built or failed to load ({exc})"
         info = dict(mod.build_info)
         omp = f"OpenMP, {mod.max_threads()} threads" if info.get("openmp") else "no OpenMP"
-        return True, f"icl._C ({info.get('compiler')}, {info.get('build_type')}, {omp})"
+        level = f", hot loops at {mod.cpu_level()}" if hasattr(mod, "cpu_level") else ""
+        return True, f"icl._C ({info.get('compiler')}, {info.get('build_type')}, {omp}{level})"
     if name == "triton":
         try:
             import triton  # type: ignore[import-untyped]
         except ImportError as exc:
-            return False, f"triton is not installed ({exc}); pip install 'icl[gpu]'"
+            return False, f"triton is not installed ({exc}); pip install 'icl-eval[gpu]'"
         if os.environ.get("TRITON_INTERPRET") == "1":
             return True, f"triton {triton.__version__} in interpreter mode (TRITON_INTERPRET=1)"
         import torch
@@ -110,7 +114,7 @@ def backend_status(name: str) -> tuple[bool, str]:
         try:
             from numba import cuda
         except ImportError as exc:
-            return False, f"numba is not installed ({exc}); pip install 'icl[gpu]'"
+            return False, f"numba is not installed ({exc}); pip install 'icl-eval[gpu]'"
         if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
             return True, "numba.cuda simulator (NUMBA_ENABLE_CUDASIM=1)"
         try:

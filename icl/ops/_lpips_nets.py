@@ -7,10 +7,10 @@ and ``lin{k}.weight`` ``[C_k]`` for the k-th linear head (a 1x1 convolution with
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
-import torch
-import torch.nn.functional as F
+if TYPE_CHECKING:  # torch is imported where the networks run: the weights search needs none
+    import torch
 
 # The LPIPS scaling layer: (x - shift) / scale on inputs in [-1, 1].
 SHIFT = (-0.030, -0.088, -0.188)
@@ -73,6 +73,8 @@ def param_shapes(net: str) -> dict[str, tuple[int, ...]]:
 
 def features(x: torch.Tensor, params: dict[str, torch.Tensor], net: str) -> list[torch.Tensor]:
     """The five tapped ReLU activations of the trunk for scaled input ``x`` ``[N, 3, H, W]``."""
+    import torch.nn.functional as F
+
     taps: list[torch.Tensor] = []
     conv = 0
     for step in STEPS[net]:
@@ -89,7 +91,27 @@ def features(x: torch.Tensor, params: dict[str, torch.Tensor], net: str) -> list
 
 
 def _unit(f: torch.Tensor) -> torch.Tensor:
+    import torch
+
     return f / (torch.sqrt((f * f).sum(dim=1, keepdim=True)) + EPS)
+
+
+def unit_taps(taps: list[torch.Tensor], acc: torch.dtype) -> list[torch.Tensor]:
+    """The tapped features in the accumulation dtype, each channel vector scaled to unit norm."""
+    return [_unit(f.to(acc)) for f in taps]
+
+
+def head_distance(ux: list[torch.Tensor], uy: list[torch.Tensor], params: dict[str, torch.Tensor]) -> torch.Tensor:
+    """LPIPS from unit features (:func:`unit_taps`) of ``x`` and ``y``: squared difference, 1x1
+    linear head and spatial mean per layer, summed over the layers -> ``[N]``."""
+    total = None
+    for k, (fx, fy) in enumerate(zip(ux, uy)):
+        d = (fx - fy).square()
+        # 1x1 head then spatial mean == spatial mean then head (both linear)
+        layer = d.mean(dim=(2, 3)) @ params[f"lin{k}.weight"].to(fx.dtype)
+        total = layer if total is None else total + layer
+    assert total is not None
+    return total
 
 
 def distance(x: torch.Tensor, y: torch.Tensor, params: dict[str, torch.Tensor], net: str) -> torch.Tensor:
@@ -99,13 +121,9 @@ def distance(x: torch.Tensor, y: torch.Tensor, params: dict[str, torch.Tensor], 
     average run in float32 (half-precision channel norms would overflow), or float64 for a
     float64 trunk (then the result is float64).
     """
+    import torch
+
     n = x.shape[0]
     acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-    taps = features(torch.cat([x, y]), params, net)
-    total = torch.zeros(n, dtype=acc, device=x.device)
-    for k, f in enumerate(taps):
-        f = f.to(acc)
-        d = (_unit(f[:n]) - _unit(f[n:])).square()
-        # 1x1 head then spatial mean == spatial mean then head (both linear)
-        total = total + d.mean(dim=(2, 3)) @ params[f"lin{k}.weight"].to(acc)
-    return total
+    units = unit_taps(features(torch.cat([x, y]), params, net), acc)
+    return head_distance([u[:n] for u in units], [u[n:] for u in units], params)

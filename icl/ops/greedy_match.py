@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from icl.ops._dispatch import native, op
-from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, restore_one
+from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, call_op, custom_op, restore_one
 
 _MATCH = op("greedy_match", gpu_module="icl.ops._gpu.greedy_match")
 _COUNTS = op("greedy_match_counts", gpu_module="icl.ops._gpu.greedy_match")
@@ -167,7 +167,7 @@ def _host_offsets(t: torch.Tensor, name: str, rows: int) -> torch.Tensor:
     return t
 
 
-@torch.library.custom_op("icl::greedy_match", mutates_args=())
+@custom_op("greedy_match")
 def _greedy_match_op(iou: torch.Tensor, threshold: float, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
     t64 = iou.to(torch.float64).cpu().contiguous()
     a = t64.numpy()
@@ -204,7 +204,7 @@ def greedy_match(iou: Union[torch.Tensor, NDArray], threshold: float = 0.5, *,
         raise TypeError(f"iou: expected a float dtype, got {t.dtype}")
     thr = _threshold(threshold, "threshold")
     t = t.detach()
-    pred_idx, gt_idx = torch.ops.icl.greedy_match(t, thr, backend)
+    pred_idx, gt_idx = call_op("greedy_match", t, thr, backend)
     return (restore_one(pred_idx, was_numpy), restore_one(gt_idx, was_numpy),
             restore_one(t[pred_idx, gt_idx], was_numpy))
 
@@ -212,7 +212,7 @@ def greedy_match(iou: Union[torch.Tensor, NDArray], threshold: float = 0.5, *,
 _Counts = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-@torch.library.custom_op("icl::greedy_match_counts", mutates_args=())
+@custom_op("greedy_match_counts")
 def _counts_op(pred: torch.Tensor, pred_offsets: torch.Tensor, gt: torch.Tensor, gt_offsets: torch.Tensor,
                thresholds: torch.Tensor, backend: Optional[str]) -> _Counts:
     pred64, gt64 = _host_boxes(pred, "pred_boxes"), _host_boxes(gt, "gt_boxes")
@@ -233,19 +233,8 @@ def _counts_fake(pred: torch.Tensor, pred_offsets: torch.Tensor, gt: torch.Tenso
 def greedy_match_counts(pred_boxes: ArrayLike, pred_offsets: Any, gt_boxes: ArrayLike, gt_offsets: Any,
                         thresholds: Union[Sequence[float], torch.Tensor, NDArray], *,
                         backend: Optional[str] = None) -> tuple[ArrayLike, ArrayLike, ArrayLike]:
-    """Greedy matching of many samples at many IoU thresholds at once (ragged batch).
-
-    Sample ``s`` owns ``pred_boxes[pred_offsets[s]:pred_offsets[s + 1]]`` and
-    ``gt_boxes[gt_offsets[s]:gt_offsets[s + 1]]``; boxes are xyxy ``[P, 4]`` / ``[G, 4]``
-    (any float or integer dtype, computed in float64; x1 >= x0 and y1 >= y0; boxes outside an
-    image are taken as they are). ``thresholds``: ``[T]`` numbers in [0, 1].
-
-    Returns ``tp`` int64 ``[S, T]`` (true positives of sample s at threshold t),
-    ``tp_iou_sum`` float64 ``[S, T]`` (sum of the IoU of those pairs, added in selection
-    order) and ``best_iou`` float64 ``[G]`` (each ground truth's best IoU with any prediction of
-    its sample, 0 when the sample has none). numpy in (``pred_boxes``) -> numpy out; torch in ->
-    CPU tensors out (the matching runs on the CPU). Not differentiable; a ``torch.library`` op.
-    """
+    """The torch front end of ``icl.ops.greedy_match_counts`` (documented there): tensors, and the numpy
+    calls ``icl.ops._host`` hands over."""
     pred, was_numpy = _boxes(pred_boxes, "pred_boxes")
     gt, _ = _boxes(gt_boxes, "gt_boxes")
     p_off = _offsets(pred_offsets, "pred_offsets")
@@ -262,5 +251,5 @@ def greedy_match_counts(pred_boxes: ArrayLike, pred_offsets: Any, gt_boxes: Arra
     if not values:
         raise ValueError("thresholds: expected at least one threshold")
     thr = torch.tensor([_threshold(v, f"thresholds[{i}]") for i, v in enumerate(values)], dtype=torch.float64)
-    tp, tp_sum, best = torch.ops.icl.greedy_match_counts(pred, p_off, gt, g_off, thr, backend)
+    tp, tp_sum, best = call_op("greedy_match_counts", pred, p_off, gt, g_off, thr, backend)
     return restore_one(tp, was_numpy), restore_one(tp_sum, was_numpy), restore_one(best, was_numpy)

@@ -9,20 +9,24 @@ spatial average, summed over the five layers. Weights: see :mod:`icl.ops._lpips_
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import threading
-import warnings
-from typing import Any, NamedTuple, Optional, overload
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional, Sequence, overload
 
+import numpy as np
 import torch
 
 from icl.ops import _lpips_nets as nets
 from icl.ops._autograd import recording
-from icl.ops._dispatch import op
-from icl.ops._lpips_weights import LPIPSWeightsNotFound, PathLike, cache_dir, content_digest, find
-from icl.ops._tensor import ArrayLike, NDArray, as_tensor, check_finite, restore_one
+from icl.ops._dispatch import _record, backend_status, native, op
+from icl.ops._lpips_weights import (LPIPSWeights, LPIPSWeightsNotFound, PathLike, cache_dir, find, host_params,
+                                    lpips_weights)
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, check_finite, call_op, custom_op, restore_one
 
-__all__ = ["lpips", "lpips_weights", "LPIPSWeights", "LPIPSWeightsNotFound"]
+__all__ = ["lpips", "lpips_each", "lpips_weights", "LPIPSWeights", "LPIPSWeightsNotFound"]
 
 _OP = op("lpips")
 _HALF = (torch.float16, torch.bfloat16)
@@ -30,51 +34,11 @@ _HALF = (torch.float16, torch.bfloat16)
 _PAIR_PIXELS = {"cpu": 1 << 20, "cuda": 1 << 24}
 
 _lock = threading.Lock()
-# (net, weights, $ICL_LPIPS_WEIGHTS) -> (numpy params, where they came from)
-_host: dict[tuple[str, Optional[str], Optional[str]], tuple[dict[str, Any], str]] = {}
 _dev: dict[tuple[str, str, str, torch.dtype], dict[str, torch.Tensor]] = {}  # (net, source, device, dtype)
-_missing_said: set[str] = set()  # nets whose missing weights were already reported
-
-
-class LPIPSWeights(NamedTuple):
-    """Which LPIPS weights a net uses: ``source`` is the path (or paths) they were read from,
-    ``sha256`` the content digest of the arrays (:func:`icl.ops._lpips_weights.content_digest`),
-    equal to the recorded LPIPS v0.1 digest: every source is verified before use."""
-
-    net: str
-    source: str
-    sha256: str
-
-
-def _host_params(net: str, weights: Optional[PathLike]) -> tuple[dict[str, Any], str]:
-    # the search runs once per process for each (net, weights); the env var is part of the key
-    key = (net, None if weights is None else str(weights), os.environ.get("ICL_LPIPS_WEIGHTS"))
-    with _lock:
-        if key not in _host:
-            _host[key] = find(net, weights)
-        return _host[key]
-
-
-def lpips_weights(net: str = "alex", weights: Optional[PathLike] = None) -> Optional[LPIPSWeights]:
-    """The weights :func:`lpips` uses for ``net`` (searched as it does), or None when none are
-    installed; then a warning says so, once per net and process, with every place looked at.
-    A file that exists but fails verification still raises ``ValueError``."""
-    if net not in nets.STEPS:
-        raise ValueError(f"net: expected 'alex' or 'vgg', got {net!r}")
-    try:
-        params, source = _host_params(net, weights)
-    except LPIPSWeightsNotFound as exc:
-        with _lock:
-            fresh = net not in _missing_said
-            _missing_said.add(net)
-        if fresh:
-            warnings.warn(f"LPIPS {net} is unavailable: {exc}", RuntimeWarning, stacklevel=2)
-        return None
-    return LPIPSWeights(net, source, content_digest(params))
 
 
 def _params(net: str, weights: Optional[str], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    host, source = _host_params(net, weights)
+    host, source = host_params(net, weights)
     head = torch.float64 if dtype == torch.float64 else torch.float32
     with _lock:
         dkey = (net, source, str(device), dtype)
@@ -121,7 +85,7 @@ def _check_range(t: torch.Tensor, name: str) -> None:
                              "clip them or pass uint8")
 
 
-@torch.library.custom_op("icl::lpips", mutates_args=())
+@custom_op("lpips")
 def _lpips_op(a: torch.Tensor, b: torch.Tensor, net: str, weights: Optional[str], dtype: torch.dtype,
               batch_size: int, backend: Optional[str]) -> torch.Tensor:
     _check_range(a, "a")
@@ -137,7 +101,7 @@ def _lpips_fake(a: torch.Tensor, b: torch.Tensor, net: str, weights: Optional[st
     return a.new_empty((a.shape[0],), dtype=torch.float64 if dtype == torch.float64 else torch.float32)
 
 
-@torch.library.custom_op("icl::lpips_backward", mutates_args=())
+@custom_op("lpips_backward")
 def _lpips_backward_op(grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, net: str, weights: Optional[str],
                        dtype: torch.dtype, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     # the network is pure torch: recompute it with autograd recording and differentiate
@@ -163,7 +127,7 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> N
 
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], ...]:
     a, b = ctx.saved_tensors
-    gx, gy = torch.ops.icl.lpips_backward(grad, a, b, *ctx.args)
+    gx, gy = call_op("lpips_backward", grad, a, b, *ctx.args)
     return (gx if ctx.needs_input_grad[0] else None), (gy if ctx.needs_input_grad[1] else None), *([None] * 5)
 
 
@@ -247,8 +211,133 @@ def lpips(a: ArrayLike, b: ArrayLike, net: str = "alex", weights: Optional[PathL
     elif batch_size < 1:
         raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
     path = None if weights is None else os.fspath(weights)
-    out = torch.ops.icl.lpips(ta, tb, net, path if isinstance(path, str) else None, dtype, batch_size, backend)
+    out = call_op("lpips", ta, tb, net, path if isinstance(path, str) else None, dtype, batch_size, backend)
     return restore_one(out[0] if single else out, was_numpy)
+
+
+# unit features of single images by content, most recent last (see lpips_each)
+_features: OrderedDict[tuple[Any, ...], list[torch.Tensor]] = OrderedDict()
+_feature_bytes = [0]
+
+
+def _cache_limit() -> int:
+    return int(os.environ.get("ICL_LPIPS_CACHE_MB", "512")) << 20
+
+
+def _trunk_batch(height: int, width: int) -> int:
+    """Images per trunk pass for this image size: a function of the size alone, so an image's
+    features never depend on which others share its pass (see :func:`_units_of`)."""
+    return max(1, min(8, (1 << 19) // (height * width)))
+
+
+@contextmanager
+def _adaptive_threads() -> Iterator[None]:
+    # On a busy machine torch's intra-op team waits for descheduled threads at every small
+    # convolution (measured 5-10x slower with 2 threads than with 1 at load 8 on 2 cores): use
+    # the native thread policy's count of idle cores, when the native module is there.
+    ok, _ = backend_status("cpu")
+    before = torch.get_num_threads()
+    team = min(before, max(1, int(native().team_size()))) if ok else before
+    if team != before:
+        torch.set_num_threads(team)
+    try:
+        yield
+    finally:
+        if team != before:
+            torch.set_num_threads(before)
+
+
+def _units_of(images: list[np.ndarray], net: str, params: dict[str, torch.Tensor]) -> list[list[torch.Tensor]]:
+    """Unit features of uint8 ``[H, W, 3]`` images of one shape, in passes of exactly
+    :func:`_trunk_batch` images (the last one padded with zeros). oneDNN picks its convolution
+    algorithm by the batch size, so batch 1 and batch 8 differ in the last bits, but within a
+    fixed batch size each image's result does not depend on its position or its companions
+    (tests/ops/test_lpips.py checks this to 0)."""
+    h, w, _ = images[0].shape
+    size = _trunk_batch(h, w)
+    out: list[list[torch.Tensor]] = []
+    with torch.inference_mode(), _adaptive_threads():
+        for s in range(0, len(images), size):
+            chunk = [torch.from_numpy(np.ascontiguousarray(x)).permute(2, 0, 1) for x in images[s:s + size]]
+            chunk += [torch.zeros_like(chunk[0])] * (size - len(chunk))
+            units = nets.unit_taps(nets.features(_scaled(torch.stack(chunk), torch.float32), params, net),
+                                   torch.float32)
+            out += [[u[i:i + 1].clone() for u in units] for i in range(min(size, len(images) - s))]
+    return out
+
+
+def _cached_units(images: Sequence[np.ndarray], net: str, weights: Optional[str],
+                  params: dict[str, torch.Tensor]) -> list[list[torch.Tensor]]:
+    """Unit features of each image, from the content-keyed cache or computed (new images of
+    one shape together, see :func:`_units_of`)."""
+    keys = [(net, weights, x.shape, hashlib.blake2b(np.ascontiguousarray(x).data, digest_size=20).digest())
+            for x in images]
+    found: dict[tuple[Any, ...], list[torch.Tensor]] = {}
+    with _lock:
+        for k in keys:
+            if k in _features:
+                _features.move_to_end(k)
+                found[k] = _features[k]
+    todo: dict[tuple[Any, ...], np.ndarray] = {}
+    for k, x in zip(keys, images):
+        if k not in found:
+            todo.setdefault(k, x)
+    by_shape: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
+    for k, x in todo.items():
+        by_shape.setdefault(x.shape, []).append(k)
+    for group in by_shape.values():
+        for k, units in zip(group, _units_of([todo[k] for k in group], net, params)):
+            found[k] = units
+    with _lock:
+        for k in todo:
+            if k not in _features:
+                _features[k] = found[k]
+                _feature_bytes[0] += sum(u.numel() * u.element_size() for u in found[k])
+        while _feature_bytes[0] > _cache_limit() and _features:
+            _, old = _features.popitem(last=False)
+            _feature_bytes[0] -= sum(u.numel() * u.element_size() for u in old)
+    return [found[k] for k in keys]
+
+
+def lpips_each(a: Sequence[np.ndarray], b: Sequence[np.ndarray], net: str = "alex",
+               weights: Optional[PathLike] = None) -> NDArray:
+    """LPIPS of each pair ``(a[i], b[i])`` of uint8 ``[H, W, 3]`` numpy images -> float32 ``[N]``.
+
+    Images go through the trunk in passes of a fixed size per image shape, where an image's
+    features do not depend on its companions (tested to 0), so a score never depends on which
+    other pairs were scored with it (``--limit``, sharding, batch size); their unit features
+    are kept in memory, keyed by content (``ICL_LPIPS_CACHE_MB``, default 512, least recently
+    used first out): a target scored against several models' predictions, or an image that
+    comes back as a prediction, runs through the trunk once. The trunk and heads run in float32
+    on the CPU, as :func:`lpips` with ``dtype=torch.float32``; scores agree with it to float32
+    rounding (its trunk sees the pair as a batch of two). Torch threads follow the native thread
+    policy (idle cores) during the call. Raises
+    :class:`LPIPSWeightsNotFound` like :func:`lpips`.
+    """
+    if net not in nets.STEPS:
+        raise ValueError(f"net: expected 'alex' or 'vgg', got {net!r}")
+    if len(a) != len(b):
+        raise ValueError(f"a and b: expected as many images, got {len(a)} and {len(b)}")
+    path = None if weights is None else os.fspath(weights)
+    key_path = path if isinstance(path, str) else None
+    params = _params(net, key_path, torch.device("cpu"), torch.float32)
+    for i, (x, y) in enumerate(zip(a, b)):
+        for name, img in (("a", x), ("b", y)):
+            if not isinstance(img, np.ndarray) or img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
+                raise TypeError(f"{name}[{i}]: expected a uint8 numpy image [H, W, 3], got "
+                                f"{type(img).__name__} {getattr(img, 'dtype', '')} {getattr(img, 'shape', '')}")
+            if min(img.shape[:2]) < nets.MIN_SIZE[net]:
+                raise ValueError(f"{name}[{i}]: LPIPS-{net} needs H and W >= {nets.MIN_SIZE[net]}, got "
+                                 f"{img.shape[0]}x{img.shape[1]}")
+        if x.shape != y.shape:
+            raise ValueError(f"a[{i}] and b[{i}] must have the same shape, got {x.shape} and {y.shape}")
+    units = _cached_units([*a, *b], net, key_path, params)
+    out = np.empty(len(a), np.float32)
+    with torch.inference_mode():
+        for i in range(len(a)):
+            out[i] = float(nets.head_distance(units[i], units[len(a) + i], params)[0])
+    _record("lpips", "reference")
+    return out
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -11,7 +11,7 @@ import torch
 
 from icl.ops._boxes import host_numpy
 from icl.ops._dispatch import native, op
-from icl.ops._tensor import ArrayLike, NDArray, as_tensor, restore_one
+from icl.ops._tensor import ArrayLike, NDArray, as_tensor, call_op, custom_op, restore_one
 
 _OP = op("match_points", gpu_module="icl.ops._gpu.match_points")
 
@@ -60,7 +60,7 @@ def _host_points(t: torch.Tensor, name: str) -> torch.Tensor:
     return torch.from_numpy(h)
 
 
-@torch.library.custom_op("icl::match_points", mutates_args=())
+@custom_op("match_points")
 def _match_points_op(pred: torch.Tensor, gt: torch.Tensor, radius: float,
                      backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
     out: tuple[torch.Tensor, torch.Tensor] = _OP("cpu", _host_points(pred, "pred"), _host_points(gt, "gt"), radius,
@@ -101,5 +101,5 @@ def match_points(pred: ArrayLike, gt: ArrayLike, radius: float, *,
     r = float(radius)
     if not math.isfinite(r) or r < 0:
         raise ValueError(f"radius: expected a finite value >= 0, got {radius}")
-    pred_idx, gt_idx = torch.ops.icl.match_points(p, g, r, backend)
+    pred_idx, gt_idx = call_op("match_points", p, g, r, backend)
     return restore_one(pred_idx, was_numpy), restore_one(gt_idx, was_numpy)

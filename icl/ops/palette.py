@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from icl.ops._dispatch import native, op
-from icl.ops._tensor import (ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, eager_numpy, restore_one,
+from icl.ops._tensor import (ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, call_op, custom_op, restore_one,
                              to_uint8)
 
 _OP = op("nearest_palette", gpu_module="icl.ops._gpu.palette")
@@ -93,7 +93,7 @@ def _nearest_palette_impl(images: torch.Tensor, palette: torch.Tensor, candidate
     return out
 
 
-_nearest_palette_op = torch.library.custom_op("icl::nearest_palette", mutates_args=())(_nearest_palette_impl)
+_nearest_palette_op = custom_op("nearest_palette")(_nearest_palette_impl)
 
 
 @_nearest_palette_op.register_fake
@@ -127,6 +127,5 @@ def nearest_palette(images: ArrayLike, palette: Any, candidates: Any = None, *,
     x = x.detach()
     pal = _check_palette(palette, x.device)
     cand = _check_candidates(candidates, x.shape[0], pal.shape[0], x.device)
-    run = _nearest_palette_impl if eager_numpy(was_numpy) else torch.ops.icl.nearest_palette
-    out = run(x, pal, cand, backend)
+    out = call_op("nearest_palette", x, pal, cand, backend)
     return restore_one(out[0] if single else out, was_numpy)

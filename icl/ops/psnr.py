@@ -9,7 +9,7 @@ import torch
 
 from icl.ops._dispatch import native, op
 from icl.ops._pair import check_pair, finish, image_pair
-from icl.ops._tensor import ArrayLike, NDArray
+from icl.ops._tensor import ArrayLike, NDArray, call_op, custom_op
 
 _OP = op("psnr", gpu_module="icl.ops._gpu.psnr")
 
@@ -32,11 +32,16 @@ def _reference(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Ten
 @_OP.register("cpu")
 def _cpu(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Tensor:
     _C = native()
-    mse = torch.from_numpy(_C.mse(x.contiguous().numpy(), y.contiguous().numpy()))
-    return _from_mse(mse, data_range)
+    xs, ys = x.contiguous().numpy(), y.contiguous().numpy()
+    # the whole PSNR in C++ as icl.ops.psnr's numpy path computes it (the same log10, so host
+    # and tensor calls agree to the bit); None for what it does not serve (non-finite MSE)
+    whole = _C.psnr_numpy(xs, ys, float(data_range)) if hasattr(_C, "psnr_numpy") else None
+    if whole is not None:
+        return torch.from_numpy(whole)
+    return _from_mse(torch.from_numpy(_C.mse(xs, ys)), data_range)
 
 
-@torch.library.custom_op("icl::psnr", mutates_args=())
+@custom_op("psnr")
 def _psnr_op(x: torch.Tensor, y: torch.Tensor, data_range: float, backend: Optional[str]) -> torch.Tensor:
     check_pair(x, y)
     out: torch.Tensor = _OP(x.device.type, x.detach(), y.detach(), data_range, backend=backend)
@@ -75,19 +80,10 @@ def psnr(a: torch.Tensor, b: torch.Tensor, data_range: Optional[float] = None, *
          backend: Optional[str] = None) -> torch.Tensor: ...
 def psnr(a: ArrayLike, b: ArrayLike, data_range: Optional[float] = None, *,
          backend: Optional[str] = None) -> ArrayLike:
-    """PSNR in dB of each image pair: ``10 * log10(data_range**2 / MSE)``.
-
-    ``a``, ``b``: ``[B, H, W, C]`` or ``[H, W, C]`` (C = 1 or 3), same shape and dtype: uint8,
-    float16, bfloat16, float32 or float64, finite. ``data_range`` defaults to 255 for uint8 and
-    is required for float images (``ValueError`` otherwise); unlike skimage it is never guessed
-    from the data. The MSE is over all pixels and channels of an image: exact for uint8,
-    squared differences in float32 summed in float64 for float16/bfloat16/float32, float64 for
-    float64. Returns float64 ``[B]`` (0-d for a single image; numpy when ``a`` is numpy) on
-    every backend; identical images give ``+inf``. Differentiable in ``a`` and ``b`` for float
-    inputs (closed-form gradient in float64); a ``torch.library`` op (``torch.ops.icl.psnr``).
-    """
+    """The torch front end of ``icl.ops.psnr`` (documented there): tensors, and the numpy
+    calls ``icl.ops._host`` hands over."""
     pair = image_pair(a, b, data_range)
     if pair.x.shape[0] == 0:
         return finish(torch.empty(0, dtype=torch.float64, device=pair.x.device), pair)
-    out = torch.ops.icl.psnr(pair.x, pair.y, pair.data_range, backend)
+    out = call_op("psnr", pair.x, pair.y, pair.data_range, backend)
     return finish(out, pair)

@@ -11,7 +11,8 @@ from typing import Optional, overload
 import torch
 
 from icl.ops._dispatch import op
-from icl.ops._tensor import ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, restore_one, to_uint8
+from icl.ops._tensor import (ArrayLike, NDArray, as_tensor, batch_images, call_op, check_quantisable, custom_op,
+                             restore_one, to_uint8)
 
 _OP = op("redness", gpu_module="icl.ops._gpu.redness")
 
@@ -23,7 +24,7 @@ def _reference(images: torch.Tensor, threshold: float) -> tuple[torch.Tensor, to
     return s, s > threshold
 
 
-@torch.library.custom_op("icl::redness", mutates_args=())
+@custom_op("redness")
 def _redness_op(images: torch.Tensor, threshold: float, backend: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
     x = to_uint8(images, "images").contiguous()
     out: tuple[torch.Tensor, torch.Tensor] = _OP(x.device.type, x, threshold, backend=backend)
@@ -57,7 +58,7 @@ def redness(images: ArrayLike, threshold: float = 0.5, *,
     x, was_numpy = as_tensor(images, "images")
     x, single = batch_images(x, "images")
     check_quantisable(x, "images")
-    s, mask = torch.ops.icl.redness(x.detach(), float(threshold), backend)
+    s, mask = call_op("redness", x.detach(), float(threshold), backend)
     if single:
         s, mask = s[0], mask[0]
     return restore_one(s, was_numpy), restore_one(mask, was_numpy)

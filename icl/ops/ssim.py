@@ -10,7 +10,7 @@ import torch
 from icl.ops._autograd import recording
 from icl.ops._dispatch import native, op
 from icl.ops._pair import check_pair, finish, image_pair
-from icl.ops._tensor import ArrayLike, NDArray
+from icl.ops._tensor import ArrayLike, NDArray, call_op, custom_op
 
 _OP = op("ssim", gpu_module="icl.ops._gpu.ssim")
 
@@ -62,7 +62,7 @@ def _cpu(x: torch.Tensor, y: torch.Tensor, data_range: float) -> torch.Tensor:
     return torch.from_numpy(_C.ssim(x.contiguous().numpy(), y.contiguous().numpy(), data_range))
 
 
-@torch.library.custom_op("icl::ssim", mutates_args=())
+@custom_op("ssim")
 def _ssim_op(x: torch.Tensor, y: torch.Tensor, data_range: float, backend: Optional[str]) -> torch.Tensor:
     check_pair(x, y)
     out: torch.Tensor = _OP(x.device.type, x.detach(), y.detach(), data_range, backend=backend)
@@ -74,7 +74,7 @@ def _ssim_fake(x: torch.Tensor, y: torch.Tensor, data_range: float, backend: Opt
     return x.new_empty((x.shape[0],), dtype=torch.float64)
 
 
-@torch.library.custom_op("icl::ssim_backward", mutates_args=())
+@custom_op("ssim_backward")
 def _ssim_backward_op(grad: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
                       data_range: float) -> tuple[torch.Tensor, torch.Tensor]:
     # the gradient of the float64 reference (any backend's forward agrees with it to 1e-6)
@@ -99,7 +99,7 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> N
 
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor], None, None]:
     x, y = ctx.saved_tensors
-    gx, gy = torch.ops.icl.ssim_backward(grad, x, y, ctx.data_range)
+    gx, gy = call_op("ssim_backward", grad, x, y, ctx.data_range)
     return (gx if ctx.needs_input_grad[0] else None), (gy if ctx.needs_input_grad[1] else None), None, None
 
 
@@ -113,24 +113,10 @@ def ssim(a: torch.Tensor, b: torch.Tensor, data_range: Optional[float] = None, *
          backend: Optional[str] = None) -> torch.Tensor: ...
 def ssim(a: ArrayLike, b: ArrayLike, data_range: Optional[float] = None, *,
          backend: Optional[str] = None) -> ArrayLike:
-    """Mean SSIM of each image pair, exactly skimage's
-    ``structural_similarity(a, b, gaussian_weights=True, sigma=1.5, use_sample_covariance=False,
-    data_range=data_range, channel_axis=-1)``.
-
-    ``a``, ``b``: ``[B, H, W, C]`` or ``[H, W, C]`` (C = 1 or 3), same shape and dtype: uint8,
-    float16, bfloat16, float32 or float64, finite; H and W at least 11 (the Gaussian window:
-    skimage raises for smaller images, so do we). ``data_range`` defaults to 255 for uint8 and
-    is required for float images (``ValueError``). Gaussian window sigma 1.5 truncated at 3.5
-    sigma (11 taps), K1 = 0.01, K2 = 0.03, population covariance; the SSIM map is averaged
-    over the valid positions (5-pixel border dropped) of each channel, then over channels.
-    Computed in float64 on the cpu and reference backends (within 1e-6 of skimage on every
-    input, flat and bright low-variance images included). Returns float64 ``[B]`` (0-d for a
-    single image; numpy when ``a`` is numpy). Differentiable in ``a`` and ``b`` for float
-    inputs (the backward is the float64 reference's gradient); a ``torch.library`` op
-    (``torch.ops.icl.ssim``), so ``torch.compile(fullgraph=True)`` traces through it.
-    """
+    """The torch front end of ``icl.ops.ssim`` (documented there): tensors, and the numpy
+    calls ``icl.ops._host`` hands over."""
     pair = image_pair(a, b, data_range, min_size=WIN_SIZE, why="SSIM's 11-tap Gaussian window; skimage raises too")
     if pair.x.shape[0] == 0:
         return finish(torch.empty(0, dtype=torch.float64, device=pair.x.device), pair)
-    out = torch.ops.icl.ssim(pair.x, pair.y, pair.data_range, backend)
+    out = call_op("ssim", pair.x, pair.y, pair.data_range, backend)
     return finish(out, pair)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from icl.ops._dispatch import native, op
-from icl.ops._tensor import (FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, eager_numpy,
+from icl.ops._tensor import (FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, call_op, custom_op,
                              restore_one, to_uint8)
 from icl.ops.palette import _reference as _palette_reference
 
@@ -101,7 +101,7 @@ def _decode_cpu(images: torch.Tensor, d_min: float, d_max: float) -> torch.Tenso
     return torch.from_numpy(_C.turbo_decode(images.numpy(), _table(), _depth_of_bin(d_min, d_max)))
 
 
-@torch.library.custom_op("icl::turbo_encode", mutates_args=())
+@custom_op("turbo_encode")
 def _encode_op(depth: torch.Tensor, d_min: float, d_max: float, backend: Optional[str]) -> torch.Tensor:
     out: torch.Tensor = _ENCODE(depth.device.type, depth, d_min, d_max, backend=backend)
     return out
@@ -118,7 +118,7 @@ def _bins_impl(images: torch.Tensor, backend: Optional[str]) -> torch.Tensor:
     return out
 
 
-_bins_op = torch.library.custom_op("icl::turbo_bins", mutates_args=())(_bins_impl)
+_bins_op = custom_op("turbo_bins")(_bins_impl)
 
 
 @_bins_op.register_fake
@@ -132,7 +132,7 @@ def _decode_impl(images: torch.Tensor, d_min: float, d_max: float, backend: Opti
     return out
 
 
-_decode_op = torch.library.custom_op("icl::turbo_decode", mutates_args=())(_decode_impl)
+_decode_op = custom_op("turbo_decode")(_decode_impl)
 
 
 @_decode_op.register_fake
@@ -160,7 +160,7 @@ def turbo_encode(depth: ArrayLike, d_min: float, d_max: float, *, backend: Optio
         raise ValueError(f"depth: expected [..., H, W], got shape {tuple(d.shape)}")
     lo, hi = _check_range(d_min, d_max)
     d = d.detach().to(torch.float64).contiguous()
-    return restore_one(torch.ops.icl.turbo_encode(d, lo, hi, backend), was_numpy)
+    return restore_one(call_op("turbo_encode", d, lo, hi, backend), was_numpy)
 
 
 def _images(images: Any) -> tuple[torch.Tensor, bool, bool]:
@@ -179,8 +179,7 @@ def turbo_bins(images: ArrayLike, *, backend: Optional[str] = None) -> ArrayLike
     the lower bin). images: ``[B, H, W, 3]``/``[H, W, 3]`` uint8 or float in [0, 1]. Returns
     int32 ``[B, H, W]``/``[H, W]``; numpy in, numpy out. Not differentiable."""
     x, single, was_numpy = _images(images)
-    run = _bins_impl if eager_numpy(was_numpy) else torch.ops.icl.turbo_bins
-    out = run(x, backend)
+    out = call_op("turbo_bins", x, backend)
     return restore_one(out[0] if single else out, was_numpy)
 
 
@@ -195,6 +194,5 @@ def turbo_decode(images: ArrayLike, d_min: float, d_max: float, *, backend: Opti
     (computed in float64, rounded once); numpy in, numpy out. Not differentiable."""
     lo, hi = _check_range(d_min, d_max)
     x, single, was_numpy = _images(images)
-    run = _decode_impl if eager_numpy(was_numpy) else torch.ops.icl.turbo_decode
-    out = run(x, lo, hi, backend)
+    out = call_op("turbo_decode", x, lo, hi, backend)
     return restore_one(out[0] if single else out, was_numpy)

@@ -131,10 +131,13 @@ def write_outputs(out: Path, bench: Benchmark, tables: Mapping[str, list[dict[st
         path = out / f"{name}.csv"
         write_text(path, csv_text(rows))
         files.append(path)
+    t_plots = time.perf_counter()
     plot_files: list[Path] = []
     if plots:
         with staged(out) as stage:  # the benchmark's own writers: whole files, never through a link
             plot_files = published(out, stage(out), bench.plots(tables, stage(out / "plots"), answers))
+    if isinstance(meta.get("timings"), dict):
+        meta["timings"]["plots_s"] = time.perf_counter() - t_plots
     data = {**meta, **provenance(), "tables": {n: f"{n}.csv" for n in tables},
             "failures": dict(count=len(failures), items=[f.message for f in failures[:1000]])}
     write_text(out / "results.json", json.dumps(jsonable(data), indent=2, sort_keys=True, allow_nan=False) + "\n")

@@ -245,6 +245,9 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     timings["summarise_s"] = time.perf_counter() - t_report
     if t0 is not None:
         timings["total_s"] = time.perf_counter() - t0  # up to the files, which follow
+        age = process_age()
+        if age is not None:  # interpreter start and imports before run()
+            timings["startup_s"] = max(0.0, age - timings["total_s"])
     compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
 
     def answers(item_key: str) -> dict[str, Any]:
@@ -287,6 +290,19 @@ def _result_files(out: Path, bench: Benchmark, rows: list, answers: Any) -> dict
     return {name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()}
 
 
+def process_age() -> Optional[float]:
+    """Seconds since this process started (Linux ``/proc``; None elsewhere): the whole run's
+    time, start-up, imports and files included."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) -> None:
     text = bench.summary(o.tables)
     if text:
@@ -295,7 +311,8 @@ def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) 
     t = o.timings
     print(f"{bench.name}: {s.computed} items computed, {s.skipped} already in the store, {o.failed_items} failed"
           + (f" ({s.cached_responses} answers reused from the store)" if s.cached_responses else "")
-          + (f"; {t['total_s']:.1f} s" if "total_s" in t else "") + f"; files in {o.out_dir}", file=stdout)
+          + (f"; {whole:.1f} s" if (whole := process_age() or t.get("total_s")) else "") + f"; files in {o.out_dir}",
+          file=stdout)
     for label, kinds in o.not_applicable.items():
         types = sorted({k.rsplit(" (", 1)[-1].rstrip(")") for k in kinds})
         print(f"{sum(kinds.values())} items of {len(kinds)} task(s) skipped for {label}: it does not serve "

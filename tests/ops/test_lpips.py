@@ -229,3 +229,57 @@ def test_forced_backend_rules(alex, monkeypatch):
         lpips_fn(x, x)
     monkeypatch.setenv("ICL_BACKEND", "reference")
     assert abs(float(lpips_fn(x, x)[0])) <= 1e-6
+
+
+def test_lpips_each_scores_each_image_alone_and_caches_by_content(alex, monkeypatch):
+    import importlib
+
+    lp = importlib.import_module("icl.ops.lpips")
+    monkeypatch.setattr(lp, "_features", lp.OrderedDict())
+    monkeypatch.setattr(lp, "_feature_bytes", [0])
+    rng = np.random.default_rng(7)
+    pairs = [_pair(rng, (40 + 3 * (i // 2), 48, 3)) for i in range(6)]  # two pairs of each shape
+    a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+    cold = lp.lpips_each(a, b)
+    assert len(lp._features) == 12
+    # the published metric, one pair per call (its trunk sees the pair as a batch of two)
+    np.testing.assert_allclose(cold, [float(lpips_fn(x, y)) for x, y in zip(a, b)], rtol=1e-5, atol=1e-7)
+    # from the cache, alone, reordered, with other pairs: bit for bit
+    warm = lp.lpips_each(a, b)
+    alone = [lp.lpips_each([x], [y])[0] for x, y in zip(a, b)]
+    monkeypatch.setattr(lp, "_features", lp.OrderedDict())
+    reordered = lp.lpips_each(a[::-1], b[::-1])[::-1]
+    np.testing.assert_array_equal(cold, warm)
+    np.testing.assert_array_equal(cold, alone)
+    np.testing.assert_array_equal(cold, reordered)
+    # a content change is a different key; the budget evicts the least recently used
+    c = a[0].copy()
+    c[0, 0, 0] ^= 1
+    assert lp.lpips_each([c], [b[0]])[0] != cold[0]
+    monkeypatch.setattr(lp, "_feature_bytes", [sum(u.numel() * 4 for units in lp._features.values() for u in units)])
+    monkeypatch.setenv("ICL_LPIPS_CACHE_MB", "0")
+    lp.lpips_each([c[::-1].copy()], [b[0]])  # a miss: everything goes, itself included
+    assert len(lp._features) == 0 and lp._feature_bytes[0] == 0
+    with pytest.raises(TypeError, match=r"a\[0\]: expected a uint8 numpy image"):
+        lp.lpips_each([a[0].astype(np.float32)], [b[0]])
+    with pytest.raises(ValueError, match=r"a\[0\] and b\[0\] must have the same shape"):
+        lp.lpips_each([a[0]], [b[2]])
+
+
+@pytest.mark.parametrize("shape", [(72, 96, 3), (160, 224, 3), (33, 41, 3)])
+def test_lpips_each_trunk_passes_are_companion_free(alex, shape):
+    """An image's features in a fixed-size pass do not depend on its position or on the other
+    images in the pass (the batch-invariance lpips_each relies on), to the last bit."""
+    import importlib
+
+    lp = importlib.import_module("icl.ops.lpips")
+    params = lp._params("alex", None, torch.device("cpu"), torch.float32)
+    rng = np.random.default_rng(11)
+    imgs = [rng.integers(0, 256, shape, dtype=np.uint8) for _ in range(12)]
+    size = lp._trunk_batch(*shape[:2])
+    alone = lp._units_of(imgs[:1], "alex", params)[0]
+    for others in (imgs[1:size], imgs[size:]):
+        at = len(others[:size // 2])
+        mixed = lp._units_of([*others[:at], imgs[0], *others[at:]], "alex", params)
+        for u, v in zip(alone, mixed[at]):
+            assert torch.equal(u, v)

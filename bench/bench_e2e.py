@@ -1,0 +1,177 @@
+"""End-to-end wall time of real runs, split by stage: where an evaluation's time goes.
+
+Each scenario runs ``python -m icl.run ...`` in a fresh process (imports and start-up count)
+into a fresh folder. Inside it, timers wrap the stages by name (only those the code under test
+has, so an older checkout is measured the same way, ``--root``):
+
+- ``startup_s``: process start to ``run()`` (interpreter, imports, argument parsing);
+- ``plan_s``, ``execute_s``, ``summarise_s``, ``plots_s``: the runner's own timings
+  (results.json; ``plots_s`` measured here when the runner does not record it);
+- inside ``execute``: ``score_batch_s`` (the benchmark's scoring, all metrics), and in it
+  ``lpips_s``, ``psnr_s``, ``ssim_s``; ``decode_s`` (model outputs to images); ``store_s``
+  (SQLite writes); model time is execute less these (instant models: about 0);
+- ``wall_s``: the whole process, start to exit.
+
+Timers add busy time: with scoring on worker threads a stage's seconds can overlap others.
+Usage: ``python bench/bench_e2e.py [--root DIR] [--only NAME,...] [--json OUT]``. The
+"before" numbers come from the same script with ``--root`` at an older checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+SCENARIOS: dict[str, list[str]] = {
+    "vibe-fast-identity": ["vibe", "--fast", "--models", "identity"],
+    "vibe-fast-identity-no-plots": ["vibe", "--fast", "--models", "identity", "--no-plots"],
+    "vibe-fast": ["vibe", "--fast"],
+    "best50-fast": ["best50", "--fast"],
+    "vlicl-fast": ["vlicl", "--fast"],
+    "all-fast": ["--fast"],
+    # 384 items (192 per shot count) with an instant model: the runner's cost per item
+    "vibe-384-identity": ["vibe", "--fast", "--models", "identity", "--shots", "1,2"],
+}
+
+# stage -> (module, attribute path) of functions to time, where they exist
+TIMED: dict[str, list[tuple[str, str]]] = {
+    "lpips_s": [("icl.ops.lpips", "lpips"), ("icl.ops.lpips", "lpips_each")],
+    "psnr_s": [("icl.ops.psnr", "psnr"), ("icl.ops", "psnr")],
+    "ssim_s": [("icl.ops.ssim", "ssim"), ("icl.ops", "ssim")],
+    "decode_s": [("icl.run.responses", "to_uint8_image"), ("icl.run.responses", "decode_png")],
+    "store_s": [("icl.store.sqlite", "Store.write_batch"), ("icl.store.sqlite", "Store.scores")],
+    "score_batch_s": [("icl.benchmarks.vibe.benchmark", "Vibe.score_batch"),
+                      ("icl.benchmarks.best50.benchmark", "Best50.score_batch"),
+                      ("icl.benchmarks.vlicl.benchmark", "VLICL.score_batch")],
+    "plots_timed_s": [("icl.benchmarks.vibe.benchmark", "Vibe.plots"),
+                      ("icl.benchmarks.best50.benchmark", "Best50.plots"),
+                      ("icl.benchmarks.vlicl.benchmark", "VLICL.plots")],
+}
+
+
+def _process_age() -> float:
+    with open("/proc/self/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _install_timers(spent: dict[str, float]) -> None:
+    import importlib
+
+    lock = threading.Lock()
+    local = threading.local()  # nested timed calls of one stage count once
+
+    def wrap(stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            depth = getattr(local, stage, 0)
+            setattr(local, stage, depth + 1)
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                setattr(local, stage, depth)
+                if depth == 0:
+                    with lock:
+                        spent[stage] = spent.get(stage, 0.0) + time.perf_counter() - t
+        timed.__wrapped__ = fn  # type: ignore[attr-defined]
+        return timed
+
+    for stage, targets in TIMED.items():
+        for module, path in targets:
+            try:
+                owner: Any = importlib.import_module(module)
+                *parents, name = path.split(".")
+                for p in parents:
+                    owner = getattr(owner, p)
+                fn = getattr(owner, name)
+            except (ImportError, AttributeError):
+                continue
+            setattr(owner, name, wrap(stage, fn))
+
+
+def child(argv: list[str], report: Path) -> int:
+    spent: dict[str, float] = {}
+    _install_timers(spent)
+    from icl.run.__main__ import main
+
+    status = main(argv)
+    out = Path(argv[argv.index("--out") + 1])
+    timings: dict[str, Any] = {}
+    for results in sorted(out.rglob("results.json")):
+        data = json.loads(results.read_text())
+        for k, v in (data.get("timings") or {}).items():
+            # several benchmarks in one process (python -m icl.run --fast): stages add up, the
+            # start-up is the first run's (the later ones count the earlier runs as theirs)
+            timings[k] = min(timings.get(k, v), v) if k == "startup_s" else timings.get(k, 0.0) + v
+        timings["model_s"] = timings.get("model_s", 0.0) + sum(
+            c.get("wall_s", 0.0) for c in data.get("compute") or [] if c.get("stage") != "score")
+    report.write_text(json.dumps({"status": status, "wall_s": _process_age(), "runner": timings, "timed": spent}))
+    return 0
+
+
+def run_scenario(name: str, root: Path, data_root: Path | None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix=f"e2e-{name}-") as tmp:
+        report = Path(tmp) / "report.json"
+        argv = [*SCENARIOS[name], "--out", str(Path(tmp) / "out"), "--no-progress"]
+        if data_root is not None:
+            argv += ["--data-root", str(data_root)]
+        env = {**os.environ, "PYTHONPATH": str(root), "PYTHONWARNINGS": "ignore"}
+        t = time.perf_counter()
+        proc = subprocess.run([sys.executable, __file__, "--child", str(report), "--", *argv], env=env, cwd=tmp,
+                              capture_output=True, text=True)
+        outside = time.perf_counter() - t
+        if proc.returncode or not report.is_file():
+            raise SystemExit(f"{name}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+        got: dict[str, Any] = json.loads(report.read_text())
+        got["outside_s"] = outside
+        return got
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1],
+                        help="the checkout to measure (default: this one)")
+    parser.add_argument("--only", default=",".join(SCENARIOS), help="comma-separated scenarios")
+    parser.add_argument("--data-root", type=Path, default=None,
+                        help="built-in data cache (default: the runner's); a cold cache times data generation too")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
+    args, rest = parser.parse_known_args()
+    if args.child is not None:
+        return child([a for a in rest if a != "--"], args.child)
+    names = [n for n in args.only.split(",") if n]
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    results = {}
+    for name in names:
+        r = run_scenario(name, args.root, args.data_root)
+        results[name] = r
+        t, timed = r["runner"], r["timed"]
+        plots = timed.get("plots_timed_s", t.get("plots_s", 0.0))
+        # start-up: what precedes run(), from the runner when it records it; else the rest of
+        # the wall time (report_s is not in results.json: it ends after the file is written)
+        r["startup_s"] = t.get("startup_s", r["wall_s"] - t.get("plan_s", 0) - t.get("execute_s", 0)
+                               - t.get("summarise_s", 0) - plots)
+        lp = timed.get("lpips_s", 0.0)
+        print(f"{name:20s} wall {r['wall_s']:6.1f} s | startup {r['startup_s']:5.1f} plan {t.get('plan_s', 0):5.1f} "
+              f"execute {t.get('execute_s', 0):5.1f} (score {timed.get('score_batch_s', 0):5.1f}: lpips {lp:5.1f} "
+              f"psnr {timed.get('psnr_s', 0):4.2f} ssim {timed.get('ssim_s', 0):4.2f}; decode "
+              f"{timed.get('decode_s', 0):4.2f} store {timed.get('store_s', 0):4.2f}) tables "
+              f"{t.get('summarise_s', 0):4.2f} plots {plots:5.1f} | lpips {lp / r['wall_s']:.0%} of wall", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

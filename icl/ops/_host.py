@@ -1,0 +1,232 @@
+"""numpy in, numpy out without torch: the public ``psnr``, ``ssim``, ``box_iou`` and
+``greedy_match_counts``.
+
+For numpy inputs the native kernels take the arrays as they are, so these ops need neither
+torch nor its op machinery: importing torch costs 0.8-2 s a process and a call through the
+torch front ends 100-300 us, more than the kernel itself on small images (a 72x96 PSNR). Each
+function here serves the common valid call (numpy arrays, the cpu backend, dtypes the kernel
+reads directly) and hands everything else to the torch front end in the op's own module,
+which also raises every error: one place checks and words them. The results are the same
+arrays the cpu backend returns through the torch front end.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from numbers import Real
+from functools import lru_cache
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from icl.ops._dispatch import _record, backend_status, native
+
+_IMAGE_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float64))
+_BOX_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_SSIM_MIN = 11  # the Gaussian window (icl.ops.ssim.WIN_SIZE)
+
+
+def _host_backend(backend: Optional[str]) -> bool:
+    """Whether the call may run on the native cpu backend here (what dispatch would choose)."""
+    forced = backend or os.environ.get("ICL_BACKEND") or None
+    return forced in (None, "cpu") and backend_status("cpu")[0]
+
+
+def _finite(*arrays: np.ndarray) -> bool:
+    return all(a.dtype.kind != "f" or bool(np.isfinite(a).all()) for a in arrays)
+
+
+def _image_pair(a: Any, b: Any, data_range: Any, min_size: int) -> Optional[tuple[np.ndarray, np.ndarray, float]]:
+    """``(x [B, H, W, C], y, data_range)`` for a valid pair the kernels read as it is, else None."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != b.dtype or a.shape != b.shape:
+        return None
+    if a.dtype not in _IMAGE_DTYPES or a.ndim not in (3, 4) or a.shape[-1] not in (1, 3):
+        return None
+    if a.shape[-3] < min_size or a.shape[-2] < min_size or (a.ndim == 4 and a.shape[0] == 0):
+        return None
+    if data_range is None:
+        if a.dtype != np.uint8:
+            return None
+        dr = 255.0
+    elif isinstance(data_range, Real) and not isinstance(data_range, bool):
+        dr = float(data_range)
+        if not (math.isfinite(dr) and dr > 0.0):
+            return None
+    else:
+        return None
+    if not _finite(a, b):
+        return None
+    x = np.ascontiguousarray(a if a.ndim == 4 else a[None])
+    y = np.ascontiguousarray(b if b.ndim == 4 else b[None])
+    return x, y, dr
+
+
+def _scores(values: np.ndarray, single: bool) -> np.ndarray:
+    return values[0, ...] if single else values  # 0-d for one image, as the torch front end
+
+
+@lru_cache(maxsize=None)
+def _native_fn(name: str) -> Optional[Callable[..., Any]]:
+    """``icl._C.<name>`` when the native module loads and has it, else None."""
+    fn: Optional[Callable[..., Any]] = getattr(native(), name, None) if backend_status("cpu")[0] else None
+    return fn
+
+
+# resolved once: at 72x96 a psnr call costs about 3 us, and each look-up counts (cv2.PSNR: 3 us)
+_PSNR_NUMPY: list[Optional[Callable[..., Any]]] = []
+_PSNR_RECORDED: list[bool] = []
+
+
+def _resolve(slot: list[Optional[Callable[..., Any]]], name: str) -> Optional[Callable[..., Any]]:
+    slot.append(_native_fn(name))
+    return slot[0]
+
+
+def psnr(a: Any, b: Any, data_range: Optional[float] = None, *, backend: Optional[str] = None) -> Any:
+    """PSNR in dB of each image pair: ``10 * log10(data_range**2 / MSE)``.
+
+    ``a``, ``b``: ``[B, H, W, C]`` or ``[H, W, C]`` (C = 1 or 3), same shape and dtype: uint8,
+    float16, bfloat16, float32 or float64, finite. ``data_range`` defaults to 255 for uint8 and
+    is required for float images (``ValueError`` otherwise); unlike skimage it is never guessed
+    from the data. The MSE is over all pixels and channels of an image: exact for uint8,
+    squared differences in float32 summed in float64 for float16/bfloat16/float32, float64 for
+    float64. Returns float64 ``[B]`` (0-d for a single image; numpy when ``a`` is numpy) on
+    every backend; identical images give ``+inf``. Differentiable in ``a`` and ``b`` for float
+    inputs (closed-form gradient in float64); a ``torch.library`` op (``torch.ops.icl.psnr``).
+    """
+    if type(a) is np.ndarray and (backend is None or backend == "cpu") and backend_status("cpu")[0]:
+        whole = _PSNR_NUMPY[0] if _PSNR_NUMPY else _resolve(_PSNR_NUMPY, "psnr_numpy")
+        out = None if whole is None else whole(a, b, data_range)  # the common call whole in C++
+        if out is not None:
+            if _PSNR_RECORDED:
+                return out
+            _PSNR_RECORDED.append(True)
+            _record("psnr", "cpu")
+            return out
+    pair = _image_pair(a, b, data_range, 1)
+    if pair is None or not _host_backend(backend):
+        from icl.ops.psnr import psnr as front  # an import statement: torch.compile traces it
+
+        return front(a, b, data_range, backend=backend)
+    x, y, dr = pair
+    mse = native().mse(x, y)
+    _record("psnr", "cpu")
+    with np.errstate(divide="ignore"):  # identical images: +inf, as skimage
+        return _scores(10.0 * np.log10((dr * dr) / mse), a.ndim == 3)
+
+
+def ssim(a: Any, b: Any, data_range: Optional[float] = None, *, backend: Optional[str] = None) -> Any:
+    """Mean SSIM of each image pair, exactly skimage's
+    ``structural_similarity(a, b, gaussian_weights=True, sigma=1.5, use_sample_covariance=False,
+    data_range=data_range, channel_axis=-1)``.
+
+    ``a``, ``b``: ``[B, H, W, C]`` or ``[H, W, C]`` (C = 1 or 3), same shape and dtype: uint8,
+    float16, bfloat16, float32 or float64, finite; H and W at least 11 (the Gaussian window:
+    skimage raises for smaller images, so do we). ``data_range`` defaults to 255 for uint8 and
+    is required for float images (``ValueError``). Gaussian window sigma 1.5 truncated at 3.5
+    sigma (11 taps), K1 = 0.01, K2 = 0.03, population covariance; the SSIM map is averaged
+    over the valid positions (5-pixel border dropped) of each channel, then over channels.
+    Computed in float64 on the cpu and reference backends (within 1e-6 of skimage on every
+    input, flat and bright low-variance images included). Returns float64 ``[B]`` (0-d for a
+    single image; numpy when ``a`` is numpy). Differentiable in ``a`` and ``b`` for float
+    inputs (the backward is the float64 reference's gradient); a ``torch.library`` op
+    (``torch.ops.icl.ssim``), so ``torch.compile(fullgraph=True)`` traces through it.
+    """
+    pair = _image_pair(a, b, data_range, _SSIM_MIN)
+    if pair is None or not _host_backend(backend):
+        from icl.ops.ssim import ssim as front
+
+        return front(a, b, data_range, backend=backend)
+    x, y, dr = pair
+    out = native().ssim(x, y, dr)
+    _record("ssim", "cpu")
+    return _scores(out, a.ndim == 3)
+
+
+def _valid_boxes(t: Any) -> bool:
+    if type(t) is not np.ndarray or t.ndim != 2 or t.shape[1] != 4 or t.dtype not in _BOX_DTYPES:
+        return False
+    return _finite(t) and not bool(((t[:, 2] < t[:, 0]) | (t[:, 3] < t[:, 1])).any())
+
+
+_FLOAT32_SAFE = 2.0**60  # as icl.ops.box_iou: larger float32 coordinates take the float64 path there
+
+
+def box_iou(a: Any, b: Any, *, backend: Optional[str] = None) -> Any:
+    """IoU of every box of ``a`` with every box of ``b``.
+
+    ``a`` ``[N, 4]`` and ``b`` ``[M, 4]`` are ``x0, y0, x1, y1`` boxes in continuous coordinates
+    (area ``(x1 - x0) * (y1 - y0)``, no ``+1``). Returns ``[N, M]``: float64 when either input is
+    float64, else float32 (integer and half inputs are converted to float32); computed in the
+    output dtype as ``inter / (area_a + area_b - inter)``, pycocotools' order, except that
+    float32 boxes with a coordinate beyond 2^60 (whose areas could overflow) are computed in
+    float64 and rounded once, so identical boxes always give exactly 1. Boxes that do not
+    overlap, and zero-area boxes (with anything, themselves included), have IoU exactly 0.
+    Inverted boxes, NaN or infinite coordinates raise ``ValueError``. Not differentiable;
+    a ``torch.library`` op (``torch.ops.icl.box_iou``).
+    """
+    fast = _valid_boxes(a) and _valid_boxes(b) and a.dtype == b.dtype and _host_backend(backend)
+    if fast and a.dtype == np.float32:
+        fast = all(t.size == 0 or float(np.abs(t).max()) <= _FLOAT32_SAFE for t in (a, b))
+    if not fast:
+        from icl.ops.box_iou import box_iou as front
+
+        return front(a, b, backend=backend)
+    out = native().box_iou(np.ascontiguousarray(a), np.ascontiguousarray(b))
+    _record("box_iou", "cpu")
+    return out
+
+
+def _offsets(x: Any, rows: int) -> Optional[np.ndarray]:
+    o = np.asarray(x) if isinstance(x, (list, tuple, np.ndarray)) else None
+    if o is None or o.ndim != 1 or o.size < 1 or o.dtype.kind not in "iu":
+        return None
+    o = np.ascontiguousarray(o, dtype=np.int64)
+    if o[0] != 0 or o[-1] != rows or (o[1:] < o[:-1]).any():
+        return None
+    return o
+
+
+def _thresholds(values: Any) -> Optional[np.ndarray]:
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1 or values.dtype.kind != "f":
+            return None
+        t = values.astype(np.float64)
+    elif isinstance(values, (list, tuple)) and all(isinstance(v, float) for v in values):
+        t = np.array(values, dtype=np.float64)
+    else:
+        return None
+    if t.size == 0 or not bool(((t >= 0.0) & (t <= 1.0)).all()):  # also rejects NaN
+        return None
+    return t
+
+
+def greedy_match_counts(pred_boxes: Any, pred_offsets: Any, gt_boxes: Any, gt_offsets: Any, thresholds: Any, *,
+                        backend: Optional[str] = None) -> Any:
+    """Greedy matching of many samples at many IoU thresholds at once (ragged batch).
+
+    Sample ``s`` owns ``pred_boxes[pred_offsets[s]:pred_offsets[s + 1]]`` and
+    ``gt_boxes[gt_offsets[s]:gt_offsets[s + 1]]``; boxes are xyxy ``[P, 4]`` / ``[G, 4]``
+    (any float or integer dtype, computed in float64; x1 >= x0 and y1 >= y0; boxes outside an
+    image are taken as they are). ``thresholds``: ``[T]`` numbers in [0, 1].
+
+    Returns ``tp`` int64 ``[S, T]`` (true positives of sample s at threshold t),
+    ``tp_iou_sum`` float64 ``[S, T]`` (sum of the IoU of those pairs, added in selection
+    order) and ``best_iou`` float64 ``[G]`` (each ground truth's best IoU with any prediction of
+    its sample, 0 when the sample has none). numpy in (``pred_boxes``) -> numpy out; torch in ->
+    CPU tensors out (the matching runs on the CPU). Not differentiable; a ``torch.library`` op.
+    """
+    fast = _valid_boxes(pred_boxes) and _valid_boxes(gt_boxes) and _host_backend(backend)
+    p_off = _offsets(pred_offsets, pred_boxes.shape[0]) if fast else None
+    g_off = _offsets(gt_offsets, gt_boxes.shape[0]) if fast else None
+    thr = _thresholds(thresholds) if fast else None
+    if p_off is None or g_off is None or thr is None or p_off.size != g_off.size:
+        from icl.ops.greedy_match import greedy_match_counts as front
+
+        return front(pred_boxes, pred_offsets, gt_boxes, gt_offsets, thresholds, backend=backend)
+    pred = np.ascontiguousarray(pred_boxes, dtype=np.float64)
+    gt = np.ascontiguousarray(gt_boxes, dtype=np.float64)
+    out = native().greedy_match_counts(pred, p_off, gt, g_off, thr)
+    _record("greedy_match_counts", "cpu")
+    return tuple(out)

@@ -1,0 +1,155 @@
+"""numpy calls run without torch's op machinery: no ``torch._dynamo`` import for any op, no
+torch at all for ``psnr``, ``ssim``, ``box_iou`` and ``greedy_match_counts`` (``icl.ops._host``),
+and the same results as the torch front ends."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import icl.ops
+from icl.ops.box_iou import box_iou as box_iou_torch
+from icl.ops.greedy_match import greedy_match_counts as counts_torch
+from icl.ops.psnr import psnr as psnr_torch
+from icl.ops.ssim import ssim as ssim_torch
+
+
+def _fresh(code: str) -> dict[str, object]:
+    """Run ``code`` in a fresh interpreter; it prints one JSON line, returned here."""
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.slow  # a fresh interpreter importing torch
+def test_host_ops_import_neither_torch_nor_dynamo() -> None:
+    got = _fresh("""
+        import json, sys, time
+        import numpy as np
+        import icl.ops
+        rng = np.random.default_rng(0)
+        a = rng.integers(0, 256, (72, 96, 3), dtype=np.uint8)
+        b = rng.integers(0, 256, (72, 96, 3), dtype=np.uint8)
+        boxes = rng.random((6, 4)) * 10
+        boxes[:, 2:] += boxes[:, :2]
+        t = time.perf_counter()
+        icl.ops.greedy_match_counts(boxes, [0, 3, 6], boxes + 0.5, [0, 3, 6], [0.5, 0.75])
+        first = time.perf_counter() - t
+        icl.ops.psnr(a, b); icl.ops.ssim(a, b); icl.ops.box_iou(boxes, boxes)
+        print(json.dumps({"torch": "torch" in sys.modules, "first_counts_s": first,
+                          "used": icl.ops.backends_used()}))
+    """)
+    assert got["torch"] is False
+    assert got["used"] == {"box_iou": "cpu", "greedy_match_counts": "cpu", "psnr": "cpu", "ssim": "cpu"}
+    assert float(got["first_counts_s"]) < 2.0  # 0.006 s quiet; 2.2 s when it imported torch._dynamo
+
+
+@pytest.mark.slow  # a fresh interpreter importing torch
+def test_no_op_imports_dynamo_outside_tracing() -> None:
+    got = _fresh("""
+        import json, sys
+        import numpy as np
+        import torch
+        import icl.ops as ops
+        rng = np.random.default_rng(0)
+        img = rng.integers(0, 256, (2, 40, 40, 3), dtype=np.uint8)
+        boxes = np.array([[0.0, 0.0, 4.0, 4.0], [1.0, 1.0, 5.0, 6.0]])
+        for x in (img, torch.from_numpy(img)):
+            ops.psnr(x, x[::-1].copy() if isinstance(x, np.ndarray) else x.flip(0))
+            ops.ssim(x, x)
+            ops.nearest_palette(x, [[0, 0, 0], [255, 255, 255]])
+            ops.turbo_bins(x); ops.turbo_decode(x, 0.5, 10.0); ops.redness(x)
+        ops.turbo_encode(np.ones((4, 4)), 0.5, 2.0)
+        ops.connected_components(img[..., 0] > 128)
+        ops.box_iou(torch.from_numpy(boxes), torch.from_numpy(boxes))
+        ops.greedy_match(np.eye(2) * 0.9)
+        ops.greedy_match_counts(torch.from_numpy(boxes), [0, 2], torch.from_numpy(boxes), [0, 2], [0.5])
+        ops.match_points(np.zeros((2, 2)), np.ones((2, 2)), 2.0)
+        ops.average_precision(boxes, np.array([0.9, 0.5]), np.array([0, 0]), boxes, np.array([0, 0]))
+        ops.patch_match(img[0], img[1], patch_size=7, iterations=1)
+        print(json.dumps({"dynamo": "torch._dynamo" in sys.modules}))
+    """)
+    assert got["dynamo"] is False
+
+
+def test_gradients_still_go_through_the_op() -> None:
+    x = torch.rand(1, 16, 16, 3, dtype=torch.float64, requires_grad=True)
+    y = torch.rand(1, 16, 16, 3, dtype=torch.float64)
+    icl.ops.psnr(x, y, 1.0).sum().backward()
+    assert x.grad is not None and bool(torch.isfinite(x.grad).all())
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(72, 96, 3), (3, 40, 33, 1)])
+def test_image_metrics_equal_the_torch_front_end(dtype: type, shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(1)
+    a = (rng.integers(0, 256, shape) if dtype == np.uint8 else rng.random(shape)).astype(dtype)
+    b = (rng.integers(0, 256, shape) if dtype == np.uint8 else rng.random(shape)).astype(dtype)
+    dr = None if dtype == np.uint8 else 1.0
+    for host, front in ((icl.ops.psnr, psnr_torch), (icl.ops.ssim, ssim_torch)):
+        got, want = host(a, b, dr), front(a, b, dr)
+        assert isinstance(got, np.ndarray) and got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
+    assert (icl.ops.psnr(a, a, dr) == np.inf).all()
+
+
+def test_boxes_equal_the_torch_front_end() -> None:
+    rng = np.random.default_rng(2)
+    boxes = rng.random((30, 4)) * 50
+    boxes[:, 2:] += boxes[:, :2]
+    for dt in (np.float32, np.float64):
+        b = boxes.astype(dt)
+        got, want = icl.ops.box_iou(b, b[::-1]), box_iou_torch(b, b[::-1])
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    off = np.array([0, 10, 10, 30])
+    got = icl.ops.greedy_match_counts(boxes, off, boxes[::-1] + 1.0, off, [0.1, 0.5, 0.9])
+    want = counts_torch(boxes, off, boxes[::-1] + 1.0, off, [0.1, 0.5, 0.9])
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def test_invalid_calls_get_the_front_end_errors() -> None:
+    a = np.zeros((20, 20, 3), np.float32)
+    with pytest.raises(ValueError, match="data_range: required"):
+        icl.ops.psnr(a, a)
+    with pytest.raises(ValueError, match="contains NaN"):
+        icl.ops.ssim(np.full_like(a, np.nan), a, 1.0)
+    with pytest.raises(ValueError, match="inverted"):
+        icl.ops.box_iou(np.array([[2.0, 0, 1, 1]]), np.zeros((1, 4)))
+    with pytest.raises(ValueError, match="offsets"):
+        icl.ops.greedy_match_counts(np.zeros((2, 4)), [0, 3], np.zeros((2, 4)), [0, 2], [0.5])
+    with pytest.raises(ValueError, match="thresholds"):
+        icl.ops.greedy_match_counts(np.zeros((2, 4)), [0, 2], np.zeros((2, 4)), [0, 2], [1.5])
+
+
+def test_forced_backends_are_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    a = np.random.default_rng(3).integers(0, 256, (16, 16, 3), dtype=np.uint8)
+    monkeypatch.setenv("ICL_BACKEND", "reference")
+    want = icl.ops.psnr(a, a[::-1].copy())  # the reference backend, through the front end
+    monkeypatch.delenv("ICL_BACKEND")
+    np.testing.assert_allclose(icl.ops.psnr(a, a[::-1].copy(), backend="reference"), want, rtol=0)
+    assert "reference" in icl.ops.backends_used()["psnr"]
+
+
+@pytest.mark.slow  # a fresh interpreter importing torch
+def test_import_icl_and_benchmark_construction_import_no_torch() -> None:
+    got = _fresh("""
+        import json, sys
+        import icl
+        from icl.benchmarks.registry import get_benchmark
+        seen = {"icl": "torch" in sys.modules}
+        for name in ("vibe", "best50", "vlicl"):
+            get_benchmark(name)()
+            seen[name] = "torch" in sys.modules
+        print(json.dumps(seen))
+    """)
+    assert got == {"icl": False, "vibe": False, "best50": False, "vlicl": False}

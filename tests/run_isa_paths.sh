@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Tests on every instruction-set path, so a CPU without AVX-512 (or without AVX2) runs nothing
+# CI has not run:
+#  1. the kernel tests (tests/ops) once per level of the native hot loops this CPU runs
+#     (ICL_CPU_LEVEL=v4, v3, baseline; csrc/common.h), a level the CPU lacks is reported;
+#  2. the float-sensitive tests once more with numpy's own SIMD dispatch limited to AVX2
+#     (NPY_DISABLE_CPU_FEATURES), as on an AMD EPYC without AVX-512.
+# Usage: tests/run_isa_paths.sh [extra pytest args]; PY selects the interpreter (default
+# .venv/bin/python, else python3). Exit status: the first failing run's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+PYTEST=("$PY" -m pytest -q -m "not slow" -p no:cacheprovider "$@")
+
+levels=$("$PY" -c "import icl._C as C; print(' '.join(C.cpu_levels()))")
+for level in v4 v3 baseline; do
+  if [[ " $levels " == *" $level "* ]]; then
+    echo "== native kernels at ICL_CPU_LEVEL=$level"
+    ICL_CPU_LEVEL=$level "${PYTEST[@]}" tests/ops
+  else
+    echo "== ICL_CPU_LEVEL=$level not run: this CPU runs only: $levels"
+  fi
+done
+
+# numpy's dispatch targets above AVX2 (numpy >= 2.3 names them X86_V4, AVX512_ICL, AVX512_SPR;
+# earlier releases AVX512F, AVX512_SKX, ...): disable those this numpy knows about.
+npy_off=$("$PY" -c "
+try:
+    from numpy._core._multiarray_umath import __cpu_dispatch__ as d
+except ImportError:
+    from numpy.core._multiarray_umath import __cpu_dispatch__ as d
+print(' '.join(f for f in d if f.startswith(('AVX512', 'X86_V4'))))")
+echo "== numpy limited to AVX2 (NPY_DISABLE_CPU_FEATURES='$npy_off')"
+NPY_DISABLE_CPU_FEATURES="$npy_off" "${PYTEST[@]}" tests/ops tests/benchmarks tests/report
