@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import cv2
 import numpy as np
@@ -28,6 +28,26 @@ def new_figure(figsize: tuple[float, float]):
     fig = Figure(figsize=figsize)
     FigureCanvasAgg(fig)
     return fig
+
+
+class _Figures:
+    """What benchmarks' plot code asks of pyplot (``subplots``, ``close``), served by
+    :func:`new_figure`: the same drawing code, no pyplot state, no global backend."""
+
+    @staticmethod
+    def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = (6.4, 4.8),
+                 dpi: Optional[float] = None, **kwargs: Any) -> tuple[Any, Any]:
+        fig = new_figure(figsize)
+        if dpi is not None:
+            fig.set_dpi(dpi)
+        return fig, fig.subplots(nrows, ncols, **kwargs)
+
+    @staticmethod
+    def close(fig: Any = None) -> None:
+        """Figures are plain objects, collected like any other: nothing to close."""
+
+
+figures = _Figures()
 
 
 def safe_name(text: str) -> str:

@@ -260,3 +260,17 @@ def test_a_missing_optional_package_names_its_extra(monkeypatch, capsys, tmp_pat
         unregister_model("needs-httpx")
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and 'pip install "icl-eval[vlm]"' in err
+
+
+@pytest.mark.slow
+def test_no_benchmark_touches_the_callers_matplotlib(tmp_path):
+    """Every benchmark's plots draw on Figure objects: pyplot is never imported and the caller's
+    backend is kept (icl.evaluate in a notebook)."""
+    code = ("import sys, matplotlib; matplotlib.use('svg'); from icl.run.__main__ import main; "
+            f"code = main(['--fast', '--out', {str(tmp_path / 'out')!r}, '--no-progress', '--device', 'cpu']); "
+            "assert code == 0, code; assert matplotlib.get_backend() == 'svg', matplotlib.get_backend(); "
+            "assert 'matplotlib.pyplot' not in sys.modules; print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
+    assert len(list((tmp_path / "out").glob("*/plots/*.png"))) > 5

@@ -28,10 +28,7 @@ def markdown_table(rows: list[dict]) -> str:
 def plot_metrics(rows: Sequence[dict], out: Path, prefix: str = "") -> list[Path]:
     """One PNG per metric (``{prefix}plot_*.png``): the metric against K, a line per class plus
     mean and pooled (clean7); ``rows`` are one model's summary rows (:class:`Scores` rows)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from icl.report.plots import figures as plt  # Figure objects: no pyplot state, no global backend
 
     ks = sorted({r["k"] for r in rows})
     paths = []

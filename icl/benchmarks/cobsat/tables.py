@@ -78,12 +78,10 @@ def consistency_table(rows: Sequence[Mapping[str, Any]], labels: Mapping[str, Ma
 
 
 def _pyplot() -> Any:
-    import matplotlib
+    """pyplot's ``subplots``/``close`` on ``Figure`` objects (never the caller's pyplot state)."""
+    from icl.report.plots import figures
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return figures
 
 
 def shot_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:

@@ -267,10 +267,7 @@ def summarise(rows: Sequence[Mapping[str, Any]], human_csv: str = "") -> dict[st
 
 def plots(tables: Mapping[str, list[dict[str, Any]]], out: Path) -> list[Path]:
     """Adherence vs cleanliness (per model mean), criteria vs #references and #VIs, conflict bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from icl.report.plots import figures as plt  # Figure objects: no pyplot state, no global backend
 
     paths = []
     crit = [r for r in tables.get("criteria", []) if r["variant"] == "visual"]

@@ -13,12 +13,10 @@ from icl.benchmarks.vlicl.tasks import I2T, T2I, TASKS
 
 
 def _pyplot() -> Any:
-    import matplotlib
+    """pyplot's ``subplots``/``close`` on ``Figure`` objects (never the caller's pyplot state)."""
+    from icl.report.plots import figures
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return figures
 
 
 def _label(setting: tuple[Any, ...]) -> str:
