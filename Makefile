@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BUILD := build/inplace
 
-.PHONY: venv build test bench run info clean lpips-weights
+.PHONY: venv build test test-isa bench run info clean lpips-weights
 
 venv: $(VENV)/.installed lpips-weights
 
@@ -34,6 +34,10 @@ build: venv
 test: build
 	$(PY) -m mypy --strict icl/ops tests/ops/typing/ops_usage.py
 	$(PY) -m pytest -q tests
+
+# the kernel tests on every instruction-set level of icl._C, the float tests under numpy limited to AVX2
+test-isa: build
+	PY=$(PY) tests/run_isa_paths.sh
 
 bench: build
 	$(PY) -m pytest --benchmark-only -q bench/
