@@ -290,6 +290,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ConfigError, LockError, OutputWriteError) as exc:
         print(f"icl.run: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into a reader that stopped (| head): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("icl.run: interrupted; finished batches are kept in the store, rerun the same command to resume",
               file=sys.stderr)

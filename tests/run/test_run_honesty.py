@@ -179,6 +179,8 @@ def test_toml_booleans_and_model_args_tables(fast_data, tmp_path, capsys):
     (["vibe", "--fast", "--limit", "0"], "--limit"),
     (["best50", "--fast", "--limit", "-3"], "--limit"),
     (["vibe", "--fast", "--rank-reference", "maybe"], "rank-reference"),
+    (["vlicl"], "vlicl needs the published VL-ICL release: --data-root DIR"),
+    (["cobsat", "--data-root", "/nonexistent-icl-root"], "cobsat"),
 ])
 def test_cli_refusals_are_one_line(argv, needle, capsys, tmp_path):
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2

@@ -102,11 +102,13 @@ class VLICL(Benchmark):
     @property
     def release(self) -> bool:
         """Whether the data is the published release (else the built-in procedural data, which
-        serves ``--fast`` only: a real run without ``--data-root`` is refused)."""
+        serves ``--fast`` only: planning a real run without ``--data-root`` is refused)."""
+        return self.data_root is not None and not self.fast
+
+    def _require_data(self) -> None:
         if self.data_root is None and not self.fast:
             raise ValueError("vlicl needs the published VL-ICL release: --data-root DIR (its layout: docs/vlicl.md), "
                              "or --fast for the built-in synthetic data")
-        return self.data_root is not None and not self.fast
 
     def task_ids(self) -> list[str]:
         """The tasks this setting runs (text versions exist for seven tasks, real names for one);
@@ -139,6 +141,7 @@ class VLICL(Benchmark):
 
     def data(self, task: str) -> TaskData:
         """The records of ``task`` (loaded once)."""
+        self._require_data()
         if task not in self._data:
             text = self.config["variant"] == "text"
             if self.release:
