@@ -143,12 +143,12 @@ class Benchmark(ABC):
         """The typed request for ``item``; ``privileged`` models (oracles) may get the answer."""
 
     def request_type(self, item: Item) -> type:
-        """The request type ``request(item)`` builds, known without building it: a model is
-        asked only for the items whose type it serves. Benchmarks sending several types override it."""
-        if len(self.request_types) != 1:
-            raise NotImplementedError(f"benchmark {self.name!r} sends {len(self.request_types)} request types "
-                                      "and must say which one each item gets (Benchmark.request_type)")
-        return self.request_types[0]
+        """The request type ``request(item)`` builds: a model is asked only for the items whose
+        type it serves. With one declared type that is it; otherwise the request is built and its
+        type taken (benchmarks sending several types override this to answer without building)."""
+        if len(self.request_types) == 1:
+            return self.request_types[0]
+        return type(self.request(item))
 
     def item_kind(self, item: Item) -> str:
         """How skipped items are named when a model cannot serve them (default: the ``task`` column)."""

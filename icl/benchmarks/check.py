@@ -89,13 +89,10 @@ def check_benchmark(cls: type[Benchmark], config: Optional[Mapping[str, Any]] = 
                 problems.append(f"item {it.key!r}: the request's content hash changes through pickle")
         except Exception as exc:
             problems.append(f"item {it.key!r}: the request does not pickle ({type(exc).__name__}: {exc})")
-        try:
-            declared = first.request_type(it)
-            if not isinstance(ra, declared):
-                problems.append(f"item {it.key!r}: request_type says {declared.__name__}, request() built "
-                                f"{type(ra).__name__}")
-        except NotImplementedError as exc:
-            problems.append(str(exc))
+        declared = first.request_type(it)
+        if not isinstance(ra, declared):
+            problems.append(f"item {it.key!r}: request_type says {declared.__name__}, request() built "
+                            f"{type(ra).__name__}")
     scored = [it for it in picked if forward[it.key] is not None]
     scores_a = {it.key: _score(first, it, answer(forward[it.key]), problems) for it in scored}
     scores_b = {it.key: _score(second, by_key_b.get(it.key, it), answer(forward[it.key]), problems)

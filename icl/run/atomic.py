@@ -8,7 +8,7 @@ the new one, never a truncated one, and two writers never share a temporary name
 (``tempfile.mkstemp``: created with ``O_EXCL``, never through a link planted under its name).
 ``os.replace`` swaps the directory entry, so a symbolic link planted under an output's name is
 replaced by the file and its target is never written. Temporary files are named
-``.<name>.icl-XXXXXXXX.tmp``; one left by a killed writer is removed by
+``.<name>.icl-<8 random hex digits>.tmp``; one left by a killed writer is removed by
 :func:`remove_stale_temporaries` when the next run takes the folder's lock. The data is fsynced
 before the rename (``durable=False`` skips that for scratch files). A write that fails for a
 reason the user must fix (read-only filesystem, no permission, disk full, quota, file size

@@ -17,7 +17,7 @@ import pytest
 from icl.benchmarks import BenchmarkCheckError, check_benchmark
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import get_benchmark
-from icl.models.requests import ChatRequest
+from icl.models.requests import ChatRequest, GenerationRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "plugins.md"
@@ -115,3 +115,30 @@ def test_check_benchmark_lists_every_broken_promise():
 def test_builtin_benchmarks_keep_the_promises(name, config):
     counts = check_benchmark(get_benchmark(name), config, limit=8)
     assert counts["requests_checked"] > 0 and counts["scores_checked"] == counts["requests_checked"]
+
+
+class TwoKinds(Benchmark):
+    """Sends chat and generation requests and does not override ``request_type``."""
+
+    name = "two-kinds"
+    request_types = (ChatRequest, GenerationRequest)
+
+    def items(self):
+        return [Item("chat", {"task": "chat"}, 0), Item("draw", {"task": "draw"}, 1)]
+
+    def request(self, item, privileged=False):
+        if item.payload == 0:
+            return ChatRequest.user(item.key, "hello")
+        return GenerationRequest(item.key, ("a red square",), size=(8, 8))
+
+    def score(self, item, response, judgements=()):
+        return {"answered": float(response is not None)}
+
+    def summarise(self, rows):
+        return {}
+
+
+def test_request_type_defaults_to_the_type_built():
+    bench = TwoKinds({})
+    assert [bench.request_type(it) for it in bench.items()] == [ChatRequest, GenerationRequest]
+    assert check_benchmark(TwoKinds, {})["requests_checked"] == 2

@@ -91,21 +91,16 @@ class VisualCloze(TorchAdapter):
         found = resolve_weights(self.name, self.weights, "model_index.json")
         return (found.parent if found.is_file() else found,)
 
-    def build(self) -> Any:
-        raise NotImplementedError("VisualCloze loads its components in load()")
-
-    def load(self, device: str) -> None:
-        from diffusers import (AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxTransformer2DModel,
-                               VisualClozePipeline)
+    def build(self) -> dict[str, Any]:
+        """The pipeline's components with their weights, on the host at the model's dtype
+        (strict loads; a missing tokenizer or scheduler file names the folder)."""
+        from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxTransformer2DModel
         from transformers import CLIPTextModel, CLIPTokenizer, T5EncoderModel, T5TokenizerFast
 
-        dtype = self.torch_dtype
-        dev = checked_device(self.name, device, dtype)
         folder = self.model_files()[0]
-        index = read_json(folder / "model_index.json")
         models = {"transformer": FluxTransformer2DModel, "vae": AutoencoderKL, "text_encoder": CLIPTextModel,
                   "text_encoder_2": T5EncoderModel}
-        parts: dict[str, Any] = {k: load_pretrained(cls, folder / k, f"VisualCloze {k}", dtype=dtype).to(dev).eval()
+        parts: dict[str, Any] = {k: load_pretrained(cls, folder / k, f"VisualCloze {k}", dtype=self.torch_dtype).eval()
                                  for k, cls in models.items()}
         try:
             parts["tokenizer"] = CLIPTokenizer.from_pretrained(str(folder / "tokenizer"), local_files_only=True)
@@ -114,6 +109,16 @@ class VisualCloze(TorchAdapter):
                                                                                 local_files_only=True)
         except Exception as exc:  # missing or malformed tokenizer/scheduler files: name the folder
             raise WeightsError(f"{folder}: cannot read the tokenizers or scheduler ({type(exc).__name__}: {exc})") from exc
+        return parts
+
+    def load(self, device: str) -> None:
+        from diffusers import VisualClozePipeline
+
+        dev = checked_device(self.name, device, self.torch_dtype)
+        index = read_json(self.model_files()[0] / "model_index.json")
+        parts = self.build()
+        for k in ("transformer", "vae", "text_encoder", "text_encoder_2"):
+            parts[k] = parts[k].to(dev)
         parts["transformer"] = compiled(parts["transformer"], self.compile)
         self.resolution = int(self.resolution_arg or index.get("resolution") or 384)
         self.pipe = self.net = VisualClozePipeline(**parts, resolution=self.resolution)
