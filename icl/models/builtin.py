@@ -9,7 +9,7 @@ uint8 image (``round(255 * x)`` is exact for every level in both dtypes).
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import cv2
 import numpy as np
@@ -109,3 +109,28 @@ class Identity(_Builtin):
 
     def pick(self, req: AnalogyRequest) -> Any:
         return req.query
+
+
+class BuiltinDataJudge(Adapter):
+    """A deterministic judge of a benchmark's built-in synthetic data: it reads its own drawings
+    and answers the benchmark's judge questions. It judges only requests whose id starts with
+    ``prefix`` (the benchmark gives built-in items that prefix) and refuses anything else in one
+    line: release data needs a vision-language judge (``--judge``). Subclasses set ``name``,
+    ``prefix``, ``data`` (what it judges, for the message) and implement :meth:`answer`."""
+
+    serves = (ChatRequest,)
+    batch_size = 64
+    prefix: ClassVar[str] = ""
+    data: ClassVar[str] = "built-in data"
+
+    @abstractmethod
+    def answer(self, request: ChatRequest) -> str:
+        """The judge's answer to one question about a built-in image."""
+
+    def predict(self, requests: Sequence[ChatRequest]) -> list[str]:
+        for req in requests:
+            if not (isinstance(req, ChatRequest) and req.id.startswith(self.prefix)):
+                raise ValueError(f"{self.name} judges only {self.data}, not request "
+                                 f"{getattr(req, 'id', type(req).__name__)!r}: judge release data with a "
+                                 "vision-language model (--judge hf-vlm:... or openai:...)")
+        return [self.answer(r) for r in requests]

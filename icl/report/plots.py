@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import cv2
 import numpy as np
@@ -48,6 +48,37 @@ class _Figures:
 
 
 figures = _Figures()
+
+
+def shot_curve_panels(panels: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]], path: Path, value: str,
+                      std: Optional[str] = None, titles: Optional[Mapping[str, str]] = None,
+                      ylabel: str = "accuracy (%)") -> Path:
+    """Accuracy against shots: a panel per task (``panels`` in the order given: task -> model ->
+    rows with ``shots`` and ``value``), a line per model, error bars from ``std`` when given;
+    five panels a row; written to ``path`` (PNG)."""
+    names = list(panels)
+    cols = max(1, min(len(names), 5))
+    rows = math.ceil(len(names) / cols)
+    fig, axes = figures.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
+    for ax, task in zip(axes.flat, names):
+        for model, rs in sorted(panels[task].items()):
+            rs = sorted(rs, key=lambda r: r["shots"])
+            x, y = [r["shots"] for r in rs], [r[value] for r in rs]
+            if std is None:
+                ax.plot(x, y, marker="o", label=model)
+            else:
+                ax.errorbar(x, y, yerr=[r[std] for r in rs], marker="o", capsize=3, label=model)
+        ax.set_title((titles or {}).get(task, task), fontsize=9)
+        ax.set_xlabel("shots")
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(-2, 102)
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    if names:
+        axes.flat[0].legend(fontsize=7)
+    fig.subplots_adjust(left=0.06, right=0.98, top=0.93, bottom=0.1, hspace=0.55, wspace=0.35)
+    fig.savefig(path, dpi=90)
+    return path
 
 
 def safe_name(text: str) -> str:

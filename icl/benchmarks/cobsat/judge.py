@@ -15,11 +15,11 @@ refuses anything else with an error: release images need a vision-language judge
 from __future__ import annotations
 
 import re
-from typing import Optional, Sequence
+from typing import Optional
 
 from icl.benchmarks.cobsat import lite
 from icl.benchmarks.cobsat.vocab import VOCAB, display
-from icl.models.base import Adapter
+from icl.models.builtin import BuiltinDataJudge
 from icl.models.requests import ChatRequest
 
 LITE_PREFIX = "cobsat-lite/"
@@ -63,18 +63,13 @@ def answer(req: ChatRequest) -> str:
     return "unreadable" if found is None else str(found + 1)
 
 
-class CoBSATJudge(Adapter):
+class CoBSATJudge(BuiltinDataJudge):
     """Answers CoBSAT's judge questions about CoBSAT-lite answers (see the module docstring)."""
 
     name = "cobsat-judge"
     version = "1"
-    serves = (ChatRequest,)
-    batch_size = 64
+    prefix = LITE_PREFIX
+    data = "CoBSAT-lite answers"
 
-    def predict(self, requests: Sequence[ChatRequest]) -> list[str]:
-        for req in requests:
-            if not (isinstance(req, ChatRequest) and req.id.startswith(LITE_PREFIX)):
-                raise ValueError(f"cobsat-judge judges only CoBSAT-lite answers, not request "
-                                 f"{getattr(req, 'id', type(req).__name__)!r}: judge release data with a "
-                                 "vision-language model (--judge)")
-        return [answer(r) for r in requests]
+    def answer(self, request: ChatRequest) -> str:
+        return answer(request)

@@ -4,7 +4,6 @@ with human labels, and accuracy against shots per task."""
 from __future__ import annotations
 
 import csv
-import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -77,13 +76,6 @@ def consistency_table(rows: Sequence[Mapping[str, Any]], labels: Mapping[str, Ma
             for (m, a), (n, k) in sorted(tally.items())]
 
 
-def _pyplot() -> Any:
-    """pyplot's ``subplots``/``close`` on ``Figure`` objects (never the caller's pyplot state)."""
-    from icl.report.plots import figures
-
-    return figures
-
-
 def shot_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """One figure per setting: a panel per task, a line per model (overall accuracy)."""
     by_setting: dict[tuple, dict[str, dict[str, list[Mapping[str, Any]]]]] = defaultdict(
@@ -92,30 +84,11 @@ def shot_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
         by_setting[tuple(r.get(c) for c in SETTING)][r["task"]][r["model"]].append(r)
     if not by_setting:
         return []
-    plt = _pyplot()
-    paths = []
-    for setting, tasks in sorted(by_setting.items(), key=lambda kv: str(kv[0])):
-        names = [t for t in TASKS if t in tasks]
-        cols = min(len(names), 5)
-        nrows = math.ceil(len(names) / cols)
-        fig, axes = plt.subplots(nrows, cols, figsize=(3.0 * cols, 2.6 * nrows), squeeze=False)
-        for ax, task in zip(axes.flat, names):
-            for model, rs in sorted(tasks[task].items()):
-                rs = sorted(rs, key=lambda r: r["shots"])
-                ax.plot([r["shots"] for r in rs], [r["overall"] for r in rs], marker="o", label=model)
-            ax.set_title(task, fontsize=9)
-            ax.set_xlabel("shots")
-            ax.set_ylabel("accuracy (%)")
-            ax.set_ylim(-2, 102)
-        for ax in list(axes.flat)[len(names):]:
-            ax.axis("off")
-        axes.flat[0].legend(fontsize=7)
-        fig.subplots_adjust(left=0.07, right=0.98, top=0.92, bottom=0.12, hspace=0.6, wspace=0.35)
-        path = out / ("cobsat_shots_" + "_".join(str(s) for s in setting) + ".png")
-        fig.savefig(path, dpi=80)
-        plt.close(fig)
-        paths.append(path)
-    return paths
+    from icl.report.plots import shot_curve_panels
+
+    return [shot_curve_panels({t: tasks[t] for t in TASKS if t in tasks},
+                              out / ("cobsat_shots_" + "_".join(str(v) for v in setting) + ".png"), "overall")
+            for setting, tasks in sorted(by_setting.items(), key=lambda kv: str(kv[0]))]
 
 
 def judge_agreement(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -141,7 +114,8 @@ def agreement_plot(agreement: Sequence[Mapping[str, Any]], out: Path, name: str 
     rows = [r for r in agreement if r["aspect"] == "overall"]
     if not rows:
         return []
-    plt = _pyplot()
+    from icl.report.plots import figures as plt  # Figure objects, never pyplot state
+
     models = sorted({r["model"] for r in rows})
     tasks = [t for t in TASKS if any(r["task"] == t for r in rows)]
     fig, ax = plt.subplots(figsize=(1.0 + 0.9 * len(tasks), 3.0))

@@ -22,6 +22,7 @@ import numpy as np
 
 from icl.benchmarks.vif.spatial import decode_layout, marks_left, placement
 from icl.models.base import Adapter
+from icl.models.builtin import BuiltinDataJudge
 from icl.models.requests import ChatRequest, GenerationRequest
 
 SYNTHETIC_PREFIX = "vif-synthetic/"
@@ -88,18 +89,14 @@ def spatial_answer(req: ChatRequest) -> str:
     return json.dumps(answer)
 
 
-class SpatialJudge(Adapter):
+class SpatialJudge(BuiltinDataJudge):
     """Judges the synthetic tasks' placement and cleanliness (see the module docstring)."""
 
     name = "vif-spatial-judge"
     version = "1"
-    serves = (ChatRequest,)
     batch_size = 32
+    prefix = SYNTHETIC_PREFIX
+    data = "the built-in synthetic tasks"
 
-    def predict(self, requests: Sequence[ChatRequest]) -> list[str]:
-        for req in requests:
-            if not (isinstance(req, ChatRequest) and req.id.startswith(SYNTHETIC_PREFIX)):
-                raise ValueError(f"vif-spatial-judge judges only the built-in synthetic tasks, not request "
-                                 f"{getattr(req, 'id', type(req).__name__)!r}: judge release data with a "
-                                 "vision-language model (--judge hf-vlm:... or openai:...)")
-        return [spatial_answer(r) for r in requests]
+    def answer(self, request: ChatRequest) -> str:
+        return spatial_answer(request)

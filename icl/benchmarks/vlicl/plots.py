@@ -3,20 +3,12 @@ against zero-shot accuracy with the ``zero-shot + efficiency = 100`` front (sour
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from icl.benchmarks.vlicl.summary import SETTING
 from icl.benchmarks.vlicl.tasks import I2T, T2I, TASKS
-
-
-def _pyplot() -> Any:
-    """pyplot's ``subplots``/``close`` on ``Figure`` objects (never the caller's pyplot state)."""
-    from icl.report.plots import figures
-
-    return figures
 
 
 def _label(setting: tuple[Any, ...]) -> str:
@@ -26,40 +18,23 @@ def _label(setting: tuple[Any, ...]) -> str:
 
 def shot_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """One figure per setting: a panel per task, a line per model, error bars = seed std."""
-    plt = _pyplot()
+    from icl.report.plots import shot_curve_panels
+
     by_setting: dict[tuple, dict[str, dict[str, list[Mapping[str, Any]]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
     for r in accuracy:
         by_setting[tuple(r.get(c) for c in SETTING)][r["task"]][r["model"]].append(r)
-    paths = []
-    for setting, tasks in sorted(by_setting.items(), key=lambda kv: _label(kv[0])):
-        names = [t for t in TASKS if t in tasks] + sorted(t for t in tasks if t not in TASKS)
-        cols = min(len(names), 5)
-        rows = math.ceil(len(names) / cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
-        for ax, task in zip(axes.flat, names):
-            for model, rs in sorted(tasks[task].items()):
-                rs = sorted(rs, key=lambda r: r["shots"])
-                ax.errorbar([r["shots"] for r in rs], [r["accuracy"] for r in rs], yerr=[r["std"] for r in rs],
-                            marker="o", capsize=3, label=model)
-            ax.set_title(TASKS[task].title if task in TASKS else task, fontsize=9)
-            ax.set_xlabel("shots")
-            ax.set_ylabel("accuracy (%)")
-            ax.set_ylim(-2, 102)
-        for ax in list(axes.flat)[len(names):]:
-            ax.axis("off")
-        axes.flat[0].legend(fontsize=7)
-        fig.subplots_adjust(left=0.06, right=0.98, top=0.93, bottom=0.1, hspace=0.55, wspace=0.35)
-        path = out / f"vlicl_shots_{_label(setting)}.png"
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        paths.append(path)
-    return paths
+    titles = {t: TASKS[t].title for t in TASKS}
+    return [shot_curve_panels({t: tasks[t] for t in [*[t for t in TASKS if t in tasks],
+                                                     *sorted(t for t in tasks if t not in TASKS)]},
+                              out / f"vlicl_shots_{_label(setting)}.png", "accuracy", std="std", titles=titles)
+            for setting, tasks in sorted(by_setting.items(), key=lambda kv: _label(kv[0]))]
 
 
 def efficiency_front(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """Efficiency vs zero-shot per direction, one point per (model, task), with the ZS + Eff = 100 front."""
-    plt = _pyplot()
+    from icl.report.plots import figures as plt  # Figure objects, never pyplot state
+
     by_setting: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
     for r in summary:
         by_setting[tuple(r.get(c) for c in SETTING)].append(r)
