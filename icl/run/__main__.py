@@ -179,7 +179,7 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
     return RunConfig(benchmark=bench_name, options=options, models=models, judge=judge,
                      fast=boolean("fast", False), data_root=path("data_root"),
                      name=pick("name", None), out=path("out"), store=path("store"),
-                     device=validate_device(str(pick("device", "auto"))), dtype=pick("dtype", None), evaluate=evaluate,
+                     device=str(pick("device", "auto")), dtype=pick("dtype", None), evaluate=evaluate,
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
                      trace_memory=boolean("trace_memory", False), command=list(argv))
 
@@ -212,31 +212,6 @@ def _model_arg_pairs(value: Any, where: Any) -> list[str]:
         else:
             out.append(f"{key}={text(v)}")
     return out
-
-
-def validate_device(device: str) -> str:
-    """``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (ConfigError, one line, otherwise); whether
-    CUDA is there is checked when the run starts (:func:`icl.run.models.resolve_device`)."""
-    import re
-
-    if device in ("auto", "cpu") or re.fullmatch(r"cuda(:\d+)?", device):
-        return device
-    raise ConfigError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
-    m = re.fullmatch(r"cuda(?::(\d+))?", device)
-    if m is None:
-        raise ConfigError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
-    try:
-        import torch
-    except ImportError:
-        raise ConfigError(f"--device {device}: torch is not installed") from None
-    if not torch.cuda.is_available():
-        build = "a CPU-only torch build" if torch.version.cuda is None else "no visible CUDA device"
-        raise ConfigError(f"--device {device}: CUDA is not available here ({build}, torch {torch.__version__}); "
-                          "use --device cpu or auto")
-    index = int(m.group(1) or 0)
-    if index >= torch.cuda.device_count():
-        raise ConfigError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) visible")
-    return device
 
 
 def _list(bench: Any) -> int:

@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -59,9 +60,11 @@ class RunModel:
 
 def resolve_device(device: str) -> str:
     """``auto`` -> ``cuda`` when a CUDA device is visible, else ``cpu``; ``cuda[:N]`` checked
-    against what torch sees (ConfigError, one line, when it is not there)."""
+    against what torch sees; anything else is a ConfigError (one line)."""
     if device == "cpu":
         return device
+    if device != "auto" and not re.fullmatch(r"cuda(:\d+)?", device):
+        raise ConfigError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
     try:
         import torch
     except ImportError:
@@ -70,8 +73,6 @@ def resolve_device(device: str) -> str:
         raise ConfigError(f"--device {device}: torch is not installed") from None
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if not device.startswith("cuda"):
-        raise ConfigError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
     if not torch.cuda.is_available():
         build = "a CPU-only torch build" if torch.version.cuda is None else "no visible CUDA device"
         raise ConfigError(f"--device {device}: CUDA is not available here ({build}, torch {torch.__version__}); "

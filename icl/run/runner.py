@@ -120,9 +120,9 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     t0 = time.perf_counter()
     _absolute_paths(config)
+    device = resolve_device(config.device)  # a device that is not there: one line before any planning
     bench = open_benchmark(config)
     items = _plan(bench)
-    device = resolve_device(config.device)
     models, judge = _models(config, bench, device)
     out = config.out_dir
     with writable(out, config.store_path):
