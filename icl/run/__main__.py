@@ -314,8 +314,9 @@ def _main(argv: list[str]) -> int:
     # Device evaluation runs OpenMP regions from two threads at once (torch's runtime and
     # icl._C's); idle teams spinning by default steal the cores the other needs.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from icl.run.runner import run
+    from icl.run.runner import process_age, run
 
+    config.whole_process = True
     return run(config).exit_code
 
 
@@ -323,7 +324,7 @@ def _fast_all(rest: list[str], names: list[str], typed: list[str]) -> int:
     """``--fast`` without a benchmark: every registered benchmark's smoke run, one summary. A
     plugin benchmark that cannot be imported is skipped with one line (the others run)."""
     from icl.benchmarks.registry import get_benchmark
-    from icl.run.runner import run
+    from icl.run.runner import process_age, run
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     configs, broken = [], []
@@ -351,7 +352,8 @@ def _fast_all(rest: list[str], names: list[str], typed: list[str]) -> int:
         worst = max(worst, outcome.exit_code)
         lines.append(f"  {name:<10} {'ok' if outcome.exit_code == 0 else 'FAILED':<7} {outcome.stats.computed} "
                      f"computed, {outcome.stats.skipped} reused, {outcome.failed_items} failed -> {outcome.out_dir}")
-    print("icl.run --fast summary:")
+    whole = process_age()
+    print("icl.run --fast summary" + (f" ({whole:.1f} s in all, start-up included):" if whole else ":"))
     print("\n".join(lines + [f"  {n:<10} SKIPPED (the plugin cannot be imported)" for n in broken]))
     return max(worst, 1 if broken else 0)
 

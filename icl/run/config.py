@@ -127,6 +127,9 @@ class RunConfig:
     progress: bool = True
     trace_memory: bool = False
     command: Optional[list[str]] = None
+    # this run is the whole process (one benchmark from the command line): its printed time and
+    # results.json's startup_s include the interpreter's start and imports
+    whole_process: bool = False
 
     @property
     def run_name(self) -> str:

@@ -245,8 +245,8 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     timings["summarise_s"] = time.perf_counter() - t_report
     if t0 is not None:
         timings["total_s"] = time.perf_counter() - t0  # up to the files, which follow
-        age = process_age()
-        if age is not None:  # interpreter start and imports before run()
+        age = process_age() if config.whole_process else None
+        if age is not None:  # interpreter start and imports before run(), when this run is the process
             timings["startup_s"] = max(0.0, age - timings["total_s"])
     compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
 
@@ -303,6 +303,14 @@ def process_age() -> Optional[float]:
         return None
 
 
+def _run_seconds(t: Mapping[str, float]) -> Optional[float]:
+    """From ``run()`` to its last file: ``total_s`` stops before the files, ``report_s`` covers
+    the summary and the files."""
+    if "total_s" not in t:
+        return None
+    return t["total_s"] + max(0.0, t.get("report_s", 0.0) - t.get("summarise_s", 0.0))
+
+
 def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) -> None:
     text = bench.summary(o.tables)
     if text:
@@ -311,7 +319,8 @@ def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) 
     t = o.timings
     print(f"{bench.name}: {s.computed} items computed, {s.skipped} already in the store, {o.failed_items} failed"
           + (f" ({s.cached_responses} answers reused from the store)" if s.cached_responses else "")
-          + (f"; {whole:.1f} s" if (whole := process_age() or t.get("total_s")) else "") + f"; files in {o.out_dir}",
+          + (f"; {whole:.1f} s" if (whole := (process_age() if "startup_s" in t else None) or _run_seconds(t))
+             else "") + f"; files in {o.out_dir}",
           file=stdout)
     for label, kinds in o.not_applicable.items():
         types = sorted({k.rsplit(" (", 1)[-1].rstrip(")") for k in kinds})
