@@ -6,6 +6,7 @@
     python -m icl.run best50 --package DIR --models hf-vlm --model-arg hf-vlm:weights=/w/qwen
     python -m icl.run vibe --config run.toml --device cuda   # flags override the file
     python -m icl.run rescore runs/vibe      # every score and file again from stored responses
+    python -m icl.run export runs/vibe       # samples.jsonl and the image answers from the store
     python -m icl.run vibe --list            # tasks, datasets, models
 
 BENCHMARK defaults to ``vibe``. Exit status: 0 everything computed, 1 some items failed, 2 a usage
@@ -63,6 +64,9 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--plots", dest="plots", type=_bool_arg("--plots"), default=None, metavar="BOOL",
                    help="draw the plots (true, default) or not (false)")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="the same as --plots false")
+    p.add_argument("--log-samples", dest="log_samples", type=_bool_arg("--log-samples"), default=None,
+                   metavar="BOOL", help="write samples.jsonl, one line per item and model (default: true for runs "
+                                        "under 100,000 planned items x models, else false)")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
     p.add_argument("--trace-memory", action="store_true", default=None,
                    help="peak memory per stage with tracemalloc (slower) instead of the process peak RSS")
@@ -117,7 +121,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 _COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap",
-                "plots", "progress", "trace_memory", "fast")
+                "plots", "progress", "trace_memory", "fast", "log_samples")
 
 
 def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
@@ -173,6 +177,12 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
         v = pick(name, None)
         return Path(v) if v is not None else None
 
+    log_samples = pick("log_samples", None)
+    if log_samples is not None:
+        try:
+            log_samples = parse_bool(log_samples, f"--config {args.config}: log_samples")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     evaluate = pick("evaluate", "auto")
     if evaluate not in EVAL_MODES:
         raise ConfigError(f"evaluate must be one of {', '.join(EVAL_MODES)}, got {evaluate!r}")
@@ -181,7 +191,7 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
                      name=pick("name", None), out=path("out"), store=path("store"),
                      device=str(pick("device", "auto")), dtype=pick("dtype", None), evaluate=evaluate,
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
-                     trace_memory=boolean("trace_memory", False), command=list(argv))
+                     trace_memory=boolean("trace_memory", False), log_samples=log_samples, command=list(argv))
 
 
 def _model_arg_pairs(value: Any, where: Any) -> list[str]:
@@ -232,7 +242,7 @@ def _list(bench: Any) -> int:
 def _usage() -> str:
     from icl.benchmarks.registry import list_benchmarks
 
-    return (f"usage: python -m icl.run BENCHMARK [options] | --fast [BENCHMARK] | rescore RUN_DIR\n"
+    return (f"usage: python -m icl.run BENCHMARK [options] | --fast [BENCHMARK] | rescore RUN_DIR | export RUN_DIR\n"
             f"benchmarks: {', '.join(list_benchmarks())}\n"
             f"python -m icl.run BENCHMARK --help lists its options; python -m icl.run --fast runs every benchmark "
             f"on built-in synthetic data")
@@ -281,6 +291,8 @@ def _main(argv: list[str]) -> int:
     name, rest = _split(argv)
     if name == "rescore":
         return _rescore(rest, typed)
+    if name == "export":
+        return _export(rest, typed)
     pre = common_parser("python -m icl.run")
     known, _ = pre.parse_known_args(rest)
     logging.basicConfig(level=getattr(logging, str(known.log_level).upper(), logging.WARNING),
@@ -296,7 +308,7 @@ def _main(argv: list[str]) -> int:
     try:
         cls = get_benchmark(name)
     except UnknownBenchmarkError:
-        raise ConfigError(f"unknown benchmark {name!r}{closest(name, [*list_benchmarks(), 'rescore'])}") from None
+        raise ConfigError(f"unknown benchmark {name!r}{closest(name, [*list_benchmarks(), 'rescore', 'export'])}") from None
     except (ImportError, TypeError) as exc:
         raise ConfigError(str(exc)) from None
     parser = common_parser(f"python -m icl.run {name}")
@@ -367,6 +379,19 @@ def _rescore(rest: list[str], typed: list[str]) -> int:
     from icl.run.runner import rescore
 
     return rescore(args.run_dir, command=typed).exit_code
+
+
+def _export(rest: list[str], typed: list[str]) -> int:
+    p = _Parser(prog="python -m icl.run export",
+                description="Write a finished run's samples.jsonl, requests.jsonl and image answers (samples/*.png) "
+                            "from its store (no model is loaded).")
+    p.add_argument("run_dir", type=Path, help="a run's output folder (holding results.json and its store)")
+    args = p.parse_args(rest)
+    from icl.run.runner import export
+
+    path = export(args.run_dir, command=typed)
+    print(f"icl.run export: wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":

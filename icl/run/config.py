@@ -126,6 +126,8 @@ class RunConfig:
     plots: bool = True
     progress: bool = True
     trace_memory: bool = False
+    # samples.jsonl (icl.run.samples): None is on for runs under 100k planned items x models
+    log_samples: Optional[bool] = None
     command: Optional[list[str]] = None
     # this run is the whole process (one benchmark from the command line): its printed time and
     # results.json's startup_s include the interpreter's start and imports
@@ -151,7 +153,7 @@ class RunConfig:
             judge=None if self.judge is None else dict(name=self.judge.name, args=dict(self.judge.args)),
             fast=self.fast, data_root=None if self.data_root is None else str(self.data_root), name=self.run_name,
             out=str(self.out_dir), store=str(self.store_path), device=self.device, dtype=self.dtype,
-            evaluate=self.evaluate, overlap=self.overlap, plots=self.plots,
+            evaluate=self.evaluate, overlap=self.overlap, plots=self.plots, log_samples=self.log_samples,
         )
 
     @classmethod
@@ -167,7 +169,8 @@ class RunConfig:
                    out=Path(data["out"]) if data.get("out") else None,
                    store=Path(data["store"]) if data.get("store") else None, device=data.get("device", "auto"),
                    dtype=data.get("dtype"), evaluate=data.get("evaluate", "auto"),
-                   overlap=bool(data.get("overlap", True)), plots=bool(data.get("plots", True)))
+                   overlap=bool(data.get("overlap", True)), plots=bool(data.get("plots", True)),
+                   log_samples=data.get("log_samples"))
 
 
 def _plain(v: Any) -> Any:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Sequence
 
 from icl._lazy import extra_hint
@@ -27,7 +27,7 @@ from icl.benchmarks.base import Benchmark, Item
 from icl.models.base import ContextOverflowError
 from icl.models.requests import AnalogyRequest, content_hash
 from icl.run import responses as R
-from icl.run.compute import ComputeMeter
+from icl.run.compute import CallCost, ComputeMeter, call_costs
 from icl.run.device import ScorePipeline, tensor_requests
 from icl.run.guard import ItemOutcome, ModelGuard, check_stop
 from icl.run.models import RunModel
@@ -90,7 +90,7 @@ class _Answer:
     scored: Any = None
     failed: Optional[str] = None  # reason
     error: Optional[str] = None
-    seconds: float = 0.0
+    cost: CallCost = CallCost()  # of its model calls in this run (none when answered from the store)
     judgements: list[str] = field(default_factory=list)
 
 
@@ -181,8 +181,8 @@ class Engine:
                 break
             reqs = [a.request for a in live]
             outs = self._ask(model, reqs, responses, links, failures, [a.item.key for a in live], f"answer:{step}")
-            for a, (value, scored, reason, error, seconds) in zip(live, outs):
-                a.seconds += seconds
+            for a, (value, scored, reason, error, cost) in zip(live, outs):
+                a.cost = a.cost.plus(cost)
                 if reason is not None:
                     a.failed, a.error = reason, error
                     continue
@@ -224,7 +224,7 @@ class Engine:
     def _ask(self, model: RunModel, reqs: list[Any], responses: list[Response], links: list,
              failures: list[Failure], item_keys: list[str], step: str) -> list[tuple]:
         """Answer ``reqs`` from the store or the model: per request (host value, value to
-        score, failure reason, error, seconds)."""
+        score, failure reason, error, :class:`CallCost`)."""
         hashes = [content_hash(r) for r in reqs]
         links += [(k, model.model_id, step, h) for k, h in zip(item_keys, hashes)]
         # an answer, or an overflow (a result, never re-sent), is reused
@@ -239,55 +239,59 @@ class Engine:
                 continue
             self.stats.cached_responses += 1
             if hit.status != "ok":
-                out[i] = (None, None, "overflow", hit.error, 0.0)
+                out[i] = (None, None, "overflow", hit.error, CallCost())
                 continue
             value = R.stored(hit.kind, hit.body)
             scored = value
             if self.eval_device is not None and hit.kind == "png":
                 scored = _upload(value, self.eval_device)
-            out[i] = (value, scored, None, None, 0.0)
+            out[i] = (value, scored, None, None, CallCost())
         if todo:
             new = self._call(model, [reqs[i] for i in todo], [item_keys[i] for i in todo], failures)
-            for i, (result, seconds) in zip(todo, new):
-                out[i] = self._response(model, reqs[i], hashes[i], result, seconds, responses)
+            for i, (result, cost) in zip(todo, new):
+                out[i] = self._response(model, reqs[i], hashes[i], result, cost, responses)
                 if out[i][2] == "invalid":
                     failures.append(Failure("model", f"item {item_keys[i]!r}: {out[i][3]}", model.label,
                                             item_keys[i], None, self.run_id))
         return out  # type: ignore[return-value]
 
-    def _response(self, model: RunModel, req: Any, h: str, result: Any, seconds: float,
+    def _response(self, model: RunModel, req: Any, h: str, result: Any, cost: CallCost,
                   responses: list[Response]) -> tuple:
         """Normalise one model result into a stored response and the value to score."""
+        def response(status: str, kind: str, body: Any, error: Optional[str], reason: Optional[str]) -> Response:
+            return Response(h, model.model_id, status, kind, body, error, reason, cost.seconds, self.run_id,
+                            cost.peak_memory_bytes, cost.memory_kind, cost.energy_j, cost.generation)
+
         if isinstance(result, BaseException):
             reason = "overflow" if _overflow(result) else getattr(result, "icl_reason", "error")
             msg = f"model {model.label!r}: {short_trace(result)}"
-            responses.append(Response(h, model.model_id, "failed", "none", None, msg, reason, seconds, self.run_id))
-            return None, None, reason, msg, seconds
+            responses.append(response("failed", "none", None, msg, reason))
+            return None, None, reason, msg, cost
         try:
             if R.expects_text(req):
                 value = R.to_text(result)
-                responses.append(Response(h, model.model_id, "ok", "text", value, None, None, seconds, self.run_id))
-                return value, value, None, None, seconds
+                responses.append(response("ok", "text", value, None, None))
+                return value, value, None, None, cost
             scored = R.to_uint8_image(result, R.max_pixels(req))
             host = R.to_host(scored)
         except R.InvalidOutput as exc:
             msg = f"model {model.label!r} returned an invalid answer: {exc}"
-            responses.append(Response(h, model.model_id, "failed", "none", None, msg, "invalid", seconds, self.run_id))
-            return None, None, "invalid", msg, seconds
+            responses.append(response("failed", "none", None, msg, "invalid"))
+            return None, None, "invalid", msg, cost
         # encoded to PNG by the scoring job (see _batch)
-        responses.append(Response(h, model.model_id, "ok", "png", host, None, None, seconds, self.run_id))
+        responses.append(response("ok", "png", host, None, None))
         if self.eval_device is not None and not R.is_tensor(scored):
             scored = _upload(host, self.eval_device)
         elif self.eval_device is None and R.is_tensor(scored):
             scored = host
-        return host, scored, None, None, seconds
+        return host, scored, None, None, cost
 
     def _call(self, model: RunModel, reqs: list[Any], keys: list[str], failures: list[Failure]) -> list[tuple]:
-        """Call the model (loading it first): per request (output or exception, seconds)."""
+        """Call the model (loading it first): per request (output or exception, :class:`CallCost`)."""
         if not self._load(model, failures):
             err = RuntimeError(model.load_error)
             err.icl_reason = "load"  # type: ignore[attr-defined]
-            return [(err, 0.0)] * len(reqs)
+            return [(err, CallCost())] * len(reqs)
         sent = reqs
         tensors = self.eval_device is not None and model.adapter.accepts_tensors and all(
             isinstance(r, AnalogyRequest) for r in reqs)
@@ -300,14 +304,17 @@ class Engine:
                 copy_inputs=not tensors)
         self.stats.model_calls += 1
         model.calls += 1
+        records = getattr(model.adapter, "records", None)
+        seen = len(records) if isinstance(records, list) else 0
         with self.meter.measure(model.label, "model", len(reqs)) as timing:
             results = [_result(o) for o in guard(sent)]
-        per = timing.elapsed / max(len(reqs), 1)
+        per = call_costs(timing, self.meter.kind, len(reqs))
+        made = generation_records(records[seen:] if isinstance(records, list) else [])
         for key, r in zip(keys, results):
             if isinstance(r, BaseException) and not _overflow(r):
                 failures.append(Failure("model", f"model {model.label!r}, item {key!r}: {short_trace(r)}",
                                         model.label, key, None, self.run_id))
-        return [(r, per) for r in results]
+        return [(r, replace(per, generation=made.get(getattr(q, "id", None)))) for q, r in zip(reqs, results)]
 
     def _load(self, model: RunModel, failures: list[Failure]) -> bool:
         if model.loaded:
@@ -368,8 +375,9 @@ class Engine:
                             self.eval_device, self.meter, model.label, self.run_id, failures)
         scores = []
         for a, (status, metrics, reason, error, score_s) in zip(answers, out):
-            scores.append(Score(self.score_key(a.item, model), status, metrics, error, reason, a.seconds, score_s,
-                                self.run_id))
+            c = a.cost
+            scores.append(Score(self.score_key(a.item, model), status, metrics, error, reason, c.seconds, score_s,
+                                self.run_id, c.peak_memory_bytes, c.memory_kind, c.energy_j))
         return scores
 
     def _commit(self, batch: tuple) -> None:
@@ -378,6 +386,16 @@ class Engine:
         n_ok = sum(s.status == "ok" for s in scores)
         self.stats.computed += n_ok
         self.stats.failed += len(scores) - n_ok
+
+
+def generation_records(records: Sequence[Any]) -> dict[Any, dict]:
+    """The records a generator kept of one call (``adapter.records``, :class:`icl.models.t2i.
+    common.GenerationRecord`) by request id, as plain data (the last when a request was retried)."""
+    out = {}
+    for rec in records:
+        data = asdict(rec) if hasattr(rec, "__dataclass_fields__") else dict(rec)
+        out[data.pop("request_id", None)] = {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+    return out
 
 
 def score_answers(bench: Benchmark, rows: Sequence[tuple], device: Optional[str], meter: Optional[ComputeMeter],

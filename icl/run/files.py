@@ -201,6 +201,23 @@ def report_markdown(bench: Benchmark, tables: Mapping[str, list[dict[str, Any]]]
             lines.append(f"| {c['model']} | {c['stage']} | {c['device']} | {c['samples']} | {c['wall_s']:.3f} | "
                          f"{rate_s} | {mem_s} |")
         lines.append("")
+    per_sample = meta.get("compute_per_sample") or {}
+    if per_sample:
+        lines += ["## Compute per sample", "", "Model seconds per item are a batch's time over its items; answers "
+                  "reused from the store are not measured. Peak memory: the highest of the items' calls "
+                  "(counter named); energy from NVML where the GPU reports it.", "",
+                  "| model | items | measured | s/item mean | median | p95 | peak memory MiB | energy J/item |",
+                  "|---|---|---|---|---|---|---|---|"]
+        def num(v: Any, fmt: str) -> str:
+            return "-" if v is None else format(v, fmt)
+
+        for label, c in per_sample.items():
+            mem = c.get("peak_memory_bytes")
+            mem_s = "-" if mem is None else f"{mem / 2**20:.1f} ({c.get('memory_kind')})"
+            lines.append(f"| {label} | {c['items']} | {c['measured']} | {num(c.get('model_s_mean'), '.4f')} | "
+                         f"{num(c.get('model_s_median'), '.4f')} | {num(c.get('model_s_p95'), '.4f')} | {mem_s} | "
+                         f"{num(c.get('energy_j_mean'), '.3f')} |")
+        lines.append("")
     if plots:
         lines += ["## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots] + [""]
     return "\n".join(lines)

@@ -28,7 +28,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, TextIO
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
 from icl.run import responses as R
-from icl.run.compute import ComputeMeter
+from icl.run.compute import ComputeMeter, summarise_costs
 from icl.run.config import ModelSpec, RunConfig, closest, parse_models
 from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
@@ -37,6 +37,7 @@ from icl.run.atomic import OutputWriteError, is_user_fixable, write_text
 from icl.run.files import DEFAULT_STORE, claim_folder, write_artifacts, write_outputs
 from icl.run.lock import FolderLock
 from icl.run.models import RunModel, make_model, resolve_device
+from icl.run.samples import SAMPLES, log_samples, write_samples
 from icl.store import Failure, Score, ScoreKey, Store, StoreError
 
 MAX_FAILURES_SHOWN = 20
@@ -220,8 +221,10 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     bench.reference_models = {label for label, r in roles.items() if r.get("reference")}
     rows, failed, missing = [], 0, 0
     not_applicable: dict[str, dict[str, int]] = {}
+    asked: dict[str, list[Item]] = {}
+    costs: dict[str, list[Score]] = {}
     for label, model_id in models:
-        mine = _applicable(bench, items, roles.get(label))
+        mine = asked[label] = _applicable(bench, items, roles.get(label))
         if len(mine) < len(items):
             skipped: dict[str, int] = {}
             asked = {it.key for it in mine}
@@ -238,6 +241,7 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
                 missing += 1
                 continue
             failed += s.status != "ok"
+            costs.setdefault(label, []).append(s)
             rows.append({"model": label, "model_id": model_id, "key": it.key, "status": s.status,
                          "reason": s.reason, **dict(it.group), **s.metrics})
     tables = bench.summarise(rows)
@@ -249,6 +253,8 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
         if age is not None:  # interpreter start and imports before run(), when this run is the process
             timings["startup_s"] = max(0.0, age - timings["total_s"])
     compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
+    if log_samples(config.log_samples, len(items) * len(models)):  # per-sample log (icl.run.samples)
+        artifacts = {**artifacts, **write_samples(config.out_dir, bench, items, models, judge_id, store, asked)}
 
     def answers(item_key: str) -> dict[str, Any]:
         out = {}
@@ -275,7 +281,7 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
         counts=dict(planned=len(items) * len(models), computed=stats.computed, skipped=stats.skipped,
                     failed=failed, missing=missing, model_calls=stats.model_calls,
                     cached_responses=stats.cached_responses),
-        timings=timings, compute=compute, **dict(extra or {}),
+        timings=timings, compute=compute, compute_per_sample=summarise_costs(costs), **dict(extra or {}),
     )
     write_outputs(config.out_dir, bench, tables, meta, failures, answers, plots=config.plots)
     timings["report_s"] = time.perf_counter() - t_report
@@ -350,20 +356,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     loaded or called). results.json keeps the run's ``command`` and adds ``rescore_command``."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     run_dir = _absolute(Path(run_dir))
-    path = run_dir / "results.json"
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-        config = RunConfig.from_resolved(meta["config"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{path}: not a finished run's results.json ({type(exc).__name__}: {exc})") from None
-    config.out, config.store = run_dir, _run_store(meta["config"], run_dir)
-    origin = _origin(meta["config"].get("out"), run_dir)
-    if config.data_root is not None and not config.data_root.is_absolute() and origin is not None:
-        config.data_root = origin / config.data_root  # recorded relative by earlier versions
-    if not config.store.is_file():
-        raise ConfigError(f"rescore {run_dir}: no store at {config.store} (results.json names it); rescore reads "
-                          f"a run's stored responses and never creates a store")
-    config.command = meta.get("command")
+    meta, config = _recorded_run(run_dir, "rescore")
     rescore_command = command or ["python", "-m", "icl.run", "rescore", str(run_dir)]
     t0 = time.perf_counter()
     bench = open_benchmark(config)
@@ -397,12 +390,13 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                     if jr is not None and jr.status == "ok":
                         judgements.append(jr.body)
                 value = R.stored(r.kind, r.body) if r.status == "ok" else None
-                batch.append((it, value, judgements, None if r.status == "ok" else (r.reason or "error"), r.error,
-                              r.seconds))
+                batch.append((it, value, judgements, None if r.status == "ok" else (r.reason or "error"), r.error, r))
             results = score_answers(bench, [b[:5] for b in batch], None, None, label, run_id, failures)
             for b, (status, metrics, reason, error, score_s) in zip(batch, results):
                 key = ScoreKey(bench.name, bench.protocol, b[0].key, model_id, judge_id, bench.scorer_version)
-                scores.append(Score(key, status, metrics, error, reason, b[5], score_s, run_id))
+                r = b[5]  # the answer's stored cost goes with its new score
+                scores.append(Score(key, status, metrics, error, reason, r.seconds, score_s, run_id,
+                                    r.peak_memory_bytes, r.memory_kind, r.energy_j))
                 stats.computed += status == "ok"
                 stats.failed += status != "ok"
             store.write_batch(scores=scores, failures=failures)
@@ -416,6 +410,48 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                          extra=dict(rescore_command=rescore_command))
     print_summary(bench, outcome, stdout, stderr)
     return outcome
+
+
+def _recorded_run(run_dir: Path, verb: str) -> tuple[dict[str, Any], RunConfig]:
+    """results.json of the run in ``run_dir`` and its config, pointing at the run's files where
+    they are now (ConfigError, one line, for a folder that is not a finished run)."""
+    path = run_dir / "results.json"
+    if not run_dir.is_dir():
+        raise ConfigError(f"{verb} {run_dir}: no such folder (give a run's output folder)")
+    if not path.is_file():
+        raise ConfigError(f"{verb} {run_dir}: not a run folder (no results.json in it)")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        config = RunConfig.from_resolved(meta["config"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: not a finished run's results.json ({type(exc).__name__}: {exc})") from None
+    config.out, config.store = run_dir, _run_store(meta["config"], run_dir)
+    origin = _origin(meta["config"].get("out"), run_dir)
+    if config.data_root is not None and not config.data_root.is_absolute() and origin is not None:
+        config.data_root = origin / config.data_root  # recorded relative by earlier versions
+    if not config.store.is_file():
+        raise ConfigError(f"{verb} {run_dir}: no store at {config.store} (results.json names it); {verb} reads "
+                          f"a run's stored responses and never creates a store")
+    config.command = meta.get("command")
+    return meta, config
+
+
+def export(run_dir: Path, command: Optional[list[str]] = None) -> Path:
+    """Write ``samples.jsonl``, ``requests.jsonl`` and ``samples/*.png`` of the finished run in
+    ``run_dir`` from its store (no model is loaded; results.json is left as it is); returns
+    the path of ``samples.jsonl``."""
+    run_dir = _absolute(Path(run_dir))
+    meta, config = _recorded_run(run_dir, "export")
+    bench = open_benchmark(config)
+    items = _plan(bench)
+    models = [(label, m["model_id"]) for label, m in meta["models"].items()]
+    roles = {label: {k: m[k] for k in ("serves", "reference") if k in m} for label, m in meta["models"].items()}
+    with writable(config.out_dir, config.store_path), \
+            FolderLock(config.out_dir, command or ["python", "-m", "icl.run", "export", str(run_dir)]), \
+            _claimed_store(config.out_dir, bench.name, config.store_path) as store:
+        write_samples(config.out_dir, bench, items, models, meta.get("judge_id") or "", store,
+                      {label: _applicable(bench, items, roles.get(label)) for label, _ in models})
+    return config.out_dir / SAMPLES
 
 
 def _run_store(recorded: Mapping[str, Any], run_dir: Path) -> Path:

@@ -12,6 +12,13 @@ One schema for all benchmarks (PROTOCOL §1.4 "Cache keys"):
 - ``scores``: per (benchmark, protocol, item key, model_id, judge_id, scorer version) the
   metrics (JSON; ``Infinity``/``NaN`` allowed) or the failure; rescoring never calls a model.
 
+Compute per sample (schema version 3): each response keeps the peak memory (``memory_kind``
+names the counter), the energy (joules, NVML; NULL where the GPU does not report it) of the
+call that made it, per request, and a generator's per-image record (``generation``, JSON:
+seed, steps, guidance, size, latency, memory); each score the same summed (energy) or maxed
+(memory) over the item's calls. A version-2 store is migrated when opened: the new columns
+are added (NULL for the old rows), nothing is dropped.
+
 Writes happen one batch per transaction in WAL mode, so a process killed at any point leaves
 only whole batches behind.
 """
@@ -27,7 +34,13 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence, Union
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+
+# Columns each version added, per table: opening an older store adds them (never drops any).
+_MIGRATIONS: dict[int, dict[str, tuple[str, ...]]] = {
+    3: {"responses": ("peak_memory_bytes INTEGER", "memory_kind TEXT", "energy_j REAL", "generation TEXT"),
+        "scores": ("peak_memory_bytes INTEGER", "memory_kind TEXT", "energy_j REAL")},
+}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -37,6 +50,7 @@ CREATE TABLE IF NOT EXISTS responses (
     status TEXT NOT NULL CHECK (status IN ('ok', 'failed')), reason TEXT,
     kind TEXT NOT NULL CHECK (kind IN ('text', 'png', 'none')), body BLOB, error TEXT,
     seconds REAL NOT NULL, run_id TEXT NOT NULL, created REAL NOT NULL,
+    peak_memory_bytes INTEGER, memory_kind TEXT, energy_j REAL, generation TEXT,
     PRIMARY KEY (request_hash, model_id)
 );
 CREATE TABLE IF NOT EXISTS links (
@@ -49,6 +63,7 @@ CREATE TABLE IF NOT EXISTS scores (
     status TEXT NOT NULL CHECK (status IN ('ok', 'failed')), reason TEXT,
     metrics TEXT NOT NULL, error TEXT, model_s REAL NOT NULL, score_s REAL NOT NULL,
     run_id TEXT NOT NULL, created REAL NOT NULL,
+    peak_memory_bytes INTEGER, memory_kind TEXT, energy_j REAL,
     PRIMARY KEY (benchmark, protocol, item_key, model_id, judge_id, scorer_version)
 );
 CREATE TABLE IF NOT EXISTS failures (
@@ -68,7 +83,9 @@ CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, started REAL NOT NULL,
 class Response:
     """A model's answer to one request: ``kind`` "text" (``body`` str), "png" (``body`` PNG
     bytes) or "none" (a failed call: ``status`` "failed", ``reason`` error|timeout|overflow|
-    invalid, ``error`` the message)."""
+    invalid, ``error`` the message). ``seconds``, ``peak_memory_bytes`` (counter
+    ``memory_kind``), ``energy_j``: the call's cost per request; ``generation``: the
+    generator's record of this image (seed, steps, size, ...), None for other models."""
 
     request_hash: str
     model_id: str
@@ -79,6 +96,10 @@ class Response:
     reason: Optional[str] = None
     seconds: float = 0.0
     run_id: str = ""
+    peak_memory_bytes: Optional[int] = None
+    memory_kind: Optional[str] = None
+    energy_j: Optional[float] = None
+    generation: Optional[dict] = None
 
 
 @dataclass(frozen=True, order=True)
@@ -103,6 +124,9 @@ class Score:
     model_s: float = 0.0
     score_s: float = 0.0
     run_id: str = ""
+    peak_memory_bytes: Optional[int] = None  # the highest of the item's model calls
+    memory_kind: Optional[str] = None
+    energy_j: Optional[float] = None  # the sum over the item's model calls
 
 
 @dataclass
@@ -136,9 +160,10 @@ class ComputeRecord:
 
 
 _SCORE_COLUMNS = ("benchmark", "protocol", "item_key", "model_id", "judge_id", "scorer_version", "status", "reason",
-                  "metrics", "error", "model_s", "score_s", "run_id", "created")
+                  "metrics", "error", "model_s", "score_s", "run_id", "created", "peak_memory_bytes", "memory_kind",
+                  "energy_j")
 _RESPONSE_COLUMNS = ("request_hash", "model_id", "status", "reason", "kind", "body", "error", "seconds", "run_id",
-                     "created")
+                     "created", "peak_memory_bytes", "memory_kind", "energy_j", "generation")
 
 
 class StoreError(RuntimeError):
@@ -165,15 +190,29 @@ class Store:
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
         found = self._schema_version()
-        if found is not None and found != SCHEMA_VERSION:
+        if found is not None and (found > SCHEMA_VERSION or found < min(_MIGRATIONS) - 1):
             self._conn.close()
             raise StoreError(f"{self.path}: store schema version {found}, this icl writes version {SCHEMA_VERSION}; "
                              f"use another output folder (--out) or --store")
+        if found is not None and found < SCHEMA_VERSION:
+            self._migrate(found)
         with self._transaction():
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     self._conn.execute(stmt)
             self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def _migrate(self, found: int) -> None:
+        """Bring a store of version ``found`` to :data:`SCHEMA_VERSION` in one transaction:
+        add each later version's columns (old rows read NULL there)."""
+        with self._transaction() as c:
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                for table, columns in _MIGRATIONS[version].items():
+                    have = {row[1] for row in c.execute(f"PRAGMA table_info({table})")}
+                    for column in columns:
+                        if column.split()[0] not in have:
+                            c.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+            c.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def _schema_version(self) -> Optional[int]:
         has_meta = self._conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
@@ -227,10 +266,11 @@ class Store:
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
             rows = self._conn.execute(
-                f"SELECT request_hash, model_id, status, kind, body, error, reason, seconds, run_id FROM responses "
+                f"SELECT request_hash, model_id, status, kind, body, error, reason, seconds, run_id, peak_memory_bytes, "
+                f"memory_kind, energy_j, generation FROM responses "
                 f"WHERE model_id=? AND request_hash IN ({','.join('?' * len(chunk))})", (model_id, *chunk))
             for row in rows:
-                out[row[0]] = Response(*row)
+                out[row[0]] = Response(*row[:-1], generation=None if row[-1] is None else json.loads(row[-1]))
         return out
 
     def links(self, item_keys: Iterable[str], model_id: str) -> dict[str, dict[str, str]]:
@@ -262,12 +302,13 @@ class Store:
         for (b, p, m, j, v), items in by_group.items():
             wanted = set(items)
             for row in self._conn.execute(
-                    "SELECT item_key, status, metrics, error, reason, model_s, score_s, run_id FROM scores "
+                    "SELECT item_key, status, metrics, error, reason, model_s, score_s, run_id, peak_memory_bytes, "
+                    "memory_kind, energy_j FROM scores "
                     "WHERE benchmark=? AND protocol=? AND model_id=? AND judge_id=? AND scorer_version=?",
                     (b, p, m, j, v)):
                 if row[0] in wanted:
                     key = ScoreKey(b, p, row[0], m, j, v)
-                    found[key] = Score(key, row[1], json.loads(row[2]), row[3], row[4], row[5], row[6], row[7])
+                    found[key] = Score(key, row[1], json.loads(row[2]), *row[3:])
         return [found[k] for k in keys if k in found]
 
     # -- writes ----------------------------------------------------------------------------
@@ -281,7 +322,8 @@ class Store:
             if r.status not in ("ok", "failed"):
                 raise ValueError(f"response status must be 'ok' or 'failed', got {r.status!r}")
             resp_rows.append((r.request_hash, r.model_id, r.status, r.reason, r.kind, r.body, r.error,
-                              float(r.seconds), r.run_id, now))
+                              float(r.seconds), r.run_id, now, r.peak_memory_bytes, r.memory_kind, r.energy_j,
+                              None if r.generation is None else json.dumps(r.generation, sort_keys=True)))
         score_rows = []
         for s in scores:
             if s.status not in ("ok", "failed"):
@@ -289,7 +331,7 @@ class Store:
             k = s.key
             score_rows.append((k.benchmark, k.protocol, k.item_key, k.model_id, k.judge_id, k.scorer_version, s.status,
                                s.reason, json.dumps(s.metrics, sort_keys=True), s.error, float(s.model_s),
-                               float(s.score_s), s.run_id, now))
+                               float(s.score_s), s.run_id, now, s.peak_memory_bytes, s.memory_kind, s.energy_j))
         fails = [(f.run_id, f.stage, f.model, f.item, f.path, f.message, now) for f in failures]
         with self._transaction() as c:
             c.executemany(f"INSERT OR REPLACE INTO responses ({', '.join(_RESPONSE_COLUMNS)}) "

@@ -30,7 +30,9 @@ class GenerationRecord:
     """How one image was made. ``size`` is the ``(h, w)`` the model generated, ``output_size``
     what it returned (the request's size). ``latency_s`` is the batch's wall time divided by
     its ``batch`` images; ``peak_bytes`` the batch's peak (``memory`` says which counter:
-    ``cuda-max-allocated`` or ``process-max-rss``; None for remote models)."""
+    ``cuda-max-allocated`` or ``process-max-rss``; None for remote models); ``guidance`` the
+    classifier-free guidance weight used (None where the model has none). The runner stores
+    each record with its response (``icl.store`` ``responses.generation``)."""
 
     request_id: str
     seed: int
@@ -41,6 +43,7 @@ class GenerationRecord:
     batch: int
     peak_bytes: Optional[int]
     memory: Optional[str]
+    guidance: Optional[float] = None
 
 
 class PretrainedFolder:
@@ -135,7 +138,7 @@ def _max_rss() -> int:
 
 class Recorder:
     """Per-image :class:`GenerationRecord` s: ``with recorder.batch(device) as done:`` around
-    one batch, then ``done(request, seed, steps, size, output_size)`` per image."""
+    one batch, then ``done(request, seed, steps, size, output_size[, guidance])`` per image."""
 
     def __init__(self) -> None:
         self.records: list[GenerationRecord] = []
@@ -162,9 +165,9 @@ class Recorder:
         else:
             peak, kind = _max_rss(), "process-max-rss"
         per = (time.perf_counter() - t0) / max(len(pending), 1)
-        for request, seed, steps, size, output_size in pending:
+        for request, seed, steps, size, output_size, *guidance in pending:
             self.records.append(GenerationRecord(request.id, seed, steps, tuple(size), tuple(output_size), per,
-                                                 len(pending), peak, kind))
+                                                 len(pending), peak, kind, *guidance))
 
 
 def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

@@ -170,7 +170,8 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
             images = []
             for r, seed, image in zip(batch, seeds, np.asarray(result.images)):
                 images.append(to_size(image, r.size))
-                done(r, seed, self.steps_used, image.shape[:2], images[-1].shape[:2])
+                done(r, seed, self.steps_used, image.shape[:2], images[-1].shape[:2],
+                     None if self.guidance_used is None else float(self.guidance_used))
         return images
 
 

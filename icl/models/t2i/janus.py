@@ -122,7 +122,7 @@ class Janus(HFVisionLanguage):
             pixels = self._decode(tokens)
             for i, (r, seed) in enumerate(zip(batch, seeds)):
                 out[i] = to_size(pixels[i], r.size)
-                done(r, seed, self.num_image_tokens, pixels[i].shape[:2], out[i].shape[:2])
+                done(r, seed, self.num_image_tokens, pixels[i].shape[:2], out[i].shape[:2], self.cfg_weight)
         return out
 
     @torch.inference_mode()

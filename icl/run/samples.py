@@ -1,0 +1,223 @@
+"""Per-sample log of a run: ``samples.jsonl``, ``requests.jsonl`` and the image answers as PNGs
+under ``samples/``, written from the store (by every run under ``--log-samples``, and by
+``python -m icl.run export RUN_DIR`` for a finished run), like lm-evaluation-harness's
+``samples_*.jsonl``.
+
+``samples.jsonl``: one JSON object per (planned item, model that serves it), in plan order and
+then model order, keys in a fixed order:
+
+- ``item`` (key), ``group`` (the item's group columns), ``model`` (label), ``model_id``;
+- ``status`` ok|failed|missing (missing: no score stored), ``reason``, ``error``;
+- ``request``: ``hash`` (the cache key of the first request sent, PROTOCOL §1.4), ``steps``
+  (answers asked: the first and its follow-ups), ``type``, ``images`` and ``text_sha256`` of
+  the request's text summary (the first request, rebuilt from the plan as an unprivileged model
+  sees it; images shown as ``<image>``), whose text ``requests.jsonl`` holds once;
+- ``answer``: ``{"text": ...}``, ``{"png": "samples/<name>.png", "sha256": ...}`` or null;
+- ``metrics`` (non-finite values as null, as in results.json), ``judge`` (the text of each
+  judge answer, in order), ``generation`` (a generator's record: seed, steps, guidance, size,
+  output_size, batch; null for other models);
+- ``compute``: everything that differs between two runs of the same plan: ``model_s`` (the
+  item's share of its model calls: batch time / batch size, summed over follow-ups; 0 when
+  answered from the store), ``score_s``, ``peak_memory_bytes`` and ``memory_kind`` (the peak of
+  the item's calls, shared by a batch: ``cuda-max-allocated``, ``tracemalloc-peak`` or
+  ``process-max-rss``, the process high-water mark), ``energy_j`` (NVML; null when not
+  reported), and the generator's own ``latency_s`` and ``peak_bytes``.
+
+Dropping ``compute``, two runs of the same plan give byte-identical files. PNG names are a hash
+of the item key and model id (never the raw key: no path leaves ``samples/``). The folder's
+``.icl-export.json`` lists the files this module wrote; it replaces those and never a file of
+another origin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+from icl.benchmarks.base import Benchmark, Item
+from icl.report.tables import jsonable
+from icl.run.atomic import atomic_open, write_bytes, write_text
+from icl.run.errors import ConfigError
+from icl.store import ScoreKey, Store
+
+SAMPLES = "samples.jsonl"
+REQUESTS = "requests.jsonl"
+IMAGES = "samples"
+MANIFEST = ".icl-export.json"
+AUTO_LIMIT = 100_000  # planned items x models: --log-samples defaults on below, off from here
+CHUNK = 256  # items read from the store at a time
+_GENERATION_COMPUTE = ("latency_s", "peak_bytes", "memory")
+
+
+def log_samples(setting: Optional[bool], planned: int) -> bool:
+    """Whether a run of ``planned`` (items x models) writes the per-sample log: the explicit
+    setting, else on below :data:`AUTO_LIMIT`."""
+    return setting if setting is not None else planned < AUTO_LIMIT
+
+
+def image_name(item_key: str, model_id: str) -> str:
+    """The PNG file name of one answer: a SHA-256 of item key and model id (safe in any path)."""
+    return hashlib.sha256(f"{item_key}\0{model_id}".encode()).hexdigest()[:32] + ".png"
+
+
+def request_summary(request: Any) -> tuple[str, int]:
+    """(text, number of images) of a request: chat turns as ``role: parts`` lines, a generation
+    prompt as its parts, images as ``<image>``; an analogy request (images only) by its task,
+    dataset, query and shots."""
+    def parts(seq: Sequence[Any]) -> tuple[str, int]:
+        return "".join(p if isinstance(p, str) else "<image>" for p in seq), sum(not isinstance(p, str) for p in seq)
+
+    if hasattr(request, "messages"):
+        lines, n = [], 0
+        for m in request.messages:
+            text, k = parts(m.content)
+            lines.append(f"{m.role}: {text}")
+            n += k
+        return "\n".join(lines), n
+    if hasattr(request, "prompt"):
+        return parts(request.prompt)
+    if hasattr(request, "context_inputs"):
+        return (f"task={request.task} dataset={request.dataset} query={request.query_id} shots={request.shots}",
+                2 * request.shots + 1)
+    return json.dumps({f.name: getattr(request, f.name) for f in fields(request)
+                       if isinstance(getattr(request, f.name), (str, int, float))}, sort_keys=True), 0
+
+
+class _Images:
+    """Writes answer PNGs under ``out/samples``, replacing only its own earlier files."""
+
+    def __init__(self, out: Path):
+        self.folder = out / IMAGES
+        self.manifest = self.folder / MANIFEST
+        if self.folder.exists() and not self.folder.is_dir():
+            raise ConfigError(f"{self.folder}: exists and is not a folder; icl writes the image answers there: "
+                              f"move it away")
+        try:
+            self.before: dict[str, str] = json.loads(self.manifest.read_text(encoding="utf-8"))["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            self.before = {}
+        self.written: dict[str, str] = {}
+
+    def put(self, name: str, png: bytes) -> str:
+        path = self.folder / name
+        digest = hashlib.sha256(png).hexdigest()
+        if path.exists() and name not in self.before:
+            if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+                raise ConfigError(f"{path}: a file icl did not write is in the way of an image answer; "
+                                  f"move it away and run again")
+        else:
+            self.folder.mkdir(exist_ok=True)
+            write_bytes(path, png, durable=False)
+        self.written[name] = digest
+        return f"{IMAGES}/{name}"
+
+    def close(self) -> None:
+        for name, digest in self.before.items():  # own earlier files no longer answered, unless edited since
+            path = self.folder / name
+            if name not in self.written and "/" not in name and path.is_file() \
+                    and hashlib.sha256(path.read_bytes()).hexdigest() == digest:
+                path.unlink()
+        if self.written or self.before:
+            self.folder.mkdir(exist_ok=True)
+            write_text(self.manifest, json.dumps({"files": dict(sorted(self.written.items()))}, indent=1) + "\n")
+
+
+def _lines(bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]], judge_id: str,
+           store: Store, applicable: Mapping[str, set[str]], images: _Images,
+           requests: dict[str, dict]) -> Iterator[dict[str, Any]]:
+    for start in range(0, len(items), CHUNK):
+        chunk = items[start:start + CHUNK]
+        keys = [it.key for it in chunk]
+        summaries: dict[str, Optional[tuple[str, str, int]]] = {}
+        per_model = {}
+        for label, model_id in models:
+            links = store.links(keys, model_id)
+            answer_hashes = {}
+            for k, steps in links.items():
+                answers = sorted(s for s in steps if s.startswith("answer:"))
+                if answers:
+                    answer_hashes[k] = (steps["answer:0"] if "answer:0" in steps else None, steps[answers[-1]],
+                                        len(answers))
+            responses = store.responses([h for *_, h, _n in answer_hashes.values()], model_id)
+            scores = {s.key.item_key: s for s in store.scores(
+                [ScoreKey(bench.name, bench.protocol, k, model_id, judge_id, bench.scorer_version) for k in keys])}
+            judged = store.links([f"{k}|{model_id}" for k in keys], judge_id) if judge_id else {}
+            verdicts = {}
+            for jk, steps in judged.items():
+                hashes = [steps[s] for s in sorted(steps, key=lambda s: int(s.split(":")[1]))]
+                found = store.responses(hashes, judge_id)
+                verdicts[jk] = [found[h].body if h in found and found[h].status == "ok" else None for h in hashes]
+            per_model[model_id] = (answer_hashes, responses, scores, verdicts)
+        for it in chunk:
+            for label, model_id in models:
+                if it.key not in applicable[label]:
+                    continue
+                answer_hashes, responses, scores, verdicts = per_model[model_id]
+                first, last, steps = answer_hashes.get(it.key, (None, None, 0))
+                r = responses.get(last) if last is not None else None
+                s = scores.get(it.key)
+                if it.key not in summaries:
+                    summaries[it.key] = _summary(bench, it, requests)
+                summary = summaries[it.key]
+                answer: Optional[dict[str, Any]] = None
+                if r is not None and r.status == "ok" and r.kind == "text":
+                    answer = {"text": r.body}
+                elif r is not None and r.status == "ok" and r.kind == "png":
+                    png = bytes(r.body)
+                    answer = {"png": images.put(image_name(it.key, model_id), png),
+                              "sha256": hashlib.sha256(png).hexdigest()}
+                generation = dict(r.generation) if r is not None and r.generation else None
+                gen_compute = {k: generation.pop(k) for k in _GENERATION_COMPUTE if k in generation} \
+                    if generation else {}
+                yield {
+                    "item": it.key, "group": dict(it.group), "model": label, "model_id": model_id,
+                    "status": s.status if s is not None else "missing",
+                    "reason": s.reason if s is not None else None, "error": s.error if s is not None else None,
+                    "request": {"hash": first, "steps": steps, "type": summary and summary[0],
+                                "images": summary and summary[2], "text_sha256": summary and summary[1]},
+                    "answer": answer,
+                    "metrics": dict(sorted(s.metrics.items())) if s is not None else {},
+                    "judge": verdicts.get(f"{it.key}|{model_id}", []),
+                    "generation": generation,
+                    "compute": {"model_s": s.model_s if s is not None else None,
+                                "score_s": s.score_s if s is not None else None,
+                                "peak_memory_bytes": s.peak_memory_bytes if s is not None else None,
+                                "memory_kind": s.memory_kind if s is not None else None,
+                                "energy_j": s.energy_j if s is not None else None,
+                                **({"generation": gen_compute} if gen_compute else {})},
+                }
+
+
+def _summary(bench: Benchmark, item: Item, requests: dict[str, dict]) -> Optional[tuple[str, str, int]]:
+    """(request type, text SHA-256, images) of ``item``'s first request; its text kept once."""
+    try:
+        request = bench.request(item, False)
+    except Exception:  # an item that cannot be built is a failed sample; its line says so
+        return None
+    text, n = request_summary(request)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    requests.setdefault(digest, {"text_sha256": digest, "type": type(request).__name__, "images": n, "text": text})
+    return type(request).__name__, digest, n
+
+
+def write_samples(out: Path, bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
+                  judge_id: str, store: Store, applicable: Mapping[str, Sequence[Item]]) -> dict[str, str]:
+    """Write ``samples.jsonl``, ``requests.jsonl`` and the answer PNGs into ``out`` from
+    ``store`` (``applicable``: per model label, the items it was asked); returns
+    ``{file: SHA-256}`` of the two JSONL files."""
+    images = _Images(out)
+    requests: dict[str, dict] = {}
+    keys = {label: {it.key for it in mine} for label, mine in applicable.items()}
+    digest = hashlib.sha256()
+    with atomic_open(out / SAMPLES, "w") as f:
+        for line in _lines(bench, items, models, judge_id, store, keys, images, requests):
+            text = json.dumps(jsonable(line), ensure_ascii=False, allow_nan=False) + "\n"
+            digest.update(text.encode())
+            f.write(text)
+    images.close()
+    request_text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in requests.values())
+    write_text(out / REQUESTS, request_text)
+    return {SAMPLES: digest.hexdigest(), REQUESTS: hashlib.sha256(request_text.encode()).hexdigest()}
