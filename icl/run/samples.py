@@ -4,7 +4,7 @@ under ``samples/``, written from the store (by every run under ``--log-samples``
 ``samples_*.jsonl``.
 
 ``samples.jsonl``: one JSON object per (planned item, model that serves it), in plan order and
-then model order, keys in a fixed order:
+then model label order (as results.json lists the models), keys in a fixed order:
 
 - ``item`` (key), ``group`` (the item's group columns), ``model`` (label), ``model_id``;
 - ``status`` ok|failed|missing (missing: no score stored), ``reason``, ``error``;
@@ -65,10 +65,10 @@ def image_name(item_key: str, model_id: str) -> str:
 
 def request_summary(request: Any) -> tuple[str, int]:
     """(text, number of images) of a request: chat turns as ``role: parts`` lines, a generation
-    prompt as its parts, images as ``<image>``; an analogy request (images only) by its task,
+    prompt as its parts joined by spaces, images as ``<image>``; an analogy request (images only) by its task,
     dataset, query and shots."""
     def parts(seq: Sequence[Any]) -> tuple[str, int]:
-        return "".join(p if isinstance(p, str) else "<image>" for p in seq), sum(not isinstance(p, str) for p in seq)
+        return " ".join(p if isinstance(p, str) else "<image>" for p in seq), sum(not isinstance(p, str) for p in seq)
 
     if hasattr(request, "messages"):
         lines, n = [], 0
@@ -209,6 +209,7 @@ def write_samples(out: Path, bench: Benchmark, items: Sequence[Item], models: Se
     ``store`` (``applicable``: per model label, the items it was asked); returns
     ``{file: SHA-256}`` of the two JSONL files."""
     images = _Images(out)
+    models = sorted(models)  # results.json's order (sorted labels): a run and its export agree
     requests: dict[str, dict] = {}
     keys = {label: {it.key for it in mine} for label, mine in applicable.items()}
     digest = hashlib.sha256()
