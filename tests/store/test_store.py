@@ -131,3 +131,78 @@ def test_schema_version_mismatch(tmp_path):
     with pytest.raises(StoreError, match=f"schema version 1, this icl writes version {SCHEMA_VERSION}.*--out"):
         Store(path)
     assert issubclass(StoreError, RuntimeError)
+
+
+# The version-2 schema exactly as icl wrote it before compute per sample (git ed1aa53,
+# icl/store/sqlite.py ``_SCHEMA``), the tables a migration touches.
+_V2_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE models (model_id TEXT PRIMARY KEY, label TEXT NOT NULL, identity TEXT NOT NULL);
+CREATE TABLE responses (
+    request_hash TEXT NOT NULL, model_id TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')), reason TEXT,
+    kind TEXT NOT NULL CHECK (kind IN ('text', 'png', 'none')), body BLOB, error TEXT,
+    seconds REAL NOT NULL, run_id TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (request_hash, model_id)
+);
+CREATE TABLE links (
+    item_key TEXT NOT NULL, model_id TEXT NOT NULL, step TEXT NOT NULL, request_hash TEXT NOT NULL,
+    PRIMARY KEY (item_key, model_id, step)
+);
+CREATE TABLE scores (
+    benchmark TEXT NOT NULL, protocol TEXT NOT NULL, item_key TEXT NOT NULL, model_id TEXT NOT NULL,
+    judge_id TEXT NOT NULL, scorer_version TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')), reason TEXT,
+    metrics TEXT NOT NULL, error TEXT, model_s REAL NOT NULL, score_s REAL NOT NULL,
+    run_id TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (benchmark, protocol, item_key, model_id, judge_id, scorer_version)
+);
+INSERT INTO meta VALUES ('schema_version', '2');
+INSERT INTO responses VALUES ('h1', 'm1', 'ok', NULL, 'text', 'a cat', NULL, 0.25, 'r0', 1.0);
+INSERT INTO scores VALUES ('vibe', 'vibe-1', 'q1', 'm-oracle', '', '1', 'ok', NULL, '{"a": 1.0}', NULL, 0.5, 0.1,
+                           'r0', 1.0);
+"""
+
+
+def test_version_2_store_is_migrated_by_adding_columns(tmp_path):
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(_V2_SCHEMA)
+    con.close()
+    with Store(path) as store:
+        (old,) = store.scores([_key("q1")])
+        assert old.metrics == {"a": 1.0} and old.model_s == 0.5 and old.run_id == "r0"
+        assert old.peak_memory_bytes is None and old.memory_kind is None and old.energy_j is None
+        r = store.responses(["h1"], "m1")["h1"]
+        assert r.body == "a cat" and r.seconds == 0.25 and r.generation is None and r.energy_j is None
+        gen = {"seed": 7, "steps": 2, "guidance": 7.5, "size": [16, 16]}
+        store.write_batch(responses=[Response("h2", "m1", "ok", "text", "x", seconds=0.2, run_id="r1",
+                                              peak_memory_bytes=123, memory_kind="process-max-rss", energy_j=1.5,
+                                              generation=gen)],
+                          scores=[Score(_key("q2"), "ok", {"a": 0.0}, None, None, 0.2, 0.0, "r1", 123,
+                                        "process-max-rss", 1.5)])
+    with Store(path) as again:  # reopened: version 3, the old rows and the new ones as written
+        assert again._schema_version() == SCHEMA_VERSION == 3
+        new = again.responses(["h2"], "m1")["h2"]
+        assert (new.peak_memory_bytes, new.memory_kind, new.energy_j, new.generation) == \
+            (123, "process-max-rss", 1.5, gen)
+        (s2,) = again.scores([_key("q2")])
+        assert (s2.peak_memory_bytes, s2.memory_kind, s2.energy_j) == (123, "process-max-rss", 1.5)
+    con = sqlite3.connect(path)
+    cols = {t: [r[1] for r in con.execute(f"PRAGMA table_info({t})")] for t in ("responses", "scores")}
+    con.close()
+    assert cols["responses"][:10] == ["request_hash", "model_id", "status", "reason", "kind", "body", "error",
+                                      "seconds", "run_id", "created"]  # nothing dropped or reordered
+    assert cols["responses"][10:] == ["peak_memory_bytes", "memory_kind", "energy_j", "generation"]
+    assert cols["scores"][-3:] == ["peak_memory_bytes", "memory_kind", "energy_j"]
+
+
+def test_newer_store_is_refused(tmp_path):
+    path = tmp_path / "new.sqlite"
+    Store(path).close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE meta SET value='4' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="schema version 4, this icl writes version 3"):
+        Store(path)
