@@ -221,10 +221,10 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     bench.reference_models = {label for label, r in roles.items() if r.get("reference")}
     rows, failed, missing = [], 0, 0
     not_applicable: dict[str, dict[str, int]] = {}
-    asked: dict[str, list[Item]] = {}
+    asked_items: dict[str, list[Item]] = {}
     costs: dict[str, list[Score]] = {}
     for label, model_id in models:
-        mine = asked[label] = _applicable(bench, items, roles.get(label))
+        mine = asked_items[label] = _applicable(bench, items, roles.get(label))
         if len(mine) < len(items):
             skipped: dict[str, int] = {}
             asked = {it.key for it in mine}
@@ -254,7 +254,8 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
             timings["startup_s"] = max(0.0, age - timings["total_s"])
     compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
     if log_samples(config.log_samples, len(items) * len(models)):  # per-sample log (icl.run.samples)
-        artifacts = {**artifacts, **write_samples(config.out_dir, bench, items, models, judge_id, store, asked)}
+        artifacts = {**artifacts, **write_samples(config.out_dir, bench, items, models, judge_id, store,
+                                                  asked_items)}
 
     def answers(item_key: str) -> dict[str, Any]:
         out = {}

@@ -23,7 +23,9 @@ then model label order (as results.json lists the models), keys in a fixed order
   ``process-max-rss``, the process high-water mark), ``energy_j`` (NVML; null when not
   reported), and the generator's own ``latency_s`` and ``peak_bytes``.
 
-Dropping ``compute``, two runs of the same plan give byte-identical files. PNG names are a hash
+Dropping ``compute``, two runs of the same plan give byte-identical files; results.json's
+``artifacts`` records the SHA-256 of samples.jsonl without its ``compute`` objects
+(:func:`stable_digest`), so it too is the same for both. PNG names are a hash
 of the item key and model id (never the raw key: no path leaves ``samples/``). The folder's
 ``.icl-export.json`` lists the files this module wrote; it replaces those and never a file of
 another origin.
@@ -203,21 +205,34 @@ def _summary(bench: Benchmark, item: Item, requests: dict[str, dict]) -> Optiona
     return type(request).__name__, digest, n
 
 
+def _stable_text(line: Mapping[str, Any]) -> str:
+    return json.dumps({k: v for k, v in line.items() if k != "compute"}, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def stable_digest(path: Path) -> str:
+    """SHA-256 of a samples.jsonl without its ``compute`` objects (what results.json records)."""
+    digest = hashlib.sha256()
+    for text in path.read_text(encoding="utf-8").splitlines():
+        digest.update(_stable_text(json.loads(text)).encode())
+    return digest.hexdigest()
+
+
 def write_samples(out: Path, bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
                   judge_id: str, store: Store, applicable: Mapping[str, Sequence[Item]]) -> dict[str, str]:
     """Write ``samples.jsonl``, ``requests.jsonl`` and the answer PNGs into ``out`` from
     ``store`` (``applicable``: per model label, the items it was asked); returns
-    ``{file: SHA-256}`` of the two JSONL files."""
+    ``{file: SHA-256}`` of the two JSONL files, samples.jsonl's without the compute objects
+    (:func:`stable_digest`)."""
     images = _Images(out)
     models = sorted(models)  # results.json's order (sorted labels): a run and its export agree
     requests: dict[str, dict] = {}
     keys = {label: {it.key for it in mine} for label, mine in applicable.items()}
-    digest = hashlib.sha256()
+    digest = hashlib.sha256()  # of the lines without their compute: equal for two runs of a plan
     with atomic_open(out / SAMPLES, "w") as f:
         for line in _lines(bench, items, models, judge_id, store, keys, images, requests):
-            text = json.dumps(jsonable(line), ensure_ascii=False, allow_nan=False) + "\n"
-            digest.update(text.encode())
-            f.write(text)
+            line = jsonable(line)
+            f.write(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n")
+            digest.update(_stable_text(line).encode())
     images.close()
     request_text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in requests.values())
     write_text(out / REQUESTS, request_text)

@@ -155,4 +155,4 @@ def test_rescore_recomputes_every_file_without_models(fast_data, tmp_path, count
     rows = _rows(out / "store.sqlite")
     assert len(rows) == 2 * 2 * n  # both scorer versions kept, side by side
     assert main(["rescore", str(tmp_path / "nowhere")]) == 2
-    assert "not a finished run's results.json" in capsys.readouterr().err
+    assert "nowhere: no such folder" in capsys.readouterr().err

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from icl.run.__main__ import main
-from icl.run.samples import AUTO_LIMIT, image_name, log_samples, request_summary
+from icl.run.samples import AUTO_LIMIT, image_name, log_samples, request_summary, stable_digest
 
 KEYS = ["item", "group", "model", "model_id", "status", "reason", "error", "request", "answer", "metrics", "judge",
         "generation", "compute"]
@@ -49,8 +49,8 @@ def _check_common(out: Path, planned: int) -> list[dict]:
     assert order == sorted(order, key=lambda x: (keys.index(x[0]), x[1]))
     digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()
     assert digest == meta["plan"]["sha256"]  # every planned item, in the plan's own order
-    text = (out / "samples.jsonl").read_text(encoding="utf-8")
-    assert meta["artifacts"]["samples.jsonl"] == hashlib.sha256(text.encode()).hexdigest()
+    assert meta["artifacts"]["samples.jsonl"] == stable_digest(out / "samples.jsonl")
+    assert meta["artifacts"]["requests.jsonl"] == hashlib.sha256((out / "requests.jsonl").read_bytes()).hexdigest()
     requests = {r["text_sha256"]: r for r in _lines(out / "requests.jsonl")}
     for d in lines:
         assert d["request"]["text_sha256"] in requests and len(d["request"]["hash"]) == 64
