@@ -8,7 +8,8 @@
   pipeline's docstring use it.
 - ``qwen-image-edit``: ``QwenImageEditPlusPipeline`` (Qwen-Image-Edit-2509/2511); the request's
   images go as one list, in prompt order (``image=[img1, img2, ...]``), as the pipeline's
-  docstring and QwenLM/Qwen-Image ``README.md`` (Qwen-Image-Edit-2509 usage) pass them.
+  docstring and QwenLM/Qwen-Image ``README.md`` (Qwen-Image-Edit-2509 usage) pass them; its
+  ``processor`` is built without torchvision (:mod:`icl.models.t2i.qwen_processor`).
 
 Settings: ``steps`` and ``guidance`` (None: the default of the loaded pipeline class's
 ``__call__``: 50 / 7.5 for Stable Diffusion, 50 / 5.0 for SDXL, 28 / 7.0 for SD3, 28 / 3.5 for
@@ -109,7 +110,8 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
         self.device = device
         loader = getattr(diffusers, self.pipeline_class)
         try:
-            pipe = loader.from_pretrained(folder, dtype=torch_dtype(self.precision), local_files_only=True)
+            pipe = loader.from_pretrained(folder, dtype=torch_dtype(self.precision), local_files_only=True,
+                                          **self.components(folder))
         except (OSError, ValueError, KeyError) as exc:
             raise WeightsError(f"{self.name}: {folder}: {self.pipeline_class} cannot load this folder "
                                f"({type(exc).__name__}: {exc}); docs/generators.md lists the official folders") from exc
@@ -127,6 +129,10 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
         self.steps_used = self.steps if self.steps is not None else defaults["num_inference_steps"].default
         self.guidance_used = self.guidance if self.guidance is not None else defaults[self.guidance_arg].default
         self.pipe = pipe
+
+    def components(self, folder: Any) -> dict[str, Any]:
+        """Parts built here rather than by ``from_pretrained`` (none by default)."""
+        return {}
 
     def refusal(self, request: GenerationRequest) -> Optional[RequestRefused]:
         """Why this pipeline cannot take ``request`` (None when it can)."""
@@ -212,6 +218,11 @@ class QwenImageEdit(DiffusersGenerator):
     min_images = 1
     most_per_call = 1  # the pipeline refuses a batch of prompts
     default_call_args = {"negative_prompt": " "}
+
+    def components(self, folder: Any) -> dict[str, Any]:
+        from icl.models.t2i.qwen_processor import load_processor
+
+        return {"processor": load_processor(folder / "processor")}  # no torchvision (qwen_processor)
 
     def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
         return {"image": [_rgb_pil(img) for img in batch[0].images]}

@@ -291,3 +291,73 @@ def build_flux_kontext(path: Path, seed: int = 0) -> Path:
                                feature_extractor=None)
     pipe.save_pretrained(path)
     return path
+
+
+# Qwen2's special tokens in the release's order (Qwen/Qwen2.5-VL tokenizer_config.json
+# ``added_tokens_decoder``: <|endoftext|> 151643, <|im_start|> 151644, <|im_end|> 151645, ...,
+# <|vision_start|> 151652, <|vision_end|> 151653, <|vision_pad|> 151654, <|image_pad|> 151655,
+# <|video_pad|> 151656), here right after a byte-level alphabet instead of 151,643 merges.
+QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                 "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+                 "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
+
+
+def qwen_tokenizer():
+    """A byte-level BPE ``Qwen2Tokenizer`` without merges (every byte one token) and Qwen2's
+    special tokens: the pipeline's prompt template and image placeholders tokenise as in the
+    release, only longer."""
+    from transformers import Qwen2Tokenizer
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    vocab = {c: i for i, c in enumerate([*bytes_to_unicode().values(), *QWEN_SPECIALS])}
+    tok = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token="<|endoftext|>", eos_token="<|im_end|>",
+                         pad_token="<|endoftext|>")
+    tok.add_special_tokens({"additional_special_tokens": list(QWEN_SPECIALS[1:])})
+    return tok
+
+
+def build_qwen_image_edit(path: Path, seed: int = 0) -> Path:
+    """A Qwen-Image-Edit-2509-layout folder (``model_index.json`` naming
+    ``QwenImageEditPlusPipeline`` and its parts ``transformer/ vae/ text_encoder/ tokenizer/
+    processor/ scheduler/``; ``processor/`` as the release ships it: ``preprocessor_config.json``
+    of a ``Qwen2VLImageProcessor`` plus the tokenizer files, declared
+    ``["transformers", "Qwen2VLProcessor"]``). Widths from diffusers'
+    tests/pipelines/qwenimage/test_qwenimage_edit_plus.py ``get_dummy_components``, except: the
+    VAE has the release's four levels (``temperal_downsample`` of length 3: 8x spatial, as
+    Qwen-Image's VAE) at ``base_dim`` 8, so a reference, which the pipeline always resizes to
+    1024 x 1024 for the VAE, is 4,096 transformer tokens rather than 16,384; one transformer
+    layer; the text encoder's vocabulary is the tiny tokenizer's."""
+    from diffusers import (AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler, QwenImageEditPlusPipeline,
+                           QwenImageTransformer2DModel)
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    transformer = _init(QwenImageTransformer2DModel, seed, "qwen-transformer", patch_size=2, in_channels=16,
+                        out_channels=4, num_layers=1, attention_head_dim=16, num_attention_heads=3,
+                        joint_attention_dim=16, guidance_embeds=False, axes_dims_rope=(8, 4, 4))
+    z_dim = 4
+    vae = _init(AutoencoderKLQwenImage, seed, "qwen-vae", base_dim=z_dim * 2, z_dim=z_dim, dim_mult=[1, 2, 2, 2],
+                num_res_blocks=1, temperal_downsample=[False, True, True], latents_mean=[0.0] * z_dim,
+                latents_std=[1.0] * z_dim)
+    tok = qwen_tokenizer()
+    ids = dict(zip(QWEN_SPECIALS, tok.convert_tokens_to_ids(list(QWEN_SPECIALS))))
+    config = Qwen2_5_VLConfig(
+        text_config={"hidden_size": 16, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+                     "num_key_value_heads": 2, "vocab_size": len(tok), "rope_theta": 1000000.0,
+                     "rope_scaling": {"mrope_section": [1, 1, 2], "rope_type": "default", "type": "default"},
+                     "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"],
+                     "pad_token_id": ids["<|endoftext|>"]},
+        vision_config={"depth": 2, "hidden_size": 16, "intermediate_size": 16, "num_heads": 2, "out_hidden_size": 16},
+        hidden_size=16, vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        vision_token_id=ids["<|vision_pad|>"], image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"])
+    text_encoder = _init(Qwen2_5_VLForConditionalGeneration, seed, "qwen-text", config)
+    pipe = QwenImageEditPlusPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=text_encoder,
+                                     tokenizer=tok, processor=None, transformer=transformer)
+    pipe.save_pretrained(path)
+    Qwen2VLImageProcessorPil().save_pretrained(path / "processor")  # preprocessor_config.json
+    tok.save_pretrained(path / "processor")
+    index = json.loads((path / "model_index.json").read_text())
+    index["processor"] = ["transformers", "Qwen2VLProcessor"]
+    (path / "model_index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    return path
