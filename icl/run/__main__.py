@@ -308,7 +308,8 @@ def _main(argv: list[str]) -> int:
     try:
         cls = get_benchmark(name)
     except UnknownBenchmarkError:
-        raise ConfigError(f"unknown benchmark {name!r}{closest(name, [*list_benchmarks(), 'rescore', 'export'])}") from None
+        known = [*list_benchmarks(), "rescore", "export"]
+        raise ConfigError(f"unknown benchmark {name!r}{closest(name, known)}") from None
     except (ImportError, TypeError) as exc:
         raise ConfigError(str(exc)) from None
     parser = common_parser(f"python -m icl.run {name}")
@@ -370,27 +371,27 @@ def _fast_all(rest: list[str], names: list[str], typed: list[str]) -> int:
     return max(worst, 1 if broken else 0)
 
 
+def _run_dir(verb: str, description: str, rest: list[str]) -> Path:
+    """The RUN_DIR argument of a subcommand working on a finished run."""
+    p = _Parser(prog=f"python -m icl.run {verb}", description=description)
+    p.add_argument("run_dir", type=Path, help="a run's output folder (holding results.json and its store)")
+    return p.parse_args(rest).run_dir
+
+
 def _rescore(rest: list[str], typed: list[str]) -> int:
-    p = _Parser(prog="python -m icl.run rescore",
-                description="Recompute every score, table, plot and report of a run from its stored responses "
-                            "(no model is loaded).")
-    p.add_argument("run_dir", type=Path, help="a run's output folder (holding results.json and store.sqlite)")
-    args = p.parse_args(rest)
     from icl.run.runner import rescore
 
-    return rescore(args.run_dir, command=typed).exit_code
+    run_dir = _run_dir("rescore", "Recompute every score, table, plot and report of a run from its stored "
+                                  "responses (no model is loaded).", rest)
+    return rescore(run_dir, command=typed).exit_code
 
 
 def _export(rest: list[str], typed: list[str]) -> int:
-    p = _Parser(prog="python -m icl.run export",
-                description="Write a finished run's samples.jsonl, requests.jsonl and image answers (samples/*.png) "
-                            "from its store (no model is loaded).")
-    p.add_argument("run_dir", type=Path, help="a run's output folder (holding results.json and its store)")
-    args = p.parse_args(rest)
     from icl.run.runner import export
 
-    path = export(args.run_dir, command=typed)
-    print(f"icl.run export: wrote {path}")
+    run_dir = _run_dir("export", "Write a finished run's samples.jsonl, requests.jsonl and image answers "
+                                 "(samples/*.png) from its store (no model is loaded).", rest)
+    print(f"icl.run export: wrote {export(run_dir, command=typed)}")
     return 0
 
 
