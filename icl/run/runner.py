@@ -254,8 +254,10 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
             timings["startup_s"] = max(0.0, age - timings["total_s"])
     compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
     if log_samples(config.log_samples, len(items) * len(models)):  # per-sample log (icl.run.samples)
+        t_samples = time.perf_counter()
         artifacts = {**artifacts, **write_samples(config.out_dir, bench, items, models, judge_id, store,
                                                   asked_items)}
+        timings["samples_s"] = time.perf_counter() - t_samples
 
     def answers(item_key: str) -> dict[str, Any]:
         out = {}
