@@ -6,6 +6,8 @@
     python -m icl.run best50 --package DIR --models hf-vlm --model-arg hf-vlm:weights=/w/qwen
     python -m icl.run vibe --config run.toml --device cuda   # flags override the file
     python -m icl.run rescore runs/vibe      # every score and file again from stored responses
+    python -m icl.run vibe --shard 0/4 --out runs/vibe.0   # shard 0 of 4 (counted from 0)
+    python -m icl.run merge runs/vibe runs/vibe.0 runs/vibe.1 runs/vibe.2 runs/vibe.3
     python -m icl.run vibe --list            # tasks, datasets, models
 
 BENCHMARK defaults to ``vibe``. Exit status: 0 everything computed, 1 some items failed, 2 a usage
@@ -23,7 +25,7 @@ from typing import Any, Optional, Sequence
 
 from icl._parse import parse_bool
 from icl.models import PRECISIONS
-from icl.run.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models
+from icl.run.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models, parse_shard
 from icl.run.device import EVAL_MODES
 from icl.run.errors import ConfigError
 
@@ -66,6 +68,9 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
     p.add_argument("--trace-memory", action="store_true", default=None,
                    help="peak memory per stage with tracemalloc (slower) instead of the process peak RSS")
+    p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the plan (counted from 0, as "
+                   "$SLURM_ARRAY_TASK_ID with --array=0-(N-1)); each shard needs its own --out; join them with "
+                   "python -m icl.run merge OUT SHARD_DIR...")
     p.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, WARNING, ERROR)")
     p.add_argument("--list", action="store_true", help="list the benchmark's tasks, datasets and models, then exit")
     return p
@@ -117,7 +122,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 _COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap",
-                "plots", "progress", "trace_memory", "fast")
+                "plots", "progress", "trace_memory", "fast", "shard")
 
 
 def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
@@ -173,6 +178,9 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
         v = pick(name, None)
         return Path(v) if v is not None else None
 
+    shard_text = pick("shard", None)
+    shard = None if shard_text is None else parse_shard(shard_text, "--shard" if args.shard is not None
+                                                         else f"--config {args.config}: shard")
     evaluate = pick("evaluate", "auto")
     if evaluate not in EVAL_MODES:
         raise ConfigError(f"evaluate must be one of {', '.join(EVAL_MODES)}, got {evaluate!r}")
@@ -181,7 +189,7 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
                      name=pick("name", None), out=path("out"), store=path("store"),
                      device=str(pick("device", "auto")), dtype=pick("dtype", None), evaluate=evaluate,
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
-                     trace_memory=boolean("trace_memory", False), command=list(argv))
+                     trace_memory=boolean("trace_memory", False), shard=shard, command=list(argv))
 
 
 def _model_arg_pairs(value: Any, where: Any) -> list[str]:
@@ -232,7 +240,8 @@ def _list(bench: Any) -> int:
 def _usage() -> str:
     from icl.benchmarks.registry import list_benchmarks
 
-    return (f"usage: python -m icl.run BENCHMARK [options] | --fast [BENCHMARK] | rescore RUN_DIR\n"
+    return (f"usage: python -m icl.run BENCHMARK [options] | --fast [BENCHMARK] | rescore RUN_DIR | "
+            f"merge OUT SHARD_DIR...\n"
             f"benchmarks: {', '.join(list_benchmarks())}\n"
             f"python -m icl.run BENCHMARK --help lists its options; python -m icl.run --fast runs every benchmark "
             f"on built-in synthetic data")
@@ -281,6 +290,8 @@ def _main(argv: list[str]) -> int:
     name, rest = _split(argv)
     if name == "rescore":
         return _rescore(rest, typed)
+    if name == "merge":
+        return _merge(rest, typed)
     pre = common_parser("python -m icl.run")
     known, _ = pre.parse_known_args(rest)
     logging.basicConfig(level=getattr(logging, str(known.log_level).upper(), logging.WARNING),
@@ -296,7 +307,8 @@ def _main(argv: list[str]) -> int:
     try:
         cls = get_benchmark(name)
     except UnknownBenchmarkError:
-        raise ConfigError(f"unknown benchmark {name!r}{closest(name, [*list_benchmarks(), 'rescore'])}") from None
+        raise ConfigError(f"unknown benchmark {name!r}{closest(name, [*list_benchmarks(), 'rescore', 'merge'])}") \
+            from None
     except (ImportError, TypeError) as exc:
         raise ConfigError(str(exc)) from None
     parser = common_parser(f"python -m icl.run {name}")
@@ -367,6 +379,20 @@ def _rescore(rest: list[str], typed: list[str]) -> int:
     from icl.run.runner import rescore
 
     return rescore(args.run_dir, command=typed).exit_code
+
+
+def _merge(rest: list[str], typed: list[str]) -> int:
+    p = _Parser(prog="python -m icl.run merge",
+                description="Merge the stores of the shards of one run (--shard I/N, each in its own folder) into "
+                            "OUT and write the files the unsharded run would. The shard folders are only read.")
+    p.add_argument("out", type=Path, help="the merged run's folder (new, or an earlier merge of the same run)")
+    p.add_argument("shards", type=Path, nargs="+", metavar="SHARD_DIR", help="every shard's output folder")
+    p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="draw no plots")
+    p.add_argument("--data-root", type=Path, help="the data as seen from this machine (default: the shards' own)")
+    args = p.parse_args(rest)
+    from icl.run.merge import merge
+
+    return merge(args.out, args.shards, command=typed, plots=args.plots, data_root=args.data_root).exit_code
 
 
 if __name__ == "__main__":

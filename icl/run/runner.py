@@ -37,6 +37,7 @@ from icl.run.atomic import OutputWriteError, is_user_fixable, write_text
 from icl.run.files import DEFAULT_STORE, claim_folder, write_artifacts, write_outputs
 from icl.run.lock import FolderLock
 from icl.run.models import RunModel, make_model, resolve_device
+from icl.run import shard as S
 from icl.store import Failure, Score, ScoreKey, Store, StoreError
 
 MAX_FAILURES_SHOWN = 20
@@ -92,6 +93,16 @@ def _plan(bench: Benchmark) -> list[Item]:
     return items
 
 
+def _planned(bench: Benchmark, config: RunConfig) -> tuple[list[Item], dict[str, Any]]:
+    """The plan items this run computes: all, or with ``--shard I/N`` those of shard I (and
+    the ``shard`` record for results.json)."""
+    items = _plan(bench)
+    if config.shard is None:
+        return items, {}
+    mine = S.select(items, *config.shard)
+    return mine, dict(shard=S.describe(items, mine, *config.shard))
+
+
 def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunModel], Optional[RunModel]]:
     specs = config.models if config.models is not None else [s for m in bench.default_models
                                                              for s in parse_models(m)]
@@ -122,14 +133,14 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     _absolute_paths(config)
     device = resolve_device(config.device)  # a device that is not there: one line before any planning
     bench = open_benchmark(config)
-    items = _plan(bench)
+    items, extra = _planned(bench, config)
     models, judge = _models(config, bench, device)
     out = config.out_dir
     with writable(out, config.store_path):
         out.mkdir(parents=True, exist_ok=True)
         with FolderLock(out, config.command):
             claim_folder(out, bench.name)
-            return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr)
+            return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr, extra)
 
 
 def _absolute(path: Path) -> Path:
@@ -168,7 +179,8 @@ def writable(out: Path, store: Path) -> Iterator[None]:
 
 
 def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
-                judge: Optional[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO) -> Outcome:
+                judge: Optional[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO,
+                extra: Mapping[str, Any]) -> Outcome:
     artifacts = write_artifacts(bench, out)
     t_plan = time.perf_counter()
     where = eval_device(device, config.evaluate)
@@ -190,8 +202,10 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
                          run_id, stats, artifacts, dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan),
                          identities={m.model_id: m.identity for m in models},
                          judge=None if judge is None else judge.identity, device=device, t0=t0,
-                         roles={m.label: model_role(m) for m in models})
+                         roles={m.label: model_role(m) for m in models}, extra=extra)
     print_summary(bench, outcome, stdout, stderr)
+    if "shard" in extra:
+        print(S.note(extra["shard"]), file=stdout)
     return outcome
 
 
@@ -268,8 +282,7 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
                 for label, mid in models},
         not_applicable=not_applicable, stopped_models=dict(stats.stopped),
         data=bench.data_origin(),
-        judge=judge, judge_id=judge_id or None, plan=dict(items=len(items), sha256=hashlib.sha256("\n".join(it.key for it in items).encode())
-                               .hexdigest()),
+        judge=judge, judge_id=judge_id or None, plan=dict(items=len(items), sha256=S.plan_sha256(items)),
         artifacts={**artifacts, **_result_files(config.out_dir, bench, rows, answers)},
         fingerprints=bench.fingerprints(),
         counts=dict(planned=len(items) * len(models), computed=stats.computed, skipped=stats.skipped,
@@ -367,7 +380,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     rescore_command = command or ["python", "-m", "icl.run", "rescore", str(run_dir)]
     t0 = time.perf_counter()
     bench = open_benchmark(config)
-    items = _plan(bench)
+    items, shard = _planned(bench, config)
     models = [(label, m["model_id"]) for label, m in meta["models"].items()]
     judge_id = meta.get("judge_id") or ""
     stats = ExecStats()
@@ -413,7 +426,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                          judge=meta.get("judge"), device=meta.get("device", "cpu"), t0=t0,
                          roles={label: {k: m[k] for k in ("serves", "reference") if k in m}
                                 for label, m in meta["models"].items()},
-                         extra=dict(rescore_command=rescore_command))
+                         extra=dict(rescore_command=rescore_command, **shard))
     print_summary(bench, outcome, stdout, stderr)
     return outcome
 
