@@ -243,15 +243,12 @@ def _check_complete(bench: Benchmark, items: Sequence[Item], shards: Sequence[Sh
             raise ConfigError(f"merge: {s.name} recorded {s.meta['shard'].get('items')} items, its part of the plan "
                               f"now has {len(mine)}")
         try:
-            conn = open_read_only(s.store)
+            with open_read_only(s.store) as conn:
+                found = set(conn.execute(
+                    "SELECT item_key, model_id FROM scores WHERE benchmark=? AND protocol=? AND judge_id=? AND "
+                    "scorer_version=?", (bench.name, bench.protocol, judge_id, bench.scorer_version)))
         except StoreError as exc:
             raise ConfigError(f"merge: {s.name}: {exc}") from None
-        try:
-            found = set(conn.execute(
-                "SELECT item_key, model_id FROM scores WHERE benchmark=? AND protocol=? AND judge_id=? AND "
-                "scorer_version=?", (bench.name, bench.protocol, judge_id, bench.scorer_version)))
-        finally:
-            conn.close()
         for label, model_id in models:
             lacking = [it.key for it in _applicable(bench, mine, roles.get(label)) if (it.key, model_id) not in found]
             if lacking:

@@ -15,7 +15,10 @@ first row copied keeps its values. Sources are opened read-only and never change
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -44,21 +47,35 @@ class Copied:
     present: dict[str, int] = field(default_factory=dict)
 
 
-def open_read_only(path: Path) -> sqlite3.Connection:
-    """A store opened read-only (its file and folder are never written)."""
+@contextmanager
+def open_read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    """A store read without writing anything beside it: opened ``immutable`` when its
+    write-ahead log is empty or absent (every commit is in the file), else read from a private
+    copy of the file and its log (a read-only SQLite connection would still create or update
+    the ``-shm`` index, and writing the log back is the writer's business)."""
     path = Path(path)
     if not path.is_file():
         raise StoreError(f"{path}: no store there")
-    try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=60)
-        found = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    except sqlite3.Error as exc:
-        raise StoreError(f"{path}: not a readable icl store ({exc})") from None
-    if found is None or int(found[0]) != SCHEMA_VERSION:
-        conn.close()
-        raise StoreError(f"{path}: store schema version {None if found is None else found[0]}, this icl writes "
-                         f"version {SCHEMA_VERSION}; merge with the icl version that wrote it")
-    return conn
+    wal = path.with_name(path.name + "-wal")
+    with tempfile.TemporaryDirectory(prefix="icl-store-") as private:
+        if wal.is_file() and wal.stat().st_size > 0:
+            shutil.copyfile(path, Path(private) / path.name)
+            shutil.copyfile(wal, Path(private) / wal.name)
+            target = (Path(private) / path.name).as_uri()  # private: SQLite may recover the log into it
+        else:
+            target = f"{path.absolute().as_uri()}?immutable=1"
+        try:
+            conn = sqlite3.connect(target, uri=True, timeout=60)
+            found = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{path}: not a readable icl store ({exc})") from None
+        try:
+            if found is None or int(found[0]) != SCHEMA_VERSION:
+                raise StoreError(f"{path}: store schema version {None if found is None else found[0]}, this icl "
+                                 f"writes version {SCHEMA_VERSION}; merge with the icl version that wrote it")
+            yield conn
+        finally:
+            conn.close()
 
 
 def _quote(name: str) -> str:
@@ -80,14 +97,11 @@ def copy_rows(target: sqlite3.Connection, source_path: Path) -> Copied:
     """Copy every table of the store at ``source_path`` into ``target`` (call it inside one
     of the target's transactions, so that a :class:`CopyConflict` leaves it unchanged)."""
     copied = Copied(Path(source_path))
-    source = open_read_only(source_path)
-    try:
+    with open_read_only(source_path) as source:
         tables = source.execute("SELECT name, sql FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
                                 "AND name != 'meta' ORDER BY name").fetchall()
         for table, sql in tables:
             _copy_table(source, target, table, sql, copied)
-    finally:
-        source.close()
     return copied
 
 
