@@ -284,7 +284,7 @@ def _record_shard_runs(store: Store, bench: Benchmark, shards: Sequence[Shard], 
     failures = [Failure("data", f"{where}: {msg}", None, None, path, run_id) for where, msg, path in bench.data_failures()]
     totals: dict[tuple[str, str], ComputeRecord] = {}
     for s in shards:
-        shard_run = s.meta.get("run_id")
+        shard_run = str(s.meta.get("run_id") or "-")  # never None: failures(None) would be every run's
         failures += [Failure(f.stage, f.message, f.model, f.item, f.path, run_id)
                      for f in store.failures(shard_run) if f.stage != "data"]
         for c in store.compute([shard_run]):

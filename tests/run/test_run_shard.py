@@ -15,8 +15,11 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from icl.models import Adapter, register_model
+from icl.models.registry import unregister_model
 from icl.run.__main__ import main
 from icl.run.lock import FolderLock
 from icl.run.shard import select, shard_of
@@ -45,18 +48,19 @@ def snapshot(folder: Path) -> dict[str, tuple]:
                                          p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
 
 
-def run_ok(args: list[str]) -> None:
-    assert main(args) == 0, args
+def run_ok(args: list[str], code: int = 0) -> None:
+    assert main(args) == code, args
 
 
-def sharded(root: Path, args: list[str]) -> dict[str, Path]:
-    """The unsharded run, its three shards and their merge, under ``root``."""
+def sharded(root: Path, args: list[str], code: int = 0) -> dict[str, Path]:
+    """The unsharded run, its three shards and their merge, under ``root`` (``code``: the exit
+    status of the unsharded run and of the merge)."""
     dirs = dict(single=root / "single", s0=root / "s0", s1=root / "s1", s2=root / "s2", merged=root / "merged")
-    run_ok([*args, *COMMON, "--out", str(dirs["single"])])
-    for i in range(3):
-        run_ok([*args, *COMMON, "--shard", f"{i}/3", "--out", str(dirs[f"s{i}"])])
+    run_ok([*args, *COMMON, "--out", str(dirs["single"])], code)
+    for i in range(3):  # a shard without a failed item ends with 0
+        assert main([*args, *COMMON, "--shard", f"{i}/3", "--out", str(dirs[f"s{i}"])]) in {0, code}
     before = {i: snapshot(dirs[f"s{i}"]) for i in range(3)}
-    run_ok(["merge", str(dirs["merged"]), *(str(dirs[f"s{i}"]) for i in range(3))])
+    run_ok(["merge", str(dirs["merged"]), *(str(dirs[f"s{i}"]) for i in range(3))], code)
     for i in range(3):
         assert snapshot(dirs[f"s{i}"]) == before[i], f"merge changed shard folder s{i}"
     return dirs
@@ -71,7 +75,9 @@ def assert_same_run(single: Path, merged: Path) -> None:
     ra, rb = (json.loads((d / "results.json").read_text()) for d in (single, merged))
     assert set(rb) - set(ra) == {"merged"}
     for key in set(ra) - RESULTS_DIFFER:
-        if key == "config":
+        if key == "failures":  # the same events; a run lists them as its batches met them
+            assert ra[key]["count"] == rb[key]["count"] and sorted(ra[key]["items"]) == sorted(rb[key]["items"])
+        elif key == "config":
             assert {k: v for k, v in ra[key].items() if k not in ("out", "store")} == \
                    {k: v for k, v in rb[key].items() if k not in ("out", "store")}
         elif key == "counts":
@@ -110,6 +116,32 @@ def test_vlicl_merged_equals_single(tmp_path):
     dirs = sharded(tmp_path, ["vlicl", "--fast"])  # with plots: the PNGs compared too
     assert (dirs["merged"] / "predictions.jsonl").is_file()
     assert_same_run(dirs["single"], dirs["merged"])
+
+
+class SomeFail(Adapter):
+    """The query as the answer, but a wrong-shaped one for about a third of the items, chosen by
+    a hash of the item (never by its place in a batch, so any sharding fails the same items)."""
+
+    name = "some-fail"
+    batch_size = 4
+
+    def predict(self, requests):
+        def fails(r) -> bool:
+            return hashlib.sha256(f"{r.dataset}/{r.query_id}/{r.shots}".encode()).digest()[0] % 3 == 0
+
+        return [np.zeros(r.query.shape[:2], np.uint8) if fails(r) else r.query for r in requests]
+
+
+def test_failed_items_merge_like_one_run(tmp_path, fast_data):
+    register_model("some-fail", SomeFail)
+    try:
+        dirs = sharded(tmp_path, ["vibe", "--fast", "--data-root", str(fast_data), "--no-plots", "--tasks", "edges",
+                                  "--models", "some-fail,identity"], code=1)
+    finally:
+        unregister_model("some-fail")
+    assert_same_run(dirs["single"], dirs["merged"])
+    meta = json.loads((dirs["merged"] / "results.json").read_text())
+    assert meta["counts"]["failed"] > 0 and meta["failures"]["count"] >= meta["counts"]["failed"]
 
 
 def test_merge_again_is_idempotent(best50, tmp_path, capsys):
