@@ -374,7 +374,9 @@ class VLICL(Benchmark):
         lines = [f"- data: the published release at `{self.data_root}`"]
         lines += [f"  - {t}: `{self.data(t).origin}`, SHA-256 `{self.data(t).digest}`" for t in self.task_ids()]
         if self.absent:
-            lines.append(f"- absent from the release (not run): {', '.join(self.absent)}")
+            text = self.config["variant"] == "text"  # name the text folders looked for
+            absent = [f"{t} (no {' or '.join(TASKS[t].text_folders)})" if text else t for t in self.absent]
+            lines.append(f"- absent from the release (not run): {', '.join(absent)}")
         return lines
 
     def check_judge(self, judge: Optional[str], asked: Optional[Sequence[type]] = None) -> None:
