@@ -253,7 +253,8 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
                     kind = f"{bench.item_kind(it)} ({bench.request_type(it).__name__})"
                     skipped[kind] = skipped.get(kind, 0) + 1
             not_applicable[label] = skipped
-        for judge in judges or [None]:  # one score per judge (the ``judge`` column names it)
+        slots: list[Optional[Mapping[str, Any]]] = [*judges] or [None]
+        for judge in slots:  # one score per judge (the ``judge`` column names it)
             judge_id = judge["judge_id"] if judge else ""
             column = {"judge": judge["label"]} if judge else {}
             keys = [ScoreKey(bench.name, bench.protocol, it.key, model_id, judge_id, bench.scorer_version)
