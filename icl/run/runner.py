@@ -347,7 +347,8 @@ def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) 
         print(text, file=stdout)
     s = o.stats
     t = o.timings
-    print(f"{bench.name}: {s.computed} items computed, {s.skipped} already in the store, {o.failed_items} failed"
+    unit = "scores (item x judge)" if len({r.get("judge") for r in o.rows}) > 1 else "items"  # counts are scores
+    print(f"{bench.name}: {s.computed} {unit} computed, {s.skipped} already in the store, {o.failed_items} failed"
           + (f" ({s.cached_responses} answers reused from the store)" if s.cached_responses else "")
           + (f"; {whole:.1f} s" if (whole := (process_age() if "startup_s" in t else None) or _run_seconds(t))
              else "") + f"; files in {o.out_dir}",

@@ -105,7 +105,7 @@ def test_a_judge_added_later_asks_only_that_judge(tmp_path, judge_log, capsys):
     # a third run computes nothing; rescore reads both judges' stored answers, asks no one
     capsys.readouterr()
     assert main([*_base(out), "--judge", SPATIAL, "--judge", B]) == 0
-    assert "0 items computed" in capsys.readouterr().out
+    assert f"0 scores (item x judge) computed, {2 * n} already in the store" in capsys.readouterr().out
     before = {name: (out / name).read_text() for name in ("criteria.csv", "criteria_by_judge.csv")}
     assert main(["rescore", str(out)]) == 0
     assert {name: (out / name).read_text() for name in before} == before
@@ -162,28 +162,21 @@ def test_several_judges_refused_where_one_is_taken(tmp_path, capsys):
 
 
 def test_check_judge_declares_how_many():
-    class One(Benchmark):
-        name = "one"
+    from icl.benchmarks.cobsat.benchmark import CoBSAT
+    from icl.benchmarks.vif.benchmark import VIF
 
-        def items(self):
-            return []
+    class OneJudgeVIF(VIF):  # the declaration alone decides
+        max_judges = 1
 
-        def request(self, item, privileged=False):
-            return None
-
-        def score(self, item, response, judgements=()):
-            return {}
-
-        def summarise(self, rows):
-            return {}
-
-    One().check_judge(None)
-    One().check_judge("a")  # one name, as earlier versions passed it
-    One().check_judge(("a",))
-    with pytest.raises(ValueError, match="benchmark 'one' takes 1 judge"):
-        One().check_judge(("a", "b"))
-    One.max_judges = None
-    One().check_judge(("a", "b", "c"))
+    vif, one = VIF(VIF.fast_config()), OneJudgeVIF(VIF.fast_config())
+    vif.check_judge((SPATIAL, "a", "b"))
+    for judges in (None, SPATIAL, (SPATIAL,)):  # none, one name as earlier versions passed it, a tuple
+        one.check_judge(judges)
+    with pytest.raises(ValueError, match="benchmark 'vif' takes 1 judge"):
+        one.check_judge((SPATIAL, "b"))
+    with pytest.raises(ValueError, match="benchmark 'cobsat' takes 1 judge"):
+        CoBSAT(CoBSAT.fast_config()).check_judge(("a", "b"))
+    assert Benchmark.max_judges == 1 and CoBSAT.max_judges == 1 and VIF.max_judges is None
 
 
 def test_judges_from_flags_and_run_toml(tmp_path):
