@@ -47,7 +47,9 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
                                     "(default: the benchmark's baselines)")
     p.add_argument("--model-arg", action="append", default=[], metavar="[MODEL:]KEY=VALUE",
                    help="a model argument (JSON scalar or string); repeatable; without MODEL: every model")
-    p.add_argument("--judge", help="judge model (NAME[:key=value,...]) for benchmarks scored by one")
+    p.add_argument("--judge", action="append", default=None, metavar="NAME[:key=value,...]",
+                   help="judge model for benchmarks scored by one; repeatable (or a comma list) for benchmarks "
+                        "that take several judges (vif: the headline averages them)")
     p.add_argument("--config", type=Path, help="run.toml with these settings (flags override it)")
     p.add_argument("--data-root", type=Path, help="dataset folder / built-in data cache (default: ICL_DATA_ROOT "
                                                   "or ~/.cache/icl/data)")
@@ -158,8 +160,7 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
         if models is None:
             models = [s for m in cls.default_models for s in parse_models(m)]
         models = apply_model_args(models, pairs)
-    judge_text = args.judge if args.judge is not None else file.get("judge")
-    judge = parse_models(judge_text)[0] if judge_text else None
+    judges = parse_judges(args.judge if args.judge is not None else file.get("judge"), args.config)
 
     def pick(name: str, default: Any) -> Any:
         value = getattr(args, name, None)
@@ -184,12 +185,23 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
     evaluate = pick("evaluate", "auto")
     if evaluate not in EVAL_MODES:
         raise ConfigError(f"evaluate must be one of {', '.join(EVAL_MODES)}, got {evaluate!r}")
-    return RunConfig(benchmark=bench_name, options=options, models=models, judge=judge,
+    return RunConfig(benchmark=bench_name, options=options, models=models, judges=judges,
                      fast=boolean("fast", False), data_root=path("data_root"),
                      name=pick("name", None), out=path("out"), store=path("store"),
                      device=str(pick("device", "auto")), dtype=pick("dtype", None), evaluate=evaluate,
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
                      trace_memory=boolean("trace_memory", False), shard=shard, command=list(argv))
+
+
+def parse_judges(value: Any, where: Any = None) -> list[ModelSpec]:
+    """The judges of ``--judge`` (repeated) or ``judge`` in run.toml (a string or a list of
+    strings): each text a model list (:func:`parse_models`); None: none given."""
+    if value is None:
+        return []
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ConfigError(f"--config {where}: judge must be a model spec or a list of them, got {value!r}")
+    return [s for t in texts for s in parse_models(t)]
 
 
 def _model_arg_pairs(value: Any, where: Any) -> list[str]:

@@ -128,7 +128,7 @@ class RunConfig:
     benchmark: str
     options: dict[str, Any] = field(default_factory=dict)
     models: Optional[list[ModelSpec]] = None
-    judge: Optional[ModelSpec] = None
+    judges: list[ModelSpec] = field(default_factory=list)  # empty: the benchmark's default judge, if any
     fast: bool = False
     data_root: Optional[Path] = None
     name: Optional[str] = None
@@ -166,7 +166,7 @@ class RunConfig:
         return dict(
             benchmark=self.benchmark, options={k: _plain(v) for k, v in sorted(self.options.items())},
             models=None if self.models is None else [dict(name=m.name, args=dict(m.args)) for m in self.models],
-            judge=None if self.judge is None else dict(name=self.judge.name, args=dict(self.judge.args)),
+            judges=[dict(name=j.name, args=dict(j.args)) for j in self.judges],
             fast=self.fast, data_root=None if self.data_root is None else str(self.data_root), name=self.run_name,
             out=str(self.out_dir), store=str(self.store_path), device=self.device, dtype=self.dtype,
             evaluate=self.evaluate, overlap=self.overlap, plots=self.plots, **shard,
@@ -178,9 +178,12 @@ class RunConfig:
             return None if d is None else ModelSpec(d["name"], dict(d.get("args") or {}))
 
         models = data.get("models")
+        judges = data.get("judges")
+        if judges is None:  # runs of earlier versions recorded one ``judge``
+            judges = [data["judge"]] if data.get("judge") else []
         return cls(benchmark=data["benchmark"], options=dict(data.get("options") or {}),
                    models=None if models is None else [spec(m) for m in models],  # type: ignore[misc]
-                   judge=spec(data.get("judge")), fast=bool(data.get("fast")),
+                   judges=[spec(j) for j in judges], fast=bool(data.get("fast")),  # type: ignore[misc]
                    data_root=Path(data["data_root"]) if data.get("data_root") else None, name=data.get("name"),
                    out=Path(data["out"]) if data.get("out") else None,
                    store=Path(data["store"]) if data.get("store") else None, device=data.get("device", "auto"),

@@ -176,8 +176,8 @@ def report_markdown(bench: Benchmark, tables: Mapping[str, list[dict[str, Any]]]
                      + ", ".join(f"{k} {n} items" for k, n in sorted(kinds.items())))
     for label, why in (meta.get("stopped_models") or {}).items():
         lines.append(f"- **stopped** `{label}`: {why}")
-    if meta.get("judge_id"):
-        lines.append(f"- **judge**: id `{meta['judge_id']}`")
+    for j in meta.get("judges") or ([dict(label="judge", judge_id=meta["judge_id"])] if meta.get("judge_id") else []):
+        lines.append(f"- **judge** `{j['label']}`: id `{j['judge_id']}`")
     for name, sha in (meta.get("artifacts") or {}).items():
         lines.append(f"- **{name}** SHA-256: `{sha}`")
     counts = meta.get("counts") or {}

@@ -33,7 +33,7 @@ from icl.run.errors import ConfigError
 from icl.run.files import claim_folder, write_artifacts
 from icl.run.lock import LOCK_NAME, FolderLock
 from icl.run.runner import (Outcome, _absolute, _applicable, _plan, _run_store, finish, open_benchmark,
-                            print_summary, writable)
+                            print_summary, recorded_judges, writable)
 from icl.store import ComputeRecord, Failure, Store, StoreError
 from icl.store.copy import open_read_only
 
@@ -94,8 +94,8 @@ def merge(out: Path, shard_dirs: Sequence[Path], stdout: Optional[TextIO] = None
     meta = shards[0].meta
     models = [(label, m["model_id"]) for label, m in meta["models"].items()]
     roles = {label: {k: m[k] for k in ("serves", "reference") if k in m} for label, m in meta["models"].items()}
-    judge_id = meta.get("judge_id") or ""
-    _check_complete(bench, items, shards, models, judge_id, roles)
+    judges = recorded_judges(meta)
+    _check_complete(bench, items, shards, models, [j["judge_id"] for j in judges] or [""], roles)
     _check_out(out, shards[0])
     t_plan = time.perf_counter()
     with writable(out, config.store_path):
@@ -112,10 +112,10 @@ def merge(out: Path, shard_dirs: Sequence[Path], stdout: Optional[TextIO] = None
                                               merged=[str(s.folder) for s in shards]))
                 _record_shard_runs(store, bench, shards, run_id)
                 stats = _stats(shards)
-                outcome = finish(config, bench, items, models, judge_id, store, run_id, stats,
+                outcome = finish(config, bench, items, models, judges, store, run_id, stats,
                                  write_artifacts(bench, out), dict(plan_s=t_plan - t0, merge_s=t_copy - t_plan),
                                  identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
-                                 judge=meta.get("judge"), device=meta.get("device", "cpu"), t0=t0, roles=roles,
+                                 device=meta.get("device", "cpu"), t0=t0, roles=roles,
                                  extra=dict(merged=_provenance(shards)))
     print_summary(bench, outcome, stdout, stderr)
     added = sum(sum(c.added.values()) for c in copied)
@@ -187,7 +187,8 @@ def _identity(meta: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
         ("protocol", meta.get("protocol"), str(meta.get("protocol"))),
         ("scorer version", meta.get("scorer_version"), str(meta.get("scorer_version"))),
         ("models", models, ", ".join(f"{label} = {mid}" for label, (mid, _) in models.items())),
-        ("judge", (meta.get("judge_id"), meta.get("judge")), str(meta.get("judge_id"))),
+        ("judges", [(j["judge_id"], j.get("identity")) for j in recorded_judges(meta)],
+         ", ".join(j["label"] + " = " + j["judge_id"] for j in recorded_judges(meta)) or "none"),
         ("data fingerprints", meta.get("fingerprints"), json.dumps(meta.get("fingerprints"), sort_keys=True)),
         ("settings", {k: v for k, v in config.items() if k not in PER_SHARD_SETTINGS}, ""),
     ]
@@ -235,8 +236,8 @@ def _check_indices(shards: Sequence[Shard]) -> None:
 
 
 def _check_complete(bench: Benchmark, items: Sequence[Item], shards: Sequence[Shard],
-                    models: Sequence[tuple[str, str]], judge_id: str, roles: Mapping[str, Any]) -> None:
-    """Every (item of the shard, applicable model) has a stored score in the shard's store."""
+                    models: Sequence[tuple[str, str]], judge_ids: Sequence[str], roles: Mapping[str, Any]) -> None:
+    """Every (item of the shard, applicable model, judge) has a stored score in the shard's store."""
     for s in shards:
         mine = S.select(items, s.index, s.count)
         if s.meta["shard"].get("items") != len(mine):
@@ -245,12 +246,13 @@ def _check_complete(bench: Benchmark, items: Sequence[Item], shards: Sequence[Sh
         try:
             with open_read_only(s.store) as conn:
                 found = set(conn.execute(
-                    "SELECT item_key, model_id FROM scores WHERE benchmark=? AND protocol=? AND judge_id=? AND "
-                    "scorer_version=?", (bench.name, bench.protocol, judge_id, bench.scorer_version)))
+                    "SELECT item_key, model_id, judge_id FROM scores WHERE benchmark=? AND protocol=? AND "
+                    "scorer_version=?", (bench.name, bench.protocol, bench.scorer_version)))
         except StoreError as exc:
             raise ConfigError(f"merge: {s.name}: {exc}") from None
         for label, model_id in models:
-            lacking = [it.key for it in _applicable(bench, mine, roles.get(label)) if (it.key, model_id) not in found]
+            lacking = [it.key for it in _applicable(bench, mine, roles.get(label))
+                       if any((it.key, model_id, j) not in found for j in judge_ids)]
             if lacking:
                 shown = ", ".join(repr(k) for k in lacking[:SHOWN_KEYS]) + (", ..." if len(lacking) > SHOWN_KEYS else "")
                 raise ConfigError(f"merge: {s.name} is incomplete: {len(lacking)} of its {len(mine)} items have no "

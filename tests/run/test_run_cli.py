@@ -20,7 +20,7 @@ def _config(argv, bench="vibe"):
 
 def test_defaults():
     cfg = _config([])
-    assert cfg.benchmark == "vibe" and cfg.models is None and cfg.options == {} and cfg.judge is None
+    assert cfg.benchmark == "vibe" and cfg.models is None and cfg.options == {} and cfg.judges == []
     assert cfg.device == "auto" and cfg.dtype is None and cfg.evaluate == "auto" and cfg.overlap and cfg.plots
     assert cfg.out_dir == Path("runs/vibe") and cfg.store_path == Path("runs/vibe/store.sqlite")
     assert cfg.command == ["python", "-m", "icl.run", "vibe"]
