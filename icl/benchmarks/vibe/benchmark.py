@@ -193,7 +193,10 @@ class Vibe(Benchmark):
         p: _Payload = item.payload
         episode, encoded = self._episode(p, shown=True)
         seed = derive_seed(self._plan().seed, p.dataset, "test", p.query, f"model/{p.task}/k{p.shots}")
-        return AnalogyRequest(p.task, p.dataset, p.query, list(episode.context_inputs[:p.shots]),
+        # a replaced context is another request of the same query: its id says so (a model keeping
+        # anything per query id never answers it from the original)
+        query_id = p.query if p.donor is None else f"{p.query}/context-of:{p.donor}"
+        return AnalogyRequest(p.task, p.dataset, query_id, list(episode.context_inputs[:p.shots]),
                               list(episode.context_outputs[:p.shots]), episode.query_input,
                               tuple(encoded.shape[:2]), encoded if privileged else None, None, seed)
 
