@@ -36,6 +36,11 @@ GENERATOR_VERSION = "2"  # 2: cobsat from CoBSAT's vocabularies and CoBSAT-lite 
 SEED = "vlicl-builtin"
 NAMES = ("dax", "blicket", "perpo", "shously", "slation", "wug", "tufa", "zorb", "fep", "kiki", "mipa", "gazzer")
 OBJECT_SIZE = (96, 96)
+
+
+def image_size(task: str) -> tuple[int, int]:
+    """The size a built-in text-to-image task asks a generator for: its drawings' size."""
+    return (cobsat_lite.SIZE, cobsat_lite.SIZE) if task == "cobsat" else OBJECT_SIZE
 # CoBSAT's drawable tasks in VL-ICL's spelling ("Color-I" -> "color_I"), in CoBSAT's order
 COBSAT_TASKS = tuple(f"{n.split('-')[0].lower()}_{n.split('-')[1]}" for n, t in COBSAT.items() if t.theme.drawable)
 SYLLABLES = ("ka", "lo", "mi", "ru", "te", "sa", "no", "vi", "de", "po", "ja", "xu", "be", "fi", "go", "ze")
