@@ -58,7 +58,8 @@ def test_clip_answers_cobsat_questions_as_eval_clip(judge, theme_name):
     theme = THEMES[theme_name]
     obj_list = [display(v) for v in VOCAB[theme.object]]
     detail_list = [display(v) for v in VOCAB[theme.attribute]]
-    cases = [(a, o) for a, o in zip(VOCAB[theme.attribute][::3], VOCAB[theme.object][1::3])]
+    cases = [(a, o) for a, o in zip(VOCAB[theme.attribute][::5], VOCAB[theme.object][1::5])]
+    seen = set()
     for attribute, obj in cases:
         image = lite.draw(theme, attribute, obj)
         caption = lite.caption(theme, attribute, obj) + " on a table"
@@ -70,6 +71,8 @@ def test_clip_answers_cobsat_questions_as_eval_clip(judge, theme_name):
             want = eval_clip_reference(judge.model, judge.processor, content, display(attribute), display(obj),
                                        obj_list, detail_list)
             assert [questions.chosen_option(x) for x in answers] == list(want), (attribute, obj, desc)
+            seen.update(answers)
+    assert len(seen) > 1  # the random CLIP does not answer one option everywhere (the floor at 0 is not all)
 
 
 def test_an_empty_caption_is_no_option(judge):
