@@ -27,7 +27,7 @@ def test_defaults():
     assert _config(["--fast"]).out_dir == Path("runs/vibe-fast")
     bench = open_benchmark(cfg)
     assert bench.config == dict(tasks=None, datasets=None, shots=(1,), limit=None, seed=0, qualitative=3,
-                                rank_reference=False)
+                                sensitivity_fraction=0.1, rank_reference=False)
     assert bench.default_models == DEFAULT_MODELS == ("oracle", "copy-target", "identity")
 
 

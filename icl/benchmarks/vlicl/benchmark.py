@@ -226,7 +226,7 @@ class VLICL(Benchmark):
         desc = TASKS[task].description(self.config["description"])
         rseed = request_seed(seed, task, qid, shots)
         if TASKS[task].direction != I2T:
-            size = builtin.OBJECT_SIZE if data.origin == "builtin" else None
+            size = builtin.image_size(task) if data.origin == "builtin" else None
             return generation_request(data, ep, item.key, desc, rseed, size)
         if self.prompt_label(task) != "chat":
             shots = [(inputs(data, d), d.question, format_answer(d.answer)) for d in ep.support]
