@@ -29,6 +29,13 @@ def _specs(models: ModelsArg) -> Optional[list[ModelSpec]]:
     return out
 
 
+def _judges(judge: Any) -> list[ModelSpec]:
+    """``judge=``: one judge (a spec string, ``ModelSpec`` or ``(name, {args})``) or a list of them."""
+    if judge is None:
+        return []
+    return _specs([judge] if isinstance(judge, (str, ModelSpec, tuple)) else judge) or []
+
+
 class Results(list):
     """A run's table as a list of row dicts (what ``icl.evaluate`` returns, always): ``table``
     (its name), ``outcome`` (the run's :class:`~icl.run.runner.Outcome`: every table, failures,
@@ -59,7 +66,7 @@ def evaluate(benchmark: str, models: ModelsArg = None, *, table: Optional[str] =
 
     ``models``: ``"oracle,painter:weights=/w/p.pth"``, a list of such strings, ``ModelSpec`` s or
     ``(name, {args})`` tuples; None runs the benchmark's defaults. ``options``: the runner's
-    settings (``out``, ``device``, ``dtype``, ``fast``, ``data_root``, ``judge``, ``plots``,
+    settings (``out``, ``device``, ``dtype``, ``fast``, ``data_root``, ``judge`` (one or a list), ``plots``,
     ``progress``, ...) and the benchmark's own options (``tasks``, ``shots``, ``limit``, ...).
     Files go to ``out`` (default ``./runs/<name>``) exactly as on the command line; a rerun
     computes only what is missing. Quiet: nothing is printed unless ``verbose`` (the text is in
@@ -75,7 +82,7 @@ def evaluate(benchmark: str, models: ModelsArg = None, *, table: Optional[str] =
             common[key] = Path(common[key])
     common.setdefault("progress", False)
     config = RunConfig(benchmark=benchmark, options=options, models=_specs(models),
-                       judge=None if judge is None else _specs([judge])[0], **common)  # type: ignore[index]
+                       judges=_judges(judge), **common)
     text = io.StringIO()
     outcome = run(config, None if verbose else text, None if verbose else text)
     if table is None:

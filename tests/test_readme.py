@@ -22,18 +22,24 @@ README = ROOT / "README.md"
 
 
 def readme_commands(benchmark: str) -> list[str]:
-    """The README's ``python -m icl.run BENCHMARK ...`` lines (comments stripped), in order."""
+    """The README's ``python -m icl.run BENCHMARK ...`` lines (comments stripped), in order, with
+    the ``python -m icl.run merge ...`` lines of the same block (they merge its shard runs)."""
     out = []
     for block in re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S):
+        mine = False
         for line in block.splitlines():
             cmd = line.split("  #", 1)[0].strip()
             if cmd.startswith(f"python -m icl.run {benchmark} "):
+                out.append(cmd)
+                mine = True
+            elif mine and cmd.startswith("python -m icl.run merge "):
                 out.append(cmd)
     return out
 
 
 def test_the_readme_shows_the_commands_this_file_runs():
     assert len(readme_commands("vlicl")) >= 3 and len(readme_commands("best50")) >= 3
+    assert any(c.startswith("python -m icl.run merge ") for c in readme_commands("best50"))
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +88,8 @@ def test_readme_commands_run_as_written(bench, stand_ins, tmp_path):
     for cmd in readme_commands(bench):
         argv = _substitute(cmd, stand_ins)
         assert argv[:3] == ["python", "-m", "icl.run"]
-        proc = subprocess.run([sys.executable, *argv[1:], "--no-progress", "--device", "cpu"], cwd=tmp_path,
+        common = [] if argv[3] == "merge" else ["--no-progress", "--device", "cpu"]
+        proc = subprocess.run([sys.executable, *argv[1:], *common], cwd=tmp_path,
                               env=env, capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, f"{cmd}\n{proc.stderr[-3000:]}"
         assert "items computed" in proc.stdout, cmd

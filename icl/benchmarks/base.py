@@ -7,7 +7,9 @@ A benchmark is a small object the runner drives; it never loops over models or w
 - ``request(item, privileged)`` builds the typed request (:mod:`icl.models.requests`) for one
   item; ``followup(item, answers)`` may ask a second turn (two-pass chain of thought).
 - ``judge_requests(item, response)``: requests for the judge model (a model like any other,
-  cached the same way), when the benchmark scores through one.
+  cached the same way), when the benchmark scores through one. A benchmark may take several
+  judges (``max_judges``): each gets the same requests and ``score`` is called once per judge
+  with that judge's answers.
 - ``score(item, response, judgements)`` returns ``{metric: float}``: pure, versioned by
   ``scorer_version`` (stored scores are keyed by it, so a new scorer rescores without calling
   any model). ``score_failure(item, reason)`` says what a failed or refused answer scores
@@ -21,8 +23,9 @@ original run (with device evaluation, ``score_batch`` gets uint8 tensors on that
 
 A score row (what ``summarise`` receives, one per planned item and model that has a stored
 score) is a flat dict: ``model`` (the model's label), ``model_id``, ``key``, ``status`` ("ok",
-or "failed" with ``reason``), the item's ``group`` columns, then one column per metric (a
-failed row carries ``score_failure``'s metrics, or none).
+or "failed" with ``reason``), ``judge`` (the judge's label; only when the run has judges: one
+row per judge), the item's ``group`` columns, then one column per metric (a failed row carries
+``score_failure``'s metrics, or none).
 """
 
 from __future__ import annotations
@@ -80,6 +83,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def judge_names(judges: Any) -> tuple[str, ...]:
+    """The judges given to :meth:`Benchmark.check_judge` as a tuple of names (None: none; a
+    string: one)."""
+    if judges is None:
+        return ()
+    if isinstance(judges, str):
+        return (judges,)
+    return tuple(judges)
+
+
 def int_list(text: str) -> tuple[int, ...]:
     """``"0,1,2"`` -> ``(0, 1, 2)``."""
     return tuple(int(p) for p in comma_list(text))
@@ -95,6 +108,9 @@ class Benchmark(ABC):
     options: ClassVar[tuple[Option, ...]] = ()
     default_models: ClassVar[tuple[str, ...]] = ()  # what --fast and a bare run evaluate
     default_judge: ClassVar[Optional[str]] = None  # model spec of the judge, when it needs one
+    # how many judges a run may give (``--judge`` repeated); None: any number. Each judge scores
+    # every answer on its own: rows carry a ``judge`` column and ``summarise`` combines them
+    max_judges: ClassVar[Optional[int]] = 1
     # score_batch may run in the runner's scoring thread while request() builds the next batch
     thread_safe_scoring: ClassVar[bool] = False
     # labels of the reference models of this run (oracle, identity: the adapters' ``reference``
@@ -210,10 +226,18 @@ class Benchmark(ABC):
         ``"release ..."`` (with its digest): every report says which results are synthetic."""
         return {}
 
-    def check_judge(self, judge: Optional[str], asked: Optional[Sequence[type]] = None) -> None:
-        """Raise ValueError (one line) when the judge model ``judge`` (its registry name; None:
-        no judge) cannot judge this configuration's data; ``asked``: the request types some
-        model of the run serves (the others are never asked, so never judged)."""
+    def check_judge(self, judges: Any, asked: Optional[Sequence[type]] = None) -> None:
+        """Raise ValueError (one line) when the run's judges cannot judge this configuration's
+        data. ``judges``: the registry names of the judge models (a sequence; a single name or
+        None, as earlier versions passed, is read as one judge or none); ``asked``: the request
+        types some model of the run serves (the others are never asked, so never judged).
+
+        This base check refuses more judges than ``max_judges`` declares; an override calls
+        ``super().check_judge(judges, asked)`` first (:func:`judge_names` normalises ``judges``)."""
+        names = judge_names(judges)
+        if self.max_judges is not None and len(names) > self.max_judges:
+            raise ValueError(f"benchmark {self.name!r} takes {self.max_judges} judge(s); got {len(names)} "
+                             f"({', '.join(names)}): give one --judge")
 
     def result_files(self, rows: Sequence[Mapping[str, Any]],
                      answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:

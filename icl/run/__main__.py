@@ -7,6 +7,8 @@
     python -m icl.run vibe --config run.toml --device cuda   # flags override the file
     python -m icl.run rescore runs/vibe      # every score and file again from stored responses
     python -m icl.run export runs/vibe       # samples.jsonl and the image answers from the store
+    python -m icl.run vibe --shard 0/4 --out runs/vibe.0   # shard 0 of 4 (counted from 0)
+    python -m icl.run merge runs/vibe runs/vibe.0 runs/vibe.1 runs/vibe.2 runs/vibe.3
     python -m icl.run vibe --list            # tasks, datasets, models
 
 BENCHMARK defaults to ``vibe``. Exit status: 0 everything computed, 1 some items failed, 2 a usage
@@ -24,7 +26,7 @@ from typing import Any, Optional, Sequence
 
 from icl._parse import parse_bool
 from icl.models import PRECISIONS
-from icl.run.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models
+from icl.run.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models, parse_shard
 from icl.run.device import EVAL_MODES
 from icl.run.errors import ConfigError
 
@@ -46,7 +48,9 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
                                     "(default: the benchmark's baselines)")
     p.add_argument("--model-arg", action="append", default=[], metavar="[MODEL:]KEY=VALUE",
                    help="a model argument (JSON scalar or string); repeatable; without MODEL: every model")
-    p.add_argument("--judge", help="judge model (NAME[:key=value,...]) for benchmarks scored by one")
+    p.add_argument("--judge", action="append", default=None, metavar="NAME[:key=value,...]",
+                   help="judge model for benchmarks scored by one; repeatable (or a comma list) for benchmarks "
+                        "that take several judges (vif: the headline averages them)")
     p.add_argument("--config", type=Path, help="run.toml with these settings (flags override it)")
     p.add_argument("--data-root", type=Path, help="dataset folder / built-in data cache (default: ICL_DATA_ROOT "
                                                   "or ~/.cache/icl/data)")
@@ -70,6 +74,9 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
     p.add_argument("--trace-memory", action="store_true", default=None,
                    help="peak memory per stage with tracemalloc (slower) instead of the process peak RSS")
+    p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the plan (counted from 0, as "
+                   "$SLURM_ARRAY_TASK_ID with --array=0-(N-1)); each shard needs its own --out; join them with "
+                   "python -m icl.run merge OUT SHARD_DIR...")
     p.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, WARNING, ERROR)")
     p.add_argument("--list", action="store_true", help="list the benchmark's tasks, datasets and models, then exit")
     return p
@@ -121,7 +128,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 _COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap",
-                "plots", "progress", "trace_memory", "fast", "log_samples")
+                "plots", "progress", "trace_memory", "fast", "shard", "log_samples")
 
 
 def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
@@ -157,8 +164,7 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
         if models is None:
             models = [s for m in cls.default_models for s in parse_models(m)]
         models = apply_model_args(models, pairs)
-    judge_text = args.judge if args.judge is not None else file.get("judge")
-    judge = parse_models(judge_text)[0] if judge_text else None
+    judges = parse_judges(args.judge if args.judge is not None else file.get("judge"), args.config)
 
     def pick(name: str, default: Any) -> Any:
         value = getattr(args, name, None)
@@ -183,15 +189,30 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
             log_samples = parse_bool(log_samples, f"--config {args.config}: log_samples")
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+    shard_text = pick("shard", None)
+    shard = None if shard_text is None else parse_shard(shard_text, "--shard" if args.shard is not None
+                                                         else f"--config {args.config}: shard")
     evaluate = pick("evaluate", "auto")
     if evaluate not in EVAL_MODES:
         raise ConfigError(f"evaluate must be one of {', '.join(EVAL_MODES)}, got {evaluate!r}")
-    return RunConfig(benchmark=bench_name, options=options, models=models, judge=judge,
+    return RunConfig(benchmark=bench_name, options=options, models=models, judges=judges,
                      fast=boolean("fast", False), data_root=path("data_root"),
                      name=pick("name", None), out=path("out"), store=path("store"),
                      device=str(pick("device", "auto")), dtype=pick("dtype", None), evaluate=evaluate,
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
-                     trace_memory=boolean("trace_memory", False), log_samples=log_samples, command=list(argv))
+                     trace_memory=boolean("trace_memory", False), shard=shard, log_samples=log_samples,
+                     command=list(argv))
+
+
+def parse_judges(value: Any, where: Any = None) -> list[ModelSpec]:
+    """The judges of ``--judge`` (repeated) or ``judge`` in run.toml (a string or a list of
+    strings): each text a model list (:func:`parse_models`); None: none given."""
+    if value is None:
+        return []
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ConfigError(f"--config {where}: judge must be a model spec or a list of them, got {value!r}")
+    return [s for t in texts for s in parse_models(t)]
 
 
 def _model_arg_pairs(value: Any, where: Any) -> list[str]:
@@ -242,7 +263,8 @@ def _list(bench: Any) -> int:
 def _usage() -> str:
     from icl.benchmarks.registry import list_benchmarks
 
-    return (f"usage: python -m icl.run BENCHMARK [options] | --fast [BENCHMARK] | rescore RUN_DIR | export RUN_DIR\n"
+    return (f"usage: python -m icl.run BENCHMARK [options] | --fast [BENCHMARK] | rescore RUN_DIR | "
+            f"export RUN_DIR | merge OUT SHARD_DIR...\n"
             f"benchmarks: {', '.join(list_benchmarks())}\n"
             f"python -m icl.run BENCHMARK --help lists its options; python -m icl.run --fast runs every benchmark "
             f"on built-in synthetic data")
@@ -293,6 +315,8 @@ def _main(argv: list[str]) -> int:
         return _rescore(rest, typed)
     if name == "export":
         return _export(rest, typed)
+    if name == "merge":
+        return _merge(rest, typed)
     pre = common_parser("python -m icl.run")
     known, _ = pre.parse_known_args(rest)
     logging.basicConfig(level=getattr(logging, str(known.log_level).upper(), logging.WARNING),
@@ -308,7 +332,7 @@ def _main(argv: list[str]) -> int:
     try:
         cls = get_benchmark(name)
     except UnknownBenchmarkError:
-        known = [*list_benchmarks(), "rescore", "export"]
+        known = [*list_benchmarks(), "rescore", "export", "merge"]
         raise ConfigError(f"unknown benchmark {name!r}{closest(name, known)}") from None
     except (ImportError, TypeError) as exc:
         raise ConfigError(str(exc)) from None
@@ -393,6 +417,20 @@ def _export(rest: list[str], typed: list[str]) -> int:
                                  "(samples/*.png) from its store (no model is loaded).", rest)
     print(f"icl.run export: wrote {export(run_dir, command=typed)}")
     return 0
+
+
+def _merge(rest: list[str], typed: list[str]) -> int:
+    p = _Parser(prog="python -m icl.run merge",
+                description="Merge the stores of the shards of one run (--shard I/N, each in its own folder) into "
+                            "OUT and write the files the unsharded run would. The shard folders are only read.")
+    p.add_argument("out", type=Path, help="the merged run's folder (new, or an earlier merge of the same run)")
+    p.add_argument("shards", type=Path, nargs="+", metavar="SHARD_DIR", help="every shard's output folder")
+    p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="draw no plots")
+    p.add_argument("--data-root", type=Path, help="the data as seen from this machine (default: the shards' own)")
+    args = p.parse_args(rest)
+    from icl.run.merge import merge
+
+    return merge(args.out, args.shards, command=typed, plots=args.plots, data_root=args.data_root).exit_code
 
 
 if __name__ == "__main__":

@@ -98,6 +98,21 @@ def apply_model_args(specs: Sequence[ModelSpec], pairs: Sequence[str]) -> list[M
     return [ModelSpec(s.name, a) for s, a in zip(specs, out)]
 
 
+def parse_shard(text: Any, where: str = "--shard") -> tuple[int, int]:
+    """``"I/N"`` -> ``(I, N)``: shard I of N, counted from 0 (``0 <= I < N``), as
+    ``$SLURM_ARRAY_TASK_ID`` counts with ``sbatch --array=0-(N-1)``."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text))
+    if not match:
+        raise ConfigError(f"{where} {text!r}: expected I/N with integers, e.g. 0/4 (shard I of N, counted from 0)")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1:
+        raise ConfigError(f"{where} {text!r}: the number of shards N must be at least 1")
+    if index >= count:
+        raise ConfigError(f"{where} {text!r}: the shard index must be in 0..{count - 1} (counted from 0, as "
+                          f"$SLURM_ARRAY_TASK_ID with --array=0-{count - 1})")
+    return index, count
+
+
 def closest(name: str, known: Sequence[str]) -> str:
     """`` (did you mean 'x'?)`` when a known name is close, else the known names."""
     near = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)
@@ -113,7 +128,7 @@ class RunConfig:
     benchmark: str
     options: dict[str, Any] = field(default_factory=dict)
     models: Optional[list[ModelSpec]] = None
-    judge: Optional[ModelSpec] = None
+    judges: list[ModelSpec] = field(default_factory=list)  # empty: the benchmark's default judge, if any
     fast: bool = False
     data_root: Optional[Path] = None
     name: Optional[str] = None
@@ -126,6 +141,8 @@ class RunConfig:
     plots: bool = True
     progress: bool = True
     trace_memory: bool = False
+    # (I, N): run only the plan items of shard I of N (:mod:`icl.run.shard`); None: the whole plan
+    shard: Optional[tuple[int, int]] = None
     # samples.jsonl (icl.run.samples): None is on for runs under 100k planned items x models
     log_samples: Optional[bool] = None
     command: Optional[list[str]] = None
@@ -146,14 +163,15 @@ class RunConfig:
         return Path(self.store) if self.store is not None else self.out_dir / "store.sqlite"
 
     def resolved(self) -> dict[str, Any]:
-        """Plain data for results.json (and ``rescore``)."""
+        """Plain data for results.json (and ``rescore``); ``shard`` only when the run is one."""
+        shard = {} if self.shard is None else dict(shard=f"{self.shard[0]}/{self.shard[1]}")
         return dict(
             benchmark=self.benchmark, options={k: _plain(v) for k, v in sorted(self.options.items())},
             models=None if self.models is None else [dict(name=m.name, args=dict(m.args)) for m in self.models],
-            judge=None if self.judge is None else dict(name=self.judge.name, args=dict(self.judge.args)),
+            judges=[dict(name=j.name, args=dict(j.args)) for j in self.judges],
             fast=self.fast, data_root=None if self.data_root is None else str(self.data_root), name=self.run_name,
             out=str(self.out_dir), store=str(self.store_path), device=self.device, dtype=self.dtype,
-            evaluate=self.evaluate, overlap=self.overlap, plots=self.plots, log_samples=self.log_samples,
+            evaluate=self.evaluate, overlap=self.overlap, plots=self.plots, log_samples=self.log_samples, **shard,
         )
 
     @classmethod
@@ -162,14 +180,18 @@ class RunConfig:
             return None if d is None else ModelSpec(d["name"], dict(d.get("args") or {}))
 
         models = data.get("models")
+        judges = data.get("judges")
+        if judges is None:  # runs of earlier versions recorded one ``judge``
+            judges = [data["judge"]] if data.get("judge") else []
         return cls(benchmark=data["benchmark"], options=dict(data.get("options") or {}),
                    models=None if models is None else [spec(m) for m in models],  # type: ignore[misc]
-                   judge=spec(data.get("judge")), fast=bool(data.get("fast")),
+                   judges=[spec(j) for j in judges], fast=bool(data.get("fast")),  # type: ignore[misc]
                    data_root=Path(data["data_root"]) if data.get("data_root") else None, name=data.get("name"),
                    out=Path(data["out"]) if data.get("out") else None,
                    store=Path(data["store"]) if data.get("store") else None, device=data.get("device", "auto"),
                    dtype=data.get("dtype"), evaluate=data.get("evaluate", "auto"),
                    overlap=bool(data.get("overlap", True)), plots=bool(data.get("plots", True)),
+                   shard=parse_shard(data["shard"], "shard") if data.get("shard") else None,
                    log_samples=data.get("log_samples"))
 
 

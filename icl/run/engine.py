@@ -3,7 +3,9 @@
 
 Loop order: models -> the benchmark's items in plan order -> batches of the model's
 ``batch_size``. An item whose score (for this model, judge and scorer version) is stored as
-``ok`` is skipped; a response already stored for the same request and model identity is reused
+``ok`` is skipped (with several judges, an item is taken again only for the judges that have no
+score of it: a judge added later reuses the model's stored answers and scores only its own); a
+response already stored for the same request and model identity is reused
 without calling the model. Every batch is committed in one transaction, so a killed run loses
 at most the batch in flight (and, with scoring overlapped, the one being scored). An item that
 cannot be built, answered or scored is recorded as
@@ -91,20 +93,25 @@ class _Answer:
     failed: Optional[str] = None  # reason
     error: Optional[str] = None
     cost: CallCost = CallCost()  # of its model calls in this run (none when answered from the store)
-    judgements: list[str] = field(default_factory=list)
+    judges: tuple[str, ...] = ("",)  # judge ids this item is scored for in this batch ("": no judge)
+    judge_requests: list[Any] = field(default_factory=list)  # the same for every judge
+    judgements: dict[str, list[str]] = field(default_factory=dict)  # judge id -> its answers
+    judge_failed: dict[str, str] = field(default_factory=dict)  # judge id -> why that judge gave no answer
 
 
 class Engine:
     """Runs ``benchmark``'s ``items`` for ``models`` into ``store`` under ``run_id``."""
 
-    def __init__(self, benchmark: Benchmark, models: Sequence[RunModel], judge: Optional[RunModel], store: Store,
+    def __init__(self, benchmark: Benchmark, models: Sequence[RunModel], judges: Sequence[RunModel], store: Store,
                  run_id: str, meter: ComputeMeter, device: str, eval_device: Optional[str], overlap: bool,
                  progress: bool = True):
-        self.bench, self.models, self.judge, self.store = benchmark, list(models), judge, store
+        self.bench, self.models, self.judges, self.store = benchmark, list(models), list(judges), store
         self.run_id, self.meter, self.device, self.eval_device = run_id, meter, device, eval_device
         self.progress = progress
         self.stats = ExecStats()
         self._guards: dict[str, ModelGuard] = {}
+        # (model id, item key) -> the judge ids still to score it, for items some judge has scored
+        self._unscored: dict[tuple[str, str], tuple[str, ...]] = {}
         # scoring (and PNG encoding) overlaps the next batch on the device path, and on the host
         # for benchmarks whose scorer may run beside request()
         self.pipeline = ScorePipeline(eval_device, overlap and (eval_device is not None or
@@ -112,12 +119,13 @@ class Engine:
         meter.per_stream = self.pipeline.stream is not None
 
     @property
-    def judge_id(self) -> str:
-        return self.judge.model_id if self.judge is not None else ""
+    def judge_ids(self) -> tuple[str, ...]:
+        """The ids scores are keyed by: one per judge, or "" when the benchmark has none."""
+        return tuple(j.model_id for j in self.judges) or ("",)
 
-    def score_key(self, item: Item, model: RunModel) -> ScoreKey:
+    def score_key(self, item: Item, model: RunModel, judge_id: str) -> ScoreKey:
         b = self.bench
-        return ScoreKey(b.name, b.protocol, item.key, model.model_id, self.judge_id, b.scorer_version)
+        return ScoreKey(b.name, b.protocol, item.key, model.model_id, judge_id, b.scorer_version)
 
     def run(self, items: Sequence[Item]) -> ExecStats:
         from tqdm import tqdm
@@ -125,16 +133,19 @@ class Engine:
         b = self.bench
         pending = []
         for m in self.models:
-            done = self.store.done(b.name, b.protocol, m.model_id, self.judge_id, b.scorer_version)
+            done = {j: self.store.done(b.name, b.protocol, m.model_id, j, b.scorer_version) for j in self.judge_ids}
             todo, skipped = [], {}
             for it in items:
                 if not m.serves(b.request_type(it)):  # asked only for what it serves
                     kind = f"{b.item_kind(it)} ({b.request_type(it).__name__})"
                     skipped[kind] = skipped.get(kind, 0) + 1
-                elif it.key in done:
-                    self.stats.skipped += 1
-                else:
+                    continue
+                unscored = tuple(j for j in self.judge_ids if it.key not in done[j])
+                self.stats.skipped += len(self.judge_ids) - len(unscored)  # counts are scores (item x judge)
+                if unscored:
                     todo.append(it)
+                    if len(unscored) < len(self.judge_ids):
+                        self._unscored[(m.model_id, it.key)] = unscored
             if skipped:
                 self.stats.not_applicable[m.label] = skipped
             pending.append(todo)
@@ -165,7 +176,7 @@ class Engine:
         responses: list[Response] = []
         links: list[tuple[str, str, str, str]] = []
         failures: list[Failure] = []
-        answers = [_Answer(it) for it in batch]
+        answers = [_Answer(it, judges=self._unscored.pop((model.model_id, it.key), self.judge_ids)) for it in batch]
         with self.meter.measure("*", "data", len(batch)):
             for a in answers:
                 try:
@@ -209,8 +220,16 @@ class Engine:
             model.stopped = model.load_error or f"model {model.label!r} failed its whole first batch ({asked[0].error})"
             self.pipeline.submit(lambda: (responses, links, [], failures), self._commit, [])
             return
-        if self.judge is not None:
-            self._judge(model, [a for a in answers if a.failed is None], responses, links, failures)
+        if self.judges:
+            for a in answers:
+                if a.failed is None:
+                    try:
+                        a.judge_requests = list(self.bench.judge_requests(a.item, a.values[-1]))
+                    except Exception as exc:
+                        a.failed, a.error = "error", f"judge requests of item {a.item.key!r}: {short_trace(exc)}"
+        for judge in self.judges:  # each judge on its own, only about the items it has not scored
+            self._judge(model, judge, [a for a in answers if a.failed is None and judge.model_id in a.judges],
+                        responses, links, failures)
 
         def job() -> tuple:
             for r in responses:  # PNG encoding off the main thread when scoring overlaps
@@ -333,16 +352,12 @@ class Engine:
         model.loaded = True
         return True
 
-    def _judge(self, model: RunModel, live: list[_Answer], responses: list[Response], links: list,
+    def _judge(self, model: RunModel, judge: RunModel, live: list[_Answer], responses: list[Response], links: list,
                failures: list[Failure]) -> None:
-        """Ask the judge about every answered item (cached like any model's answers)."""
-        assert self.judge is not None
-        flat: list[tuple[_Answer, Any]] = []
-        for a in live:
-            try:
-                flat += [(a, r) for r in self.bench.judge_requests(a.item, a.values[-1])]
-            except Exception as exc:
-                a.failed, a.error = "error", f"judge requests of item {a.item.key!r}: {short_trace(exc)}"
+        """Ask ``judge`` about every answered item of ``live`` (cached like any model's answers).
+        Its answers are linked as (``item|model id``, the judge's id, ``judge:N``): each judge has
+        its own links, so two judges never collide."""
+        flat = [(a, r) for a in live for r in a.judge_requests]
         if not flat:
             return
         keys = [f"{a.item.key}|{model.model_id}" for a, _ in flat]
@@ -352,32 +367,41 @@ class Engine:
             steps[k] = steps.get(k, -1) + 1
             step_names.append(f"judge:{steps[k]}")
         outs: list[tuple] = []
-        bs = max(1, int(self.judge.adapter.batch_size))
-        with self.meter.measure(self.judge.label, "judge", len(flat)):
+        bs = max(1, int(judge.adapter.batch_size))
+        with self.meter.measure(judge.label, "judge", len(flat)):
             for start in range(0, len(flat), bs):
                 part = flat[start:start + bs]
-                for (a, _), key, step, res in zip(part, keys[start:start + bs], step_names[start:start + bs],
-                                                  self._ask(self.judge, [r for _, r in part], responses, [],
-                                                            failures, keys[start:start + bs], "judge")):
-                    outs.append((a, key, step, res))
-        for a, key, step, (value, _, reason, error, _) in outs:
+                for (a, _), res in zip(part, self._ask(judge, [r for _, r in part], responses, [], failures,
+                                                       keys[start:start + bs], "judge")):
+                    outs.append((a, res))
+        for a, (value, _, reason, error, _) in outs:
             if reason is not None:
-                a.failed, a.error = "judge", f"judge {self.judge.label!r}: {error}"
+                a.judge_failed.setdefault(judge.model_id, f"judge {judge.label!r}: {error}")
             else:
-                a.judgements.append(value)
+                a.judgements.setdefault(judge.model_id, []).append(value)
         # links of judge answers, one per (item, model, step)
         for (a, req), key, step in zip(flat, keys, step_names):
-            links.append((key, self.judge.model_id, step, content_hash(req)))
+            links.append((key, judge.model_id, step, content_hash(req)))
 
     def _score(self, model: RunModel, answers: list[_Answer], failures: list[Failure]) -> list[Score]:
-        """Scores of a batch (runs in the scoring thread with device evaluation)."""
-        out = score_answers(self.bench, [(a.item, a.scored, a.judgements, a.failed, a.error) for a in answers],
-                            self.eval_device, self.meter, model.label, self.run_id, failures)
+        """Scores of a batch, one per item and judge it still lacks (runs in the scoring thread
+        with device evaluation). A judge that gave no answer fails that judge's score only."""
         scores = []
-        for a, (status, metrics, reason, error, score_s) in zip(answers, out):
-            c = a.cost
-            scores.append(Score(self.score_key(a.item, model), status, metrics, error, reason, c.seconds, score_s,
-                                self.run_id, c.peak_memory_bytes, c.memory_kind, c.energy_j))
+        for judge_id in self.judge_ids:
+            mine = [a for a in answers if judge_id in a.judges]
+            if not mine:
+                continue
+            rows = []
+            for a in mine:
+                failed, error = a.failed, a.error
+                if failed is None and judge_id in a.judge_failed:
+                    failed, error = "judge", a.judge_failed[judge_id]
+                rows.append((a.item, a.scored, a.judgements.get(judge_id, []), failed, error))
+            out = score_answers(self.bench, rows, self.eval_device, self.meter, model.label, self.run_id, failures)
+            for a, (status, metrics, reason, error, score_s) in zip(mine, out):
+                c = a.cost
+                scores.append(Score(self.score_key(a.item, model, judge_id), status, metrics, error, reason,
+                                    c.seconds, score_s, self.run_id, c.peak_memory_bytes, c.memory_kind, c.energy_j))
         return scores
 
     def _commit(self, batch: tuple) -> None:

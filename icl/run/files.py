@@ -33,6 +33,7 @@ from icl.report.tables import csv_text, jsonable
 from icl.run.atomic import STAGING_PREFIX, remove_stale_temporaries, write_text
 from icl.run.errors import ConfigError
 from icl.run.meta import git_revision, package_versions
+from icl.run.shard import note as shard_note
 from icl.store import Failure
 from icl.store.sqlite import stored_benchmarks
 
@@ -160,6 +161,8 @@ def report_markdown(bench: Benchmark, tables: Mapping[str, list[dict[str, Any]]]
     lines = [title, ""]
     for name, origin in data.items():
         lines.append(f"- **data** `{name}`: {origin}")
+    if meta.get("shard"):  # a shard's tables cover its items only
+        lines.append(f"- **partial**: {shard_note(meta['shard'])}")
     for key in ("protocol", "git_revision", "icl_version", "created", "device", "run_id"):
         if meta.get(key) is not None:
             lines.append(f"- **{key}**: `{meta[key]}`")
@@ -173,8 +176,8 @@ def report_markdown(bench: Benchmark, tables: Mapping[str, list[dict[str, Any]]]
                      + ", ".join(f"{k} {n} items" for k, n in sorted(kinds.items())))
     for label, why in (meta.get("stopped_models") or {}).items():
         lines.append(f"- **stopped** `{label}`: {why}")
-    if meta.get("judge_id"):
-        lines.append(f"- **judge**: id `{meta['judge_id']}`")
+    for j in meta.get("judges") or ([dict(label="judge", judge_id=meta["judge_id"])] if meta.get("judge_id") else []):
+        lines.append(f"- **judge** `{j['label']}`: id `{j['judge_id']}`")
     for name, sha in (meta.get("artifacts") or {}).items():
         lines.append(f"- **{name}** SHA-256: `{sha}`")
     counts = meta.get("counts") or {}

@@ -37,6 +37,7 @@ from icl.run.atomic import OutputWriteError, is_user_fixable, write_text
 from icl.run.files import DEFAULT_STORE, claim_folder, write_artifacts, write_outputs
 from icl.run.lock import FolderLock
 from icl.run.models import RunModel, make_model, resolve_device
+from icl.run import shard as S
 from icl.run.samples import SAMPLES, log_samples, write_samples
 from icl.store import Failure, Score, ScoreKey, Store, StoreError
 
@@ -93,7 +94,17 @@ def _plan(bench: Benchmark) -> list[Item]:
     return items
 
 
-def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunModel], Optional[RunModel]]:
+def _planned(bench: Benchmark, config: RunConfig) -> tuple[list[Item], dict[str, Any]]:
+    """The plan items this run computes: all, or with ``--shard I/N`` those of shard I (and
+    the ``shard`` record for results.json)."""
+    items = _plan(bench)
+    if config.shard is None:
+        return items, {}
+    mine = S.select(items, *config.shard)
+    return mine, dict(shard=S.describe(items, mine, *config.shard))
+
+
+def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunModel], list[RunModel]]:
     specs = config.models if config.models is not None else [s for m in bench.default_models
                                                              for s in parse_models(m)]
     if not specs:
@@ -102,18 +113,22 @@ def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunM
     if len(set(labels)) != len(labels):
         raise ConfigError(f"--models lists {next(x for x in labels if labels.count(x) > 1)!r} twice")
     models = [make_model(s, device, config.dtype, bench.request_types, bench.name) for s in specs]
-    judge_spec = config.judge or (ModelSpec(bench.default_judge) if bench.default_judge else None)
-    try:  # the benchmark refuses a judge that cannot judge its data
+    judge_specs = config.judges or ([ModelSpec(bench.default_judge)] if bench.default_judge else [])
+    try:  # the benchmark refuses judges that cannot judge its data (or more judges than it takes)
         asked = tuple(t for t in bench.request_types if any(m.serves(t) for m in models))
-        bench.check_judge(judge_spec.name if judge_spec is not None else None, asked)
+        bench.check_judge(tuple(j.name for j in judge_specs), asked)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    judge = None
-    if judge_spec is not None:
-        from icl.models.requests import ChatRequest
+    from icl.models.requests import ChatRequest
 
-        judge = make_model(judge_spec, device, None, (ChatRequest,), bench.name)
-    return models, judge
+    judges = [make_model(j, device, None, (ChatRequest,), bench.name) for j in judge_specs]
+    seen: dict[str, str] = {}
+    for j in judges:  # one judge twice would score the same answers twice under one key
+        if j.model_id in seen:
+            raise ConfigError(f"--judge lists {j.label!r} twice" + (f" (the same model as {seen[j.model_id]!r})"
+                                                                    if seen[j.model_id] != j.label else ""))
+        seen[j.model_id] = j.label
+    return models, judges
 
 
 def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> Outcome:
@@ -123,14 +138,14 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     _absolute_paths(config)
     device = resolve_device(config.device)  # a device that is not there: one line before any planning
     bench = open_benchmark(config)
-    items = _plan(bench)
-    models, judge = _models(config, bench, device)
+    items, extra = _planned(bench, config)
+    models, judges = _models(config, bench, device)
     out = config.out_dir
     with writable(out, config.store_path):
         out.mkdir(parents=True, exist_ok=True)
         with FolderLock(out, config.command):
             claim_folder(out, bench.name)
-            return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr)
+            return _run_locked(config, bench, items, device, models, judges, out, t0, stdout, stderr, extra)
 
 
 def _absolute(path: Path) -> Path:
@@ -169,30 +184,32 @@ def writable(out: Path, store: Path) -> Iterator[None]:
 
 
 def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
-                judge: Optional[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO) -> Outcome:
+                judges: list[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO,
+                extra: Mapping[str, Any]) -> Outcome:
     artifacts = write_artifacts(bench, out)
     t_plan = time.perf_counter()
     where = eval_device(device, config.evaluate)
     meter = ComputeMeter(device, trace_memory=config.trace_memory)
     with Store(config.store_path) as store:
         run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol))
-        for m in [*models, *([judge] if judge else [])]:
+        for m in [*models, *judges]:
             store.put_model(m.model_id, m.label, m.identity)
         store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
                             for where_, msg, path in bench.data_failures()])
-        engine = Engine(bench, models, judge, store, run_id, meter, device, where, config.overlap, config.progress)
+        engine = Engine(bench, models, judges, store, run_id, meter, device, where, config.overlap, config.progress)
         try:
             stats = engine.run(items)
         finally:
             store.add_compute(meter.records(run_id))
             meter.close()
         t_exec = time.perf_counter()
-        outcome = finish(config, bench, items, [(m.label, m.model_id) for m in models], engine.judge_id, store,
-                         run_id, stats, artifacts, dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan),
-                         identities={m.model_id: m.identity for m in models},
-                         judge=None if judge is None else judge.identity, device=device, t0=t0,
-                         roles={m.label: model_role(m) for m in models})
+        outcome = finish(config, bench, items, [(m.label, m.model_id) for m in models], judge_records(judges),
+                         store, run_id, stats, artifacts, dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan),
+                         identities={m.model_id: m.identity for m in models}, device=device, t0=t0,
+                         roles={m.label: model_role(m) for m in models}, extra=extra)
     print_summary(bench, outcome, stdout, stderr)
+    if "shard" in extra:
+        print(S.note(extra["shard"]), file=stdout)
     return outcome
 
 
@@ -209,13 +226,33 @@ def _applicable(bench: Benchmark, items: Sequence[Item], role: Optional[Mapping[
     return [it for it in items if any(t.__name__ in served for t in bench.request_type(it).__mro__)]
 
 
+def judge_records(judges: Sequence[RunModel]) -> list[dict[str, Any]]:
+    """The run's judges as results.json records them (``judges``): label, judge_id, identity."""
+    return [dict(label=j.label, judge_id=j.model_id, identity=j.identity) for j in judges]
+
+
+def recorded_judges(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The judges of a finished run's results.json: ``judges``, or the one ``judge_id`` /
+    ``judge`` of runs made before several judges were possible."""
+    if meta.get("judges") is not None:
+        return [dict(j) for j in meta["judges"]]
+    if not meta.get("judge_id"):
+        return []
+    identity = meta.get("judge") or {}
+    spec = (meta.get("config") or {}).get("judge")  # None when the benchmark's default judge ran
+    label = (ModelSpec(spec["name"], dict(spec.get("args") or {})).label if isinstance(spec, Mapping)
+             else identity.get("adapter") or "judge")
+    return [dict(label=label, judge_id=meta["judge_id"], identity=meta.get("judge"))]
+
+
 def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
-           judge_id: str, store: Store, run_id: str, stats: ExecStats, artifacts: Mapping[str, str],
-           timings: dict[str, float], identities: Mapping[str, Any], judge: Any, device: str,
+           judges: Sequence[Mapping[str, Any]], store: Store, run_id: str, stats: ExecStats,
+           artifacts: Mapping[str, str], timings: dict[str, float], identities: Mapping[str, Any], device: str,
            t0: Optional[float] = None, roles: Optional[Mapping[str, Mapping[str, Any]]] = None,
            extra: Optional[Mapping[str, Any]] = None) -> Outcome:
-    """Read the planned scores back, summarise, write the common files (``t0``: when the run
-    started, for the total in results.json; ``roles``: per model label, :func:`model_role`)."""
+    """Read the planned scores back, summarise, write the common files (``judges``:
+    :func:`judge_records`, one score per item, model and judge; ``t0``: when the run started, for
+    the total in results.json; ``roles``: per model label, :func:`model_role`)."""
     t_report = time.perf_counter()
     roles = dict(roles or {})
     bench.reference_models = {label for label, r in roles.items() if r.get("reference")}
@@ -233,17 +270,23 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
                     kind = f"{bench.item_kind(it)} ({bench.request_type(it).__name__})"
                     skipped[kind] = skipped.get(kind, 0) + 1
             not_applicable[label] = skipped
-        keys = [ScoreKey(bench.name, bench.protocol, it.key, model_id, judge_id, bench.scorer_version) for it in mine]
-        found = {s.key.item_key: s for s in store.scores(keys)}
-        for it in mine:
-            s = found.get(it.key)
-            if s is None:
-                missing += 1
-                continue
-            failed += s.status != "ok"
-            costs.setdefault(label, []).append(s)
-            rows.append({"model": label, "model_id": model_id, "key": it.key, "status": s.status,
-                         "reason": s.reason, **dict(it.group), **s.metrics})
+        slots: list[Optional[Mapping[str, Any]]] = [*judges] or [None]
+        for judge in slots:  # one score per judge (the ``judge`` column names it)
+            judge_id = judge["judge_id"] if judge else ""
+            column = {"judge": judge["label"]} if judge else {}
+            keys = [ScoreKey(bench.name, bench.protocol, it.key, model_id, judge_id, bench.scorer_version)
+                    for it in mine]
+            found = {s.key.item_key: s for s in store.scores(keys)}
+            for it in mine:
+                s = found.get(it.key)
+                if s is None:
+                    missing += 1
+                    continue
+                failed += s.status != "ok"
+                if judge is slots[0]:  # compute is the model's, one per item whatever the judges
+                    costs.setdefault(label, []).append(s)
+                rows.append({"model": label, "model_id": model_id, "key": it.key, "status": s.status,
+                             "reason": s.reason, **column, **dict(it.group), **s.metrics})
     tables = bench.summarise(rows)
     failures = store.failures(run_id)
     timings["summarise_s"] = time.perf_counter() - t_report
@@ -255,7 +298,7 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
     if log_samples(config.log_samples, len(items) * len(models)):  # per-sample log (icl.run.samples)
         t_samples = time.perf_counter()
-        artifacts = {**artifacts, **write_samples(config.out_dir, bench, items, models, judge_id, store,
+        artifacts = {**artifacts, **write_samples(config.out_dir, bench, items, models, judges, store,
                                                   asked_items)}
         timings["samples_s"] = time.perf_counter() - t_samples
 
@@ -277,11 +320,12 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
                 for label, mid in models},
         not_applicable=not_applicable, stopped_models=dict(stats.stopped),
         data=bench.data_origin(),
-        judge=judge, judge_id=judge_id or None, plan=dict(items=len(items), sha256=hashlib.sha256("\n".join(it.key for it in items).encode())
-                               .hexdigest()),
+        judges=[dict(j) for j in judges],  # ``judge``/``judge_id``: the first, as earlier versions read them
+        judge=judges[0]["identity"] if judges else None, judge_id=judges[0]["judge_id"] if judges else None,
+        plan=dict(items=len(items), sha256=S.plan_sha256(items)),
         artifacts={**artifacts, **_result_files(config.out_dir, bench, rows, answers)},
         fingerprints=bench.fingerprints(),
-        counts=dict(planned=len(items) * len(models), computed=stats.computed, skipped=stats.skipped,
+        counts=dict(planned=len(items) * len(models) * max(1, len(judges)), computed=stats.computed, skipped=stats.skipped,
                     failed=failed, missing=missing, model_calls=stats.model_calls,
                     cached_responses=stats.cached_responses),
         timings=timings, compute=compute, compute_per_sample=summarise_costs(costs), **dict(extra or {}),
@@ -326,7 +370,8 @@ def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) 
         print(text, file=stdout)
     s = o.stats
     t = o.timings
-    print(f"{bench.name}: {s.computed} items computed, {s.skipped} already in the store, {o.failed_items} failed"
+    unit = "scores (item x judge)" if len({r.get("judge") for r in o.rows}) > 1 else "items"  # counts are scores
+    print(f"{bench.name}: {s.computed} {unit} computed, {s.skipped} already in the store, {o.failed_items} failed"
           + (f" ({s.cached_responses} answers reused from the store)" if s.cached_responses else "")
           + (f"; {whole:.1f} s" if (whole := (process_age() if "startup_s" in t else None) or _run_seconds(t))
              else "") + f"; files in {o.out_dir}",
@@ -363,9 +408,9 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     rescore_command = command or ["python", "-m", "icl.run", "rescore", str(run_dir)]
     t0 = time.perf_counter()
     bench = open_benchmark(config)
-    items = _plan(bench)
+    items, shard = _planned(bench, config)
     models = [(label, m["model_id"]) for label, m in meta["models"].items()]
-    judge_id = meta.get("judge_id") or ""
+    judges = recorded_judges(meta)
     stats = ExecStats()
     with writable(config.out_dir, config.store_path), \
             FolderLock(config.out_dir, rescore_command), \
@@ -375,8 +420,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                             for where_, msg, path in bench.data_failures()])
         for label, model_id in models:
             links = store.links([it.key for it in items], model_id)
-            judge_links = store.links([f"{it.key}|{model_id}" for it in items], judge_id) if judge_id else {}
-            batch, scores, failures = [], [], []
+            answered = []
             for it in items:
                 steps = links.get(it.key, {})
                 answer_steps = sorted(s for s in steps if s.startswith("answer:"))
@@ -384,33 +428,38 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                     continue
                 h = steps[answer_steps[-1]]
                 r = store.responses([h], model_id).get(h)
-                if r is None:
-                    continue
-                judged = judge_links.get(f"{it.key}|{model_id}", {})
-                judgements = []
-                for step in sorted(judged, key=lambda s: int(s.split(":")[1])):
-                    jr = store.responses([judged[step]], judge_id).get(judged[step])
-                    if jr is not None and jr.status == "ok":
-                        judgements.append(jr.body)
-                value = R.stored(r.kind, r.body) if r.status == "ok" else None
-                batch.append((it, value, judgements, None if r.status == "ok" else (r.reason or "error"), r.error, r))
-            results = score_answers(bench, [b[:5] for b in batch], None, None, label, run_id, failures)
-            for b, (status, metrics, reason, error, score_s) in zip(batch, results):
-                key = ScoreKey(bench.name, bench.protocol, b[0].key, model_id, judge_id, bench.scorer_version)
-                r = b[5]  # the answer's stored cost goes with its new score
-                scores.append(Score(key, status, metrics, error, reason, r.seconds, score_s, run_id,
-                                    r.peak_memory_bytes, r.memory_kind, r.energy_j))
-                stats.computed += status == "ok"
-                stats.failed += status != "ok"
-            store.write_batch(scores=scores, failures=failures)
+                if r is not None:
+                    answered.append((it, r))
+            for judge_id in [j["judge_id"] for j in judges] or [""]:  # each judge's own answers and scores
+                judge_links = store.links([f"{it.key}|{model_id}" for it, _ in answered], judge_id) if judge_id else {}
+                batch, scores, failures = [], [], []
+                for it, r in answered:
+                    judged = judge_links.get(f"{it.key}|{model_id}", {})
+                    judgements = []
+                    for step in sorted(judged, key=lambda s: int(s.split(":")[1])):
+                        jr = store.responses([judged[step]], judge_id).get(judged[step])
+                        if jr is not None and jr.status == "ok":
+                            judgements.append(jr.body)
+                    value = R.stored(r.kind, r.body) if r.status == "ok" else None
+                    batch.append((it, value, judgements, None if r.status == "ok" else (r.reason or "error"),
+                                  r.error, r))
+                results = score_answers(bench, [b[:5] for b in batch], None, None, label, run_id, failures)
+                for b, (status, metrics, reason, error, score_s) in zip(batch, results):
+                    key = ScoreKey(bench.name, bench.protocol, b[0].key, model_id, judge_id, bench.scorer_version)
+                    r = b[5]  # the answer's stored cost goes with its new score
+                    scores.append(Score(key, status, metrics, error, reason, r.seconds, score_s, run_id,
+                                        r.peak_memory_bytes, r.memory_kind, r.energy_j))
+                    stats.computed += status == "ok"
+                    stats.failed += status != "ok"
+                store.write_batch(scores=scores, failures=failures)
         meta_timings = dict(meta.get("timings") or {})
-        outcome = finish(config, bench, items, models, judge_id, store, run_id, stats,
+        outcome = finish(config, bench, items, models, judges, store, run_id, stats,
                          write_artifacts(bench, config.out_dir), meta_timings,
                          identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
-                         judge=meta.get("judge"), device=meta.get("device", "cpu"), t0=t0,
+                         device=meta.get("device", "cpu"), t0=t0,
                          roles={label: {k: m[k] for k in ("serves", "reference") if k in m}
                                 for label, m in meta["models"].items()},
-                         extra=dict(rescore_command=rescore_command))
+                         extra=dict(rescore_command=rescore_command, **shard))
     print_summary(bench, outcome, stdout, stderr)
     return outcome
 
@@ -446,13 +495,13 @@ def export(run_dir: Path, command: Optional[list[str]] = None) -> Path:
     run_dir = _absolute(Path(run_dir))
     meta, config = _recorded_run(run_dir, "export")
     bench = open_benchmark(config)
-    items = _plan(bench)
+    items, _ = _planned(bench, config)
     models = [(label, m["model_id"]) for label, m in meta["models"].items()]
     roles = {label: {k: m[k] for k in ("serves", "reference") if k in m} for label, m in meta["models"].items()}
     with writable(config.out_dir, config.store_path), \
             FolderLock(config.out_dir, command or ["python", "-m", "icl.run", "export", str(run_dir)]), \
             _claimed_store(config.out_dir, bench.name, config.store_path) as store:
-        write_samples(config.out_dir, bench, items, models, meta.get("judge_id") or "", store,
+        write_samples(config.out_dir, bench, items, models, recorded_judges(meta), store,
                       {label: _applicable(bench, items, roles.get(label)) for label, _ in models})
     return config.out_dir / SAMPLES
 

@@ -3,18 +3,20 @@ under ``samples/``, written from the store (by every run under ``--log-samples``
 ``python -m icl.run export RUN_DIR`` for a finished run), like lm-evaluation-harness's
 ``samples_*.jsonl``.
 
-``samples.jsonl``: one JSON object per (planned item, model that serves it), in plan order and
-then model label order (as results.json lists the models), keys in a fixed order:
+``samples.jsonl``: one JSON object per (planned item, model that serves it, judge), in plan
+order, then model label order (as results.json lists the models), then the run's judge order,
+keys in a fixed order:
 
-- ``item`` (key), ``group`` (the item's group columns), ``model`` (label), ``model_id``;
+- ``item`` (key), ``group`` (the item's group columns), ``model`` (label), ``model_id``,
+  ``judge`` (``{"label", "judge_id"}`` of the judge whose score the line holds; null without);
 - ``status`` ok|failed|missing (missing: no score stored), ``reason``, ``error``;
 - ``request``: ``hash`` (the cache key of the first request sent, PROTOCOL §1.4), ``steps``
   (answers asked: the first and its follow-ups), ``type``, ``images`` and ``text_sha256`` of
   the request's text summary (the first request, rebuilt from the plan as an unprivileged model
   sees it; images shown as ``<image>``), whose text ``requests.jsonl`` holds once;
 - ``answer``: ``{"text": ...}``, ``{"png": "samples/<name>.png", "sha256": ...}`` or null;
-- ``metrics`` (non-finite values as null, as in results.json), ``judge`` (the text of each
-  judge answer, in order), ``generation`` (a generator's record: seed, steps, guidance, size,
+- ``metrics`` (non-finite values as null, as in results.json), ``judge_answers`` (the text of
+  each answer of the line's judge, in order), ``generation`` (a generator's record: seed, steps, guidance, size,
   output_size, batch; null for other models);
 - ``compute``: everything that differs between two runs of the same plan: ``model_s`` (the
   item's share of its model calls: batch time / batch size, summed over follow-ups; 0 when
@@ -127,9 +129,9 @@ class _Images:
             write_text(self.manifest, json.dumps({"files": dict(sorted(self.written.items()))}, indent=1) + "\n")
 
 
-def _lines(bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]], judge_id: str,
-           store: Store, applicable: Mapping[str, set[str]], images: _Images,
-           requests: dict[str, dict]) -> Iterator[dict[str, Any]]:
+def _lines(bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
+           judges: Sequence[Optional[Mapping[str, Any]]], store: Store, applicable: Mapping[str, set[str]],
+           images: _Images, requests: dict[str, dict]) -> Iterator[dict[str, Any]]:
     for start in range(0, len(items), CHUNK):
         chunk = items[start:start + CHUNK]
         keys = [it.key for it in chunk]
@@ -144,53 +146,58 @@ def _lines(bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, 
                     answer_hashes[k] = (steps["answer:0"] if "answer:0" in steps else None, steps[answers[-1]],
                                         len(answers))
             responses = store.responses([h for *_, h, _n in answer_hashes.values()], model_id)
-            scores = {s.key.item_key: s for s in store.scores(
-                [ScoreKey(bench.name, bench.protocol, k, model_id, judge_id, bench.scorer_version) for k in keys])}
-            judged = store.links([f"{k}|{model_id}" for k in keys], judge_id) if judge_id else {}
-            verdicts = {}
-            for jk, steps in judged.items():
-                hashes = [steps[s] for s in sorted(steps, key=lambda s: int(s.split(":")[1]))]
-                found = store.responses(hashes, judge_id)
-                verdicts[jk] = [found[h].body if h in found and found[h].status == "ok" else None for h in hashes]
+            scores, verdicts = {}, {}
+            for judge in judges:
+                judge_id = judge["judge_id"] if judge else ""
+                for s in store.scores([ScoreKey(bench.name, bench.protocol, k, model_id, judge_id,
+                                                bench.scorer_version) for k in keys]):
+                    scores[s.key.item_key, judge_id] = s
+                judged = store.links([f"{k}|{model_id}" for k in keys], judge_id) if judge_id else {}
+                for jk, steps in judged.items():
+                    hashes = [steps[s] for s in sorted(steps, key=lambda s: int(s.split(":")[1]))]
+                    found = store.responses(hashes, judge_id)
+                    verdicts[jk, judge_id] = [found[h].body if h in found and found[h].status == "ok" else None
+                                              for h in hashes]
             per_model[model_id] = (answer_hashes, responses, scores, verdicts)
-        for it in chunk:
-            for label, model_id in models:
-                if it.key not in applicable[label]:
-                    continue
-                answer_hashes, responses, scores, verdicts = per_model[model_id]
-                first, last, steps = answer_hashes.get(it.key, (None, None, 0))
-                r = responses.get(last) if last is not None else None
-                s = scores.get(it.key)
-                if it.key not in summaries:
-                    summaries[it.key] = _summary(bench, it, requests)
-                summary = summaries[it.key]
-                answer: Optional[dict[str, Any]] = None
-                if r is not None and r.status == "ok" and r.kind == "text":
-                    answer = {"text": r.body}
-                elif r is not None and r.status == "ok" and r.kind == "png":
-                    png = bytes(r.body)
-                    answer = {"png": images.put(image_name(it.key, model_id), png),
-                              "sha256": hashlib.sha256(png).hexdigest()}
-                generation = dict(r.generation) if r is not None and r.generation else None
-                gen_compute = {k: generation.pop(k) for k in _GENERATION_COMPUTE if k in generation} \
-                    if generation else {}
-                yield {
-                    "item": it.key, "group": dict(it.group), "model": label, "model_id": model_id,
-                    "status": s.status if s is not None else "missing",
-                    "reason": s.reason if s is not None else None, "error": s.error if s is not None else None,
-                    "request": {"hash": first, "steps": steps, "type": summary and summary[0],
-                                "images": summary and summary[2], "text_sha256": summary and summary[1]},
-                    "answer": answer,
-                    "metrics": dict(sorted(s.metrics.items())) if s is not None else {},
-                    "judge": verdicts.get(f"{it.key}|{model_id}", []),
-                    "generation": generation,
-                    "compute": {"model_s": s.model_s if s is not None else None,
-                                "score_s": s.score_s if s is not None else None,
-                                "peak_memory_bytes": s.peak_memory_bytes if s is not None else None,
-                                "memory_kind": s.memory_kind if s is not None else None,
-                                "energy_j": s.energy_j if s is not None else None,
-                                **({"generation": gen_compute} if gen_compute else {})},
-                }
+        for it, (label, model_id), judge in ((it, m, j) for it in chunk for m in models for j in judges):
+            if it.key not in applicable[label]:
+                continue
+            judge_id = judge["judge_id"] if judge else ""
+            answer_hashes, responses, scores, verdicts = per_model[model_id]
+            first, last, steps = answer_hashes.get(it.key, (None, None, 0))
+            r = responses.get(last) if last is not None else None
+            s = scores.get((it.key, judge_id))
+            if it.key not in summaries:
+                summaries[it.key] = _summary(bench, it, requests)
+            summary = summaries[it.key]
+            answer: Optional[dict[str, Any]] = None
+            if r is not None and r.status == "ok" and r.kind == "text":
+                answer = {"text": r.body}
+            elif r is not None and r.status == "ok" and r.kind == "png":
+                png = bytes(r.body)
+                answer = {"png": images.put(image_name(it.key, model_id), png),
+                          "sha256": hashlib.sha256(png).hexdigest()}
+            generation = dict(r.generation) if r is not None and r.generation else None
+            gen_compute = {k: generation.pop(k) for k in _GENERATION_COMPUTE if k in generation} \
+                if generation else {}
+            yield {
+                "item": it.key, "group": dict(it.group), "model": label, "model_id": model_id,
+                "judge": {"label": judge["label"], "judge_id": judge_id} if judge else None,
+                "status": s.status if s is not None else "missing",
+                "reason": s.reason if s is not None else None, "error": s.error if s is not None else None,
+                "request": {"hash": first, "steps": steps, "type": summary and summary[0],
+                            "images": summary and summary[2], "text_sha256": summary and summary[1]},
+                "answer": answer,
+                "metrics": dict(sorted(s.metrics.items())) if s is not None else {},
+                "judge_answers": verdicts.get((f"{it.key}|{model_id}", judge_id), []),
+                "generation": generation,
+                "compute": {"model_s": s.model_s if s is not None else None,
+                            "score_s": s.score_s if s is not None else None,
+                            "peak_memory_bytes": s.peak_memory_bytes if s is not None else None,
+                            "memory_kind": s.memory_kind if s is not None else None,
+                            "energy_j": s.energy_j if s is not None else None,
+                            **({"generation": gen_compute} if gen_compute else {})},
+            }
 
 
 def _summary(bench: Benchmark, item: Item, requests: dict[str, dict]) -> Optional[tuple[str, str, int]]:
@@ -218,9 +225,11 @@ def stable_digest(path: Path) -> str:
 
 
 def write_samples(out: Path, bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
-                  judge_id: str, store: Store, applicable: Mapping[str, Sequence[Item]]) -> dict[str, str]:
+                  judges: Sequence[Mapping[str, Any]], store: Store,
+                  applicable: Mapping[str, Sequence[Item]]) -> dict[str, str]:
     """Write ``samples.jsonl``, ``requests.jsonl`` and the answer PNGs into ``out`` from
-    ``store`` (``applicable``: per model label, the items it was asked); returns
+    ``store`` (``judges``: the run's, each with ``label`` and ``judge_id``; ``applicable``: per
+    model label, the items it was asked); returns
     ``{file: SHA-256}`` of the two JSONL files, samples.jsonl's without the compute objects
     (:func:`stable_digest`)."""
     images = _Images(out)
@@ -229,7 +238,7 @@ def write_samples(out: Path, bench: Benchmark, items: Sequence[Item], models: Se
     keys = {label: {it.key for it in mine} for label, mine in applicable.items()}
     digest = hashlib.sha256()  # of the lines without their compute: equal for two runs of a plan
     with atomic_open(out / SAMPLES, "w") as f:
-        for line in _lines(bench, items, models, judge_id, store, keys, images, requests):
+        for line in _lines(bench, items, models, list(judges) or [None], store, keys, images, requests):
             line = jsonable(line)
             f.write(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n")
             digest.update(_stable_text(line).encode())

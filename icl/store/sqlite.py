@@ -372,6 +372,15 @@ class Store:
         wanted = None if run_ids is None else set(run_ids)
         return [ComputeRecord(*row) for row in rows if wanted is None or row[0] in wanted]
 
+    def copy_from(self, sources: Sequence[Union[str, os.PathLike]]) -> list:
+        """Copy every row of the stores at ``sources`` into this one, all in one transaction
+        (:func:`icl.store.copy.copy_rows`: a conflicting row leaves this store unchanged);
+        returns one :class:`icl.store.copy.Copied` per source."""
+        from icl.store.copy import copy_rows
+
+        with self._transaction() as c:
+            return [copy_rows(c, Path(s)) for s in sources]
+
     def run_ids(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT run_id FROM runs ORDER BY started")]
 

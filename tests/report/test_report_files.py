@@ -178,6 +178,26 @@ def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_
         by_model.setdefault(r["model"], []).append(r)
     shuffled = [r for rows in by_model.values() for r in reversed(rows)]  # model order kept
     tables = bench.summarise(shuffled)
+    # the diagnostics' output changes compare two stored predictions: result_files completes them,
+    # as the runner does, from the store
+    from icl.run import responses as R
+    from icl.store import Store
+
+    store = Store(tmp_path / "out" / "store.sqlite", create=False)
+    ids = {label: m["model_id"] for label, m in meta["models"].items()}
+
+    def answers(key):
+        out = {}
+        for label, model_id in ids.items():
+            link = store.links([key], model_id).get(key, {})
+            steps = sorted(s for s in link if s.startswith("answer:"))
+            r = store.responses([link[steps[-1]]], model_id).get(link[steps[-1]]) if steps else None
+            if r is not None and r.status == "ok":
+                out[label] = R.stored(r.kind, r.body)
+        return out
+
+    assert "context_sensitivity.csv" in bench.result_files(shuffled, answers)
+    assert any(r["output_change"] is not None for r in tables["diagnostics"])
     assert tables == outcome.tables
     assert bench.report(tables) in (tmp_path / "out" / "report.md").read_text()
     again = run(_config(builtin_root, tmp_path / "again", qualitative=0))

@@ -11,6 +11,7 @@ import numpy as np
 
 from icl.models import Adapter
 from icl.models.builtin import Oracle
+from icl.models.requests import ChatRequest
 
 
 class Counting(Oracle):
@@ -69,3 +70,25 @@ class Constant(Adapter):
 
     def predict(self, requests):
         return [np.full((*r.target_size, 3), self.level, np.uint8) for r in requests]
+
+
+class LoggingJudge(Adapter):
+    """A chat judge answering every question with one JSON object giving ``score`` on each of
+    VIF-Bench's six criteria (``icl.benchmarks.vif.rubric``), logging each request id it answers
+    (one line, appended) to ``$ICL_TEST_JUDGE_LOG``: which questions a run really sent."""
+
+    name = "logging-judge"
+    version = "1"
+    batch_size = 4
+
+    def __init__(self, score: int = 5):
+        self.score = score
+
+    serves = (ChatRequest,)
+
+    def predict(self, requests):
+        from icl.benchmarks.vif.rubric import CRITERIA
+
+        with open(os.environ["ICL_TEST_JUDGE_LOG"], "a", encoding="utf-8") as f:
+            f.write("".join(r.id + "\n" for r in requests))
+        return [json.dumps({c: self.score for c in CRITERIA}) for r in requests]

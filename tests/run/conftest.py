@@ -61,6 +61,8 @@ def icl_run(args: list[str]) -> list[str]:
 def item_fields(key: str) -> tuple[str, str, str, int]:
     """(dataset, task, query, shots) of a vibe item key ``ds@v/task@v/query/kK/cHASH/sSEED``."""
     ds, task, query, k = key.split("/")[:4]
+    if "/swap:" in key:  # a replaced-context item of the diagnostics: the query id its request carries
+        query = f"{query}/context-of:{key.split('/swap:')[1].split('/')[0]}"
     return ds.split("@")[0], task.split("@")[0], query, int(k[1:])
 
 

@@ -20,14 +20,14 @@ def _config(argv, bench="vibe"):
 
 def test_defaults():
     cfg = _config([])
-    assert cfg.benchmark == "vibe" and cfg.models is None and cfg.options == {} and cfg.judge is None
+    assert cfg.benchmark == "vibe" and cfg.models is None and cfg.options == {} and cfg.judges == []
     assert cfg.device == "auto" and cfg.dtype is None and cfg.evaluate == "auto" and cfg.overlap and cfg.plots
     assert cfg.out_dir == Path("runs/vibe") and cfg.store_path == Path("runs/vibe/store.sqlite")
     assert cfg.command == ["python", "-m", "icl.run", "vibe"]
     assert _config(["--fast"]).out_dir == Path("runs/vibe-fast")
     bench = open_benchmark(cfg)
     assert bench.config == dict(tasks=None, datasets=None, shots=(1,), limit=None, seed=0, qualitative=3,
-                                rank_reference=False)
+                                sensitivity_fraction=0.1, rank_reference=False)
     assert bench.default_models == DEFAULT_MODELS == ("oracle", "copy-target", "identity")
 
 

@@ -20,7 +20,7 @@ from typing import Optional
 
 import numpy as np
 
-from icl.benchmarks.cobsat.vocab import THEMES, VOCAB, Theme, display
+from icl.benchmarks.cobsat.vocab import THEMES, VOCAB, Theme, display, undisplay
 
 SIZE = 48
 CELL = 6
@@ -152,3 +152,34 @@ def read_attribute(img: np.ndarray, space: str) -> Optional[int]:
 
 def _readable(img: object) -> bool:
     return (isinstance(img, np.ndarray) and img.dtype == np.uint8 and img.ndim == 3 and img.shape == (SIZE, SIZE, 3))
+
+
+def _spaces(img: np.ndarray) -> tuple[str, ...]:
+    """The vocabulary spaces a lite drawing can answer, told by its canvas (grey: colour; white:
+    texture and style, which share their patterns; else a background with an animal)."""
+    canvas = tuple(int(v) for v in _background(img))
+    if canvas == GREY:
+        return ("object", "color")
+    if canvas == WHITE:
+        return ("object", "texture", "style")
+    return ("animal", "background")
+
+
+def shows(img: object, concept: str) -> Optional[bool]:
+    """Whether the lite drawing ``img`` shows ``concept`` — a value as printed (``red``, ``leaf``,
+    ``wireframe``) or ``"{background} background"`` — or None when ``img`` is no lite drawing."""
+    obj = read_object(img)  # type: ignore[arg-type]
+    if obj is None:
+        return None
+    assert isinstance(img, np.ndarray)
+    text = concept.strip().lower()
+    spaces = _spaces(img)
+    if text.endswith(" background"):
+        value, asked = undisplay(text[:-len(" background")]), ("background",)
+    else:
+        value, asked = undisplay(text), tuple(s for s in VOCAB if s != "background")
+    for space in asked:
+        if space in spaces and value in VOCAB[space]:
+            index = VOCAB[space].index(value)
+            return (obj if space in ("object", "animal") else read_attribute(img, space)) == index
+    return False

@@ -17,8 +17,12 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, int_list, positive_int
+from icl.benchmarks.vibe import diagnostics as diag
+from icl.benchmarks.vibe.diagnostics import SENSITIVITY_FRACTION
 from icl.benchmarks.vibe.plan import DEFAULT_MODELS, PROTOCOL, Plan, context_hash, make_plan, qualitative
 from icl.data.seeds import derive_seed
+from icl.benchmarks.vibe.tasks.base import validate_prediction
+from icl.benchmarks.vibe.tasks.image import ImageTask
 from icl.models.requests import AnalogyRequest
 from icl.report import Scored, TaskSpec, aggregate, markdown_section, rank_models, rank_rows, summary_text
 from icl.report.tables import RANK_COLUMNS, RESULT_COLUMNS
@@ -33,6 +37,8 @@ class _Payload:
     query: str
     shots: int
     contexts: tuple[str, ...]  # at the largest shot count
+    donor: Optional[str] = None  # context sensitivity: the query whose first ``shots`` contexts are shown
+    donor_contexts: tuple[str, ...] = ()
 
 
 class Vibe(Benchmark):
@@ -40,7 +46,9 @@ class Vibe(Benchmark):
 
     name = "vibe"
     protocol = PROTOCOL
-    scorer_version = "3"  # 2: encoding_lossless beside every score; 3: LPIPS with each image through the trunk alone
+    # 2: encoding_lossless beside every score; 3: LPIPS with each image through the trunk alone;
+    # 4: the diagnostics (hand-through, copy, palette adherence) beside every score
+    scorer_version = "4"
     request_types = (AnalogyRequest,)
     default_models = DEFAULT_MODELS
     thread_safe_scoring = True  # the caches below are locked
@@ -51,6 +59,9 @@ class Vibe(Benchmark):
         Option("limit", None, "at most N test queries per (dataset, task)", positive_int),
         Option("seed", 0, "global seed of splits, contexts and noise (default: 0)", int),
         Option("qualitative", 3, "samples per task in the qualitative grids (default: 3)", int),
+        Option("sensitivity_fraction", SENSITIVITY_FRACTION, "share of queries asked again with another query's "
+               f"context, for the context-sensitivity diagnostic (0 switches it off; default {SENSITIVITY_FRACTION})",
+               float),
         Option("rank_reference", False, "rank the reference models (oracle, identity) too (PROTOCOL §1.4: not "
                "ranked by default)", flag),
     )
@@ -58,6 +69,10 @@ class Vibe(Benchmark):
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         super().__init__(config)
         from icl.ops import lpips_weights
+
+        if not 0.0 <= float(self.config["sensitivity_fraction"]) <= 1.0:
+            raise ValueError(f"benchmark 'vibe', option 'sensitivity_fraction': expected a share in [0, 1], got "
+                             f"{self.config['sensitivity_fraction']!r}")
 
         # LPIPS scores depend on its weights: their digest is part of every score's key
         self.lpips = lpips_weights("alex")
@@ -67,6 +82,7 @@ class Vibe(Benchmark):
         self._samples: OrderedDict = OrderedDict()
         self._episodes: OrderedDict = OrderedDict()
         self._items: dict[str, Item] = {}
+        self._diagnostics: list[dict[str, Any]] = []
 
     # -- plan ----------------------------------------------------------------------------------
     def _plan(self) -> Plan:
@@ -78,18 +94,27 @@ class Vibe(Benchmark):
 
     def items(self) -> list[Item]:
         plan = self._plan()
-        out = []
+        out, swapped = [], []
+        fraction = float(self.config["sensitivity_fraction"])
         for g in plan.groups:
             # the content digest: an edited dataset with an unchanged version is never "done"
             ds_version = f"{plan.datasets[g.dataset].meta.version}#{plan.datasets[g.dataset].content_digest()[:16]}"
             t_version = plan.tasks[g.task].version
             for q in g.queries:
                 ctx = tuple(g.contexts[q])
+                picked = diag.sensitivity_picked(plan.seed, g.dataset, g.task, q, fraction)
                 for k in plan.shots:
                     key = (f"{g.dataset}@{ds_version}/{g.task}@{t_version}/{q}/k{k}/"
                            f"c{context_hash(list(ctx[:k]))}/s{plan.seed}")
-                    out.append(Item(key, {"dataset": g.dataset, "task": g.task, "shots": k, "query": q},
-                                    _Payload(g.dataset, g.task, q, k, ctx)))
+                    group = {"dataset": g.dataset, "task": g.task, "shots": k, "query": q}
+                    out.append(Item(key, group, _Payload(g.dataset, g.task, q, k, ctx)))
+                    other = diag.donor(plan.seed, g.dataset, g.task, q, g.contexts, k) if picked else None
+                    if other is not None:  # the same query with another query's context (diagnostics)
+                        theirs = tuple(g.contexts[other][:k])
+                        swapped.append(Item(f"{key}/swap:{other}/c{context_hash(list(theirs))}",
+                                            {**group, "context": "swapped"},
+                                            _Payload(g.dataset, g.task, q, k, ctx, other, theirs)))
+        out += swapped
         self._items = {it.key: it for it in out}
         return out
 
@@ -143,8 +168,10 @@ class Vibe(Benchmark):
                 self._samples.popitem(last=False)
         return sample
 
-    def _episode(self, p: _Payload) -> tuple[Any, np.ndarray]:
-        key = (p.dataset, p.task, p.query)
+    def _episode(self, p: _Payload, shown: bool = False) -> tuple[Any, np.ndarray]:
+        """The item's episode; ``shown``: the one the model sees (the donor's contexts, when replaced)."""
+        contexts = p.donor_contexts if shown and p.donor is not None else p.contexts
+        key = (p.dataset, p.task, p.query, contexts)
         with self._lock:
             hit = self._episodes.get(key)
             if hit is not None:
@@ -154,8 +181,7 @@ class Vibe(Benchmark):
         ds, task = plan.datasets[p.dataset], plan.tasks[p.task]
         parts = tuple(task.parts)
         query = self._sample(p.dataset, p.query, parts)
-        contexts = [self._sample(p.dataset, c, parts) for c in p.contexts]
-        episode = task.make_episode(query, contexts, plan.seed, ds.meta)
+        episode = task.make_episode(query, [self._sample(p.dataset, c, parts) for c in contexts], plan.seed, ds.meta)
         encoded = task.encode(episode.target, ds.meta)
         with self._lock:
             self._episodes[key] = (episode, encoded)
@@ -165,9 +191,12 @@ class Vibe(Benchmark):
 
     def request(self, item: Item, privileged: bool = False) -> AnalogyRequest:
         p: _Payload = item.payload
-        episode, encoded = self._episode(p)
+        episode, encoded = self._episode(p, shown=True)
         seed = derive_seed(self._plan().seed, p.dataset, "test", p.query, f"model/{p.task}/k{p.shots}")
-        return AnalogyRequest(p.task, p.dataset, p.query, list(episode.context_inputs[:p.shots]),
+        # a replaced context is another request of the same query: its id says so (a model keeping
+        # anything per query id never answers it from the original)
+        query_id = p.query if p.donor is None else f"{p.query}/context-of:{p.donor}"
+        return AnalogyRequest(p.task, p.dataset, query_id, list(episode.context_inputs[:p.shots]),
                               list(episode.context_outputs[:p.shots]), episode.query_input,
                               tuple(encoded.shape[:2]), encoded if privileged else None, None, seed)
 
@@ -189,8 +218,12 @@ class Vibe(Benchmark):
             episodes = [self._episode(items[i].payload)[0] for i in idx]
             scores = task.evaluate([responses[i] for i in idx], [e.target for e in episodes],
                                    [e.context_targets[:shots] for e in episodes], meta, **where)
+            colour_coded = not isinstance(task, ImageTask)
             for i, e, s in zip(idx, episodes, scores):
                 out[i] = {k: float(v) for k, v in s.items()}
+                seen = self._episode(items[i].payload, shown=True)[0]
+                out[i].update(diag.sample_diagnostics(validate_prediction(0, responses[i]), seen.query_input,
+                                                      seen.context_outputs[:shots], colour_coded))
                 # where the encoding is lossy the oracle scores its ceiling, not perfection
                 lossy = task.oracle_ceiling(e.target, e.context_targets[:shots], meta)
                 out[i]["encoding_lossless"] = 0.0 if lossy else 1.0
@@ -203,7 +236,9 @@ class Vibe(Benchmark):
 
     def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         reserved = {"model", "model_id", "key", "status", "reason", "dataset", "task", "shots", "query",
-                    "encoding_lossless"}
+                    "encoding_lossless", "context", *diag.DIAGNOSTICS}
+        swapped = [r for r in rows if r.get("context") == "swapped"]  # diagnostics only, never in the results
+        rows = [r for r in rows if r.get("context") != "swapped"]
         ceiling: dict[tuple[str, str, int], dict[str, float]] = {}
         for r in rows:  # the same for every model: counted once per item
             if "encoding_lossless" in r:
@@ -226,9 +261,44 @@ class Vibe(Benchmark):
             full.task_ranks = part.task_ranks if part else {}
             full.overall = part.overall if part else {}
         self._aggs, self._tables, self._shown, self._order = aggs, tables, shown, order
+        self._own_rows, self._swapped_rows = rows, swapped
+        # the output changes need both predictions: result_files fills them in (same list object)
+        self._diagnostics[:] = diag.diagnostics_table(rows, swapped, self._rank_metric(), {})
         return {"results": [{c: getattr(a, c) for c in RESULT_COLUMNS} for a in aggs],
                 "ranks": [{c: r[c] for c in RANK_COLUMNS} for r in rank_rows(tables)],
-                "oracle_ceiling": self._ceiling}
+                "oracle_ceiling": self._ceiling, "diagnostics": self._diagnostics}
+
+    def _rank_metric(self) -> dict[str, str]:
+        return {n: t.rank_metrics[0] for n, t in self._plan().tasks.items()}
+
+    def result_files(self, rows: Sequence[Mapping[str, Any]],
+                     answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:
+        """``context_sensitivity.csv``: per swapped item and model, the output change (1 - SSIM of
+        the two predictions) and both values of the task's first rank metric; its means complete
+        the ``diagnostics`` table."""
+        import csv
+        import io
+
+        own = {(r["model"], r["dataset"], r["task"], int(r["shots"]), r["query"]): r for r in self._own_rows}
+        metric = self._rank_metric()
+        changes: dict[tuple, float] = {}
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["model", "dataset", "task", "shots", "query", "donor", "output_change", "metric", "original",
+                    "swapped"])
+        for s in sorted(self._swapped_rows, key=lambda r: (r["model"], r["key"])):
+            k = (s["model"], s["dataset"], s["task"], int(s["shots"]), s["query"])
+            o = own.get(k)
+            if o is None or s["status"] != "ok" or o["status"] != "ok":
+                continue
+            a, b = answers(o["key"]).get(s["model"]), answers(s["key"]).get(s["model"])
+            if not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray):
+                continue
+            changes[k] = diag.output_change(validate_prediction(0, a), validate_prediction(0, b))
+            m = metric[s["task"]]
+            w.writerow([*k, self._items[s["key"]].payload.donor, f"{changes[k]:.6g}", m, o.get(m, ""), s.get(m, "")])
+        self._diagnostics[:] = diag.diagnostics_table(self._own_rows, self._swapped_rows, metric, changes)
+        return {"context_sensitivity.csv": buf.getvalue()} if self._swapped_rows else {}
 
     def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         return summary_text(self._shown)
@@ -241,7 +311,8 @@ class Vibe(Benchmark):
         note += [f"- {c['dataset']} / {c['task']} (shots {c['shots']}): lossless on {100 * c['lossless']:.1f}% of "
                  f"{c['n']} samples" for c in self._ceiling if c["lossless"] < 1.0] \
             or ["- every sample of this run is encoded losslessly (`oracle_ceiling.csv`)"]
-        return "\n".join(note) + "\n\n" + markdown_section(self._aggs, self._shown)
+        return ("\n".join(note) + "\n\n" + markdown_section(self._aggs, self._shown)
+                + ("\n" + diag.markdown(self._diagnostics) if self._diagnostics else ""))
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
@@ -271,7 +342,8 @@ class Vibe(Benchmark):
             for (dataset, t, q) in sorted(picked):
                 if t != task:
                     continue
-                item = next((it for it in self._items.values() if it.group["dataset"] == dataset and
+                item = next((it for it in self._items.values() if "context" not in it.group and
+                             it.group["dataset"] == dataset and
                              it.group["task"] == t and it.group["query"] == q and it.group["shots"] == shots), None)
                 if item is None:
                     continue

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag
+from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, judge_names
 from icl.benchmarks.vif import rubric, tables
 from icl.benchmarks.vif.models import SYNTHETIC_PREFIX
 from icl.benchmarks.vif.render import vi_images
@@ -66,6 +66,7 @@ class VIF(Benchmark):
     request_types = (GenerationRequest,)
     default_models = ("collage",)
     default_judge = SPATIAL_JUDGE
+    max_judges = None  # PROTOCOL §5: two judges score independently, the headline is their mean
     thread_safe_scoring = True
     options = (
         Option("variants", VARIANTS, "visual and/or text variants (comma list)", comma_list),
@@ -143,8 +144,11 @@ class VIF(Benchmark):
         return {"data": [where], "variants": list(VARIANTS), "schema": [SCHEMA], "rubric": [rubric.RUBRIC_VERSION],
                 "criteria": list(rubric.CRITERIA)}
 
-    def check_judge(self, judge: Optional[str], asked: Optional[Sequence[type]] = None) -> None:
-        if judge == SPATIAL_JUDGE and not (self.fast or self.config["synthetic"]):
+    def check_judge(self, judges: Any, asked: Optional[Sequence[type]] = None) -> None:
+        """Any number of judges (the source's headline averages two); the spatial judge only on
+        the synthetic tasks."""
+        super().check_judge(judges, asked)
+        if SPATIAL_JUDGE in judge_names(judges) and not (self.fast or self.config["synthetic"]):
             raise ValueError("vif: vif-spatial-judge judges only the built-in synthetic tasks; judge release data "
                              "with a vision-language model (--judge hf-vlm:... or openai:...)")
 
@@ -217,8 +221,9 @@ class VIF(Benchmark):
         rows = tables_.get("criteria", [])
         if not rows:
             return ""
-        lines = [f"vif ({self.protocol}): judge scores 1-10 (average NaN when the judge leaves a criterion out; "
-                 "failed generations score 1)"]
+        judges = sorted({r["judge"] for r in tables_.get("criteria_by_judge", [])})
+        lines = [f"vif ({self.protocol}): judge scores 1-10, the mean of {len(judges)} judge(s) ({', '.join(judges)}) "
+                 "per item and criterion (average NaN while no judge gives a criterion; failed generations score 1)"]
         lines += [f"{r['model']:<24}{r['variant']:<11}avg {_fmt(r['average'])}  adherence "
                   f"{_fmt(r['visual_instruction_adherence'])}  cleanliness {_fmt(r['visual_instruction_cleanliness'])}"
                   f"  (n={r['n']}, failed {r['failed']})" for r in rows]
@@ -226,11 +231,14 @@ class VIF(Benchmark):
 
     def report(self, tables_: Mapping[str, list[dict[str, Any]]]) -> str:
         short = ("TIF", "RC", "VIA", "VIC", "SC", "VQ", "avg")
+        judges = ", ".join(f"`{j}`" for j in dict.fromkeys(r["judge"] for r in tables_.get("criteria_by_judge", []))) \
+            or "none"
         lines = ["## VIF-Bench", "", f"Protocol {self.protocol}, rubric {rubric.RUBRIC_VERSION}, data: "
                  f"{self.data.describe()}. Criteria 1-10 (TIF text instruction following, RC reference consistency, "
                  "VIA visual instruction adherence, VIC visual instruction cleanliness, SC scene coherence, VQ visual "
                  "quality); NaN where the judge gave none. A failed generation scores 1 and stays in the means. The "
-                 "headline averages the judges per item (this run has one judge: the runner takes one `--judge`).", ""]
+                 f"headline averages the judges per item and criterion; judges: {judges} (`--judge` repeated for "
+                 "several).", ""]
         lines += _md(tables_.get("criteria", []), ("model", "variant", "n", "failed"), tables.SCORES, short,
                      extra=("average_lo", "average_hi"))
         for name, keys, title in (("by_vi_type", ("model", "vi_type", "n"), "By VI type (visual variant)"),

@@ -1,9 +1,11 @@
 """VIF-Bench tables from score rows (PROTOCOL §5, §6).
 
-A row is one (model, item) of one judge (``judge`` column; the runner's rows have none and are
-the run's one judge). The headline per item is the mean over judges of that item's scores, kept
-only for items every judge of that model scored (the source's two-judge ensemble,
-shim0114/VIF-Bench summarize.py); every breakdown is computed on those judge-averaged items.
+A row is one (model, item) of one judge (``judge`` column, the judge's label: the runner adds it,
+one row per judge of the run; rows without it are one judge). The headline per item is, for each
+criterion, the mean over the judges that gave it (NaN only when none did), and the average of
+those six means; items are kept only when every judge of that model scored them (the source's
+two-judge ensemble, shim0114/VIF-Bench summarize.py ``judge_scores``: per task the judges' mean,
+tasks scored by all). Every breakdown is computed on those judge-averaged items.
 
 Means skip NaN (a criterion the judge did not give); a failed generation scores 1 everywhere
 (``score_failure``) and stays in every mean. Bins: references 1, 2, 3, 4, 5+; VIs 1, 2, 3, 4+.
@@ -80,8 +82,12 @@ def judged_items(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             continue
         first = next(iter(by_judge.values()))
         merged = {k: v for k, v in first.items() if k not in SCORES and k != "judge"}
-        for k in (*SCORES, "failed", "layout_iou", "centre_in_region"):
+        for k in (*CRITERIA, "failed", "layout_iou", "centre_in_region"):
             merged[k] = _nanmean(_f(r, k) for r in by_judge.values())
+        # the average of the six judge-averaged criteria (with every judge's six valid, the mean of
+        # the judges' averages, as the source computes it); NaN while no judge gave one of them
+        six = [merged[c] for c in CRITERIA]
+        merged["average"] = math.nan if any(math.isnan(v) for v in six) else sum(six) / len(six)
         merged["judges"] = len(by_judge)
         out.append(merged)
     return out

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, int_list
+from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, int_list, judge_names
 from icl.benchmarks.vlicl import builtin
 from icl.benchmarks.vlicl.episodes import (COT_TOKENS, MAX_NEW_TOKENS, Episode, build_episode, chat_request,
                                            generation_request, inputs, request_seed, support_rows)
@@ -226,7 +226,7 @@ class VLICL(Benchmark):
         desc = TASKS[task].description(self.config["description"])
         rseed = request_seed(seed, task, qid, shots)
         if TASKS[task].direction != I2T:
-            size = builtin.OBJECT_SIZE if data.origin == "builtin" else None
+            size = builtin.image_size(task) if data.origin == "builtin" else None
             return generation_request(data, ep, item.key, desc, rseed, size)
         if self.prompt_label(task) != "chat":
             shots = [(inputs(data, d), d.question, format_answer(d.answer)) for d in ep.support]
@@ -374,13 +374,17 @@ class VLICL(Benchmark):
         lines = [f"- data: the published release at `{self.data_root}`"]
         lines += [f"  - {t}: `{self.data(t).origin}`, SHA-256 `{self.data(t).digest}`" for t in self.task_ids()]
         if self.absent:
-            lines.append(f"- absent from the release (not run): {', '.join(self.absent)}")
+            text = self.config["variant"] == "text"  # name the text folders looked for
+            absent = [f"{t} (no {' or '.join(TASKS[t].text_folders)})" if text else t for t in self.absent]
+            lines.append(f"- absent from the release (not run): {', '.join(absent)}")
         return lines
 
-    def check_judge(self, judge: Optional[str], asked: Optional[Sequence[type]] = None) -> None:
+    def check_judge(self, judges: Any, asked: Optional[Sequence[type]] = None) -> None:
         """Refuse a judge that cannot judge this data: the built-in ``vlicl-judge`` recognises only
         the built-in drawings, so the release's text-to-image tasks need a vision-language judge
-        (when some model of the run generates images at all)."""
+        (when some model of the run generates images at all). One judge (``max_judges``)."""
+        super().check_judge(judges, asked)
+        judge = next(iter(judge_names(judges)), None)
         self.judge_name = judge
         if asked is not None and not any(issubclass(t, GenerationRequest) for t in asked):
             return  # no model is asked for an image: nothing to judge

@@ -7,6 +7,9 @@ the background as the commonest border colour, objects as the 8-connected compon
 (``icl.ops.connected_components``), each object's shape by matching the generator's templates in
 its box (intersection over union >= ``MIN_IOU``) and its colour by majority. Concepts it checks:
 ``"star"``, ``"red"``, ``"red star"``, ``"two stars"`` (exactly two stars), ``"sand background"``.
+The ``cobsat`` task's images are CoBSAT-lite drawings (:mod:`icl.benchmarks.cobsat.lite`), read
+by :func:`icl.benchmarks.cobsat.lite.shows` (concepts: a value of the CoBSAT vocabulary as printed,
+``"beach background"``).
 Anything else, or an image it cannot read, is answered "no". It knows nothing of real photographs:
 judge the release's images with a vision-language model (``--judge``).
 """
@@ -19,6 +22,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from icl.benchmarks.cobsat import lite as cobsat_lite
 from icl.benchmarks.vlicl.builtin.draw import (BACKGROUNDS, COLOURS, NUMBER_WORDS, PALETTE, PALETTE_NAMES, PLURALS,
                                                SHAPES, shape_mask)
 from icl.models.base import Adapter
@@ -108,7 +112,7 @@ class VLICLJudge(Adapter):
     """Answers the VL-ICL judge question about built-in images (see the module docstring)."""
 
     name = "vlicl-judge"
-    version = "1"
+    version = "2"  # 2: reads the cobsat task's CoBSAT-lite drawings
     serves = (ChatRequest,)
     batch_size = 64
 
@@ -120,6 +124,10 @@ class VLICLJudge(Adapter):
             images = req.images
             if found is None or not images:
                 out.append("no")
+                continue
+            lite = cobsat_lite.shows(images[-1], found.group(1))  # the cobsat task draws CoBSAT-lite images
+            if lite is not None:
+                out.append("yes" if lite else "no")
                 continue
             try:
                 reading = read_scene(images[-1])

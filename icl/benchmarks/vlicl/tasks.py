@@ -32,10 +32,11 @@ JUDGE_PROMPT = "Decide whether the image contains the following concept: {concep
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One VL-ICL task. ``train``/``test``: sizes of the published support pool and query set;
-    ``text_folders``: the folders of its text-only version, the published release's name first,
-    then the reference code's internal name (``ys-zong/VL-ICL``-era scripts read those); empty:
-    no text version."""
+    """One VL-ICL task. ``train``/``test``: sizes of the published support pool and query set.
+    Its text-only version: ``text_published``, the folder the release publishes (the dataset
+    ``ys-zong/VL-ICL`` on huggingface.co, tree at 6c63a33, added by commit 469851d "add text ICL
+    data"; "" where the release has none), and ``text_reference``, the folder the reference code
+    opens (``ys-zong/VL-ICL`` ``utils/utils.py`` ``load_text_data``); both "": no text version."""
 
     id: str
     title: str
@@ -47,13 +48,20 @@ class TaskSpec:
     capabilities: tuple[str, ...]
     detailed: str
     concise: str
-    text_folders: tuple[str, ...] = ()
+    text_published: str = ""
+    text_reference: str = ""
 
     def description(self, level: str) -> str:
         """The task description at ``level`` (one of ``DESCRIPTION_LEVELS``)."""
         if level not in DESCRIPTION_LEVELS:
             raise ValueError(f"task {self.id}: description level must be one of {DESCRIPTION_LEVELS}, got {level!r}")
         return "" if level == "none" else getattr(self, level)
+
+    @property
+    def text_folders(self) -> tuple[str, ...]:
+        """The folders a text-only run looks for, in order: the published one, then the reference
+        code's (a copy unpacked under the names the reference scripts open)."""
+        return tuple(n for n in (self.text_published, self.text_reference) if n)
 
     @property
     def has_text(self) -> bool:
@@ -65,7 +73,7 @@ TASKS: dict[str, TaskSpec] = {t.id: t for t in (
              ("Fast Binding",),
              "Induce the concept from the in-context examples. Answer the question with a single word or phase.",
              "Answer the question with a single word or phase.",
-             text_folders=("open_mi_text", "open_mi_captioned")),
+             text_reference="open_mi_captioned"),
     TaskSpec("clevr", "CLEVR Count Induction", I2T, 800, 200, (0, 1, 2, 4, 8), EXACT,
              ("Fine Grained Perception", "Induction"),
              "The image contains objects of different shapes, colors, sizes and materials. The question describes "
@@ -73,21 +81,22 @@ TASKS: dict[str, TaskSpec] = {t.id: t for t in (
              "condition. You should induce what operation to use according to the results of the in-context "
              "examples and then calculate the result.",
              "Find objects of the given type, induce what operation to use and calculate the result.",
-             text_folders=("clevr_text", "clevr_simple_text")),
+             text_published="clevr_text", text_reference="clevr_simple_text"),
     TaskSpec("operator_induction", "Operator Induction", I2T, 80, 60, (0, 1, 2, 4, 8), FIRST_INTEGER,
              ("Induction", "Reasoning"),
              "The image contains two digit numbers and a ? representing the mathematical operator. Induce the "
              "mathematical operator (addition, multiplication, minus) according to the results of the in-context "
              "examples and calculate the result.",
              "Induce the mathematical operator and calculate the result.",
-             text_folders=("operator_induction_text", "math_induction_text")),
+             text_published="operator_induction_text", text_reference="math_induction_text"),
     TaskSpec("operator_induction_interleaved", "Interleaved Operator Induction", I2T, 80, 60, (0, 1, 2, 4, 8),
              FIRST_INTEGER, ("Induction", "Reasoning", "Interleaving", "Long-Context"),
              "There are two input images, each representing a single digit number. Induce the mathematical "
              "operator (addition, multiplication, minus) that is applied between the two images according to the "
              "results of the in-context examples. Calculate the result for the new query images.",
              "Induce the mathematical operator between the two images and calculate the result.",
-             text_folders=("operator_induction_interleaved_text", "math_induction_text_interleaved")),
+             text_published="operator_induction_interleaved_text",
+             text_reference="math_induction_text_interleaved"),
     TaskSpec("textocr", "TextOCR", I2T, 800, 200, (0, 1, 2, 4, 8), EXACT,
              ("Fine Grained Perception", "Induction"),
              "An image will be provided where a red box is drawn around the text of interest. Answer with the "
@@ -99,17 +108,17 @@ TASKS: dict[str, TaskSpec] = {t.id: t for t in (
              'According to the few-shot examples, induce what operation to do and determine the output for the '
              'two new images. Answer with "yes" or "no".',
              "Determine the output for the new pair of images.",
-             text_folders=("matching_mi_text",)),
+             text_reference="matching_mi_text"),
     TaskSpec("open_t2i_mi", "Text-to-Image Fast MiniImageNet", T2I, 5000, 200, (0, 1, 2, 4, 5), JUDGE,
              ("Fast Binding",),
              "Based on the few-shot examples, induce the concept and generate the image of the given class.",
              "Generate the image of the given class.",
-             text_folders=("open_t2i_mi_text",)),
+             text_reference="open_t2i_mi_text"),
     TaskSpec("cobsat", "CoBSAT", T2I, 800, 200, (0, 1, 2, 4, 8), JUDGE_TWICE, ("Induction",),
              "Based on the sequence, infer the latent object or attribute. Generate the image of the inferred "
              "object or attribute combined with the given text.",
              "Generate the next image based on the latent object or attribute from the few-shot examples.",
-             text_folders=("cobsat_text",)),
+             text_reference="cobsat_text"),
     TaskSpec("fast_count_t2i", "Fast Counting", T2I, 800, 40, (0, 1, 2, 4, 5), JUDGE, ("Fast Binding",), "", ""),
     TaskSpec("fast_attr_t2i", "Fast Attribute Matching", T2I, 300, 200, (0, 1, 2, 4, 5), JUDGE,
              ("Fast Binding",), "", ""),

@@ -11,6 +11,16 @@ in two forms, the same requests a chat model answers as a judge:
   ``SiglipModel.forward`` computes it.
 - a vocabulary (:data:`CHOICE_PROMPT`): the label whose text embedding is nearest the image's by
   cosine similarity, answered verbatim.
+- a numbered multiple-choice question as CoBSAT's judge asks it (``... Answer from the following
+  options:  (1)leaf (2)hat ... Answer the number only ...``; UW-Madison-Lee-Lab/CoBSAT
+  ``evaluation_icl.py``, ``get_eval_prompt``): the number of the nearest option, as that
+  repository's ``eval_clip`` picks it: the first argmax of the cosine similarities to the options,
+  each floored at 0 first (so where every similarity is negative, option 1).
+  With one image it embeds the image; with none, the question's ``Image caption: {text}.``
+  is embedded as text, its first :data:`CAPTION_CHARS` characters as ``eval_clip`` cuts a
+  description (an empty caption answers "none": no option). Options are embedded through
+  ``label_template`` like the vocabulary form; CoBSAT's reference embeds the bare labels
+  (``label_template="{}"``).
 
 Any other question is refused in its slot (a ValueError naming the request). Scores are also
 available directly: :meth:`CLIPJudge.presence` and :meth:`CLIPJudge.nearest`.
@@ -37,6 +47,22 @@ LABEL_SEPARATOR = " | "
 _PRESENCE = re.compile(r"following concept:\s*(.+?)\.\s*Answer with 'yes' or 'no'", re.S)
 _CHOICE = re.compile(r"Which one of these does the image show:\s*(.+?)\?\s*Answer with exactly one of them", re.S)
 DEFAULT_THRESHOLD = {"clip": 0.25, "siglip": 0.5}
+_NUMBERED = re.compile(r"Answer from the following options:\s*(.+?)\.\s*Answer the number only", re.S)
+_OPTION = re.compile(r"\((\d+)\)(.+?)(?=\s*\(\d+\)|$)", re.S)
+_CAPTION = re.compile(r"^Image caption: (.*)\. What is ", re.S)
+CAPTION_CHARS = 200  # CoBSAT's eval_clip embeds description[:200]
+
+
+def numbered_options(text: str) -> Optional[list[str]]:
+    """The options of a numbered multiple-choice question, in order (None: not one, or not
+    numbered 1..n)."""
+    found = _NUMBERED.search(text)
+    if found is None:
+        return None
+    pairs = _OPTION.findall(found.group(1))
+    if len(pairs) < 2 or [int(n) for n, _ in pairs] != list(range(1, len(pairs) + 1)):
+        return None
+    return [label.strip() for _, label in pairs]
 
 
 def presence_request(id: str, image: np.ndarray, concept: str) -> ChatRequest:
@@ -63,7 +89,7 @@ class CLIPJudge(PretrainedFolder, Adapter):
     """
 
     name = "clip-judge"
-    version = "1"
+    version = "2"  # 2: the numbered-options question (it was refused)
     serves = (ChatRequest,)
 
     def __init__(self, weights: Optional[str] = None, precision: str = "fp32", threshold: Optional[float] = None,
@@ -132,10 +158,24 @@ class CLIPJudge(PretrainedFolder, Adapter):
 
     def nearest(self, images: Sequence[np.ndarray], vocabularies: Sequence[Sequence[str]]) -> list[int]:
         """Per image the index of the nearest label of its vocabulary (cosine similarity)."""
-        img = self.embed_images(images)
+        return self._nearest(self.embed_images(images), vocabularies)
+
+    def nearest_to_texts(self, texts: Sequence[str], vocabularies: Sequence[Sequence[str]],
+                         floor: Optional[float] = None) -> list[int]:
+        """Per text (embedded as it is, no template) the index of the nearest label of its vocabulary."""
+        template, self.label_template = self.label_template, "{}"
+        try:
+            emb = self.embed_texts(texts)
+        finally:
+            self.label_template = template
+        return self._nearest(emb, vocabularies, floor)
+
+    def _nearest(self, emb: Any, vocabularies: Sequence[Sequence[str]], floor: Optional[float] = None) -> list[int]:
+        """First argmax per row of the cosine similarities (each floored at ``floor`` when given)."""
         out = []
         for i, labels in enumerate(vocabularies):
-            out.append(int((self.embed_texts(labels) @ img[i]).argmax()))
+            sims = self.embed_texts(labels) @ emb[i]
+            out.append(int((sims if floor is None else sims.clamp(min=floor)).argmax()))
         return out
 
     # -- the judge's chat interface ----------------------------------------------------------
@@ -145,20 +185,31 @@ class CLIPJudge(PretrainedFolder, Adapter):
         out: list[Any] = [None] * len(requests)
         presence: list[tuple[int, np.ndarray, str]] = []
         choice: list[tuple[int, np.ndarray, list[str]]] = []
+        numbered: list[tuple[int, np.ndarray, list[str]]] = []
+        captions: list[tuple[int, str, list[str]]] = []
         for i, req in enumerate(requests):
             if not isinstance(req, ChatRequest):
                 raise ValueError(f"clip-judge: serves ChatRequest, got {type(req).__name__}")
             text = " ".join(p for m in req.messages if m.role == "user" for p in m.content if isinstance(p, str))
             images = req.images
-            if len(images) != 1:
+            options = numbered_options(text)
+            caption = _CAPTION.match(text) if options is not None and not images else None
+            if caption is not None:
+                if caption.group(1).strip():
+                    captions.append((i, caption.group(1)[:CAPTION_CHARS], options))  # type: ignore[arg-type]
+                else:
+                    out[i] = "none"
+            elif len(images) != 1:
                 out[i] = RequestRefused(f"clip-judge: request {req.id!r} shows {len(images)} images; it judges one")
             elif (found := _PRESENCE.search(text)) is not None:
                 presence.append((i, images[0], found.group(1).strip()))
             elif (found := _CHOICE.search(text)) is not None:
                 choice.append((i, images[0], [x.strip() for x in found.group(1).split(LABEL_SEPARATOR.strip())]))
+            elif options is not None:
+                numbered.append((i, images[0], options))
             else:
-                out[i] = RequestRefused(f"clip-judge: request {req.id!r} asks neither the presence question nor "
-                                        f"the choice question of icl.models.t2i.clip_judge")
+                out[i] = RequestRefused(f"clip-judge: request {req.id!r} asks none of the presence, choice and "
+                                        f"numbered-options questions of icl.models.t2i.clip_judge")
         for part in chunks(presence, self.batch_size):
             scores = self.presence([p[1] for p in part], [p[2] for p in part])
             for (i, _, _), s in zip(part, scores):
@@ -167,4 +218,12 @@ class CLIPJudge(PretrainedFolder, Adapter):
             picks = self.nearest([c[1] for c in part], [c[2] for c in part])
             for (i, _, labels), k in zip(part, picks):
                 out[i] = labels[k]
+        for part in chunks(numbered, self.batch_size):  # eval_clip floors similarities at 0
+            picks = self._nearest(self.embed_images([c[1] for c in part]), [c[2] for c in part], floor=0.0)
+            for (i, _, _), k in zip(part, picks):
+                out[i] = str(k + 1)
+        for part in chunks(captions, self.batch_size):
+            picks = self.nearest_to_texts([c[1] for c in part], [c[2] for c in part], floor=0.0)
+            for (i, _, _), k in zip(part, picks):
+                out[i] = str(k + 1)
         return out

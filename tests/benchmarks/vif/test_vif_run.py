@@ -114,14 +114,38 @@ def test_collage_pastes_each_reference_into_its_box():
 
 
 @pytest.mark.slow
-def test_a_tiny_chat_model_judges(tmp_path, tiny_llava):
+def test_two_judges_the_spatial_one_and_a_tiny_chat_model(tmp_path, tiny_llava):
+    """The issue's two-judge run: the deterministic judge plus a tiny random chat model (hf-vlm on a
+    tiny LLaVA) as the second judge, exercising the JSON path on answers that hold no scores. Kept
+    here rather than in ``--fast``: loading transformers alone takes seconds."""
+    import sqlite3
+
     out = tmp_path / "out"
+    tiny = f"hf-vlm:weights={tiny_llava},max_batch=2"
     assert main(["vif", "--fast", "--variants", "visual", "--tasks", "syn000,syn001", "--judge-tokens", "6",
-                 "--out", str(out), "--no-progress", "--judge", f"hf-vlm:weights={tiny_llava},max_batch=2"]) == 0
+                 "--out", str(out), "--no-progress", "--no-plots", "--judge", "vif-spatial-judge",
+                 "--judge", tiny]) == 0
     meta = json.loads((out / "results.json").read_text())
-    assert meta["judge"]["adapter"] == "hf-vlm" and meta["counts"]["planned"] == 2 and meta["counts"]["failed"] == 0
-    by_judge = _rows(out / "criteria_by_judge.csv")
-    assert len(by_judge) == 1 and by_judge[0]["n"] == "2"  # random tokens: unparsed, NaN criteria, counted
+    assert [j["identity"]["adapter"] for j in meta["judges"]] == ["vif-spatial-judge", "hf-vlm"]
+    assert meta["counts"]["planned"] == 4 and meta["counts"]["failed"] == 0
+    by_judge = {r["judge"]: r for r in _rows(out / "criteria_by_judge.csv")}
+    labels = [j["label"] for j in meta["judges"]]
+    assert set(by_judge) == set(labels) and by_judge[labels[1]]["n"] == "2"
+    # random tokens hold no score: unparsed, every criterion NaN and counted
+    assert by_judge[labels[1]]["unparsed"] == "2" and by_judge[labels[1]]["reference_consistency"] == "nan"
+    # so each headline criterion is the spatial judge's alone (the mean over the judges that gave it)
+    head = _rows(out / "criteria.csv")[0]
+    for c in ("reference_consistency", "visual_instruction_adherence", "visual_instruction_cleanliness"):
+        assert float(head[c]) == pytest.approx(float(by_judge["vif-spatial-judge"][c]))
+    assert head["scene_coherence"] == "nan" and head["average"] == "nan"
+    # every raw answer of the chat judge is stored (text), linked under its own id
+    con = sqlite3.connect(out / "store.sqlite")
+    try:
+        texts = con.execute("SELECT r.kind, r.body FROM links l JOIN responses r ON r.request_hash = l.request_hash "
+                            "AND r.model_id = l.model_id WHERE l.model_id = ?", (meta["judges"][1]["judge_id"],)).fetchall()
+    finally:
+        con.close()
+    assert len(texts) == 2 and all(kind == "text" and isinstance(body, str) for kind, body in texts)
 
 
 def test_release_folder_through_the_plugin(tmp_path):

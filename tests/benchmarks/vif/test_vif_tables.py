@@ -133,3 +133,33 @@ def test_human_scores(tmp_path):
     (tmp_path / "nokey.csv").write_text("model,average\nm,1\n")
     with pytest.raises(ValueError, match="no column 'key'"):
         read_human(str(tmp_path / "nokey.csv"))
+
+
+def _judged(key, judge, six):
+    """A row of ``judge`` with the six criteria ``six`` (NaN: the judge gave none); its average as
+    the scorer computes it (NaN unless all six)."""
+    row = _row(key, judge, 0)
+    row.update(zip(CRITERIA, map(float, six)))
+    row["average"] = math.nan if any(math.isnan(v) for v in map(float, six)) else sum(six) / 6
+    return row
+
+
+def test_two_judges_average_per_criterion_by_hand():
+    """PROTOCOL §5: two judges score independently, the headline is their mean. Per item and
+    criterion the mean of the judges that gave it; the average the mean of those six (with all six
+    from both judges: the mean of the two judges' averages, as the source computes it)."""
+    nan = math.nan
+    rows = [_judged("k1", "A", [2, 4, 6, 8, 10, 6]), _judged("k1", "B", [4, 4, 4, 4, 6, 8]),  # averages 6 and 5
+            _judged("k2", "A", [2, 4, 6, 8, nan, nan]), _judged("k2", "B", [4, 4, 4, 4, 6, 8]),  # A gave four
+            _judged("k5", "A", [nan, 1, 1, 1, 1, 1]), _judged("k5", "B", [nan, 3, 3, 3, 3, 3])]  # neither gave TIF
+    t = summarise(rows)
+    # per item: k1 [3, 4, 5, 6, 8, 7] avg 5.5 (= (6 + 5) / 2); k2 [3, 4, 5, 6, 6, 8] avg 32/6; k5 [nan, 2 x 5] avg nan
+    vis = _pick(t["criteria"], variant="visual")
+    assert vis["n"] == 3
+    assert vis["text_instruction_following"] == pytest.approx(3.0)  # k5 has none: mean of k1, k2
+    assert vis["reference_consistency"] == pytest.approx((4 + 4 + 2) / 3)
+    assert vis["scene_coherence"] == pytest.approx((8 + 6 + 2) / 3)
+    assert vis["visual_quality"] == pytest.approx((7 + 8 + 2) / 3)
+    assert vis["average"] == pytest.approx((5.5 + 32 / 6) / 2)  # k5's average is NaN: left out of the mean
+    a = _pick(t["criteria_by_judge"], judge="A", variant="visual")
+    assert a["average"] == pytest.approx(6.0) and a["scene_coherence"] == pytest.approx((10 + 1) / 2)

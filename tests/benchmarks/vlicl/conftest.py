@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from icl.benchmarks.base import Benchmark
+from icl.benchmarks.vlicl.records import image_list
 
 
 def _png(root: Path, rel: str, value: int) -> str:
@@ -90,13 +91,28 @@ def make_release(root: Path) -> Path:
     return root
 
 
-# The published release (huggingface.co/datasets/ys-zong/VL-ICL, after its unzip.sh) as the
-# reference code reads it (ys-zong/VL-ICL utils/utils.py load_data: {dataDir}/{dataset}/query.json
-# and support.json; I2T_inference.py / T2I_inference.py dataset choices): no fast_count_t2i /
-# fast_attr_t2i folders, and the text versions under their published names.
+# The published release as it is, after its unzip.sh. Sources:
+# - huggingface.co/datasets/ys-zong/VL-ICL, tree at 6c63a33 (its newest commit, "Update README.md"):
+#   the folders clevr, clevr_text, cobsat, matching_mi, open_mi, open_t2i_mi, operator_induction,
+#   operator_induction_interleaved, operator_induction_interleaved_text, operator_induction_text,
+#   textocr; no fast_count_t2i / fast_attr_t2i. Its only text data is commit 469851d ("add text ICL
+#   data"), which added exactly the three *_text folders, each holding query.json and support.json
+#   and nothing else (tree/6c63a33/operator_induction_text, .../operator_induction_interleaved_text,
+#   tree/main/clevr_text). No text folder of open_mi, matching_mi, open_t2i_mi or cobsat is published.
+# - unzip.sh of that dataset: dirs=(clevr cobsat matching_mi open_mi open_t2i_mi operator_induction
+#   operator_induction_interleaved textocr), each {dir}/support.zip and {dir}/query.zip unpacked
+#   into {dir} (the text folders have no zips).
+# - the reference code reads {dataDir}/{dataset}/query.json and support.json (ys-zong/VL-ICL
+#   utils/utils.py load_data).
 PUBLISHED_IMAGE_TASKS = ("open_mi", "clevr", "operator_induction", "operator_induction_interleaved", "textocr",
                          "matching_mi", "open_t2i_mi", "cobsat")
 PUBLISHED_TEXT_FOLDERS = ("clevr_text", "operator_induction_text", "operator_induction_interleaved_text")
+
+# The text folders the reference code opens for the four tasks whose text version the release does
+# not publish (ys-zong/VL-ICL utils/utils.py load_text_data: {dataDir}/{dataset}/query.json and
+# support.json for dataset in open_mi_captioned, cobsat_text, open_t2i_mi_text, matching_mi_text, ...).
+REFERENCE_ONLY_TEXT_FOLDERS = {"open_mi": "open_mi_captioned", "matching_mi": "matching_mi_text",
+                               "open_t2i_mi": "open_t2i_mi_text", "cobsat": "cobsat_text"}
 
 
 def make_published_release(root: Path) -> Path:
@@ -120,6 +136,36 @@ def make_published_release(root: Path) -> Path:
         dump(folder, [{"id": f"ot{i}", "question": f"{i + 2} ? {i + 1} = ?", "operator": "+-x"[i % 3],
                        "answer": [2 * i + 3, 1, (i + 2) * (i + 1)][i % 3]} for i in range(3)],
              [{"id": f"ots{i}", "question": f"{i} ? 2 = ?", "answer": [i + 2, i - 2, 2 * i]} for i in range(10)])
+    assert sorted(p.name for p in root.iterdir()) == sorted(PUBLISHED_IMAGE_TASKS + PUBLISHED_TEXT_FOLDERS)
+    return root
+
+
+def _drop_images(value: Any) -> Any:
+    """``value`` with every ``image`` field replaced by a ``caption`` per image, and each per-class
+    entry's images captioned."""
+    if isinstance(value, list):
+        return [_drop_images(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _drop_images(v) for k, v in value.items() if k != "image"}
+    if "image" in value:
+        out["caption"] = [f"a picture of record {value.get('id', '?')}"] * len(image_list(value["image"]))
+    if "images" in out and "captions" not in out:
+        out["captions"] = [f"a picture, number {j}" for j in range(len(out["images"]))]
+    return out
+
+
+def add_reference_text_folders(root: Path) -> Path:
+    """Add the four text folders only the reference code names (``REFERENCE_ONLY_TEXT_FOLDERS``)
+    to a fabricated release, as a copy of its authors' data would hold them. Their record shapes
+    are published nowhere reachable (no release snapshot, no script that reads them): they are
+    the image task's records without ``image`` fields, per-class images captioned -- the shape the
+    loader accepts, not a known one; what the test shows is which folder names are read."""
+    for task, folder in REFERENCE_ONLY_TEXT_FOLDERS.items():
+        (root / folder).mkdir()
+        for kind in ("query", "support"):
+            records = json.loads((root / task / f"{kind}.json").read_text())
+            (root / folder / f"{kind}.json").write_text(json.dumps(_drop_images(records), indent=1))
     return root
 
 
@@ -131,6 +177,12 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def published_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_published_release(tmp_path_factory.mktemp("vlicl_published"))
+
+
+@pytest.fixture(scope="session")
+def reference_text_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The published release plus the four text folders only the reference code names."""
+    return add_reference_text_folders(make_published_release(tmp_path_factory.mktemp("vlicl_reference_text")))
 
 
 def drive(bench: Benchmark, model: Any, judge: Any, items: list | None = None,

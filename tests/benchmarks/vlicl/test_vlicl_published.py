@@ -1,7 +1,10 @@
-"""The published release as it is, through ``python -m icl.run vlicl`` (conftest.make_published_release:
-the folder names the reference code reads, ``ys-zong/VL-ICL`` ``utils/utils.py`` ``load_data`` and
-``I2T_inference.py`` / ``T2I_inference.py``; no ``fast_*_t2i`` folders; the text versions as
-``clevr_text``, ``operator_induction_text``, ``operator_induction_interleaved_text``)."""
+"""The published release as it is, through ``python -m icl.run vlicl`` (conftest.make_published_release,
+its sources cited there: the dataset ``ys-zong/VL-ICL`` on huggingface.co, tree at 6c63a33 and commit
+469851d "add text ICL data", and its ``unzip.sh``; the reference code ``ys-zong/VL-ICL``
+``utils/utils.py`` ``load_data`` / ``load_text_data``). No ``fast_*_t2i`` folders; text versions
+published for three tasks only (``clevr_text``, ``operator_induction_text``,
+``operator_induction_interleaved_text``); the other four text folders exist only as names the
+reference code opens (``open_mi_captioned``, ``matching_mi_text``, ``open_t2i_mi_text``, ``cobsat_text``)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from icl.benchmarks.vlicl import VLICL
+from icl.benchmarks.vlicl.tasks import TASKS
 from icl.run.__main__ import main
 
 
@@ -60,7 +64,8 @@ def test_text_variant_reads_the_published_folders(published_release: Path, tmp_p
     out = tmp_path / "out"
     assert _run(["--data-root", str(published_release), "--out", str(out), "--variant", "text"]) == 0
     report = (out / "report.md").read_text()
-    assert "absent from the release (not run): open_mi, matching_mi, open_t2i_mi, cobsat" in report
+    assert ("absent from the release (not run): open_mi (no open_mi_captioned), matching_mi (no matching_mi_text), "
+            "open_t2i_mi (no open_t2i_mi_text), cobsat (no cobsat_text)") in report
     assert f"`{published_release / 'operator_induction_interleaved_text'}`" in report
     preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert {p["task"] for p in preds} == {"clevr", "operator_induction", "operator_induction_interleaved"}
@@ -74,6 +79,36 @@ def test_reference_code_names_still_load(published_release: Path, tmp_path: Path
     (root / "operator_induction_text").rename(root / "math_induction_text")
     bench = VLICL({"data_root": str(root), "variant": "text", "tasks": ("operator_induction",)})
     assert bench.data("operator_induction").origin == str(root / "math_induction_text")
+
+
+def test_no_guessed_text_folder_is_read(published_release: Path, tmp_path: Path) -> None:
+    """``open_mi_text`` is named by no source (neither the release nor the reference code): a
+    folder of that name is not read, open_mi stays absent from the text variant."""
+    root = tmp_path / "rel"
+    shutil.copytree(published_release, root)
+    shutil.copytree(root / "clevr_text", root / "open_mi_text")
+    bench = VLICL({"data_root": str(root), "variant": "text"})
+    assert "open_mi" not in bench.task_ids() and "open_mi" in bench.absent
+
+
+def test_unpublished_text_versions_load_under_the_reference_names(reference_text_release: Path) -> None:
+    """The four text versions the release does not publish are read from the folders the reference
+    code opens (``ys-zong/VL-ICL`` ``utils/utils.py`` ``load_text_data``), their captions standing
+    in for the images (conftest.add_reference_text_folders: record shapes assumed, not sourced)."""
+    root = reference_text_release
+    bench = VLICL({"data_root": str(root), "variant": "text", "shots": (0, 1), "seeds": (0,)})
+    assert bench.task_ids() == [t for t in TASKS if TASKS[t].has_text] and bench.absent == []
+    expected = {"open_mi": "open_mi_captioned", "matching_mi": "matching_mi_text",
+                "open_t2i_mi": "open_t2i_mi_text", "cobsat": "cobsat_text"}
+    for task, folder in expected.items():
+        assert bench.data(task).origin == str(root / folder)
+    shown = {}
+    for item in bench.items():
+        if item.group["shots"] == 1 and item.group["task"] in ("open_mi", "matching_mi"):
+            req = bench.request(item)
+            assert not req.images
+            shown[item.group["task"]] = str(req.messages)
+    assert "a picture, number 0" in shown["open_mi"] and "Same?" in shown["matching_mi"]
 
 
 def test_asked_absent_task_and_builtin_judge_are_one_line_errors(published_release: Path, tmp_path: Path,

@@ -8,18 +8,23 @@ every evaluation seed (seeds change the support sets, as with the release).
 What each task draws: MiniImageNet-like tasks use flat shapes (the object classes) under nonsense
 names; CLEVR-like scenes have known counts per attribute; TextOCR puts words on a page with one in
 a red box; operator induction renders ``a ? b`` (or the two digits apart); the text-to-image tasks
-show shapes, counts of shapes, coloured shapes and, for the CoBSAT-like task, shapes whose colour
-or background is the latent value.
+show shapes, counts of shapes and coloured shapes; the ``cobsat`` task takes CoBSAT's own
+vocabularies, tasks and CoBSAT-lite drawings (:mod:`icl.benchmarks.cobsat.vocab`,
+:func:`icl.benchmarks.cobsat.lite.draw`: one source for both protocols), its drawable tasks in
+VL-ICL's spelling (``color_I`` ...).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+from icl.benchmarks.cobsat import lite as cobsat_lite
+from icl.benchmarks.cobsat.vocab import TASKS as COBSAT, VOCAB, display, get_task as get_cobsat_task
 from icl.benchmarks.vlicl.builtin.draw import BACKGROUNDS, COLOURS, NUMBER_WORDS, PLURALS, SHAPES, Obj, place
 from icl.benchmarks.vlicl.builtin.scenes import (CLEVR_SHAPES, LARGE, SMALL, ObjectScene, TextScene, WordsScene,
                                                  clevr_size, words_layout)
@@ -27,11 +32,17 @@ from icl.benchmarks.vlicl.records import SceneImages, TaskData
 from icl.benchmarks.vlicl.tasks import PER_CLASS, get_task
 from icl.data.seeds import rng as seeded_rng
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: cobsat from CoBSAT's vocabularies and CoBSAT-lite drawings
 SEED = "vlicl-builtin"
 NAMES = ("dax", "blicket", "perpo", "shously", "slation", "wug", "tufa", "zorb", "fep", "kiki", "mipa", "gazzer")
 OBJECT_SIZE = (96, 96)
-COBSAT_TASKS = ("color_I", "color_II", "background_I", "background_II")
+
+
+def image_size(task: str) -> tuple[int, int]:
+    """The size a built-in text-to-image task asks a generator for: its drawings' size."""
+    return (cobsat_lite.SIZE, cobsat_lite.SIZE) if task == "cobsat" else OBJECT_SIZE
+# CoBSAT's drawable tasks in VL-ICL's spelling ("Color-I" -> "color_I"), in CoBSAT's order
+COBSAT_TASKS = tuple(f"{n.split('-')[0].lower()}_{n.split('-')[1]}" for n, t in COBSAT.items() if t.theme.drawable)
 SYLLABLES = ("ka", "lo", "mi", "ru", "te", "sa", "no", "vi", "de", "po", "ja", "xu", "be", "fi", "go", "ze")
 
 
@@ -207,33 +218,45 @@ def _matching(b: _Builder, split: str, i: int) -> dict[str, Any]:
 
 
 def _concept(field: str, value: str) -> str:
-    return f"{value} background" if field == "background" else value
+    """What the judge checks, the value as CoBSAT prints it (``3d`` -> ``wireframe``)."""
+    return f"{display(value)} background" if field == "background" else display(value)
+
+
+@dataclass(frozen=True)
+class LiteScene:
+    """A CoBSAT-lite image (``icl.benchmarks.cobsat.lite``) as a built-in scene."""
+
+    theme: str
+    attribute: str
+    object: str
+
+    def render(self) -> np.ndarray:
+        return np.array(cobsat_lite.draw(self.theme, self.attribute, self.object))
+
+    def caption(self) -> str:
+        return cobsat_lite.caption(self.theme, self.attribute, self.object)
 
 
 def _cobsat_record(b: _Builder, rng: np.random.Generator, split: str, name: str, task: str,
                    latent_value: str | None) -> dict[str, Any]:
-    theme, level = task.split("_")
-    vocab = {"object": SHAPES, "color": tuple(COLOURS), "background": tuple(BACKGROUNDS)}
-    latent = "object" if level == "I" else theme
-    given = theme if level == "I" else "object"
-    values = {latent: latent_value or _pick(rng, vocab[latent])[0], given: _pick(rng, vocab[given])[0]}
-    colour = values.get("color") or _pick(rng, tuple(COLOURS))[0]
-    background = values.get("background") or "white"
+    spec = get_cobsat_task(task)
+    theme = spec.theme
+    # the record's fields are CoBSAT's vocabulary spaces (object or animal, and the attribute)
+    latent, given = spec.latent_space, spec.text_space
+    values = {latent: latent_value or _pick(rng, VOCAB[latent])[0], given: _pick(rng, VOCAB[given])[0]}
     rec: dict[str, Any] = {"id": name, "task": task, "latent": latent, **values,
-                           "question": f"{values[given]}: "}
+                           "question": f"{display(values[given])}: "}
     if split == "support":
-        rec["image"] = b.single(rng, split, name, values["object"], colour=colour, background=background)
+        rec["image"] = b.ref(split, name, LiteScene(theme.name, values[theme.attribute], values[theme.object]))
     else:
         rec["answer"] = [_concept(latent, values[latent]), _concept(given, values[given])]
     return rec
 
 
 def _cobsat_support(b: _Builder, per_value: int) -> list[dict[str, Any]]:
-    vocab = {"object": SHAPES, "color": tuple(COLOURS), "background": tuple(BACKGROUNDS)}
     out = []
     for task in COBSAT_TASKS:
-        theme, level = task.split("_")
-        for value in vocab["object" if level == "I" else theme]:
+        for value in VOCAB[get_cobsat_task(task).latent_space]:
             for j in range(per_value):
                 name = f"{task}_{value}_{j}"
                 out.append(_cobsat_record(b, _rng(b.task, "support", name), "support", name, task, value))
@@ -258,7 +281,7 @@ def generate(task: str, queries: int | None = None, support: int | None = None, 
                 "fast_attr_t2i": lambda i: _fast_attr(b, i, per_class)}[task]
         qs = [make(i) for i in range(nq)]
     elif task == "cobsat":
-        per_value = max(-(-ns // (len(COBSAT_TASKS) * len(SHAPES))), per_class) if support is None else ns
+        per_value = max(-(-ns // (len(COBSAT_TASKS) * 10)), per_class) if support is None else ns  # 10 latent values
         sup = _cobsat_support(b, per_value)
         qs = []
         for i in range(nq):
