@@ -9,8 +9,9 @@ A row whose key is already in the target is skipped when its content is equal, a
 (:class:`CopyConflict`, nothing written) when it differs: the key is the table's primary key;
 tables keyed by an automatic integer id (failure events) are keyed by all their other columns.
 "Content" leaves out bookkeeping that differs between processes computing the same thing:
-``run_id``, ``created``, ``started`` and timings (``seconds``, names ending in ``_s``); the
-first row copied keeps its values. Sources are opened read-only and never changed.
+``run_id``, ``created``, ``started``, timings (``seconds``, names ending in ``_s``) and the other
+per-call measurements (peak memory and its counter, energy, a generator's record with its
+latency); the first row copied keeps its values. Sources are opened read-only and never changed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Iterator, Sequence
 
 from icl.store.sqlite import SCHEMA_VERSION, StoreError
 
-BOOKKEEPING = ("run_id", "created", "started", "seconds")
+BOOKKEEPING = ("run_id", "created", "started", "seconds", "peak_memory_bytes", "memory_kind", "energy_j", "generation")
 _CHUNK = 500
 
 

@@ -22,6 +22,7 @@ from icl.models import Adapter, register_model
 from icl.models.registry import unregister_model
 from icl.run.__main__ import main
 from icl.run.lock import FolderLock
+from icl.run.samples import stable_digest
 from icl.run.shard import select, shard_of
 
 COMMON = ["--no-progress", "--device", "cpu"]
@@ -31,15 +32,19 @@ COMMON = ["--no-progress", "--device", "cpu"]
 OWN_FILES = {".icl.lock", "store.sqlite", "results.json", "report.md"}
 # results.json keys that differ, and why: run_id, created, command, timings (another process at
 # another time); compute (the shards' wall times summed); backends (the kernels that ran in the
-# merging process, the shards' own are under merged.shards); merged (the shards it came from)
-RESULTS_DIFFER = {"run_id", "created", "command", "timings", "compute", "backends", "merged"}
+# merging process, the shards' own are under merged.shards); merged (the shards it came from);
+# compute_per_sample (the shards' own measurements of each item)
+RESULTS_DIFFER = {"run_id", "created", "command", "timings", "compute", "backends", "merged", "compute_per_sample"}
 # counts that count processes' work: each shard calls the model and reuses its own responses
 PROCESS_COUNTS = {"model_calls", "cached_responses"}
 
 
 def files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-            and str(p.relative_to(folder)) not in OWN_FILES}
+    """Every file's bytes; samples.jsonl's without each line's compute (measured by whichever
+    process computed or rescored the item)."""
+    return {name: stable_digest(p).encode() if name == "samples.jsonl" else p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()
+            and (name := str(p.relative_to(folder))) not in OWN_FILES}
 
 
 def snapshot(folder: Path) -> dict[str, tuple]:
