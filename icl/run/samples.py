@@ -29,7 +29,7 @@ Dropping ``compute``, two runs of the same plan give byte-identical files; resul
 ``artifacts`` records the SHA-256 of samples.jsonl without its ``compute`` objects
 (:func:`stable_digest`), so it too is the same for both. PNG names are a hash
 of the item key and model id (never the raw key: no path leaves ``samples/``). The folder's
-``.icl-export.json`` lists the files this module wrote; it replaces those and never a file of
+``.samples-manifest.json`` lists the files this module wrote; it replaces those and never a file of
 another origin.
 """
 
@@ -50,7 +50,7 @@ from icl.store import ScoreKey, Store
 SAMPLES = "samples.jsonl"
 REQUESTS = "requests.jsonl"
 IMAGES = "samples"
-MANIFEST = ".icl-export.json"
+MANIFEST = ".samples-manifest.json"
 AUTO_LIMIT = 100_000  # planned items x models: --log-samples defaults on below, off from here
 CHUNK = 256  # items read from the store at a time
 _GENERATION_COMPUTE = ("latency_s", "peak_bytes", "memory")

@@ -99,9 +99,9 @@ def test_vibe_samples_are_reproducible_and_exported_byte_for_byte(fast_data, tmp
     # export again: its own files are replaced, a file of the user's in the way is never touched
     assert main(["export", str(a)]) == 0
     mine = a / "samples" / next(iter(sorted(pngs)))
-    manifest = json.loads((a / "samples" / ".icl-export.json").read_text())
+    manifest = json.loads((a / "samples" / ".samples-manifest.json").read_text())
     del manifest["files"][mine.name]
-    (a / "samples" / ".icl-export.json").write_text(json.dumps(manifest))
+    (a / "samples" / ".samples-manifest.json").write_text(json.dumps(manifest))
     mine.write_bytes(b"the user's own file")
     capsys.readouterr()
     assert main(["export", str(a)]) == 2
