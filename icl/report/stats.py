@@ -147,17 +147,27 @@ def mean_ci(values: Sequence[float] | np.ndarray, clusters: Optional[Sequence[An
             benchmark: str = "icl", seed: int | str = 0, denominators: Optional[Sequence[float] | np.ndarray] = None,
             resamples: int = RESAMPLES, level: float = LEVEL, scale: float = 1.0) -> Estimate:
     """``scale * sum(values) / sum(denominators)`` (the mean when there are no denominators)
-    and its percentile bootstrap interval over units (clusters when given). A NaN value makes
-    every number NaN (a missing metric is never dropped silently); no values give NaN, n 0."""
-    ids, num, den = cluster_totals(values, clusters, denominators)
-    if num.size == 0 or np.isnan(num).any() or np.isnan(den).any():
-        return Estimate(math.nan, math.nan, math.nan, len(ids))
+    and its percentile bootstrap interval over units (clusters when given): :func:`ratio_ci`
+    of :func:`cluster_totals`."""
+    _, num, den = cluster_totals(values, clusters, denominators)
+    return ratio_ci(num, den, identity=identity, benchmark=benchmark, seed=seed, resamples=resamples, level=level,
+                    scale=scale)
+
+
+def ratio_ci(num: np.ndarray, den: np.ndarray, *, identity: str, benchmark: str = "icl", seed: int | str = 0,
+             resamples: int = RESAMPLES, level: float = LEVEL, scale: float = 1.0) -> Estimate:
+    """``scale * sum(num) / sum(den)`` over units (``[K]`` totals in canonical order, from
+    :func:`cluster_totals`) and its percentile interval. A NaN total makes every number NaN (a
+    missing metric is never dropped silently); no units give NaN with n 0; one unit its value."""
+    k = int(num.size)
+    if k == 0 or np.isnan(num).any() or np.isnan(den).any():
+        return Estimate(math.nan, math.nan, math.nan, k)
     value = float(_ratio(np.array(num.sum()), np.array(den.sum()))) * scale
-    if num.size == 1:  # one unit: nothing to resample
-        return Estimate(value, value, value, 1)
+    if k == 1 or math.isnan(value):  # nothing to resample
+        return Estimate(value, value, value, k)
     tn, td = resample_totals(num[:, None], den[:, None], bootstrap_seed(identity, benchmark, seed), resamples)
     lo, hi = percentile_interval(_ratio(tn, td)[:, 0] * scale, level)
-    return Estimate(value, float(lo), float(hi), len(ids))
+    return Estimate(value, float(lo), float(hi), k)
 
 
 def joint_draws(columns: Sequence[tuple[Sequence[Any], np.ndarray, np.ndarray]], *, identity: str,
