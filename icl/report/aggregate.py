@@ -226,4 +226,4 @@ def attach_rank_intervals(tables: Sequence[RankTable], rows: Iterable[Scored], s
 
 def _interval_dict(models: Sequence[str], ranks: np.ndarray) -> dict[str, tuple[float, float]]:
     lo, hi = stats.rank_interval(ranks)
-    return {m: (float(a), float(b)) for m, a, b in zip(models, lo, hi)}
+    return {m: (stats.as_float(a), stats.as_float(b)) for m, a, b in zip(models, lo, hi)}

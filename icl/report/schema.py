@@ -131,7 +131,8 @@ def _groups(rows: Sequence[Mapping[str, Any]], spec: ResultsSpec, origins: Mappi
         g.rows.append(r)
 
     for r in rows:
-        add(str(r.get(spec.task, "")) if spec.task else ALL, r)
+        task = r.get(spec.task) if spec.task else None
+        add(ALL if task is None else str(task), r)
         if spec.pooled_task:
             add(spec.pooled_task, r)
     models = list(dict.fromkeys(str(r["model"]) for r in rows))

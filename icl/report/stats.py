@@ -130,6 +130,12 @@ def resample_totals(num: np.ndarray, den: np.ndarray, seed: int, resamples: int 
     return tot_num, tot_den
 
 
+def as_float(x: Any) -> float:
+    """A Python float; every NaN as ``math.nan`` itself (so equal tables compare equal)."""
+    x = float(x)
+    return math.nan if math.isnan(x) else x
+
+
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
@@ -162,12 +168,12 @@ def ratio_ci(num: np.ndarray, den: np.ndarray, *, identity: str, benchmark: str 
     k = int(num.size)
     if k == 0 or np.isnan(num).any() or np.isnan(den).any():
         return Estimate(math.nan, math.nan, math.nan, k)
-    value = float(_ratio(np.array(num.sum()), np.array(den.sum()))) * scale
+    value = as_float(_ratio(np.array(num.sum()), np.array(den.sum())) * scale)
     if k == 1 or math.isnan(value):  # nothing to resample
         return Estimate(value, value, value, k)
     tn, td = resample_totals(num[:, None], den[:, None], bootstrap_seed(identity, benchmark, seed), resamples)
     lo, hi = percentile_interval(_ratio(tn, td)[:, 0] * scale, level)
-    return Estimate(value, float(lo), float(hi), k)
+    return Estimate(value, as_float(lo), as_float(hi), k)
 
 
 def joint_draws(columns: Sequence[tuple[Sequence[Any], np.ndarray, np.ndarray]], *, identity: str,
@@ -206,13 +212,13 @@ def paired_difference(a: tuple[Sequence[Any], np.ndarray, np.ndarray], b: tuple[
         return Comparison(math.nan, math.nan, math.nan, math.nan, 0)
     point, draws, n = joint_draws(keep, identity=identity, benchmark=benchmark, seed=seed, resamples=resamples)
     diff = (draws[:, 0] - draws[:, 1]) * scale
-    value = float(point[0] - point[1]) * scale
+    value = as_float((point[0] - point[1]) * scale)
     if math.isnan(value) or np.isnan(diff).any():
         return Comparison(math.nan, math.nan, math.nan, math.nan, n)
     lo, hi = percentile_interval(diff, level)
     below, above = int((diff <= 0).sum()), int((diff >= 0).sum())
     p = min(1.0, 2 * (min(below, above) + 1) / (resamples + 1))
-    return Comparison(value, float(lo), float(hi), p, n)
+    return Comparison(value, as_float(lo), as_float(hi), p, n)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

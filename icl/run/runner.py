@@ -243,12 +243,9 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
             failed += s.status != "ok"
             rows.append({"model": label, "model_id": model_id, "key": it.key, "status": s.status,
                          "reason": s.reason, **dict(it.group), **s.metrics})
-    own = bench.summarise(rows)
     common = common_tables(bench, rows)  # the long results.csv (one schema for every benchmark)
-    clash = sorted(set(own) & set(common))
-    if clash:
-        raise ValueError(f"benchmark {bench.name!r} names its own table(s) {', '.join(clash)}: those names belong to "
-                         f"the common files (name them {bench.name}_<table>)")
+    # a plugin's own table named like a common one keeps its rows under "<benchmark>_<name>"
+    own = {(f"{bench.name}_{k}" if k in common else k): v for k, v in bench.summarise(rows).items()}
     tables = {"results": common["results"], **own, "comparisons": common["comparisons"]}
     failures = store.failures(run_id)
     timings["summarise_s"] = time.perf_counter() - t_report

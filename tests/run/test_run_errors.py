@@ -91,7 +91,7 @@ def test_corrupt_images_found_while_executing(data_copy, tmp_path, capsys, monke
     # queries whose contexts hold the corrupt train image failed too, naming that file
     assert any(str(bad_context) in r[5] for r in failed if item_fields(r[0])[2] != query)
     assert any(f.path == str(bad_context) for f in failures)
-    with open(tmp_path / "out" / "results.csv") as fh:
+    with open(tmp_path / "out" / "vibe_results.csv") as fh:
         assert any(int(r["n_failed"]) > 0 for r in csv.DictReader(fh))
 
 
