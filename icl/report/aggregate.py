@@ -95,7 +95,7 @@ def aggregate(rows: Iterable[Scored], specs: Mapping[str, TaskSpec], benchmark: 
               resamples: int = stats.RESAMPLES) -> list[Aggregate]:
     """Group rows by (model, version, dataset, task, shots) and summarise every metric of the
     task's spec (plus any extra metric a row carries), sorted. ``ci_low``/``ci_high``: the 95%
-    bootstrap interval of the mean (seeded by ``benchmark`` and task/dataset/shots/model/metric,
+    bootstrap interval of the mean (seeded by ``benchmark`` and task/dataset/shots/metric,
     as in ``results.csv``)."""
     groups: dict[tuple, list] = defaultdict(list)
     for r in rows:
@@ -115,7 +115,7 @@ def aggregate(rows: Iterable[Scored], specs: Mapping[str, TaskSpec], benchmark: 
                 mean = std = math.nan
             else:
                 mean, std = float(vals.mean()), float(vals.std(ddof=0))
-            ci = stats.mean_ci(vals, identity=stats.group_identity(gkey[3], gkey[2], gkey[4], gkey[0], metric),
+            ci = stats.mean_ci(vals, identity=stats.group_identity(gkey[3], gkey[2], gkey[4], metric),
                                benchmark=benchmark, resamples=resamples)
             out.append(Aggregate(*gkey, metric, mean, std, len(ok), n_missing, n_failed, ci.ci_low, ci.ci_high))
     return out

@@ -12,7 +12,8 @@ n_failed, direction, unit, data``
 - ``value``: the mean over the group's items (``scale`` times; a ratio metric: the pooled
   ``sum(numerator) / sum(denominator)``), ``ci_low``/``ci_high`` its 95% percentile bootstrap
   interval (:mod:`icl.report.stats`: 10,000 resamples of items, of queries when clustered;
-  seeded by ``derive_seed(0, benchmark, "*", "task/subset/shots/model/metric", "bootstrap")``).
+  seeded by ``derive_seed(0, benchmark, "*", "task/subset/shots/metric", "bootstrap")``: the
+  model's label is a display name and stays out, so every model of a group shares the draw).
 - ``n``: items in the mean (items a benchmark scores on failure included), ``n_failed``: items
   of the group whose model call failed. ``data``: the data origin of the group
   (``Benchmark.data_origin()``: built-in, or the release with its digest).
@@ -135,8 +136,8 @@ def _groups(rows: Sequence[Mapping[str, Any]], spec: ResultsSpec, origins: Mappi
         add(ALL if task is None else str(task), r)
         if spec.pooled_task:
             add(spec.pooled_task, r)
-    models = list(dict.fromkeys(str(r["model"]) for r in rows))
-    return sorted(out.values(), key=lambda g: (g.task, g.subset, _shot_key(g.shots), models.index(g.model)))
+    # models by label: the table and the pairs' direction (a before b) never depend on run order
+    return sorted(out.values(), key=lambda g: (g.task, g.subset, _shot_key(g.shots), g.model))
 
 
 def _shot_key(v: Any) -> tuple:
@@ -180,7 +181,7 @@ def results_rows(benchmark: str, protocol: str, rows: Sequence[Mapping[str, Any]
             if units is None:
                 continue
             ids, num, den = units
-            identity = stats.group_identity(g.task, g.subset, g.shots, g.model, m.name)
+            identity = stats.group_identity(g.task, g.subset, g.shots, m.name)  # not the label: a display name
             est = stats.ratio_ci(num, den, identity=identity, benchmark=benchmark, resamples=resamples, scale=m.scale)
             n = int(round(den.sum())) if m.denominator is None else len(ids)
             out.append(dict(benchmark=benchmark, protocol=protocol, task=g.task, subset=g.subset, shots=g.shots,
@@ -208,7 +209,7 @@ def comparison_rows(benchmark: str, protocol: str, rows: Sequence[Mapping[str, A
                     if ua is None or ub is None:
                         continue
                     c = stats.paired_difference(ua, ub, identity=stats.group_identity(
-                        task, subset, by_model[a].shots, a, b, m.name), benchmark=benchmark, resamples=resamples,
+                        task, subset, by_model[a].shots, m.name, "paired"), benchmark=benchmark, resamples=resamples,
                         scale=m.scale)
                     family.append(dict(benchmark=benchmark, protocol=protocol, task=task, subset=subset,
                                        shots=by_model[a].shots, metric=m.name, model_a=a, model_b=b,

@@ -12,8 +12,8 @@
   the average rank, NaN last) and their 2.5/97.5 percentiles.
 
 Seeds: every draw comes from ``numpy.random.default_rng(derive_seed(seed, benchmark, "*",
-identity, "bootstrap"))`` (PROTOCOL §1.1), ``identity`` naming the group (benchmark, task,
-subset, shots, model, metric; a model pair for comparisons). Units are put in a canonical order
+identity, "bootstrap"))`` (PROTOCOL §1.1), ``identity`` naming the group (task, subset, shots,
+metric: not the model's label, a display name; models of one group share the draw). Units are put in a canonical order
 (sorted by cluster id, then by value) and cluster totals are summed in that order, so an interval
 never depends on the order, batching or sharding of the rows it came from: bit for bit.
 
@@ -142,11 +142,18 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def percentile_interval(draws: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
-    """The ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles along axis 0 (NaN where any
-    draw is NaN)."""
-    lo, hi = np.percentile(draws, [50 * (1 - level), 50 * (1 + level)], axis=0)
-    bad = np.isnan(draws).any(axis=0)
-    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
+    """The ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles along axis 0 over the draws
+    that are defined (a ratio whose resampled denominator is 0 is not); NaN where none is."""
+    draws = np.asarray(draws, dtype=np.float64)
+    if not np.isnan(draws).any():
+        lo, hi = np.percentile(draws, [50 * (1 - level), 50 * (1 + level)], axis=0)
+        return lo, hi
+    flat = draws.reshape(draws.shape[0], -1)
+    defined = ~np.isnan(flat).all(axis=0)
+    lo, hi = np.full(flat.shape[1], np.nan), np.full(flat.shape[1], np.nan)
+    if defined.any():
+        lo[defined], hi[defined] = np.nanpercentile(flat[:, defined], [50 * (1 - level), 50 * (1 + level)], axis=0)
+    return lo.reshape(draws.shape[1:]), hi.reshape(draws.shape[1:])
 
 
 def mean_ci(values: Sequence[float] | np.ndarray, clusters: Optional[Sequence[Any]] = None, *, identity: str,
