@@ -29,7 +29,7 @@ from icl.benchmarks.vlicl.records import TaskData, check_real_names, load_publis
 from icl.benchmarks.vlicl.reference import FAMILIES, format_answer, reference_request
 from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
 from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table, query_of,
-                                          rank_table, summary_table)
+                                          rank_intervals, rank_table, summary_table)
 from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_PROMPT, JUDGE_TWICE, MANY_SHOTS,
                                         PER_CLASS, TASKS, get_task)
 from icl.models.requests import ChatRequest, GenerationRequest
@@ -360,7 +360,7 @@ class VLICL(Benchmark):
             tables[f"accuracy_seed{suffix}"] = per_seed
             tables[f"accuracy{suffix}"] = acc
             tables[f"shot_summary{suffix}"] = summ
-            tables[f"ranks{suffix}"] = rank_table(summ)
+            tables[f"ranks{suffix}"] = rank_table(summ, rank_intervals(rs, summ))
             tables[f"capabilities{suffix}"] = capability_table(summ)
             if len({r["model"] for r in rs}) > 1:
                 tables[f"paired{suffix}"] = paired_table(rs)
