@@ -111,13 +111,11 @@ def aggregate(rows: Iterable[Scored], specs: Mapping[str, TaskSpec], benchmark: 
         for metric in names:
             vals = np.array([cap(metric, float(r.metrics.get(metric, math.nan))) for r in ok], dtype=np.float64)
             n_missing = int(np.isnan(vals).sum())
-            if len(vals) == 0 or n_missing:
-                mean = std = math.nan
-            else:
-                mean, std = float(vals.mean()), float(vals.std(ddof=0))
+            # the mean summed in the canonical order of icl.report.stats: results.csv's value bit for bit
             ci = stats.mean_ci(vals, identity=stats.group_identity(gkey[3], gkey[2], gkey[4], metric),
                                benchmark=benchmark, resamples=resamples)
-            out.append(Aggregate(*gkey, metric, mean, std, len(ok), n_missing, n_failed, ci.ci_low, ci.ci_high))
+            std = math.nan if len(vals) == 0 or n_missing else float(vals.std(ddof=0))
+            out.append(Aggregate(*gkey, metric, ci.value, std, len(ok), n_missing, n_failed, ci.ci_low, ci.ci_high))
     return out
 
 
