@@ -39,6 +39,7 @@ LEVEL = 0.95
 CHUNK_DRAWS = 1 << 21  # index draws held at once (16 MiB of int64)
 # the multinomial path draws ~50 ns per distinct unit and resample, the index path ~10 ns per unit
 DISTINCT_SHARE = 1 / 8
+MATMUL_COLUMNS = 4  # from this many columns drawn together: counts per resample and a matrix product
 
 
 @dataclass(frozen=True)
@@ -121,12 +122,19 @@ def resample_totals(num: np.ndarray, den: np.ndarray, seed: int, resamples: int 
     constant = [j for j in range(g, 2 * g) if np.all(cols[j] == cols[j][0])]  # counts of equal clusters
     for j in constant:
         tot_den[:, j - g] = cols[j][0] * k
+    varying = [j for j in range(2 * g) if j not in constant]
     for start in range(0, resamples, step):
         stop = min(resamples, start + step)
         idx = rng.integers(0, k, size=(stop - start, k))
-        for j, col in enumerate(cols):
-            if j not in constant:
-                (tot_num if j < g else tot_den)[start:stop, j % g] = np.take(col, idx).sum(axis=1)
+        if len(varying) >= MATMUL_COLUMNS:  # many columns (models x metrics): counts once, one product
+            offsets = (np.arange(stop - start) * k)[:, None]
+            counts = np.bincount((idx + offsets).reshape(-1), minlength=(stop - start) * k).reshape(stop - start, k)
+            totals = counts.astype(np.float64) @ rows[:, varying]
+            for i, j in enumerate(varying):
+                (tot_num if j < g else tot_den)[start:stop, j % g] = totals[:, i]
+            continue
+        for j in varying:
+            (tot_num if j < g else tot_den)[start:stop, j % g] = np.take(cols[j], idx).sum(axis=1)
     return tot_num, tot_den
 
 

@@ -167,3 +167,13 @@ def test_rank_intervals_on_a_constructed_case():
     again = rank_models(aggregate(rows[::-1], specs), specs, ["A", "B", "C"])
     attach_rank_intervals(again, rows[::-1], specs, resamples=2_000)
     assert again[0].intervals == tables[0].intervals
+
+
+def test_many_columns_through_counts_and_a_product_equal_the_gathered_sums(monkeypatch):
+    rng = np.random.default_rng(8)
+    num, den = rng.random((300, 6)), rng.random((300, 6)) + 0.5
+    product = stats.resample_totals(num, den, 12, 700)
+    monkeypatch.setattr(stats, "MATMUL_COLUMNS", 10**9)  # the same draws, gathered column by column
+    gathered = stats.resample_totals(num, den, 12, 700)
+    for a, b in zip(product, gathered):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
