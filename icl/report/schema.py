@@ -21,7 +21,8 @@ n_failed, direction, unit, data``
 Comparisons (``comparisons.csv``, ``results.json``): for every pair of models and every row
 group both have, the paired bootstrap difference ``a - b`` on their shared units, its interval,
 the two-sided p-value and the Holm-adjusted p-value; the Holm family is the model pairs of one
-row group (benchmark, task, subset, shots, metric).
+row group (benchmark, task, subset, shots, metric). When every model of a row group has the
+same units, all its pairs come from one shared draw (one resample per group, not per pair).
 """
 
 from __future__ import annotations
@@ -202,19 +203,23 @@ def comparison_rows(benchmark: str, protocol: str, rows: Sequence[Mapping[str, A
     for (task, subset, _), by_model in by_cell.items():
         models = list(by_model)
         for m in metrics:
-            family = []
-            for i, a in enumerate(models):
-                for b in models[i + 1:]:
-                    ua, ub = _units(by_model[a], m, spec, True), _units(by_model[b], m, spec, True)
-                    if ua is None or ub is None:
-                        continue
-                    c = stats.paired_difference(ua, ub, identity=stats.group_identity(
-                        task, subset, by_model[a].shots, m.name, "paired"), benchmark=benchmark, resamples=resamples,
-                        scale=m.scale)
-                    family.append(dict(benchmark=benchmark, protocol=protocol, task=task, subset=subset,
-                                       shots=by_model[a].shots, metric=m.name, model_a=a, model_b=b,
-                                       difference=c.difference, ci_low=c.ci_low, ci_high=c.ci_high, p_value=c.p_value,
-                                       n=c.n, direction=m.direction, unit=m.unit))
+            units = {x: _units(by_model[x], m, spec, True) for x in models}
+            present = [x for x in models if units[x] is not None]
+            identity = stats.group_identity(task, subset, by_model[present[0]].shots if present else "", m.name,
+                                            "paired")
+            same = len({frozenset(units[x][0]) for x in present}) == 1
+            if same and len(present) > 2:  # every model on the same units: one draw for all pairs
+                done = stats.pairwise_differences([units[x] for x in present], identity=identity,
+                                                  benchmark=benchmark, resamples=resamples, scale=m.scale)
+                pairs = {(present[i], present[j]): c for (i, j), c in done.items()}
+            else:
+                pairs = {(a, b): stats.paired_difference(units[a], units[b], identity=identity, benchmark=benchmark,
+                                                         resamples=resamples, scale=m.scale)
+                         for i, a in enumerate(present) for b in present[i + 1:]}
+            family = [dict(benchmark=benchmark, protocol=protocol, task=task, subset=subset, shots=by_model[a].shots,
+                           metric=m.name, model_a=a, model_b=b, difference=c.difference, ci_low=c.ci_low,
+                           ci_high=c.ci_high, p_value=c.p_value, n=c.n, direction=m.direction, unit=m.unit)
+                      for (a, b), c in pairs.items()]
             for row, p in zip(family, stats.holm([r["p_value"] for r in family])):
                 row["p_holm"] = p
             out += [{c: r[c] for c in COMPARISON_COLUMNS} for r in family]

@@ -225,14 +225,34 @@ def paired_difference(a: tuple[Sequence[Any], np.ndarray, np.ndarray], b: tuple[
             for ids, n, d in (a, b)]
     if not shared:
         return Comparison(math.nan, math.nan, math.nan, math.nan, 0)
-    point, draws, n = joint_draws(keep, identity=identity, benchmark=benchmark, seed=seed, resamples=resamples)
-    diff = (draws[:, 0] - draws[:, 1]) * scale
-    value = as_float((point[0] - point[1]) * scale)
-    if math.isnan(value) or np.isnan(diff).any():
+    return pairwise_differences(keep, identity=identity, benchmark=benchmark, seed=seed, resamples=resamples,
+                                level=level, scale=scale)[(0, 1)]
+
+
+def pairwise_differences(columns: Sequence[tuple[Sequence[Any], np.ndarray, np.ndarray]], *, identity: str,
+                         benchmark: str = "icl", seed: int | str = 0, resamples: int = RESAMPLES,
+                         level: float = LEVEL, scale: float = 1.0) -> dict[tuple[int, int], Comparison]:
+    """:func:`paired_difference` of every pair ``i < j`` of columns that hold the same units (the
+    models of one group without failures), all from one shared resample: one draw for the group
+    instead of one per pair."""
+    point, draws, n = joint_draws(columns, identity=identity, benchmark=benchmark, seed=seed, resamples=resamples)
+    out = {}
+    for i in range(len(columns)):
+        for j in range(i + 1, len(columns)):
+            out[(i, j)] = _comparison(as_float((point[i] - point[j]) * scale), (draws[:, i] - draws[:, j]) * scale,
+                                      n, level)
+    return out
+
+
+def _comparison(value: float, diff: np.ndarray, n: int, level: float) -> Comparison:
+    """Interval and two-sided p-value of the bootstrap differences ``diff`` (undefined draws,
+    a ratio whose resampled denominator is 0, left out)."""
+    diff = diff[~np.isnan(diff)]
+    if math.isnan(value) or diff.size == 0:
         return Comparison(math.nan, math.nan, math.nan, math.nan, n)
     lo, hi = percentile_interval(diff, level)
     below, above = int((diff <= 0).sum()), int((diff >= 0).sum())
-    p = min(1.0, 2 * (min(below, above) + 1) / (resamples + 1))
+    p = min(1.0, 2 * (min(below, above) + 1) / (diff.size + 1))
     return Comparison(value, as_float(lo), as_float(hi), p, n)
 
 

@@ -177,3 +177,18 @@ def test_many_columns_through_counts_and_a_product_equal_the_gathered_sums(monke
     gathered = stats.resample_totals(num, den, 12, 700)
     for a, b in zip(product, gathered):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_pairs_of_a_group_from_one_draw_agree_with_each_pair_alone():
+    rng = np.random.default_rng(6)
+    keys = [f"q{i}" for i in range(150)]
+    base = rng.normal(size=150)
+    cols = [stats.cluster_totals(base + shift + rng.normal(0, 0.3, 150), keys) for shift in (0.0, 0.05, 0.4)]
+    together = stats.pairwise_differences(cols, identity="g")
+    for (i, j), c in together.items():
+        alone = stats.paired_difference(cols[i], cols[j], identity="g")
+        assert c.difference == pytest.approx(alone.difference, abs=1e-12) and c.n == alone.n == 150
+        width = alone.ci_high - alone.ci_low
+        assert c.ci_low == pytest.approx(alone.ci_low, abs=0.1 * width)
+        assert c.ci_high == pytest.approx(alone.ci_high, abs=0.1 * width)
+    assert together[(0, 2)].p_value < 0.001 and together[(1, 2)].ci_high < 0
