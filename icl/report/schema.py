@@ -42,6 +42,15 @@ COLUMNS = ("benchmark", "protocol", "task", "subset", "shots", "model", "metric"
 COMPARISON_COLUMNS = ("benchmark", "protocol", "task", "subset", "shots", "metric", "model_a", "model_b", "difference",
                       "ci_low", "ci_high", "p_value", "p_holm", "n", "direction", "unit")
 ALL = "all"  # task or subset of a benchmark that has no such column
+#: how the numbers of results.csv and comparisons.csv were made (results.json ``statistics``)
+METHOD = {
+    "intervals": f"95% percentile bootstrap, {stats.RESAMPLES} resamples of the group's items (of its queries when "
+                 "a query has several rows: clustered), seeded by derive_seed(0, benchmark, '*', "
+                 "'task/subset/shots/metric', 'bootstrap')",
+    "comparisons": "paired bootstrap of a - b on the units both models have; two-sided p-value "
+                   "min(1, 2 min(#{d*<=0}+1, #{d*>=0}+1) / (resamples+1)); p_holm: Holm's step-down adjustment "
+                   "over the model pairs of one row group (benchmark, task, subset, shots, metric)",
+}
 RESERVED = frozenset({"model", "model_id", "key", "status", "reason"})
 
 

@@ -29,7 +29,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, TextIO
 
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
-from icl.report.schema import SCHEMA_VERSION, common_tables
+from icl.report.schema import METHOD, SCHEMA_VERSION, common_tables
 from icl.run import responses as R
 from icl.run.compute import ComputeMeter
 from icl.run.config import ModelSpec, RunConfig, closest, parse_models
@@ -281,7 +281,8 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
         counts=dict(planned=len(items) * len(models), computed=stats.computed, skipped=stats.skipped,
                     failed=failed, missing=missing, model_calls=stats.model_calls,
                     cached_responses=stats.cached_responses),
-        timings=timings, compute=compute, schema_version=SCHEMA_VERSION, comparisons=common["comparisons"],
+        timings=timings, compute=compute, schema_version=SCHEMA_VERSION, statistics=METHOD,
+        comparisons=common["comparisons"],
         **dict(extra or {}),
     )
     write_outputs(config.out_dir, bench, tables, meta, failures, answers, plots=config.plots)
