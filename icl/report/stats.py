@@ -201,6 +201,11 @@ def ratio_ci(num: np.ndarray, den: np.ndarray, *, identity: str, benchmark: str 
     return out
 
 
+def forget() -> None:
+    """Drop the intervals kept by :func:`ratio_ci` (for timing the computation itself)."""
+    _ESTIMATES.clear()
+
+
 def joint_draws(columns: Sequence[tuple[Sequence[Any], np.ndarray, np.ndarray]], *, identity: str,
                 benchmark: str = "icl", seed: int | str = 0, resamples: int = RESAMPLES
                 ) -> tuple[np.ndarray, np.ndarray, int]:
