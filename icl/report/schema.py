@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -98,8 +98,8 @@ class ResultsSpec:
 
 
 def _number(v: Any) -> float:
-    if v is None or v == "" or isinstance(v, bool):
-        return math.nan if v is None or v == "" else float(v)
+    if v is None or v == "":
+        return math.nan
     try:
         return float(v)
     except (TypeError, ValueError):
@@ -235,11 +235,14 @@ def comparison_rows(benchmark: str, protocol: str, rows: Sequence[Mapping[str, A
     return out
 
 
-def common_tables(bench: Any, rows: Sequence[Mapping[str, Any]],
+def common_tables(bench: Any, rows: Sequence[Mapping[str, Any]], group_columns: Iterable[str] = (),
                   resamples: int = stats.RESAMPLES) -> dict[str, list[dict[str, Any]]]:
     """``results`` (the long table) and ``comparisons`` of a benchmark plugin's score rows, by
-    its ``results_spec`` and ``result_rows`` (:class:`icl.benchmarks.base.Benchmark`)."""
+    its ``results_spec`` and ``result_rows`` (:class:`icl.benchmarks.base.Benchmark`);
+    ``group_columns``: the items' group columns, never taken for metrics (a seed, a K)."""
     spec: ResultsSpec = bench.results_spec
+    if spec.metrics is None:
+        spec = replace(spec, ignore=(*spec.ignore, *sorted(set(group_columns))))
     mine = bench.result_rows(rows)
     return {"results": results_rows(bench.name, bench.protocol, mine, spec, bench.data_origin(), resamples),
             "comparisons": comparison_rows(bench.name, bench.protocol, mine, spec, resamples)}

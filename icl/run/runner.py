@@ -243,7 +243,8 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
             failed += s.status != "ok"
             rows.append({"model": label, "model_id": model_id, "key": it.key, "status": s.status,
                          "reason": s.reason, **dict(it.group), **s.metrics})
-    common = common_tables(bench, rows)  # the long results.csv (one schema for every benchmark)
+    # the long results.csv (one schema for every benchmark)
+    common = common_tables(bench, rows, {k for it in items for k in it.group})
     # a plugin's own table named like a common one keeps its rows under "<benchmark>_<name>"
     own = {(f"{bench.name}_{k}" if k in common else k): v for k, v in bench.summarise(rows).items()}
     tables = {"results": common["results"], **own, "comparisons": common["comparisons"]}

@@ -13,8 +13,8 @@ import random
 import pytest
 
 from icl.report import stats
-from icl.report.schema import (COLUMNS, COMPARISON_COLUMNS, SCHEMA_VERSION, Metric, ResultsSpec, comparison_rows,
-                               results_rows)
+from icl.report.schema import (COLUMNS, COMPARISON_COLUMNS, SCHEMA_VERSION, Metric, ResultsSpec, common_tables,
+                               comparison_rows, results_rows)
 from icl.run.__main__ import main
 
 BENCHMARKS = ("vibe", "best50", "vlicl", "cobsat", "vif")
@@ -165,10 +165,20 @@ def test_builder_does_not_depend_on_row_order_and_holm_runs_over_the_pairs():
 
 
 def test_default_spec_reports_every_numeric_score_column():
-    rows = [{"model": "m", "key": f"k{i}", "status": "ok", "parity": "even", "accuracy": float(i % 2)}
-            for i in range(6)]
-    out = results_rows("parity", "parity-1", rows, ResultsSpec(), {})
-    assert [(r["task"], r["shots"], r["metric"], r["value"], r["direction"]) for r in out] == [
-        ("all", "", "accuracy", 0.5, "higher")]
+    rows = [{"model": "m", "key": f"k{i}", "status": "ok", "parity": "even", "seed": i % 3,
+             "accuracy": float(i % 2)} for i in range(6)]
+
+    class Plugin:  # what common_tables reads of a benchmark
+        name, protocol, results_spec = "parity", "parity-1", ResultsSpec()
+
+        def result_rows(self, rows):
+            return rows
+
+        def data_origin(self):
+            return {"numbers": "built-in"}
+
+    out = common_tables(Plugin(), rows, {"parity", "seed"})["results"]  # seed: a group column, no metric
+    assert [(r["task"], r["shots"], r["metric"], r["value"], r["direction"], r["data"]) for r in out] == [
+        ("all", "", "accuracy", 0.5, "higher", "numbers: built-in")]
     with pytest.raises(ValueError, match="direction"):
         Metric("x", direction="up")
