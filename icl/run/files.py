@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from icl.benchmarks.base import Benchmark
+from icl.report.schema import COLUMNS, COMPARISON_COLUMNS
 from icl.report.tables import csv_text, jsonable
 from icl.run.atomic import STAGING_PREFIX, remove_stale_temporaries, write_text
 from icl.run.errors import ConfigError
@@ -38,6 +39,7 @@ from icl.store import Failure
 from icl.store.sqlite import stored_benchmarks
 
 DEFAULT_STORE = "store.sqlite"
+COMMON_COLUMNS = {"results": COLUMNS, "comparisons": COMPARISON_COLUMNS}
 
 
 def claim_folder(out: Path, benchmark: str) -> None:
@@ -130,7 +132,7 @@ def write_outputs(out: Path, bench: Benchmark, tables: Mapping[str, list[dict[st
     files = []
     for name, rows in tables.items():
         path = out / f"{name}.csv"
-        write_text(path, csv_text(rows))
+        write_text(path, csv_text(rows, COMMON_COLUMNS.get(name)))  # the common tables: a header even when empty
         files.append(path)
     t_plots = time.perf_counter()
     plot_files: list[Path] = []

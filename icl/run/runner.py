@@ -3,8 +3,10 @@
 
 Common files of every benchmark, in ``out``: ``results.json`` (benchmark, protocol, resolved
 config, command line, git revision or installed version, library versions, backends that ran,
-device, seeds, hashes of the plan and its frozen lists, timings, compute per model), one CSV per
-summary table (``results.csv`` first), ``report.md`` and ``plots/``.
+device, seeds, hashes of the plan and its frozen lists, timings, compute per model,
+``schema_version`` and ``comparisons``), ``results.csv`` (the long table of every benchmark,
+:mod:`icl.report.schema`), one CSV per summary table of the benchmark, ``comparisons.csv``,
+``report.md`` and ``plots/``.
 
 A run is its folder: results.json records ``out``, ``store`` and ``data_root`` as absolute
 paths, and ``rescore`` works on the folder it is given (a store inside the recorded ``out``
@@ -27,6 +29,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, TextIO
 
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
+from icl.report.schema import METHOD, SCHEMA_VERSION, common_tables
 from icl.run import responses as R
 from icl.run.compute import ComputeMeter
 from icl.run.config import ModelSpec, RunConfig, closest, parse_models
@@ -282,7 +285,11 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
                 failed += s.status != "ok"
                 rows.append({"model": label, "model_id": model_id, "key": it.key, "status": s.status,
                              "reason": s.reason, **column, **dict(it.group), **s.metrics})
-    tables = bench.summarise(rows)
+    # the long results.csv (one schema for every benchmark)
+    common = common_tables(bench, rows, {k for it in items for k in it.group})
+    # a plugin's own table named like a common one keeps its rows under "<benchmark>_<name>"
+    own = {(f"{bench.name}_{k}" if k in common else k): v for k, v in bench.summarise(rows).items()}
+    tables = {"results": common["results"], **own, "comparisons": common["comparisons"]}
     failures = store.failures(run_id)
     timings["summarise_s"] = time.perf_counter() - t_report
     if t0 is not None:
@@ -318,7 +325,9 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
         counts=dict(planned=len(items) * len(models) * max(1, len(judges)), computed=stats.computed, skipped=stats.skipped,
                     failed=failed, missing=missing, model_calls=stats.model_calls,
                     cached_responses=stats.cached_responses),
-        timings=timings, compute=compute, **dict(extra or {}),
+        timings=timings, compute=compute, schema_version=SCHEMA_VERSION, statistics=METHOD,
+        comparisons=common["comparisons"],
+        **dict(extra or {}),
     )
     write_outputs(config.out_dir, bench, tables, meta, failures, answers, plots=config.plots)
     timings["report_s"] = time.perf_counter() - t_report

@@ -36,7 +36,7 @@ def _run(out, data, *specs):
 
 
 def _means(out, model):
-    with open(out / "results.csv", newline="") as f:
+    with open(out / "vibe_results.csv", newline="") as f:
         return {(r["dataset"], r["task"], r["metric"]): r["mean"] for r in csv.DictReader(f) if r["model"] == model}
 
 

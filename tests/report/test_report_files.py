@@ -16,6 +16,7 @@ from icl.models.registry import unregister_model
 from icl.report import aggregate, csv_text, jsonable, markdown_section, rank_models, rank_rows, summary_text
 from icl.report.plots import qualitative_grid, radar_plot, rank_heatmap, write_rgb
 from icl.report.tables import RANK_COLUMNS, RESULT_COLUMNS
+from icl.report.schema import common_tables
 from icl.run import ModelSpec, RunConfig, run
 
 from tests.report._rows import SPECS, hand_rows, row
@@ -123,13 +124,13 @@ def test_vibe_run_writes_the_report_files(builtin_root, tmp_path, bad_shape, cap
     data = json.loads(text)
     ids = {label: m["model_id"] for label, m in data["models"].items()}
     assert set(ids) == {"oracle", "copy-target", "identity", "bad-shape-local"} and len(set(ids.values())) == 4
-    assert {"results": "results.csv", "ranks": "ranks.csv"}.items() <= data["tables"].items()
+    assert {"results": "results.csv", "vibe_results": "vibe_results.csv", "ranks": "ranks.csv"}.items() <= data["tables"].items()
     assert all((out / f).is_file() for f in data["tables"].values())
     assert data["failures"]["count"] == 1 and all("bad-shape-local" in m for m in data["failures"]["items"])
     for c in data["compute"]:
         assert c["samples_per_s"] == pytest.approx(c["samples"] / c["wall_s"]) or c["wall_s"] == 0
 
-    with open(out / "results.csv") as f:
+    with open(out / "vibe_results.csv") as f:
         res = list(csv.DictReader(f))
     assert list(res[0]) == list(RESULT_COLUMNS)
     assert {(r["model"], r["model_version"]) for r in res} == set(ids.items())  # the model_id
@@ -161,7 +162,7 @@ def test_vibe_run_writes_the_report_files(builtin_root, tmp_path, bad_shape, cap
     assert {m for _, m in task_ranks} == set(ids)
     assert all(rank == 1.0 for (task, m), rank in task_ranks.items() if m == "oracle")
     assert all(rank > 1.0 for (task, m), rank in task_ranks.items() if m != "oracle")
-    assert ref.tables["results"] == outcome.tables["results"]
+    assert ref.tables["vibe_results"] == outcome.tables["vibe_results"]
 
 
 def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_shape):
@@ -198,9 +199,11 @@ def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_
 
     assert "context_sensitivity.csv" in bench.result_files(shuffled, answers)
     assert any(r["output_change"] is not None for r in tables["diagnostics"])
-    assert tables == outcome.tables
+    assert tables == {k: v for k, v in outcome.tables.items() if k not in ("results", "comparisons")}
+    # the long table and its comparisons (bootstrap intervals included) bit for bit
+    assert common_tables(bench, shuffled) == {k: outcome.tables[k] for k in ("results", "comparisons")}
     assert bench.report(tables) in (tmp_path / "out" / "report.md").read_text()
     again = run(_config(builtin_root, tmp_path / "again", qualitative=0))
-    for name in ("results.csv", "ranks.csv", "contexts.csv"):
+    for name in ("results.csv", "vibe_results.csv", "comparisons.csv", "ranks.csv", "contexts.csv"):
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
     assert again.out_dir == tmp_path / "again"

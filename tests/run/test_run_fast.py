@@ -43,7 +43,7 @@ def test_fast_run_all_tasks(fast_data, tmp_path, capsys):
     # PROTOCOL §1.4: the oracle decodes back to the ground truth on every task and dataset
     # (PSNR +inf is capped at 100 dB in aggregates; SSIM of identical images is 1 up to float32)
     exact = {"miou": 1.0, "f1": 1.0, "ap50": 1.0, "psnr": 100.0, "lpips": 0.0}
-    with open(out / "results.csv") as f:
+    with open(out / "vibe_results.csv") as f:
         oracle_rows = [r for r in csv.DictReader(f) if r["model"] == "oracle"]
     assert {r["task"] for r in oracle_rows} == set(list_tasks())
     for r in oracle_rows:

@@ -25,6 +25,8 @@ from icl.benchmarks.vibe.tasks.base import validate_prediction
 from icl.benchmarks.vibe.tasks.image import ImageTask
 from icl.models.requests import AnalogyRequest
 from icl.report import Scored, TaskSpec, aggregate, markdown_section, rank_models, rank_rows, summary_text
+from icl.report.aggregate import attach_rank_intervals, cap
+from icl.report.schema import Metric, ResultsSpec
 from icl.report.tables import RANK_COLUMNS, RESULT_COLUMNS
 
 _CACHE = 512  # loaded samples and episodes kept
@@ -52,6 +54,10 @@ class Vibe(Benchmark):
     request_types = (AnalogyRequest,)
     default_models = DEFAULT_MODELS
     thread_safe_scoring = True  # the caches below are locked
+    results_spec = ResultsSpec(task="task", subset=("dataset",), shots="shots", data="dataset", metrics=(
+        Metric("miou"), Metric("precision"), Metric("recall"), Metric("f1"), Metric("ap50"),
+        Metric("rmse", "lower", "m"), Metric("abs_rel", "lower"), Metric("psnr", unit="dB"), Metric("ssim"),
+        Metric("lpips", "lower")))
     options = (
         Option("tasks", None, "comma-separated task names (default: all)", comma_list),
         Option("datasets", None, "comma-separated dataset names (default: all under the data root)", comma_list),
@@ -248,10 +254,11 @@ class Vibe(Benchmark):
         scored = [Scored(r["model"], r["model_id"], r["dataset"], r["task"], int(r["shots"]), r["query"], r["status"],
                          {k: v for k, v in r.items() if k not in reserved}) for r in rows]
         specs = self._specs()
-        aggs = aggregate(scored, specs)
+        aggs = aggregate(scored, specs, self.name)
         order = list(dict.fromkeys(r["model"] for r in rows))
         ranked = order if self.config["rank_reference"] else [m for m in order if m not in self.reference_models]
         tables = rank_models([a for a in aggs if a.model in ranked], specs, ranked)
+        attach_rank_intervals(tables, [r for r in scored if r.model in ranked], specs, self.name)
         # the terminal and report tables show every model; only the ranked ones get ranks
         shown = rank_models(aggs, specs, order)
         by_shots = {t.shots: t for t in tables}
@@ -264,7 +271,7 @@ class Vibe(Benchmark):
         self._own_rows, self._swapped_rows = rows, swapped
         # the output changes need both predictions: result_files fills them in (same list object)
         self._diagnostics[:] = diag.diagnostics_table(rows, swapped, self._rank_metric(), {})
-        return {"results": [{c: getattr(a, c) for c in RESULT_COLUMNS} for a in aggs],
+        return {"vibe_results": [{c: getattr(a, c) for c in RESULT_COLUMNS} for a in aggs],
                 "ranks": [{c: r[c] for c in RANK_COLUMNS} for r in rank_rows(tables)],
                 "oracle_ceiling": self._ceiling, "diagnostics": self._diagnostics}
 
@@ -299,6 +306,12 @@ class Vibe(Benchmark):
             w.writerow([*k, self._items[s["key"]].payload.donor, f"{changes[k]:.6g}", m, o.get(m, ""), s.get(m, "")])
         self._diagnostics[:] = diag.diagnostics_table(self._own_rows, self._swapped_rows, metric, changes)
         return {"context_sensitivity.csv": buf.getvalue()} if self._swapped_rows else {}
+
+    def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """PSNR capped as in the aggregates (PROTOCOL §1.4: identical images score +inf); the
+        context-sensitivity items (another query's context) are diagnostics, never results."""
+        return [{**r, "psnr": cap("psnr", float(r["psnr"]))} if "psnr" in r else r for r in rows
+                if r.get("context") != "swapped"]
 
     def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         return summary_text(self._shown)

@@ -23,7 +23,7 @@ import numpy as np
 
 from icl.benchmarks.vif.rubric import CRITERIA
 from icl.benchmarks.vif.schema import CONFLICT_TYPES, VI_TYPES
-from icl.data.seeds import rng as seeded_rng
+from icl.report import stats
 
 SCORES = (*CRITERIA, "average")
 DEFAULT_JUDGE = "judge"
@@ -59,14 +59,11 @@ def judge_of(row: Mapping[str, Any]) -> str:
 
 
 def mean_ci(values: Sequence[float], key: str) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean (10,000 resamples, seeded by ``key``)."""
+    """95% percentile bootstrap interval of the mean of the non-NaN ``values`` (10,000 resamples,
+    :func:`icl.report.stats.mean_ci` seeded by ``key``)."""
     v = np.asarray([x for x in values if not math.isnan(x)], np.float64)
-    if v.size == 0:
-        return math.nan, math.nan
-    g = seeded_rng(0, "vif", "*", key, "bootstrap")
-    means = v[g.integers(0, v.size, (BOOTSTRAP, v.size))].mean(1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
-    return float(lo), float(hi)
+    e = stats.mean_ci(v, identity=key, benchmark="vif", resamples=BOOTSTRAP)
+    return e.ci_low, e.ci_high
 
 
 def judged_items(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
