@@ -16,16 +16,16 @@ def test_plots_leave_pyplot_and_the_backend_alone(tmp_path):
         import matplotlib
         matplotlib.use("svg")  # the caller's choice, which plotting must keep
         from icl.report.aggregate import Aggregate, RankTable, TaskSpec
-        from icl.report.plots import radar_plot, rank_heatmap
+        from icl.report.plots import rank_heatmap, task_plot
 
         task = TaskSpec("flip", ("psnr", "lpips"), ("psnr", "lpips"), frozenset({{"lpips"}}))
         aggs = [Aggregate(m, "1", d, "flip", 1, k, v, 0.0, 4, 0, 0)
                 for m in ("a", "b") for d in ("x", "y", "z") for k, v in (("psnr", 20.0), ("lpips", 0.3))]
         out = Path({str(tmp_path)!r})
-        radar = radar_plot(task, aggs, 1, out / "radar.png")
+        radar = task_plot(task, aggs, 1, out / "radar.png")[0]
         table = RankTable(1, ["a", "b"], ["flip"], task_ranks={{"flip": {{"a": 1.0, "b": 2.0}}}},
                           overall={{"a": 1.0, "b": 2.0}})
-        heat = rank_heatmap(table, out / "ranks.png")
+        heat = rank_heatmap(table, out / "ranks.png")[0]
         print(json.dumps({{"backend": matplotlib.get_backend(), "pyplot": "matplotlib.pyplot" in sys.modules,
                           "files": [radar.stat().st_size > 1000, heat.stat().st_size > 1000]}}))
     """)
