@@ -79,8 +79,8 @@ def report_html(benchmark: str, tables: Mapping[str, Sequence[Mapping[str, Any]]
     qual_figs = [f for f in figures if f[0].startswith("qualitative")]
     other_figs = [f for f in figures if f not in rank_figs + shot_figs + qual_figs]
     if order:
-        sections.append(("tables", "Results", "".join(_table_section(n, tables[n], files.get(n), info)
-                                                      for n in order)))
+        sections.append(("tables", "Results", "".join(_table_section(n, tables[n], files.get(n), info, i == 0)
+                                                      for i, n in enumerate(order))))
     if rank_figs:
         sections.append(("ranks", "Rank heatmaps", "".join(f[1] for f in rank_figs)))
     if shot_figs:
@@ -199,12 +199,13 @@ def _is_num(v: Any) -> bool:
 
 
 def _table_section(name: str, rows: Sequence[Mapping[str, Any]], file: Optional[str],
-                   info: Mapping[str, tuple[Optional[str], bool]]) -> str:
+                   info: Mapping[str, tuple[Optional[str], bool]], first: bool = False) -> str:
     link = f' (<a href="{escape(file)}">{escape(file)}</a>)' if file else ""
     head = f'<h3 id="table-{escape(name)}">{escape(name)}{link}</h3>'
     if len(rows) <= OPEN_ROWS:
         return head + html_table(rows, info)
-    return head + f"<details><summary>{len(rows)} rows</summary>{html_table(rows, info)}</details>"
+    opened = " open" if first else ""  # the headline table is shown, longer others folded
+    return head + f"<details{opened}><summary>{len(rows)} rows</summary>{html_table(rows, info)}</details>"
 
 
 def html_table(rows: Sequence[Mapping[str, Any]], info: Mapping[str, tuple[Optional[str], bool]] = {}) -> str:
@@ -385,3 +386,19 @@ def may_write_index(path: Path) -> bool:
         return path.is_file() and not path.is_symlink() and GENERATOR in path.read_text(encoding="utf-8")[:2000]
     except (OSError, UnicodeDecodeError):
         return False
+
+
+def write_index(runs: Sequence[tuple[str, Path, int]]) -> Optional[Path]:
+    """``report.html`` in the folder holding the runs' folders (when they share one), linking each
+    run's report; None when they do not share a folder or a file of the user's holds the name."""
+    from icl.run.atomic import write_text  # a unique temporary name, then a rename
+
+    parents = {Path(run_dir).resolve().parent for _, run_dir, _ in runs}
+    if len(parents) != 1:
+        return None
+    folder = parents.pop()
+    path = folder / "report.html"
+    if not may_write_index(path):
+        return None
+    write_text(path, index_html([(n, Path(d).resolve(), c) for n, d, c in runs], folder))
+    return path
