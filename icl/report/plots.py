@@ -135,7 +135,8 @@ def shot_curve_panels(panels: Mapping[str, Mapping[str, Sequence[Mapping[str, An
                       ylim: Optional[tuple[float, float]] = (-2, 102)) -> list[Path]:
     """A metric against shots: a panel per task (``panels`` in the order given: task -> model ->
     rows with ``shots`` and ``value``), a line per model; five panels a row; written to ``path``
-    (PNG, and the SVG beside it). Whiskers: the rows' ``ci_low``/``ci_high`` where present, else
+    (PNG, and the SVG beside it). Whiskers: the rows' ``ci_low``/``ci_high`` where present (a
+    bootstrap interval, or the normal approximation where a row says ``interval="normal"``), else
     ``std`` (labelled as such) when given. ``ylabel``: one label, or one per task."""
     names = list(panels)
     cols = max(1, min(len(names), 5))
@@ -149,7 +150,7 @@ def shot_curve_panels(panels: Mapping[str, Mapping[str, Sequence[Mapping[str, An
             whisker = [(r.get("ci_low"), r.get("ci_high")) for r in rs]
             if all(_finite(lo) and _finite(hi) for lo, hi in whisker):
                 err = np.array([[v - lo for v, (lo, _) in zip(y, whisker)], [hi - v for v, (_, hi) in zip(y, whisker)]])
-                kinds.add(CI_NOTE)
+                kinds.add(SE_NOTE if any(r.get("interval") == "normal" for r in rs) else CI_NOTE)
             elif std is not None:
                 err = np.array([r[std] for r in rs], float)
                 kinds.add(f"whiskers: \u00b1 {std}")

@@ -11,8 +11,8 @@ import numpy as np
 def shot_rows(aggs: Sequence[Any]) -> dict[str, list[dict[str, Any]]]:
     """Per model, one row per shot count: the mean over datasets and its whisker, the datasets'
     half-widths (:func:`icl.report.plots.interval`) combined in quadrature (independent datasets,
-    each weighing the same); ``ci_low``/``ci_high`` only when every dataset has a bootstrap CI,
-    else ``std`` holding the combined half-width of the normal approximation."""
+    each weighing the same), as ``ci_low``/``ci_high``; ``interval="normal"`` unless every dataset
+    has a bootstrap CI (then the whisker is the normal approximation, and labelled so)."""
     from icl.report.plots import interval
 
     groups: dict[tuple[str, int], list[Any]] = {}
@@ -24,9 +24,11 @@ def shot_rows(aggs: Sequence[Any]) -> dict[str, list[dict[str, Any]]]:
         whiskers = [interval(a) for a in group]
         halves = np.array([(hi - lo) / 2 for lo, hi, _ in whiskers], float)
         half = float(np.sqrt((halves ** 2).sum())) / len(group)
-        row = dict(shots=shots, mean=float(means.mean()), std=half)
-        if all(ci for _, _, ci in whiskers) and math.isfinite(half):
+        row: dict[str, Any] = dict(shots=shots, mean=float(means.mean()))
+        if math.isfinite(half):
             row.update(ci_low=row["mean"] - half, ci_high=row["mean"] + half)
+            if not all(ci for _, _, ci in whiskers):
+                row["interval"] = "normal"
         out.setdefault(model, []).append(row)
     return out
 
