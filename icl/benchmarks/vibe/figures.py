@@ -34,11 +34,11 @@ def shot_rows(aggs: Sequence[Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def rank_intervals(ranks: Sequence[Mapping[str, Any]]) -> dict[int, dict[tuple[str, str], tuple[float, float]]]:
-    """Rank intervals of the ranks table (``ci_low``/``ci_high`` of its task and overall rows,
-    where the run computed them): shots -> (model, task or "overall") -> (low, high)."""
+    """Rank intervals of the ranks table (``ci_low``/``ci_high``, or ``rank_low``/``rank_high``, of
+    its task and overall rows, where the run computed them): shots -> (model, task or "overall") -> (low, high)."""
     out: dict[int, dict[tuple[str, str], tuple[float, float]]] = {}
     for r in ranks:
-        lo, hi = r.get("ci_low"), r.get("ci_high")
+        lo, hi = r.get("ci_low", r.get("rank_low")), r.get("ci_high", r.get("rank_high"))
         if r.get("metric") != "*" or not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
             continue
         if math.isfinite(lo) and math.isfinite(hi):
