@@ -208,12 +208,13 @@ def _table_section(name: str, rows: Sequence[Mapping[str, Any]], file: Optional[
     return head + f"<details{opened}><summary>{len(rows)} rows</summary>{html_table(rows, info)}</details>"
 
 
-def html_table(rows: Sequence[Mapping[str, Any]], info: Mapping[str, tuple[Optional[str], bool]] = {}) -> str:
+def html_table(rows: Sequence[Mapping[str, Any]], info: Optional[Mapping[str, tuple[Optional[str], bool]]] = None) -> str:
     """One table: intervals folded into their value (``value [low, high]``), units and ↑/↓ in
     the headers of known metrics and in the ``metric`` cells of long tables, at most
     ``MAX_ROWS`` rows."""
     if not rows:
         return '<p class="note">(no rows)</p>'
+    info = info or {}
     cols = list(dict.fromkeys(k for r in rows for k in r))
     pairs = _intervals(cols)
     hidden = {c for lo_hi in pairs.values() for c in lo_hi}
