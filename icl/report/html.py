@@ -78,11 +78,11 @@ def report_html(benchmark: str, tables: Mapping[str, Sequence[Mapping[str, Any]]
     shot_figs = [f for f in figures if "shots" in f[0]]
     qual_figs = [f for f in figures if f[0].startswith("qualitative")]
     other_figs = [f for f in figures if f not in rank_figs + shot_figs + qual_figs]
-    if order:
-        sections.append(("tables", "Results", "".join(_table_section(n, tables[n], files.get(n), info, i == 0)
-                                                      for i, n in enumerate(order))))
-    if rank_figs:
+    if rank_figs:  # the headline first, then the tables behind it
         sections.append(("ranks", "Rank heatmaps", "".join(f[1] for f in rank_figs)))
+    if order:
+        sections.append(("tables", "Results", "".join(_table_section(n, tables[n], files.get(n), info)
+                                                      for n in order)))
     if shot_figs:
         sections.append(("shots", "Metric against shots", "".join(f[1] for f in shot_figs)))
     if other_figs:
@@ -199,13 +199,12 @@ def _is_num(v: Any) -> bool:
 
 
 def _table_section(name: str, rows: Sequence[Mapping[str, Any]], file: Optional[str],
-                   info: Mapping[str, tuple[Optional[str], bool]], first: bool = False) -> str:
+                   info: Mapping[str, tuple[Optional[str], bool]]) -> str:
     link = f' (<a href="{escape(file)}">{escape(file)}</a>)' if file else ""
     head = f'<h3 id="table-{escape(name)}">{escape(name)}{link}</h3>'
     if len(rows) <= OPEN_ROWS:
         return head + html_table(rows, info)
-    opened = " open" if first else ""  # the headline table is shown, longer others folded
-    return head + f"<details{opened}><summary>{len(rows)} rows</summary>{html_table(rows, info)}</details>"
+    return head + f"<details><summary>{len(rows)} rows (click to show)</summary>{html_table(rows, info)}</details>"
 
 
 def html_table(rows: Sequence[Mapping[str, Any]], info: Optional[Mapping[str, tuple[Optional[str], bool]]] = None) -> str:
