@@ -280,12 +280,12 @@ def _bars(ax: Any, datasets: Sequence[str], series: Sequence[tuple[str, list[flo
         if ok.any():
             top = edge if math.isfinite(edge) else np.inf
             err = np.array([v[ok] - np.clip(lo[ok], None, top), np.clip(hi[ok], None, top) - v[ok]]).clip(0, None)
-            # two line collections: errorbar's per-whisker artists cost more than the bars
             tops, bottoms = v[ok] + err[1], v[ok] - err[0]
             ends += [*tops, *bottoms]
-            ax.vlines(pos[ok], bottoms, tops, color="0.15", linewidth=0.8, zorder=3)
-            ax.hlines(np.concatenate([bottoms, tops]), np.tile(pos[ok] - width / 6, 2), np.tile(pos[ok] + width / 6, 2),
-                      color="0.15", linewidth=0.8, zorder=3)
+            cap = width / 6
+            xs = [[p, p, np.nan, p - cap, p + cap, np.nan, p - cap, p + cap, np.nan] for p in pos[ok]]
+            ys = [[b, t, np.nan, b, b, np.nan, t, t, np.nan] for b, t in zip(bottoms, tops)]
+            _polyline(ax, np.ravel(xs), np.ravel(ys), color="0.15", linewidth=0.8, zorder=3)
     low = min(ends)
     high = edge if math.isfinite(edge) else max(ends) * 1.05 if max(ends) > 0 else 1.0
     ticks = [t for t in MaxNLocator(4).tick_values(low, high) if low - 1e-12 <= t <= high + 1e-12]
@@ -293,7 +293,8 @@ def _bars(ax: Any, datasets: Sequence[str], series: Sequence[tuple[str, list[flo
     ax.set_ylim(low, high)
     ax.xaxis.set_visible(False)
     ax.yaxis.set_visible(False)
-    ax.hlines(ticks, -0.6, len(datasets) - 0.4, color="0.88", linewidth=0.6, zorder=0)
+    _polyline(ax, np.ravel([[-0.6, len(datasets) - 0.4, np.nan] for _ in ticks]),
+              np.ravel([[t, t, np.nan] for t in ticks]), color="0.88", linewidth=0.6, zorder=0)
     left = ax.get_yaxis_transform()  # x in axes fraction, y in data
     for t in ticks:
         ax.text(-0.02, t, f"{t:g}", transform=left, ha="right", va="center", fontsize=7)
@@ -303,6 +304,14 @@ def _bars(ax: Any, datasets: Sequence[str], series: Sequence[tuple[str, list[flo
                 rotation=15 if len(datasets) > 2 else 0, rotation_mode="anchor")
     ax.text(-0.2, 0.5, ylabel, transform=ax.transAxes, rotation=90, ha="center", va="center", fontsize=8)
     return notes
+
+
+def _polyline(ax: Any, xs: np.ndarray, ys: np.ndarray, **style: Any) -> None:
+    """Line pieces separated by NaN as one ``Line2D``: whiskers and grid lines for the price of a
+    single artist (a ``LineCollection`` looks up the colour cycle twice when built: 3 ms)."""
+    from matplotlib.lines import Line2D
+
+    ax.add_line(Line2D(xs, ys, **style))
 
 
 def _radar_axes(ax, datasets: Sequence[str], series: Sequence[tuple[str, list[float]]], edge: float) -> None:

@@ -80,7 +80,7 @@ def _browse(page: Path, tmp: Path) -> tuple[str, list[str], np.ndarray]:
                                              ".ci/run installs it when run as root)")
 def test_fast_report_opens_in_chromium(builtin_root, tmp_path):
     out = tmp_path / "vibe-fast"
-    config = RunConfig("vibe", dict(tasks=("edges", "flip", "segmentation"), shots=(1, 3), limit=2, qualitative=2),
+    config = RunConfig("vibe", dict(tasks=("edges", "flip"), shots=(1, 3), limit=2, qualitative=1),
                        [ModelSpec("identity"), ModelSpec("copy-target")], fast=True, data_root=builtin_root, out=out,
                        progress=False)
     t_run = time.perf_counter()
