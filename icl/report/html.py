@@ -229,7 +229,7 @@ def html_table(rows: Sequence[Mapping[str, Any]], info: Optional[Mapping[str, tu
             text = _fmt(v)
             if c in pairs and _is_num(v):
                 lo, hi = r.get(pairs[c][0]), r.get(pairs[c][1])
-                if _is_num(lo) and _is_num(hi) and math.isfinite(lo) and math.isfinite(hi):
+                if _is_num(lo) and _is_num(hi) and math.isfinite(float(lo)) and math.isfinite(float(hi)):
                     text += f" [{lo:.4g}, {hi:.4g}]"
             elif c == "metric" and long_form and v is not None:
                 unit = r.get("unit")
@@ -294,7 +294,10 @@ def _samples(path: Path) -> str:
     """A link to the per-sample log and what it holds: lines, fields, samples per model and status."""
     if not path.is_file():
         return ""
-    lines, fields, per_model, per_status, bad = 0, {}, {}, {}, 0
+    lines, bad = 0, 0
+    fields: dict[str, None] = {}
+    per_model: dict[str, int] = {}
+    per_status: dict[str, int] = {}
     try:
         with open(path, encoding="utf-8") as f:
             for line in f:

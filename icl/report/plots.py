@@ -125,7 +125,9 @@ def interval(a: Any) -> tuple[float, float, bool]:
     interval ``ci_low``/``ci_high`` where the run computed one (third value True), else the
     normal approximation mean ± 1.96 standard errors from the std over ``n`` samples (False);
     NaN when neither exists."""
-    get = (lambda k: a.get(k)) if isinstance(a, Mapping) else (lambda k: getattr(a, k, None))
+    def get(key: str) -> Any:
+        return a.get(key) if isinstance(a, Mapping) else getattr(a, key, None)
+
     lo, hi = get("ci_low"), get("ci_high")
     if _finite(lo) and _finite(hi):
         return float(lo), float(hi), True
@@ -221,7 +223,8 @@ def task_plot(task: TaskSpec, aggs: Sequence[Aggregate], shots: int, path: Path,
     cell = {(a.model, a.dataset, a.metric): a for a in rows}
     polar = len(datasets) >= RADAR_MIN_AXES
     fig = new_figure((2.6 * len(metrics) + 1.1, 2.6))
-    notes, handles = set(), []
+    notes: set[str] = set()
+    handles: list[Any] = []
     for i, metric in enumerate(metrics):
         ax = fig.add_subplot(1, len(metrics), i + 1)
         label = metric_label(metric, metric in task.lower_is_better)
