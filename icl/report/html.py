@@ -228,7 +228,8 @@ def html_table(rows: Sequence[Mapping[str, Any]], info: Optional[Mapping[str, tu
             v = r.get(c)
             text = _fmt(v)
             if c in pairs and _is_num(v):
-                lo, hi = r.get(pairs[c][0]), r.get(pairs[c][1])
+                lo: Any = r.get(pairs[c][0])
+                hi: Any = r.get(pairs[c][1])
                 if _is_num(lo) and _is_num(hi) and math.isfinite(float(lo)) and math.isfinite(float(hi)):
                     text += f" [{lo:.4g}, {hi:.4g}]"
             elif c == "metric" and long_form and v is not None:
