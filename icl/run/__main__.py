@@ -348,6 +348,7 @@ def _fast_all(rest: list[str], names: list[str], typed: list[str]) -> int:
     """``--fast`` without a benchmark: every registered benchmark's smoke run, one summary. A
     plugin benchmark that cannot be imported is skipped with one line (the others run)."""
     from icl.benchmarks.registry import get_benchmark
+    from icl.report.html import write_index
     from icl.run.runner import process_age, run
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -369,16 +370,20 @@ def _fast_all(rest: list[str], names: list[str], typed: list[str]) -> int:
             config.out = args.out / config.run_name
         configs.append(config)
     names = [n for n in names if n not in broken]
-    lines, worst = [], 0
+    lines, worst, ran = [], 0, []
     for name, config in zip(names, configs):
         print(f"== {name} ==")
         outcome = run(config)
         worst = max(worst, outcome.exit_code)
+        ran.append((name, outcome.out_dir, outcome.exit_code))
         lines.append(f"  {name:<10} {'ok' if outcome.exit_code == 0 else 'FAILED':<7} {outcome.stats.computed} "
                      f"computed, {outcome.stats.skipped} reused, {outcome.failed_items} failed -> {outcome.out_dir}")
     whole = process_age()
     print("icl.run --fast summary" + (f" ({whole:.1f} s in all, start-up included):" if whole else ":"))
     print("\n".join(lines + [f"  {n:<10} SKIPPED (the plugin cannot be imported)" for n in broken]))
+    index = write_index(ran)
+    print(f"  report: {index}" if index else "  no index report.html (the runs' folders differ, or a file of yours "
+                                             "holds the name)")
     return max(worst, 1 if broken else 0)
 
 

@@ -14,7 +14,7 @@ import pytest
 from icl.models import register_model
 from icl.models.registry import unregister_model
 from icl.report import aggregate, csv_text, jsonable, markdown_section, rank_models, rank_rows, summary_text
-from icl.report.plots import qualitative_grid, radar_plot, rank_heatmap, write_rgb
+from icl.report.plots import qualitative_grid, rank_heatmap, task_plot, write_rgb
 from icl.report.tables import RANK_COLUMNS, RESULT_COLUMNS
 from icl.report.schema import common_tables
 from icl.run import ModelSpec, RunConfig, run
@@ -74,12 +74,12 @@ def test_plots_from_hand_rows(tmp_path, rng):
     rows = [row(m, f"d{i}", "seg", "q", {"miou": (i + 1) / 10 * (j + 1) / 3})
             for i in range(5) for j, m in enumerate("ABC")]
     aggs = aggregate(rows, SPECS)
-    assert radar_plot(SPECS["seg"], aggs, 1, tmp_path / "r.png").is_file()
-    assert radar_plot(SPECS["seg"], aggs, 2, tmp_path / "none.png") is None
+    assert [p.name for p in task_plot(SPECS["seg"], aggs, 1, tmp_path / "r.png")] == ["r.png", "r.svg"]
+    assert task_plot(SPECS["seg"], aggs, 2, tmp_path / "none.png") == []
     few = aggregate(hand_rows(), SPECS)  # img has one dataset: a bar chart
-    assert cv2.imread(str(radar_plot(SPECS["img"], few, 1, tmp_path / "bars.png"))) is not None
+    assert cv2.imread(str(task_plot(SPECS["img"], few, 1, tmp_path / "bars.png")[0])) is not None
     (table,) = rank_models(few, SPECS)
-    assert cv2.imread(str(rank_heatmap(table, tmp_path / "ranks.png"))) is not None
+    assert cv2.imread(str(rank_heatmap(table, tmp_path / "ranks.png")[0])) is not None
 
     dirs = []
     for q in ("d1__q1", "d2__q2"):
@@ -111,10 +111,11 @@ def test_vibe_run_writes_the_report_files(builtin_root, tmp_path, bad_shape, cap
     outcome = run(_config(builtin_root, out))
     assert outcome.exit_code == 1 and outcome.failed_items == 1  # the second answer of bad-shape's one batch
     for name in ("results.csv", "ranks.csv", "results.json", "report.md", "contexts.csv", "store.sqlite",
-                 "plots/ranks_k1.png", "plots/radar_edges_k1.png", "plots/radar_segmentation_k1.png",
-                 "plots/qualitative_edges.png", "plots/qualitative_segmentation.png"):
+                 "plots/ranks_k1.png", "plots/task_edges_k1.png", "plots/task_segmentation_k1.png",
+                 "plots/ranks_k1.svg", "plots/task_edges_k1.svg", "plots/task_segmentation_k1.svg",
+                 "plots/qualitative_edges.png", "plots/qualitative_segmentation.png", "report.html"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
-    for p in (out / "plots").iterdir():
+    for p in (out / "plots").glob("*.png"):
         assert cv2.imread(str(p)) is not None, p
     grid = cv2.imread(str(out / "plots/qualitative_edges.png"))
     assert grid.shape[0] == 2 * (128 + 16 + 4) and grid.shape[1] == (3 + 4 + 1) * (128 + 4)  # 4 models
@@ -151,7 +152,7 @@ def test_vibe_run_writes_the_report_files(builtin_root, tmp_path, bad_shape, cap
     assert f"- **contexts.csv** SHA-256: `{data['artifacts']['contexts.csv']}`" in md
     assert "are reported but not ranked" in md and "| edges | - | " in md
     assert "## Failures (1)" in md and "returned an invalid answer" in md and "## Compute" in md
-    for p in sorted((out / "plots").iterdir()):
+    for p in sorted((out / "plots").glob("*.png")):  # the SVG beside each figure is not linked twice
         assert f"]({p.relative_to(out).as_posix()})" in md
     stdout = capsys.readouterr().out
     assert stdout.startswith("shots=1") and "overall rank" in stdout

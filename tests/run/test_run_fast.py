@@ -22,11 +22,11 @@ def test_fast_run_all_tasks(fast_data, tmp_path, capsys):
     stdout = capsys.readouterr().out
     assert stdout.splitlines()[0].startswith("shots=1") and "overall rank" in stdout
 
-    for name in ("results.csv", "results.json", "ranks.csv", "report.md", "contexts.csv", "store.sqlite",
-                 "plots/ranks_k1.png"):
+    for name in ("results.csv", "results.json", "ranks.csv", "report.md", "report.html", "contexts.csv",
+                 "store.sqlite", "plots/ranks_k1.png"):
         assert (out / name).is_file(), name
     for task in list_tasks():
-        assert (out / "plots" / f"radar_{task}_k1.png").is_file(), task
+        assert (out / "plots" / f"task_{task}_k1.png").is_file() and (out / "plots" / f"task_{task}_k1.svg").is_file(), task
         assert (out / "plots" / f"qualitative_{task}.png").is_file(), task
 
     with open(out / "ranks.csv") as f:

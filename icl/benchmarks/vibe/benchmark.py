@@ -329,7 +329,8 @@ class Vibe(Benchmark):
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
-        from icl.report.plots import qualitative_grid, radar_plot, rank_heatmap, safe_name, write_rgb
+        from icl.benchmarks.vibe.figures import rank_intervals
+        from icl.report.plots import qualitative_grid, rank_heatmap, safe_name, task_plot, write_rgb
 
         specs = self._specs()
         out.mkdir(parents=True, exist_ok=True)
@@ -337,12 +338,13 @@ class Vibe(Benchmark):
         reference = [m for m in self._order if m in self.reference_models]
         for shots in self._plan().shots:
             for task in specs:
-                p = radar_plot(specs[task], self._aggs, shots, out / f"radar_{safe_name(task)}_k{shots}.png",
-                               self._order, reference)
-                files += [p] if p else []
+                files += task_plot(specs[task], self._aggs, shots, out / f"task_{safe_name(task)}_k{shots}.png",
+                                   self._order, reference)
+        if len(self._plan().shots) > 1:
+            files += self._shot_curves(specs, out / "shots.png")
+        intervals = rank_intervals(tables.get("ranks", []))
         for t in self._tables:
-            p = rank_heatmap(t, out / f"ranks_k{t.shots}.png")
-            files += [p] if p else []
+            files += rank_heatmap(t, out / f"ranks_k{t.shots}.png", intervals.get(t.shots))
         per_task = int(self.config["qualitative"])
         if answers is None or per_task <= 0:
             return files
@@ -375,4 +377,19 @@ class Vibe(Benchmark):
                 files += [p] if p else []
         return files
 
+    def _shot_curves(self, specs: Mapping[str, TaskSpec], path: Path) -> list[Path]:
+        """Each task's first rank metric (averaged over its datasets, as ranked) against shots, a
+        line per model; whiskers combine the datasets' intervals (:func:`shot_rows`)."""
+        from icl.benchmarks.vibe.figures import shot_rows
+        from icl.report.plots import metric_label, shot_curve_panels
+
+        panels, labels = {}, {}
+        for task, spec in specs.items():
+            metric = next((m for m in spec.rank_metrics if any(a.task == task and a.metric == m for a in self._aggs)),
+                          None)
+            if metric is None:
+                continue
+            panels[task] = shot_rows([a for a in self._aggs if a.task == task and a.metric == metric])
+            labels[task] = metric_label(metric, metric in spec.lower_is_better)
+        return shot_curve_panels(panels, path, "mean", ylabel=labels, ylim=None) if panels else []
 
