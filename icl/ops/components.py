@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from icl.ops._dispatch import native, op
+from icl.ops._host import Components
 from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, call_op, check_finite, custom_op
 
 _OP = op("connected_components", gpu_module="icl.ops._gpu.components")
@@ -17,19 +18,6 @@ _NEIGHBOURS = {
     4: ((-1, 0), (1, 0), (0, -1), (0, 1)),
     8: ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1)),
 }
-
-
-class Components(NamedTuple):
-    """Labels and per-component statistics; components flattened over the batch in (image, label) order."""
-
-    labels: Any  # int32 [B, H, W]: 0 background, 1..n in raster order of each component's first pixel
-    num: Any  # int64 [B]: components per image
-    image: Any  # int64 [N]: image of each component
-    area: Any  # int64 [N]
-    box: Any  # int32 [N, 4]: x0, y0, x1, y1 (x1, y1 exclusive)
-    value_sum: Any  # float32 [N] or None
-    value_mean: Any  # float32 [N] or None
-    argmax: Any  # int64 [N, 2]: (y, x) of the max value, first in raster order on ties; or None
 
 
 def _min_labels(fg: torch.Tensor, connectivity: int) -> torch.Tensor:

@@ -11,6 +11,7 @@ from typing import Optional, overload
 import torch
 
 from icl.ops._dispatch import op
+from icl.ops._host import redness_numpy
 from icl.ops._tensor import (ArrayLike, NDArray, as_tensor, batch_images, call_op, check_quantisable, custom_op,
                              restore_one, to_uint8)
 
@@ -22,6 +23,14 @@ def _reference(images: torch.Tensor, threshold: float) -> tuple[torch.Tensor, to
     x = images.to(torch.float32) / 255.0
     s = (x[..., 0] - torch.maximum(x[..., 1], x[..., 2])).clamp(0.0, 1.0)
     return s, s > threshold
+
+
+@_OP.register("cpu")
+def _cpu(images: torch.Tensor, threshold: float) -> tuple[torch.Tensor, torch.Tensor]:
+    # the reference's operations in numpy (no native kernel: a few elementwise passes), which
+    # are cheaper than torch's per-op dispatch on the small crops decoders pass
+    s, mask = redness_numpy(images.numpy(), threshold)
+    return torch.from_numpy(s), torch.from_numpy(mask)
 
 
 @custom_op("redness")
