@@ -28,7 +28,7 @@ _EXPORTS: dict[str, str] = {
     "lpips_weights": "_lpips_weights",
     "LPIPSWeights": "_lpips_weights",
     "match_points": "_host",
-    "nearest_palette": "palette",
+    "nearest_palette": "_host",
     "patch_match": "patch_match",
     "psnr": "_host",
     "redness": "_host",

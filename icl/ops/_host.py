@@ -1,6 +1,6 @@
 """numpy in, numpy out without torch: the public ``psnr``, ``ssim``, ``box_iou``,
-``greedy_match_counts``, ``greedy_match``, ``match_points``, ``connected_components`` and
-``redness``.
+``greedy_match_counts``, ``greedy_match``, ``match_points``, ``connected_components``,
+``redness`` and ``nearest_palette``.
 
 For numpy inputs the native kernels take the arrays as they are, so these ops need neither
 torch nor its op machinery: importing torch costs 0.8-2 s a process and a call through the
@@ -371,3 +371,57 @@ def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *
     out = native().connected_components(m, connectivity, v)
     _record("connected_components", "cpu")
     return Components(*out)
+
+
+def _palette_u8(palette: Any) -> Optional[np.ndarray]:
+    """A valid integer palette ``[P, 3]`` (1 <= P <= 256, values 0..255) as contiguous uint8."""
+    if not isinstance(palette, (list, tuple, np.ndarray)):
+        return None
+    pal = np.asarray(palette)
+    if pal.dtype.kind not in "iu" or pal.ndim != 2 or pal.shape[1] != 3 or not 1 <= pal.shape[0] <= 256:
+        return None
+    if pal.dtype != np.uint8 and (int(pal.min()) < 0 or int(pal.max()) > 255):
+        return None
+    return np.ascontiguousarray(pal, dtype=np.uint8)
+
+
+def _candidates_u8(candidates: Any, batch: int, colours: int) -> Optional[np.ndarray]:
+    """A valid bool mask ``[B, P]`` or ``[P]`` (every image with a candidate) as uint8 ``[B, P]``."""
+    if type(candidates) is not np.ndarray or candidates.dtype != np.bool_:
+        return None
+    if candidates.shape == (colours,):
+        candidates = np.broadcast_to(candidates, (batch, colours))
+    elif candidates.shape != (batch, colours):
+        return None
+    if batch and not bool(candidates.any(1).all()):
+        return None
+    return np.ascontiguousarray(candidates).view(np.uint8)
+
+
+def nearest_palette(images: Any, palette: Any, candidates: Any = None, *, backend: Optional[str] = None) -> Any:
+    """Index of the nearest palette colour per pixel.
+
+    images: ``[B, H, W, 3]`` or ``[H, W, 3]``, uint8 or float in [0, 1] (float becomes uint8 by
+    ``round(255 * clip(x, 0, 1))``, float64 in float64). palette: ``[P, 3]`` integers in
+    0..255, 1 <= P <= 256. candidates: None, or a bool mask ``[B, P]`` (per image) or ``[P]``
+    (shared) of the colours allowed; every image needs at least one. Nearest means the
+    smallest squared RGB distance, exactly, with ties to the lower palette index. Returns
+    int32 ``[B, H, W]`` (``[H, W]`` for a single image); numpy in, numpy out. Not
+    differentiable (inputs with ``requires_grad`` are read without gradient); a
+    ``torch.library`` op (``torch.ops.icl.nearest_palette``).
+    """
+    fast = (type(images) is np.ndarray and images.dtype == np.uint8 and images.ndim in (3, 4)
+            and images.shape[-1] == 3 and _host_backend(backend))
+    pal = _palette_u8(palette) if fast else None
+    x = (images if images.ndim == 4 else images[None]) if pal is not None else None
+    cand = None
+    if x is not None and candidates is not None:
+        cand = _candidates_u8(candidates, x.shape[0], pal.shape[0])  # type: ignore[union-attr]
+        x = None if cand is None else x
+    if x is None:
+        from icl.ops.palette import nearest_palette as front
+
+        return front(images, palette, candidates, backend=backend)
+    out = native().nearest_palette(np.ascontiguousarray(x), pal, cand)
+    _record("nearest_palette", "cpu")
+    return out[0] if images.ndim == 3 else out

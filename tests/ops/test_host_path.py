@@ -20,6 +20,7 @@ from icl.ops.components import connected_components as components_torch
 from icl.ops.greedy_match import greedy_match as greedy_match_torch
 from icl.ops.greedy_match import greedy_match_counts as counts_torch
 from icl.ops.match_points import match_points as match_points_torch
+from icl.ops.palette import nearest_palette as palette_torch
 from icl.ops.psnr import psnr as psnr_torch
 from icl.ops.redness import redness as redness_torch
 from icl.ops.ssim import ssim as ssim_torch
@@ -50,12 +51,14 @@ def test_host_ops_import_neither_torch_nor_dynamo() -> None:
         icl.ops.psnr(a, b); icl.ops.ssim(a, b); icl.ops.box_iou(boxes, boxes)
         icl.ops.redness(a); icl.ops.greedy_match(np.eye(3) * 0.8); icl.ops.match_points(boxes[:, :2], boxes[:, 2:], 3.0)
         icl.ops.connected_components(a[..., 0] > 128, 4, a[..., 1].astype(np.float32))
+        icl.ops.nearest_palette(a, [[0, 0, 0], [255, 0, 0]], np.array([True, True]))
         print(json.dumps({"torch": "torch" in sys.modules, "first_counts_s": first,
                           "used": icl.ops.backends_used()}))
     """)
     assert got["torch"] is False
     assert got["used"] == {op: "cpu" for op in ("box_iou", "connected_components", "greedy_match",
-                                                "greedy_match_counts", "match_points", "psnr", "redness", "ssim")}
+                                                "greedy_match_counts", "match_points", "nearest_palette", "psnr",
+                                                "redness", "ssim")}
     assert float(got["first_counts_s"]) < 2.0  # 0.006 s quiet; 2.2 s when it imported torch._dynamo
 
 
@@ -169,6 +172,21 @@ def test_matching_and_components_equal_the_torch_front_end() -> None:
     _same(icl.ops.connected_components(mask[0], 8, values[0]), components_torch(mask[0], 8, values[0]))
 
 
+def test_nearest_palette_equals_the_torch_front_end() -> None:
+    rng = np.random.default_rng(5)
+    img = rng.integers(0, 256, (3, 21, 17, 3), dtype=np.uint8)
+    pal = rng.integers(0, 256, (12, 3))
+    pal[5] = pal[2]  # a tie: the lower index wins
+    cand = rng.random((3, 12)) > 0.4
+    cand[:, 0] = True
+    for palette in (pal, pal.astype(np.uint8), pal.tolist()):
+        for c in (None, cand, cand[1]):
+            got, want = icl.ops.nearest_palette(img, palette, c), palette_torch(img, palette, c)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(icl.ops.nearest_palette(img[0], pal), palette_torch(img[0], pal))
+
+
 def test_invalid_calls_get_the_front_end_errors() -> None:
     a = np.zeros((20, 20, 3), np.float32)
     with pytest.raises(ValueError, match="data_range: required"):
@@ -195,6 +213,10 @@ def test_invalid_calls_get_the_front_end_errors() -> None:
         icl.ops.connected_components(np.ones((3, 3), bool), 8, np.full((3, 3), np.nan))
     with pytest.raises(ValueError, match="connectivity"):
         icl.ops.connected_components(np.ones((3, 3), bool), 6)
+    with pytest.raises(ValueError, match="palette: values must lie in 0..255"):
+        icl.ops.nearest_palette(np.zeros((2, 2, 3), np.uint8), [[0, 0, 256]])
+    with pytest.raises(ValueError, match="candidates: image 1 has no candidate"):
+        icl.ops.nearest_palette(np.zeros((2, 2, 2, 3), np.uint8), [[0, 0, 0]], np.array([[True], [False]]))
 
 
 def test_forced_backends_are_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
