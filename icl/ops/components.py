@@ -143,19 +143,8 @@ def _components_fake(mask: torch.Tensor, connectivity: int, values: Optional[tor
 
 def connected_components(mask: ArrayLike, connectivity: int = 8, values: Optional[ArrayLike] = None, *,
                          backend: Optional[str] = None) -> Components:
-    """Connected components of ``mask`` with per-component statistics.
-
-    mask: ``[B, H, W]`` or ``[H, W]`` (a batch of one), bool or integer (nonzero = foreground).
-    connectivity: 4 or 8. values: optional float tensor of the mask's shape, finite (each
-    backend checks, in its own pass: NaN or inf raise ``ValueError``); the sum and mean are
-    accumulated in float64 and returned as float32, the argmax is the (y, x) of the largest
-    value, the first in raster order on ties.
-    Returns :class:`Components`; ``labels`` is always ``[B, H, W]`` int32, components are
-    numbered 1..n per image in raster order of their first pixel, and the per-component fields
-    are flattened over the batch in (image, label) order. Numpy in gives numpy out. Not
-    differentiable (``values`` is read without gradient); a ``torch.library`` op
-    (``torch.ops.icl.connected_components``).
-    """
+    """The torch front end of ``icl.ops.connected_components`` (documented there): tensors, and the numpy calls
+    ``icl.ops._host`` hands over."""
     x, was_numpy = as_tensor(mask, "mask")
     if x.dtype.is_floating_point or x.dtype.is_complex:
         raise TypeError(f"mask: expected bool or an integer dtype (nonzero = foreground), got {x.dtype}")

@@ -53,13 +53,8 @@ def redness(images: torch.Tensor, threshold: float = 0.5, *,
             backend: Optional[str] = None) -> tuple[torch.Tensor, torch.Tensor]: ...
 def redness(images: ArrayLike, threshold: float = 0.5, *,
             backend: Optional[str] = None) -> tuple[ArrayLike, ArrayLike]:
-    """Redness ``S`` float32 ``[B, H, W]`` and mask ``S > threshold`` bool ``[B, H, W]``.
-
-    images: ``[B, H, W, 3]`` or ``[H, W, 3]`` uint8 or float in [0, 1] (float becomes uint8 by
-    ``round(255 * clip(x, 0, 1))`` first, as every decoder does); channels are levels / 255.
-    threshold: a finite number (S lies in [0, 1]). Single images give ``[H, W]`` outputs;
-    numpy in, numpy out. Not differentiable; a ``torch.library`` op.
-    """
+    """The torch front end of ``icl.ops.redness`` (documented there): tensors, and the numpy calls
+    ``icl.ops._host`` hands over."""
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
         raise TypeError(f"threshold: expected a number, got {type(threshold).__name__}")
     if not math.isfinite(threshold):

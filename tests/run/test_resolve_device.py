@@ -27,7 +27,8 @@ PROBE = textwrap.dedent("""
 def _probe(extra_path: str = "", resolve: bool = True) -> dict:
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (extra_path, str(root)) if p)}
-    out = subprocess.run([sys.executable, "-c", PROBE.replace("RESOLVE", str(resolve))], capture_output=True, text=True, env=env)
+    code = PROBE.replace("RESOLVE", str(resolve))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

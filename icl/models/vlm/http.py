@@ -84,12 +84,15 @@ async def read_capped(response: Any, max_bytes: int) -> bytes:
         chunks.append(chunk)
     raw = b"".join(chunks)
     encoding = headers.get(b"content-encoding", b"identity").strip().lower()
-    if encoding in (b"", b"identity"):
+    if encoding in (b"", b"identity") or not raw:  # an empty body (a 429, say) decodes to nothing
         return raw
     if encoding not in (b"gzip", b"x-gzip", b"deflate"):
         raise ValueError(f"unsupported Content-Encoding {encoding.decode('latin-1')!r}")
     # gzip header for gzip; zlib header (RFC 9110 deflate), or a raw stream as some servers send
-    wbits = 16 + zlib.MAX_WBITS if encoding != b"deflate" else (zlib.MAX_WBITS if raw[:1] == b"\x78" else -zlib.MAX_WBITS)
+    if encoding != b"deflate":
+        wbits = 16 + zlib.MAX_WBITS
+    else:
+        wbits = zlib.MAX_WBITS if raw[:1] == b"\x78" else -zlib.MAX_WBITS
     decoder = zlib.decompressobj(wbits)
     body = decoder.decompress(raw, max_bytes + 1)
     if len(body) > max_bytes:
