@@ -15,9 +15,11 @@ or configuration error (one line, no traceback), 130 interrupted (finished batch
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -369,5 +371,24 @@ def _rescore(rest: list[str], typed: list[str]) -> int:
     return rescore(args.run_dir, command=typed).exit_code
 
 
+def leave(status: int) -> None:
+    """End the process with ``status`` as the interpreter would, less its teardown: thread pools
+    shut down and other threads joined, every ``atexit`` handler run (logging's flush, weakref
+    finalizers, temporary folders), the standard streams flushed; then exit without freeing the
+    ~1,400 modules one by one (torch, matplotlib: 0.5-2.5 s of a ``vibe --fast`` process, all
+    after the results were written). Without the interpreter's thread shutdown hook, a plain exit."""
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None:
+        sys.exit(status)
+    shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (| head): nothing left to tell
+            pass
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())
