@@ -17,9 +17,11 @@ or configuration error (one line, no traceback), 130 interrupted (finished batch
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -338,7 +340,7 @@ def _main(argv: list[str]) -> int:
     # Device evaluation runs OpenMP regions from two threads at once (torch's runtime and
     # icl._C's); idle teams spinning by default steal the cores the other needs.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from icl.run.runner import process_age, run
+    from icl.run.runner import run
 
     config.whole_process = True
     return run(config).exit_code
@@ -412,5 +414,24 @@ def _merge(rest: list[str], typed: list[str]) -> int:
     return merge(args.out, args.shards, command=typed, plots=args.plots, data_root=args.data_root).exit_code
 
 
+def leave(status: int) -> None:
+    """End the process with ``status`` as the interpreter would, less its teardown: thread pools
+    shut down and other threads joined, every ``atexit`` handler run (logging's flush, weakref
+    finalizers, temporary folders), the standard streams flushed; then exit without freeing the
+    ~1,400 modules one by one (torch, matplotlib: 0.5-2.5 s of a ``vibe --fast`` process, all
+    after the results were written). Without the interpreter's thread shutdown hook, a plain exit."""
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None:
+        sys.exit(status)
+    shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (| head): nothing left to tell
+            pass
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())
