@@ -66,6 +66,15 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
     p.add_argument("--trace-memory", action="store_true", default=None,
                    help="peak memory per stage with tracemalloc (slower) instead of the process peak RSS")
+    p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="run the models on Ray workers: 'auto' (the default value) joins $RAY_ADDRESS or starts a "
+                        "local instance; else a cluster address (ray://host:10001, host:6379). Results are those of "
+                        "a run without it (docs/scale.md)")
+    p.add_argument("--workers", type=_positive("--workers"), metavar="N",
+                   help="Ray workers, each holding one model (default: one per GPU of the cluster, else one)")
+    p.add_argument("--worker-retries", type=_positive("--worker-retries", 0), metavar="N",
+                   help="times a batch whose worker died is sent to another worker before its items fail "
+                        "(default 2)")
     p.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, WARNING, ERROR)")
     p.add_argument("--list", action="store_true", help="list the benchmark's tasks, datasets and models, then exit")
     return p
@@ -93,6 +102,20 @@ def _bool_arg(name: str) -> Any:
     return parse
 
 
+def _positive(name: str, least: int = 1) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= {least}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
 def _typed(o: Any) -> Any:
     def parse(text: str) -> Any:
         try:
@@ -117,7 +140,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 _COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap",
-                "plots", "progress", "trace_memory", "fast")
+                "plots", "progress", "trace_memory", "fast", "ray", "workers", "worker_retries")
 
 
 def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
@@ -173,6 +196,12 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
         v = pick(name, None)
         return Path(v) if v is not None else None
 
+    ray, workers, retries = pick("ray", None), pick("workers", None), pick("worker_retries", 2)
+    for name, value, least in (("workers", workers, 1), ("worker_retries", retries, 0)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+            raise ConfigError(f"{name}: expected an integer >= {least}, got {value!r}")
+    if workers is not None and not ray:
+        raise ConfigError("--workers needs --ray (the models run in this process without it)")
     evaluate = pick("evaluate", "auto")
     if evaluate not in EVAL_MODES:
         raise ConfigError(f"evaluate must be one of {', '.join(EVAL_MODES)}, got {evaluate!r}")
@@ -181,7 +210,8 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
                      name=pick("name", None), out=path("out"), store=path("store"),
                      device=str(pick("device", "auto")), dtype=pick("dtype", None), evaluate=evaluate,
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
-                     trace_memory=boolean("trace_memory", False), command=list(argv))
+                     trace_memory=boolean("trace_memory", False), ray=None if ray is None else str(ray),
+                     workers=workers, worker_retries=retries, command=list(argv))
 
 
 def _model_arg_pairs(value: Any, where: Any) -> list[str]:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence, TextIO
 
+from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
 from icl.run import responses as R
@@ -125,11 +126,16 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     items = _plan(bench)
     models, judge = _models(config, bench, device)
     out = config.out_dir
-    with writable(out, config.store_path):
-        out.mkdir(parents=True, exist_ok=True)
-        with FolderLock(out, config.command):
-            claim_folder(out, bench.name)
-            return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr)
+    pool = open_pool(config, device)  # a cluster that cannot be joined: one line before anything is written
+    try:
+        with writable(out, config.store_path):
+            out.mkdir(parents=True, exist_ok=True)
+            with FolderLock(out, config.command):
+                claim_folder(out, bench.name)
+                return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr, pool)
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 def _absolute(path: Path) -> Path:
@@ -168,7 +174,8 @@ def writable(out: Path, store: Path) -> Iterator[None]:
 
 
 def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
-                judge: Optional[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO) -> Outcome:
+                judge: Optional[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO,
+                pool: Any = None) -> Outcome:
     artifacts = write_artifacts(bench, out)
     t_plan = time.perf_counter()
     where = eval_device(device, config.evaluate)
@@ -179,7 +186,8 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
             store.put_model(m.model_id, m.label, m.identity)
         store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
                             for where_, msg, path in bench.data_failures()])
-        engine = Engine(bench, models, judge, store, run_id, meter, device, where, config.overlap, config.progress)
+        engine = Engine(bench, models, judge, store, run_id, meter, device, where, config.overlap, config.progress,
+                        pool)
         try:
             stats = engine.run(items)
         finally:
@@ -193,6 +201,17 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
                          roles={m.label: model_role(m) for m in models})
     print_summary(bench, outcome, stdout, stderr)
     return outcome
+
+
+def open_pool(config: RunConfig, device: str) -> Any:
+    """The Ray workers of a ``--ray`` run (:mod:`icl.run.pool`), else None (Ray is not imported)."""
+    if not config.ray:
+        return None
+    try:
+        from icl.run.pool import RayPool
+    except ImportError as exc:
+        raise ConfigError(f"--ray: {exc}{extra_hint(exc)}") from None
+    return RayPool(config.ray, config.workers, device, config.worker_retries)
 
 
 def model_role(m: RunModel) -> dict[str, Any]:

@@ -1,0 +1,292 @@
+"""Models answered by Ray workers (``--ray``): one actor per GPU (or ``--workers`` CPU actors),
+each holding one loaded model; the driver (:class:`icl.run.engine.Engine`) builds requests,
+scores and alone writes the store.
+
+:class:`RayPool` sends a batch to the least busy worker (:meth:`RayPool.submit`) and hands
+back its answers (:meth:`RayPool.result`, waiting while it looks at the stop flag, so Ctrl-C
+and SIGTERM still stop a run between batches). Inside a worker the model is called through the
+same :class:`icl.run.guard.ModelGuard` as in one process (read-only input copies, per-item
+retries, the timeout), and image answers are reduced to uint8 on the worker's device as the
+engine would (:func:`icl.run.responses.to_uint8_image`), so what crosses back is what the
+store keeps. Faults: a worker that dies (killed, out of memory, its node gone) is replaced by
+a new actor (placed by Ray on any node with room) and its unfinished batch goes to the next
+worker, at most ``retries`` times; after that the batch's requests fail with the reason, under
+the run's one failure policy (recorded, asked again by a rerun).
+
+Importing this module imports Ray; the runner imports it only for ``--ray``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import ray
+
+from icl.run.errors import ConfigError
+from icl.run.guard import ERROR, ItemOutcome, ModelGuard, check_stop
+
+LOCAL_OBJECT_STORE = 512 * 2**20  # bytes; a local instance spills to disk beyond it
+DEFAULT_RETRIES = 2
+_WAIT_S = 0.1  # how often a driver waiting for a worker looks at the stop flag
+
+
+def connect(address: str, workers: Optional[int], gpus: bool) -> str:
+    """Use the Ray instance this process already joined, or join ``address`` (``auto``: the
+    cluster named by ``RAY_ADDRESS``, else a new local instance on 127.0.0.1 with one CPU per
+    worker); returns a description of where the workers run."""
+    if ray.is_initialized():
+        return "the Ray instance this process joined"
+    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    common = dict(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="WARNING",
+                  runtime_env={"env_vars": env} if env else None)
+    join = address if address != "auto" else os.environ.get("RAY_ADDRESS") or None
+    if join is None:
+        local = workers if workers else (_visible_gpus() if gpus else 1) or 1
+        ray.init(address="local", num_cpus=local, object_store_memory=LOCAL_OBJECT_STORE,
+                 _node_ip_address="127.0.0.1", **common)
+        return f"a local Ray instance ({local} CPU workers)" if not gpus else "a local Ray instance"
+    try:
+        ray.init(address=join, **common)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise ConfigError(f"--ray {address}: cannot join the Ray cluster at {join!r} "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    return f"the Ray cluster at {join}"
+
+
+def _visible_gpus() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except ImportError:
+        return 0
+
+
+def default_workers(gpus: bool) -> int:
+    """One per GPU of the joined cluster on a CUDA run, else one."""
+    return max(1, int(ray.cluster_resources().get("GPU", 0))) if gpus else 1
+
+
+@dataclass
+class Answer:
+    """A worker's answer to one batch: ``outcomes`` (one per request), or ``load_error``."""
+
+    outcomes: list[ItemOutcome]
+    seconds: float = 0.0
+    peak: Optional[int] = None
+    load_s: float = 0.0
+    load_error: Optional[str] = None
+    worker: str = ""
+
+
+class ModelWorker:
+    """The actor: one loaded model at a time (a new model id drops the previous one)."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.model_id: Optional[str] = None
+        self.guard: Optional[ModelGuard] = None
+        self.load_error: Optional[str] = None
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def predict(self, model_id: str, adapter: list, label: str, timeout_s: float, requests: list) -> Answer:
+        where = f"{ray.util.get_node_ip_address()} pid {os.getpid()}"
+        load_s = 0.0
+        if model_id != self.model_id:
+            self._drop()
+            self.model_id = model_id
+            t0 = time.perf_counter()
+            try:
+                loaded = ray.get(adapter[0])  # the unloaded adapter, shipped once per worker
+                loaded.load(self.device)
+                self.guard = ModelGuard(loaded.predict, timeout_s=timeout_s, name=label)
+            except Exception as exc:  # the driver records it as the model's load failure
+                from icl._lazy import extra_hint
+                from icl.run.engine import short_trace
+
+                self.load_error = f"{short_trace(exc)}{extra_hint(exc)}"
+            load_s = time.perf_counter() - t0
+        if self.load_error is not None:
+            return Answer([], load_error=self.load_error, worker=where)
+        assert self.guard is not None
+        cuda = self.device.startswith("cuda")
+        if cuda:
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        outcomes = self.guard(requests)
+        outcomes = [_portable(r, o) for r, o in zip(requests, outcomes)]
+        if cuda:
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - t0
+        if cuda:
+            peak: Optional[int] = int(torch.cuda.max_memory_allocated())
+        else:
+            from icl.run.compute import _max_rss_bytes
+
+            peak = _max_rss_bytes()
+        return Answer(outcomes, seconds, peak, load_s, worker=where)
+
+    def _drop(self) -> None:
+        if self.guard is not None:
+            self.guard.close()
+        self.guard, self.load_error = None, None
+        import gc
+
+        gc.collect()
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()
+
+
+def _portable(request: Any, outcome: ItemOutcome) -> ItemOutcome:
+    """An image answer as the uint8 host array the driver stores (converted on the worker's
+    device, as the engine converts a local answer); other values as they are, tensors on the host."""
+    from dataclasses import replace
+
+    from icl.run import responses as R
+
+    if not outcome.ok:
+        return outcome
+    value = outcome.value
+    if not R.expects_text(request):
+        try:
+            value = R.to_host(R.to_uint8_image(value, R.max_pixels(request)))
+        except R.InvalidOutput:  # the driver records the same error from the value itself
+            pass
+    if R.is_tensor(value):
+        value = value.detach().cpu()
+    return replace(outcome, value=value)
+
+
+@dataclass
+class Ticket:
+    """A batch sent to a worker: resent elsewhere when that worker dies."""
+
+    model_id: str
+    args: tuple
+    n: int
+    slot: int = 0
+    generation: int = 0
+    ref: Any = None
+    deaths: int = 0
+
+
+class RayPool:
+    """``workers`` actors on ``device`` (``cpu``, or ``cuda``: one GPU each); ``ahead``: batches
+    the engine keeps in flight (two per worker, so none waits while the driver scores)."""
+
+    def __init__(self, address: str, workers: Optional[int], device: str, retries: int = DEFAULT_RETRIES):
+        gpus = device.startswith("cuda")
+        self.where = connect(address, workers, gpus)
+        self.size = workers or default_workers(gpus)
+        have = ray.cluster_resources()
+        need, unit = ("GPU", "GPU") if gpus else ("CPU", "CPU")
+        if have.get(need, 0) < self.size:
+            raise ConfigError(f"--workers {self.size}: needs {self.size} {unit}s and {self.where} has "
+                              f"{int(have.get(need, 0))}")
+        self.device = "cuda" if gpus else "cpu"  # Ray gives each GPU actor its own CUDA_VISIBLE_DEVICES
+        self.retries = retries
+        self.ahead = 2 * self.size
+        self._actor = ray.remote(ModelWorker).options(num_cpus=0 if gpus else 1, num_gpus=1 if gpus else 0,
+                                                      max_restarts=0, max_concurrency=1)
+        self.actors = [self._actor.remote(self.device) for _ in range(self.size)]
+        self.generation = [0] * self.size
+        self.busy = [0] * self.size
+        self._next = 0
+        self._adapters: dict[str, list] = {}
+
+    def pids(self) -> list[int]:
+        return ray.get([a.pid.remote() for a in self.actors])
+
+    def submit(self, model: Any, requests: Sequence[Any]) -> Ticket:
+        box = self._adapters.get(model.model_id)
+        if box is None:  # wrapped in a list: workers fetch it only when they load the model
+            box = self._adapters[model.model_id] = [ray.put(model.adapter)]
+        from icl.run.engine import DEFAULT_TIMEOUT_S
+
+        ticket = Ticket(model.model_id, (model.model_id, box, model.label, model.timeout or DEFAULT_TIMEOUT_S,
+                                         list(requests)), len(requests))
+        self._send(ticket, self._least_busy())
+        return ticket
+
+    def _least_busy(self, avoid: int = -1) -> int:
+        order = [(self._next + i) % self.size for i in range(self.size)]
+        slot = min((s for s in order if s != avoid or self.size == 1), key=lambda s: self.busy[s])
+        self._next = (slot + 1) % self.size
+        return slot
+
+    def _send(self, ticket: Ticket, slot: int) -> None:
+        ticket.slot, ticket.generation = slot, self.generation[slot]
+        ticket.ref = self.actors[slot].predict.remote(*ticket.args)
+        self.busy[slot] += 1
+
+    def result(self, ticket: Ticket) -> Answer:
+        """The worker's answer; a dead worker's batch is resent (at most ``retries`` times)."""
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayError
+
+        while True:
+            while not ray.wait([ticket.ref], timeout=_WAIT_S)[0]:
+                check_stop()
+            try:
+                answer = ray.get(ticket.ref)
+                self._done(ticket)
+                return _writable(answer)
+            except (RayActorError, ActorDiedError, ActorUnavailableError) as exc:
+                self._done(ticket)
+                why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+                self._replace(ticket.slot, ticket.generation)
+                ticket.deaths += 1
+                if ticket.deaths > self.retries:
+                    return _failed(ticket.n, f"the Ray worker died {ticket.deaths} times on this batch "
+                                             f"(last: {why})")
+                self._send(ticket, self._least_busy(avoid=ticket.slot))
+            except RayError as exc:  # a worker that cannot even run the call
+                self._done(ticket)
+                return _failed(ticket.n, f"Ray worker error: {type(exc).__name__}: {str(exc)[:500]}")
+
+    def _done(self, ticket: Ticket) -> None:
+        if self.generation[ticket.slot] == ticket.generation:  # a replaced actor starts idle
+            self.busy[ticket.slot] -= 1
+        ticket.ref = None
+
+    def _replace(self, slot: int, generation: int) -> None:
+        """A new actor in ``slot`` unless the death of this generation was already handled."""
+        if self.generation[slot] != generation:
+            return
+        try:
+            ray.kill(self.actors[slot], no_restart=True)
+        except Exception:  # already gone
+            pass
+        self.actors[slot] = self._actor.remote(self.device)
+        self.generation[slot] += 1
+        self.busy[slot] = 0
+
+    def close(self) -> None:
+        for a in self.actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # already gone
+                pass
+        self.actors = []
+
+
+def _failed(n: int, message: str) -> Answer:
+    return Answer([ItemOutcome(ERROR, error_type="WorkerDied", message=message)] * n)
+
+
+def _writable(answer: Answer) -> Answer:
+    """Arrays read from Ray's object store are read-only views of it: own copies instead."""
+    import numpy as np
+    from dataclasses import replace
+
+    answer.outcomes = [replace(o, value=np.array(o.value)) if isinstance(o.value, np.ndarray) else o
+                       for o in answer.outcomes]
+    return answer
