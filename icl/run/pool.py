@@ -202,6 +202,13 @@ class RayPool:
         self.busy = [0] * self.size
         self._next = 0
         self._adapters: dict[str, list] = {}
+        self.answered: dict[str, int] = {}  # batches per worker (node address and process)
+        self.replaced = 0
+
+    def describe(self) -> dict[str, Any]:
+        """For results.json: where the workers ran and who answered how many batches."""
+        return dict(where=self.where, device=self.device, workers=self.size, retries=self.retries,
+                    batches_per_worker=dict(sorted(self.answered.items())), replaced_workers=self.replaced)
 
     def pids(self) -> list[int]:
         return ray.get([a.pid.remote() for a in self.actors])
@@ -238,6 +245,7 @@ class RayPool:
             try:
                 answer = ray.get(ticket.ref)
                 self._done(ticket)
+                self.answered[answer.worker] = self.answered.get(answer.worker, 0) + 1
                 return _writable(answer)
             except (RayActorError, ActorDiedError, ActorUnavailableError) as exc:
                 self._done(ticket)
@@ -268,6 +276,7 @@ class RayPool:
         self.actors[slot] = self._actor.remote(self.device)
         self.generation[slot] += 1
         self.busy[slot] = 0
+        self.replaced += 1
 
     def close(self) -> None:
         for a in self.actors:

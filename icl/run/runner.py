@@ -198,7 +198,8 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
                          run_id, stats, artifacts, dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan),
                          identities={m.model_id: m.identity for m in models},
                          judge=None if judge is None else judge.identity, device=device, t0=t0,
-                         roles={m.label: model_role(m) for m in models})
+                         roles={m.label: model_role(m) for m in models},
+                         extra=None if pool is None else dict(ray=pool.describe()))
     print_summary(bench, outcome, stdout, stderr)
     return outcome
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 
 import numpy as np
 
-from icl.models import Adapter
+from icl.models import Adapter, AnalogyRequest, ChatRequest
 from icl.models.builtin import Oracle
 
 
@@ -69,3 +70,40 @@ class Constant(Adapter):
 
     def predict(self, requests):
         return [np.full((*r.target_size, 3), self.level, np.uint8) for r in requests]
+
+
+class DiesOnce(Oracle):
+    """The oracle for analogies and chat requests (a Ray worker's model in tests/run/test_run_ray.py),
+    sleeping ``$ICL_TEST_SLEEP`` s per batch and logging its answers to ``$ICL_TEST_COUNT_LOG``
+    when set. At its second batch, the first worker process that finds the file
+    ``$ICL_TEST_KILL_MARKER`` takes it (renames it) and kills itself with SIGKILL: a worker lost
+    in the middle of a run."""
+
+    name = "dies-once"
+    version = "1"
+    serves = (AnalogyRequest, ChatRequest)
+    batch_size = 3
+    accepts_tensors = False  # the oracle's privilege (a subclass of icl's reference baseline)
+    _batches = 0
+
+    def predict(self, requests):
+        self._batches += 1
+        marker = os.environ.get("ICL_TEST_KILL_MARKER")
+        if marker and self._batches == 2:
+            try:
+                os.rename(marker, marker + ".taken")
+            except FileNotFoundError:  # another worker took it, or no kill asked for
+                pass
+            else:
+                os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(float(os.environ.get("ICL_TEST_SLEEP", "0")))
+        log = os.environ.get("ICL_TEST_COUNT_LOG")
+        if log:
+            keys = [r.id if isinstance(r, ChatRequest) else f"{r.dataset}/{r.task}/{r.query_id}/{r.shots}"
+                    for r in requests]
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
+                os.write(fd, "".join(json.dumps(k) + "\n" for k in keys).encode())
+            finally:
+                os.close(fd)
+        return [r.oracle_answer if isinstance(r, ChatRequest) else r.oracle_target for r in requests]

@@ -1,0 +1,167 @@
+"""``--ray``: a real local Ray cluster on 127.0.0.1 with two CPU workers gives the results of a
+single-process run byte for byte (every CSV and per-run file), also when a worker process is
+killed mid-run (its batch goes to the other worker) and when the driver is killed (SIGKILL) and
+the run resumed; without ``--ray`` nothing imports Ray.
+
+One Ray instance serves the module (started here, joined by the in-process runs); the driver
+that is killed is a subprocess starting its own local instance (``--ray auto``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from icl.models import register_model
+from icl.models.registry import unregister_model
+from icl.run.config import ModelSpec, RunConfig
+from icl.run.runner import run
+
+ray = pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parents[2]
+BATCH = 3  # DiesOnce.batch_size
+WORKERS = 2
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A local Ray instance (2 CPUs); the workers see this module's marker and log paths."""
+    tmp = tmp_path_factory.mktemp("ray")
+    paths = dict(ICL_TEST_KILL_MARKER=str(tmp / "kill-a-worker"), ICL_TEST_COUNT_LOG=str(tmp / "answered.log"))
+    saved = {k: os.environ.get(k) for k in paths}
+    os.environ.update(paths)  # inherited by the raylet, so by every worker
+    register_model("dies-once", "tests.run._adapters:DiesOnce")
+    ray.init(address="local", num_cpus=WORKERS, include_dashboard=False, log_to_driver=False,
+             object_store_memory=128 * 2**20, _node_ip_address="127.0.0.1")
+    try:
+        yield {k: Path(v) for k, v in paths.items()}
+    finally:
+        ray.shutdown()
+        unregister_model("dies-once")
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _config(bench: str, out: Path, data: Path, models=None, ray_address=None) -> RunConfig:
+    options = {"ks": (1, 8), "limit": 6} if bench == "best50" and models and models[0].name == "dies-once" else {}
+    return RunConfig(benchmark=bench, fast=True, data_root=data, out=out, plots=False, progress=False,
+                     models=models, options=options, ray=ray_address, workers=WORKERS if ray_address else None)
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    """Every file a run writes that holds results (CSVs, per-sample and prediction files)."""
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())
+            if p.suffix in (".csv", ".jsonl") or p.name.startswith(("predictions", "samples"))}
+
+
+def _same(a: Path, b: Path) -> None:
+    fa, fb = _files(a), _files(b)
+    assert fa and set(fa) == set(fb)
+    for name in fa:
+        assert fa[name] == fb[name], name
+
+
+def _ray_meta(out: Path) -> dict:
+    return json.loads((out / "results.json").read_text())["ray"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bench", ["vibe", "best50"])
+def test_ray_run_equals_the_single_process_run(bench, cluster, tmp_path, builtin_root):
+    # best50's default oracle answers its 64 items in one batch: four batches instead
+    models = [ModelSpec("oracle", {"batch_size": 16})] if bench == "best50" else None
+    single = run(_config(bench, tmp_path / "single", builtin_root, models), open(os.devnull, "w"),
+                 open(os.devnull, "w"))
+    spread = run(_config(bench, tmp_path / "ray", builtin_root, models, "auto"), open(os.devnull, "w"),
+                 open(os.devnull, "w"))
+    assert single.exit_code == spread.exit_code == 0
+    assert spread.stats.computed == single.stats.computed > 0
+    _same(tmp_path / "single", tmp_path / "ray")
+    meta = _ray_meta(tmp_path / "ray")
+    assert meta["workers"] == WORKERS and len(meta["batches_per_worker"]) == WORKERS  # both workers answered
+
+
+@pytest.mark.slow
+def test_a_killed_worker_changes_nothing(cluster, tmp_path, builtin_root):
+    models = [ModelSpec("dies-once")]
+    clean = run(_config("best50", tmp_path / "clean", builtin_root, models), open(os.devnull, "w"),
+                open(os.devnull, "w"))
+    marker = cluster["ICL_TEST_KILL_MARKER"]
+    marker.write_text("")
+    spread = run(_config("best50", tmp_path / "ray", builtin_root, models, "auto"), open(os.devnull, "w"),
+                 open(os.devnull, "w"))
+    assert not marker.exists() and Path(f"{marker}.taken").exists()  # a worker took it and died
+    assert clean.exit_code == spread.exit_code == 0 and not spread.failures
+    _same(tmp_path / "clean", tmp_path / "ray")
+    assert _ray_meta(tmp_path / "ray")["replaced_workers"] == 1
+
+
+def _answered(log: Path) -> list[str]:
+    return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.mark.slow
+def test_a_killed_driver_resumes_to_the_same_result(cluster, tmp_path, builtin_root):
+    site = tmp_path / "site"
+    dist = site / "icl_ray_adapter-0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: icl-ray-adapter\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[icl.models]\ndies-once = tests.run._adapters:DiesOnce\n")
+    log = tmp_path / "killed.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("ICL_TEST_KILL_MARKER", "RAY_ADDRESS")}
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), ICL_TEST_COUNT_LOG=str(log), ICL_TEST_SLEEP="0.3")
+    out = tmp_path / "resumed"
+    cmd = [sys.executable, "-m", "icl.run", "best50", "--fast", "--models", "dies-once", "--ks", "1,8", "--limit", "6",
+           "--out", str(out), "--data-root", str(builtin_root), "--no-plots", "--no-progress", "--ray", "auto",
+           "--workers", str(WORKERS)]
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while len(_answered(log)) < 4 * BATCH and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    killed = Counter(_answered(log))
+    assert (out / "store.sqlite").exists()
+    # the rerun joins this module's Ray instance and asks only what was not committed
+    resumed_log = cluster["ICL_TEST_COUNT_LOG"]
+    before = len(_answered(resumed_log))
+    models = [ModelSpec("dies-once")]
+    resumed = run(_config("best50", out, builtin_root, models, "auto"), open(os.devnull, "w"), open(os.devnull, "w"))
+    assert resumed.exit_code == 0 and resumed.stats.skipped > 0
+    again = Counter(_answered(resumed_log)[before:])
+    clean = run(_config("best50", tmp_path / "clean", builtin_root, models), open(os.devnull, "w"),
+                open(os.devnull, "w"))
+    _same(tmp_path / "clean", out)
+    planned = clean.stats.computed
+    assert sum((killed + again).values()) >= planned
+    # lost at most the batches in flight: two per worker sent ahead, and the one being scored
+    assert sum((killed & again).values()) <= (2 * WORKERS + 1) * BATCH
+
+
+def test_without_ray_nothing_imports_it(tmp_path, builtin_root):
+    code = ("import sys\nfrom icl.run.__main__ import main\n"
+            f"rc = main(['best50', '--fast', '--out', {str(tmp_path / 'run')!r}, '--data-root', {str(builtin_root)!r}, "
+            "'--no-plots', '--no-progress'])\n"
+            "assert rc == 0, rc\nassert 'ray' not in sys.modules, 'ray was imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_workers_need_ray():
+    from icl.run.__main__ import main
+
+    assert main(["best50", "--fast", "--workers", "2"]) == 2
