@@ -36,10 +36,12 @@ _WAIT_S = 0.1  # how often a driver waiting for a worker looks at the stop flag
 def connect(address: str, workers: Optional[int], gpus: bool) -> str:
     """Use the Ray instance this process already joined, or join ``address`` (``auto``: the
     cluster named by ``RAY_ADDRESS``, else a new local instance on 127.0.0.1 with one CPU per
-    worker); returns a description of where the workers run."""
+    worker); returns a description of where the workers run. The workers get the driver's
+    ``PYTHONPATH`` and ``ICL_*`` variables."""
     if ray.is_initialized():
         return "the Ray instance this process joined"
-    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    # workers import what the driver imports and see icl's settings (caches, data roots)
+    env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("ICL_")}
     common = dict(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="WARNING",
                   runtime_env={"env_vars": env} if env else None)
     join = address if address != "auto" else os.environ.get("RAY_ADDRESS") or None

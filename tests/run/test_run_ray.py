@@ -3,8 +3,9 @@ single-process run byte for byte (every CSV and per-run file), also when a worke
 killed mid-run (its batch goes to the other worker) and when the driver is killed (SIGKILL) and
 the run resumed; without ``--ray`` nothing imports Ray.
 
-One Ray instance serves the module (started here, joined by the in-process runs); the driver
-that is killed is a subprocess starting its own local instance (``--ray auto``).
+One Ray instance serves the module: started as ``--ray auto`` starts one
+(:func:`icl.run.pool.connect`: 127.0.0.1, one CPU per worker), then joined by the in-process runs
+and, through ``RAY_ADDRESS``, by the driver subprocess that is killed.
 """
 
 from __future__ import annotations
@@ -40,12 +41,16 @@ def cluster(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in paths}
     os.environ.update(paths)  # inherited by the raylet, so by every worker
     register_model("dies-once", "tests.run._adapters:DiesOnce")
-    ray.init(address="local", num_cpus=WORKERS, include_dashboard=False, log_to_driver=False,
-             object_store_memory=128 * 2**20, _node_ip_address="127.0.0.1")
+    address = os.environ.pop("RAY_ADDRESS", None)
+    from icl.run.pool import connect
+
+    assert connect("auto", WORKERS, gpus=False).startswith("a local Ray instance")
     try:
         yield {k: Path(v) for k, v in paths.items()}
     finally:
         ray.shutdown()
+        if address is not None:
+            os.environ["RAY_ADDRESS"] = address
         unregister_model("dies-once")
         for k, v in saved.items():
             if v is None:
@@ -54,8 +59,18 @@ def cluster(tmp_path_factory):
                 os.environ[k] = v
 
 
+@pytest.fixture(scope="module")
+def clean_best50(tmp_path_factory, builtin_root):
+    """The single-process run of best50 (k 1 and 8, 12 questions) with the dying oracle."""
+    out = tmp_path_factory.mktemp("clean") / "run"
+    outcome = run(_config("best50", out, builtin_root, [ModelSpec("dies-once")]), open(os.devnull, "w"),
+                  open(os.devnull, "w"))
+    assert outcome.exit_code == 0
+    return out, outcome
+
+
 def _config(bench: str, out: Path, data: Path, models=None, ray_address=None) -> RunConfig:
-    options = {"ks": (1, 8), "limit": 6} if bench == "best50" and models and models[0].name == "dies-once" else {}
+    options = {"ks": (1, 8), "limit": 12} if bench == "best50" and models and models[0].name == "dies-once" else {}
     return RunConfig(benchmark=bench, fast=True, data_root=data, out=out, plots=False, progress=False,
                      models=models, options=options, ray=ray_address, workers=WORKERS if ray_address else None)
 
@@ -94,17 +109,15 @@ def test_ray_run_equals_the_single_process_run(bench, cluster, tmp_path, builtin
 
 
 @pytest.mark.slow
-def test_a_killed_worker_changes_nothing(cluster, tmp_path, builtin_root):
+def test_a_killed_worker_changes_nothing(cluster, clean_best50, tmp_path, builtin_root):
     models = [ModelSpec("dies-once")]
-    clean = run(_config("best50", tmp_path / "clean", builtin_root, models), open(os.devnull, "w"),
-                open(os.devnull, "w"))
     marker = cluster["ICL_TEST_KILL_MARKER"]
     marker.write_text("")
     spread = run(_config("best50", tmp_path / "ray", builtin_root, models, "auto"), open(os.devnull, "w"),
                  open(os.devnull, "w"))
     assert not marker.exists() and Path(f"{marker}.taken").exists()  # a worker took it and died
-    assert clean.exit_code == spread.exit_code == 0 and not spread.failures
-    _same(tmp_path / "clean", tmp_path / "ray")
+    assert spread.exit_code == 0 and not spread.failures
+    _same(clean_best50[0], tmp_path / "ray")
     assert _ray_meta(tmp_path / "ray")["replaced_workers"] == 1
 
 
@@ -113,22 +126,24 @@ def _answered(log: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_killed_driver_resumes_to_the_same_result(cluster, tmp_path, builtin_root):
+def test_a_killed_driver_resumes_to_the_same_result(cluster, clean_best50, tmp_path, builtin_root):
     site = tmp_path / "site"
     dist = site / "icl_ray_adapter-0.0.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: icl-ray-adapter\nVersion: 0.0\n")
     (dist / "entry_points.txt").write_text("[icl.models]\ndies-once = tests.run._adapters:DiesOnce\n")
     log = tmp_path / "killed.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("ICL_TEST_KILL_MARKER", "RAY_ADDRESS")}
-    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), ICL_TEST_COUNT_LOG=str(log), ICL_TEST_SLEEP="0.3")
+    env = {k: v for k, v in os.environ.items() if k != "ICL_TEST_KILL_MARKER"}
+    # --ray auto joins the cluster RAY_ADDRESS names; its workers get the driver's PYTHONPATH
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), ICL_TEST_COUNT_LOG=str(log), ICL_TEST_SLEEP="0.2",
+               RAY_ADDRESS=ray.get_runtime_context().gcs_address)
     out = tmp_path / "resumed"
-    cmd = [sys.executable, "-m", "icl.run", "best50", "--fast", "--models", "dies-once", "--ks", "1,8", "--limit", "6",
+    cmd = [sys.executable, "-m", "icl.run", "best50", "--fast", "--models", "dies-once", "--ks", "1,8", "--limit", "12",
            "--out", str(out), "--data-root", str(builtin_root), "--no-plots", "--no-progress", "--ray", "auto",
            "--workers", str(WORKERS)]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 120
-    while len(_answered(log)) < 4 * BATCH and proc.poll() is None and time.time() < deadline:
+    while len(_answered(log)) < 2 * BATCH and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
     proc.send_signal(signal.SIGKILL)
@@ -140,12 +155,11 @@ def test_a_killed_driver_resumes_to_the_same_result(cluster, tmp_path, builtin_r
     before = len(_answered(resumed_log))
     models = [ModelSpec("dies-once")]
     resumed = run(_config("best50", out, builtin_root, models, "auto"), open(os.devnull, "w"), open(os.devnull, "w"))
-    assert resumed.exit_code == 0 and resumed.stats.skipped > 0
+    assert resumed.exit_code == 0 and resumed.stats.skipped > 0 and resumed.stats.computed > 0
     again = Counter(_answered(resumed_log)[before:])
-    clean = run(_config("best50", tmp_path / "clean", builtin_root, models), open(os.devnull, "w"),
-                open(os.devnull, "w"))
-    _same(tmp_path / "clean", out)
-    planned = clean.stats.computed
+    _same(clean_best50[0], out)
+    planned = clean_best50[1].stats.computed
+    assert len(killed) < planned  # killed mid-run
     assert sum((killed + again).values()) >= planned
     # lost at most the batches in flight: two per worker sent ahead, and the one being scored
     assert sum((killed & again).values()) <= (2 * WORKERS + 1) * BATCH
