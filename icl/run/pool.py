@@ -24,13 +24,15 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import ray
+import ray.exceptions
 
 from icl.run.errors import ConfigError
 from icl.run.guard import ERROR, ItemOutcome, ModelGuard, check_stop
 
 LOCAL_OBJECT_STORE = 512 * 2**20  # bytes; a local instance spills to disk beyond it
 DEFAULT_RETRIES = 2
-_WAIT_S = 0.1  # how often a driver waiting for a worker looks at the stop flag
+_WAIT_S = 0.1
+START_TIMEOUT_S = 300.0  # how often a driver waiting for a worker looks at the stop flag
 
 
 def connect(address: str, workers: Optional[int], gpus: bool) -> str:
@@ -200,6 +202,12 @@ class RayPool:
         self._actor = ray.remote(ModelWorker).options(num_cpus=0 if gpus else 1, num_gpus=1 if gpus else 0,
                                                       max_restarts=0, max_concurrency=1)
         self.actors = [self._actor.remote(self.device) for _ in range(self.size)]
+        try:  # started before the run's clock: a worker that cannot start is one line, not a hang
+            ray.get([a.pid.remote() for a in self.actors], timeout=START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            self.close()
+            raise ConfigError(f"--ray: {self.size} workers did not start within {START_TIMEOUT_S:g} s on "
+                              f"{self.where}") from None
         self.generation = [0] * self.size
         self.busy = [0] * self.size
         self._next = 0
