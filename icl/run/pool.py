@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -32,7 +33,8 @@ from icl.run.guard import ERROR, ItemOutcome, ModelGuard, check_stop
 LOCAL_OBJECT_STORE = 512 * 2**20  # bytes; a local instance spills to disk beyond it
 DEFAULT_RETRIES = 2
 _WAIT_S = 0.1
-START_TIMEOUT_S = 300.0  # how often a driver waiting for a worker looks at the stop flag
+START_TIMEOUT_S = 300.0
+CONNECT_TIMEOUT_S = 10.0  # how often a driver waiting for a worker looks at the stop flag
 
 
 def connect(address: str, workers: Optional[int], gpus: bool) -> str:
@@ -52,12 +54,27 @@ def connect(address: str, workers: Optional[int], gpus: bool) -> str:
         ray.init(address="local", num_cpus=local, object_store_memory=LOCAL_OBJECT_STORE,
                  _node_ip_address="127.0.0.1", **common)
         return f"a local Ray instance ({local} CPU workers)" if not gpus else "a local Ray instance"
+    _reachable(address, join)
     try:
         ray.init(address=join, **common)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise ConfigError(f"--ray {address}: cannot join the Ray cluster at {join!r} "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
     return f"the Ray cluster at {join}"
+
+
+def _reachable(flag: str, address: str) -> None:
+    """One line at once for an address nothing listens on (Ray itself retries for minutes)."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ConfigError(f"--ray {flag}: nothing answers at {address} ({exc.strerror or exc}); start the cluster "
+                          f"with 'ray start --head' or give its address") from None
 
 
 def _visible_gpus() -> int:
@@ -170,7 +187,7 @@ def _portable(request: Any, outcome: ItemOutcome) -> ItemOutcome:
     return replace(outcome, value=value)
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity (kept in a WeakSet)
 class Ticket:
     """A batch sent to a worker: resent elsewhere when that worker dies."""
 
@@ -209,7 +226,7 @@ class RayPool:
             raise ConfigError(f"--ray: {self.size} workers did not start within {START_TIMEOUT_S:g} s on "
                               f"{self.where}") from None
         self.generation = [0] * self.size
-        self.busy = [0] * self.size
+        self._live: weakref.WeakSet[Ticket] = weakref.WeakSet()  # sent, not yet answered (dropped ones vanish)
         self._next = 0
         self._adapters: dict[str, list] = {}
         self.answered: dict[str, int] = {}  # batches per worker (node address and process)
@@ -235,15 +252,19 @@ class RayPool:
         return ticket
 
     def _least_busy(self, avoid: int = -1) -> int:
+        busy = [0] * self.size
+        for t in list(self._live):
+            if t.ref is not None and t.generation == self.generation[t.slot]:
+                busy[t.slot] += 1
         order = [(self._next + i) % self.size for i in range(self.size)]
-        slot = min((s for s in order if s != avoid or self.size == 1), key=lambda s: self.busy[s])
+        slot = min((s for s in order if s != avoid or self.size == 1), key=lambda s: busy[s])
         self._next = (slot + 1) % self.size
         return slot
 
     def _send(self, ticket: Ticket, slot: int) -> None:
         ticket.slot, ticket.generation = slot, self.generation[slot]
         ticket.ref = self.actors[slot].predict.remote(*ticket.args)
-        self.busy[slot] += 1
+        self._live.add(ticket)
 
     def result(self, ticket: Ticket) -> Answer:
         """The worker's answer; a dead worker's batch is resent (at most ``retries`` times)."""
@@ -271,8 +292,6 @@ class RayPool:
                 return _failed(ticket.n, f"Ray worker error: {type(exc).__name__}: {str(exc)[:500]}")
 
     def _done(self, ticket: Ticket) -> None:
-        if self.generation[ticket.slot] == ticket.generation:  # a replaced actor starts idle
-            self.busy[ticket.slot] -= 1
         ticket.ref = None
 
     def _replace(self, slot: int, generation: int) -> None:
@@ -285,7 +304,6 @@ class RayPool:
             pass
         self.actors[slot] = self._actor.remote(self.device)
         self.generation[slot] += 1
-        self.busy[slot] = 0
         self.replaced += 1
 
     def close(self) -> None:

@@ -165,6 +165,7 @@ def test_a_killed_driver_resumes_to_the_same_result(cluster, clean_best50, tmp_p
     assert sum((killed & again).values()) <= (2 * WORKERS + 1) * BATCH
 
 
+@pytest.mark.slow
 def test_without_ray_nothing_imports_it(tmp_path, builtin_root):
     code = ("import sys\nfrom icl.run.__main__ import main\n"
             f"rc = main(['best50', '--fast', '--out', {str(tmp_path / 'run')!r}, '--data-root', {str(builtin_root)!r}, "
@@ -179,3 +180,31 @@ def test_workers_need_ray():
     from icl.run.__main__ import main
 
     assert main(["best50", "--fast", "--workers", "2"]) == 2
+
+
+def test_more_workers_than_the_cluster_has_is_one_line(cluster, tmp_path, builtin_root):
+    from icl.run.errors import ConfigError
+
+    config = _config("best50", tmp_path / "run", builtin_root, ray_address="auto")
+    config.workers = WORKERS + 1
+    with pytest.raises(ConfigError, match=r"--workers 3: needs 3 CPUs and the Ray instance this process joined has 2"):
+        run(config, open(os.devnull, "w"), open(os.devnull, "w"))
+    assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
+@pytest.mark.slow
+def test_an_address_nothing_answers_at_is_one_line(tmp_path, builtin_root):
+    """Ray itself retries such an address for minutes; the run says so at once (exit 2)."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = ("import sys\nfrom icl.run.__main__ import main\n"
+            f"sys.exit(main(['best50', '--fast', '--out', {str(tmp_path / 'run')!r}, '--data-root', "
+            f"{str(builtin_root)!r}, '--no-progress', '--ray', '127.0.0.1:{port}']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"icl.run: --ray 127.0.0.1:{port}: nothing answers at")
+    assert not (tmp_path / "run").exists()
