@@ -40,14 +40,10 @@ CONNECT_TIMEOUT_S = 10.0  # how often a driver waiting for a worker looks at the
 def connect(address: str, workers: Optional[int], gpus: bool) -> str:
     """Use the Ray instance this process already joined, or join ``address`` (``auto``: the
     cluster named by ``RAY_ADDRESS``, else a new local instance on 127.0.0.1 with one CPU per
-    worker); returns a description of where the workers run. The workers get the driver's
-    ``PYTHONPATH`` and ``ICL_*`` variables."""
+    worker); returns a description of where the workers run."""
     if ray.is_initialized():
         return "the Ray instance this process joined"
-    # workers import what the driver imports and see icl's settings (caches, data roots)
-    env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("ICL_")}
-    common = dict(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="WARNING",
-                  runtime_env={"env_vars": env} if env else None)
+    common = dict(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="WARNING")
     join = address if address != "auto" else os.environ.get("RAY_ADDRESS") or None
     if join is None:
         local = workers if workers else (_visible_gpus() if gpus else 1) or 1
@@ -216,8 +212,12 @@ class RayPool:
         self.device = "cuda" if gpus else "cpu"  # Ray gives each GPU actor its own CUDA_VISIBLE_DEVICES
         self.retries = retries
         self.ahead = 2 * self.size
+        # workers import what the driver imports and see icl's settings (caches, data roots) as
+        # they are when the run starts
+        env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("ICL_")}
         self._actor = ray.remote(ModelWorker).options(num_cpus=0 if gpus else 1, num_gpus=1 if gpus else 0,
-                                                      max_restarts=0, max_concurrency=1)
+                                                      max_restarts=0, max_concurrency=1,
+                                                      runtime_env={"env_vars": env} if env else None)
         self.actors = [self._actor.remote(self.device) for _ in range(self.size)]
         try:  # started before the run's clock: a worker that cannot start is one line, not a hang
             ray.get([a.pid.remote() for a in self.actors], timeout=START_TIMEOUT_S)

@@ -10,8 +10,9 @@ import time
 
 import numpy as np
 
-from icl.models import Adapter, AnalogyRequest, ChatRequest
+from icl.models import Adapter
 from icl.models.builtin import Oracle
+from tests.run._kill_adapter import SlowOracle
 
 
 class Counting(Oracle):
@@ -72,18 +73,15 @@ class Constant(Adapter):
         return [np.full((*r.target_size, 3), self.level, np.uint8) for r in requests]
 
 
-class DiesOnce(Oracle):
-    """The oracle for analogies and chat requests (a Ray worker's model in tests/run/test_run_ray.py),
-    sleeping ``$ICL_TEST_SLEEP`` s per batch and logging its answers to ``$ICL_TEST_COUNT_LOG``
-    when set. At its second batch, the first worker process that finds the file
+
+class DiesOnce(SlowOracle):
+    """The slow oracle (analogies and chat requests; ``$ICL_TEST_SLEEP`` s per batch, answers
+    logged to ``$ICL_TEST_COUNT_LOG``) as a Ray worker's model (tests/run/test_run_ray.py,
+    bench/bench_scale.py). At its second batch, the first worker process that finds the file
     ``$ICL_TEST_KILL_MARKER`` takes it (renames it) and kills itself with SIGKILL: a worker lost
     in the middle of a run."""
 
     name = "dies-once"
-    version = "1"
-    serves = (AnalogyRequest, ChatRequest)
-    batch_size = 3
-    accepts_tensors = False  # the oracle's privilege (a subclass of icl's reference baseline)
     _batches = 0
 
     def predict(self, requests):
@@ -96,14 +94,4 @@ class DiesOnce(Oracle):
                 pass
             else:
                 os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(float(os.environ.get("ICL_TEST_SLEEP", "0")))
-        log = os.environ.get("ICL_TEST_COUNT_LOG")
-        if log:
-            keys = [r.id if isinstance(r, ChatRequest) else f"{r.dataset}/{r.task}/{r.query_id}/{r.shots}"
-                    for r in requests]
-            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-            try:
-                os.write(fd, "".join(json.dumps(k) + "\n" for k in keys).encode())
-            finally:
-                os.close(fd)
-        return [r.oracle_answer if isinstance(r, ChatRequest) else r.oracle_target for r in requests]
+        return super().predict(requests)
