@@ -284,8 +284,8 @@ class RayPool:
                 self._replace(ticket.slot, ticket.generation)
                 ticket.deaths += 1
                 if ticket.deaths > self.retries:
-                    return _failed(ticket.n, f"the Ray worker died {ticket.deaths} times on this batch "
-                                             f"(last: {why})")
+                    return _failed(ticket.n, f"the batch's Ray worker died on each of its {ticket.deaths} "
+                                             f"tries (--worker-retries {self.retries}; last: {why})")
                 self._send(ticket, self._least_busy(avoid=ticket.slot))
             except RayError as exc:  # a worker that cannot even run the call
                 self._done(ticket)

@@ -110,15 +110,28 @@ def test_ray_run_equals_the_single_process_run(bench, cluster, tmp_path, builtin
 
 @pytest.mark.slow
 def test_a_killed_worker_changes_nothing(cluster, clean_best50, tmp_path, builtin_root):
+    """A worker killed mid-run: with no resends allowed its queued batches fail (and a rerun
+    asks them again); with the default, they go to the other worker and nothing fails."""
     models = [ModelSpec("dies-once")]
     marker = cluster["ICL_TEST_KILL_MARKER"]
+    out = tmp_path / "ray"
     marker.write_text("")
-    spread = run(_config("best50", tmp_path / "ray", builtin_root, models, "auto"), open(os.devnull, "w"),
-                 open(os.devnull, "w"))
+    config = _config("best50", out, builtin_root, models, "auto")
+    config.worker_retries = 0  # the first death fails the batch
+    failed = run(config, open(os.devnull, "w"), open(os.devnull, "w"))
     assert not marker.exists() and Path(f"{marker}.taken").exists()  # a worker took it and died
-    assert spread.exit_code == 0 and not spread.failures
-    _same(clean_best50[0], tmp_path / "ray")
-    assert _ray_meta(tmp_path / "ray")["replaced_workers"] == 1
+    # the batches queued on the dying worker (up to two) fail whole, the others are answered
+    assert failed.exit_code == 1 and failed.failed_items in (BATCH, 2 * BATCH)
+    assert {f.message.split(": ", 1)[1] for f in failed.failures} == {
+        "ModelFailure: WorkerDied: the batch's Ray worker died on each of its 1 tries (--worker-retries 0; last: "
+        "ActorDiedError: The actor died unexpectedly before finishing this task.)"}
+    (out / "store.sqlite").unlink()  # the whole run again, a worker killed again
+    marker.write_text("")
+    spread = run(_config("best50", out, builtin_root, models, "auto"), open(os.devnull, "w"), open(os.devnull, "w"))
+    assert not marker.exists()
+    assert spread.exit_code == 0 and not spread.failures and spread.stats.computed == clean_best50[1].stats.computed
+    _same(clean_best50[0], out)
+    assert _ray_meta(out)["replaced_workers"] == 1
 
 
 def _answered(log: Path) -> list[str]:
