@@ -72,6 +72,9 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
                         "a run without it (docs/scale.md)")
     p.add_argument("--workers", type=_positive("--workers"), metavar="N",
                    help="Ray workers, each holding one model (default: one per GPU of the cluster, else one)")
+    p.add_argument("--judge-workers", type=_positive("--judge-workers"), metavar="N",
+                   help="Ray workers of the judge, for benchmarks scored by one (default: the judge runs in this "
+                        "process)")
     p.add_argument("--worker-retries", type=_positive("--worker-retries", 0), metavar="N",
                    help="times a batch whose worker died is sent to another worker before its items fail "
                         "(default 2)")
@@ -140,7 +143,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 _COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap",
-                "plots", "progress", "trace_memory", "fast", "ray", "workers", "worker_retries")
+                "plots", "progress", "trace_memory", "fast", "ray", "workers", "judge_workers", "worker_retries")
 
 
 def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
@@ -196,12 +199,14 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
         v = pick(name, None)
         return Path(v) if v is not None else None
 
-    ray, workers, retries = pick("ray", None), pick("workers", None), pick("worker_retries", 2)
-    for name, value, least in (("workers", workers, 1), ("worker_retries", retries, 0)):
+    ray, retries = pick("ray", None), pick("worker_retries", 2)
+    workers, judge_workers = pick("workers", None), pick("judge_workers", None)
+    for name, value, least in (("workers", workers, 1), ("judge_workers", judge_workers, 1),
+                               ("worker_retries", retries, 0)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
             raise ConfigError(f"{name}: expected an integer >= {least}, got {value!r}")
-    if workers is not None and not ray:
-        raise ConfigError("--workers needs --ray (the models run in this process without it)")
+        if name != "worker_retries" and value is not None and not ray:
+            raise ConfigError(f"--{name.replace('_', '-')} needs --ray (the models run in this process without it)")
     evaluate = pick("evaluate", "auto")
     if evaluate not in EVAL_MODES:
         raise ConfigError(f"evaluate must be one of {', '.join(EVAL_MODES)}, got {evaluate!r}")
@@ -211,7 +216,7 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
                      device=str(pick("device", "auto")), dtype=pick("dtype", None), evaluate=evaluate,
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
                      trace_memory=boolean("trace_memory", False), ray=None if ray is None else str(ray),
-                     workers=workers, worker_retries=retries, command=list(argv))
+                     workers=workers, judge_workers=judge_workers, worker_retries=retries, command=list(argv))
 
 
 def _model_arg_pairs(value: Any, where: Any) -> list[str]:

@@ -119,11 +119,12 @@ class Engine:
 
     def __init__(self, benchmark: Benchmark, models: Sequence[RunModel], judge: Optional[RunModel], store: Store,
                  run_id: str, meter: ComputeMeter, device: str, eval_device: Optional[str], overlap: bool,
-                 progress: bool = True, pool: Any = None):
+                 progress: bool = True, pool: Any = None, judge_pool: Any = None):
         self.bench, self.models, self.judge, self.store = benchmark, list(models), judge, store
         self.run_id, self.meter, self.device, self.eval_device = run_id, meter, device, eval_device
         self.progress = progress
         self.pool = pool  # the models' calls go to these workers (icl.run.pool.RayPool); None: this process
+        self.judge_pool = judge_pool  # the judge's own workers; None: this process
         self.stats = ExecStats()
         self._guards: dict[str, ModelGuard] = {}
         # scoring (and PNG encoding) overlaps the next batch on the device path, and on the host
@@ -335,20 +336,21 @@ class Engine:
     def _call_start(self, model: RunModel, reqs: list[Any], keys: list[str], failures: list[Failure]) -> tuple:
         """Send ``reqs`` to the model: to the pool's workers (awaited by :meth:`_call_end`), or
         here (the model loaded first, the call made now)."""
-        if self.pool is not None and model is not self.judge:
+        pool = self.judge_pool if model is self.judge else self.pool
+        if pool is not None:
             if model.load_error is not None:
                 return model, reqs, keys, failures, None, self._load_failed(model, len(reqs))
             self.stats.model_calls += 1
             model.calls += 1
-            return model, reqs, keys, failures, self.pool.submit(model, reqs), None
+            return model, reqs, keys, failures, (pool, pool.submit(model, reqs)), None
         return model, reqs, keys, failures, None, self._call(model, reqs, keys, failures)
 
     def _call_end(self, call: tuple) -> list[tuple]:
         """Per request (output or exception, seconds) of a call :meth:`_call_start` sent."""
-        model, reqs, keys, failures, ticket, done = call
-        if ticket is None:
+        model, reqs, keys, failures, sent, done = call
+        if sent is None:
             return done
-        answer = self.pool.result(ticket)
+        answer = sent[0].result(sent[1])
         if answer.load_error is not None:
             if model.load_error is None:  # as _load records a failed load in this process
                 model.load_error = f"model {model.label!r} failed to load on worker {answer.worker}: {answer.load_error}"

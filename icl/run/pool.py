@@ -41,16 +41,17 @@ def connect(address: str, workers: Optional[int], gpus: bool) -> str:
     """Use the Ray instance this process already joined, or join ``address`` (``auto``: the
     cluster named by ``RAY_ADDRESS``, else a new local instance on 127.0.0.1 with one CPU per
     worker); returns a description of where the workers run."""
+    join = address if address != "auto" else os.environ.get("RAY_ADDRESS") or None
+    if join is not None:
+        _reachable(address, join)
     if ray.is_initialized():
         return "the Ray instance this process joined"
     common = dict(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="WARNING")
-    join = address if address != "auto" else os.environ.get("RAY_ADDRESS") or None
     if join is None:
         local = workers if workers else (_visible_gpus() if gpus else 1) or 1
         ray.init(address="local", num_cpus=local, object_store_memory=LOCAL_OBJECT_STORE,
                  _node_ip_address="127.0.0.1", **common)
         return f"a local Ray instance ({local} CPU workers)" if not gpus else "a local Ray instance"
-    _reachable(address, join)
     try:
         ray.init(address=join, **common)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -200,14 +201,17 @@ class RayPool:
     """``workers`` actors on ``device`` (``cpu``, or ``cuda``: one GPU each); ``ahead``: batches
     the engine keeps in flight (two per worker, so none waits while the driver scores)."""
 
-    def __init__(self, address: str, workers: Optional[int], device: str, retries: int = DEFAULT_RETRIES):
+    def __init__(self, address: str, workers: Optional[int], device: str, retries: int = DEFAULT_RETRIES,
+                 flag: str = "--workers", local_cpus: Optional[int] = None, beside: int = 0):
+        """``beside``: workers of the run's other pool (the models' beside the judge's)."""
         gpus = device.startswith("cuda")
-        self.where = connect(address, workers, gpus)
+        self.where = connect(address, local_cpus or workers, gpus)
         self.size = workers or default_workers(gpus)
         have = ray.cluster_resources()
-        need, unit = ("GPU", "GPU") if gpus else ("CPU", "CPU")
-        if have.get(need, 0) < self.size:
-            raise ConfigError(f"--workers {self.size}: needs {self.size} {unit}s and {self.where} has "
+        need = "GPU" if gpus else "CPU"
+        if have.get(need, 0) < self.size + beside:
+            also = f" (and {beside} for the run's other workers)" if beside else ""
+            raise ConfigError(f"{flag} {self.size}: needs {self.size} {need}s{also} and {self.where} has "
                               f"{int(have.get(need, 0))}")
         self.device = "cuda" if gpus else "cpu"  # Ray gives each GPU actor its own CUDA_VISIBLE_DEVICES
         self.retries = retries

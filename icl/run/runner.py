@@ -126,16 +126,23 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     items = _plan(bench)
     models, judge = _models(config, bench, device)
     out = config.out_dir
-    pool = open_pool(config, device)  # a cluster that cannot be joined: one line before anything is written
+    # a cluster that cannot be joined: one line before anything is written
+    judge_workers = config.judge_workers if judge is not None else None
+    pool = open_pool(config, device, config.workers, "--workers", (config.workers or 1) + (judge_workers or 0))
+    judge_pool = None
     try:
+        if judge_workers:
+            judge_pool = open_pool(config, device, judge_workers, "--judge-workers", beside=pool.size)
         with writable(out, config.store_path):
             out.mkdir(parents=True, exist_ok=True)
             with FolderLock(out, config.command):
                 claim_folder(out, bench.name)
-                return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr, pool)
+                return _run_locked(config, bench, items, device, models, judge, out, t0, stdout, stderr,
+                                   pool, judge_pool)
     finally:
-        if pool is not None:
-            pool.close()
+        for p in (pool, judge_pool):
+            if p is not None:
+                p.close()
 
 
 def _absolute(path: Path) -> Path:
@@ -175,7 +182,7 @@ def writable(out: Path, store: Path) -> Iterator[None]:
 
 def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
                 judge: Optional[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO,
-                pool: Any = None) -> Outcome:
+                pool: Any = None, judge_pool: Any = None) -> Outcome:
     artifacts = write_artifacts(bench, out)
     t_plan = time.perf_counter()
     where = eval_device(device, config.evaluate)
@@ -187,7 +194,7 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
         store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
                             for where_, msg, path in bench.data_failures()])
         engine = Engine(bench, models, judge, store, run_id, meter, device, where, config.overlap, config.progress,
-                        pool)
+                        pool, judge_pool)
         try:
             stats = engine.run(items)
         finally:
@@ -199,20 +206,23 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
                          identities={m.model_id: m.identity for m in models},
                          judge=None if judge is None else judge.identity, device=device, t0=t0,
                          roles={m.label: model_role(m) for m in models},
-                         extra=None if pool is None else dict(ray=pool.describe()))
+                         extra=None if pool is None else dict(ray=dict(
+                             pool.describe(), **({} if judge_pool is None else {"judge": judge_pool.describe()}))))
     print_summary(bench, outcome, stdout, stderr)
     return outcome
 
 
-def open_pool(config: RunConfig, device: str) -> Any:
-    """The Ray workers of a ``--ray`` run (:mod:`icl.run.pool`), else None (Ray is not imported)."""
+def open_pool(config: RunConfig, device: str, workers: Optional[int], flag: str, local_cpus: int = 0,
+              beside: int = 0) -> Any:
+    """Ray workers of a ``--ray`` run (:mod:`icl.run.pool`), else None (Ray is not imported);
+    ``local_cpus``: CPUs of a local instance started here (default ``workers``)."""
     if not config.ray:
         return None
     try:
         from icl.run.pool import RayPool
     except ImportError as exc:
         raise ConfigError(f"--ray: {exc}{extra_hint(exc)}") from None
-    return RayPool(config.ray, config.workers, device, config.worker_retries)
+    return RayPool(config.ray, workers, device, config.worker_retries, flag, local_cpus or None, beside)
 
 
 def model_role(m: RunModel) -> dict[str, Any]:
