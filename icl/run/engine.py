@@ -352,6 +352,7 @@ class Engine:
             return done
         answer = sent[0].result(sent[1])
         if answer.load_error is not None:
+            self.stats.model_calls -= 1  # as in this process, a model that never loaded was never called
             if model.load_error is None:  # as _load records a failed load in this process
                 model.load_error = f"model {model.label!r} failed to load on worker {answer.worker}: {answer.load_error}"
                 self.stats.failed_models.append(model.label)

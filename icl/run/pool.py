@@ -195,6 +195,7 @@ class Ticket:
     generation: int = 0
     ref: Any = None
     deaths: int = 0
+    error: Optional[str] = None  # why it was never sent (reported as the model's load failure)
 
 
 class RayPool:
@@ -247,12 +248,23 @@ class RayPool:
     def submit(self, model: Any, requests: Sequence[Any]) -> Ticket:
         box = self._adapters.get(model.model_id)
         if box is None:  # wrapped in a list: workers fetch it only when they load the model
-            box = self._adapters[model.model_id] = [ray.put(model.adapter)]
+            try:
+                box = [ray.put(model.adapter)]
+            except Exception as exc:  # an adapter holding what cannot be pickled (a lock, a socket)
+                root: BaseException = exc
+                while root.__cause__ is not None or root.__context__ is not None:  # pickle's own words
+                    root = root.__cause__ or root.__context__  # type: ignore[assignment]
+                why = f"{type(root).__name__}: {(str(root).splitlines() or [''])[0]}"
+                box = [f"the adapter cannot be sent to a Ray worker ({why})"]
+            self._adapters[model.model_id] = box
         from icl.run.engine import DEFAULT_TIMEOUT_S
 
         ticket = Ticket(model.model_id, (model.model_id, box, model.label, model.timeout or DEFAULT_TIMEOUT_S,
                                          list(requests)), len(requests))
-        self._send(ticket, self._least_busy())
+        if isinstance(box[0], str):
+            ticket.error = box[0]
+        else:
+            self._send(ticket, self._least_busy())
         return ticket
 
     def _least_busy(self, avoid: int = -1) -> int:
@@ -274,6 +286,8 @@ class RayPool:
         """The worker's answer; a dead worker's batch is resent (at most ``retries`` times)."""
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayError
 
+        if ticket.error is not None:
+            return Answer([], load_error=ticket.error, worker="(not sent)")
         while True:
             while not ray.wait([ticket.ref], timeout=_WAIT_S)[0]:
                 check_stop()

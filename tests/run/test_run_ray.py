@@ -10,11 +10,13 @@ and, through ``RAY_ADDRESS``, by the driver subprocess that is killed.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from icl.models import register_model
+from icl.models.builtin import Oracle
 from icl.models.registry import unregister_model
 from icl.run.config import ModelSpec, RunConfig
 from icl.run.runner import run
@@ -231,3 +234,27 @@ def test_an_address_nothing_answers_at_is_one_line(tmp_path, builtin_root):
     with pytest.raises(ConfigError, match=rf"^--ray 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port} "):
         run(config, open(os.devnull, "w"), open(os.devnull, "w"))
     assert not (tmp_path / "run").exists()
+
+
+class _Unpicklable(Oracle):
+    """An oracle holding a lock: it cannot be pickled, so it cannot be sent to a worker."""
+
+    name = "unpicklable"
+    accepts_tensors = False
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+
+def test_an_adapter_that_cannot_be_sent_stops_its_model_with_one_line(cluster, tmp_path, builtin_root):
+    register_model("unpicklable", _Unpicklable, replace=True)
+    try:
+        err = io.StringIO()
+        out = run(_config("best50", tmp_path / "run", builtin_root, [ModelSpec("unpicklable")], "auto"),
+                  io.StringIO(), err)
+    finally:
+        unregister_model("unpicklable")
+    assert out.exit_code == 1 and out.stats.stopped["unpicklable"] == (
+        "model 'unpicklable' failed to load on worker (not sent): the adapter cannot be sent to a Ray worker "
+        "(TypeError: cannot pickle '_thread.lock' object)")
+    assert out.stats.model_calls == 0
