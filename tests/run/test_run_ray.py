@@ -28,6 +28,7 @@ from icl.models.builtin import Oracle
 from icl.models.registry import unregister_model
 from icl.run.config import ModelSpec, RunConfig
 from icl.run.runner import run
+from tests.run.conftest import score_rows
 
 ray = pytest.importorskip("ray")
 
@@ -159,8 +160,8 @@ def test_a_killed_driver_resumes_to_the_same_result(cluster, clean_best50, tmp_p
            "--workers", str(WORKERS)]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 120
-    while len(_answered(log)) < 2 * BATCH and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
+    while len(score_rows(out / "store.sqlite")) < 2 * BATCH and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)  # killed once two batches are committed
     assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
