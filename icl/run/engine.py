@@ -168,18 +168,18 @@ class Engine:
                     bs = max(1, int(m.adapter.batch_size))
                     batches = [todo[start:start + bs] for start in range(0, len(todo), bs)]
                     started: deque[_Open] = deque()
-                    done = 0
-                    while done < len(batches):
-                        while len(started) < ahead and done + len(started) < len(batches):
+                    finished = 0
+                    while finished < len(batches):
+                        while len(started) < ahead and finished + len(started) < len(batches):
                             check_stop()  # SIGTERM/SIGINT stop the run here, between batches (icl.run.guard)
-                            started.append(self._start(m, batches[done + len(started)]))
+                            started.append(self._start(m, batches[finished + len(started)]))
                         bar.set_description(f"{b.name} {m.label}", refresh=False)
                         self._finish(started.popleft())
-                        bar.update(len(batches[done]))
-                        done += 1
+                        bar.update(len(batches[finished]))
+                        finished += 1
                         if m.stopped is not None:  # one failure policy: the other models go on
                             self.stats.stopped[m.label] = m.stopped
-                            bar.update(sum(map(len, batches[done:])))
+                            bar.update(sum(map(len, batches[finished:])))
                             started.clear()  # batches sent ahead are dropped unstored
                             break
                 self.pipeline.drain()

@@ -46,7 +46,8 @@ def connect(address: str, workers: Optional[int], gpus: bool) -> str:
         _reachable(address, join)
     if ray.is_initialized():
         return "the Ray instance this process joined"
-    common = dict(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="WARNING")
+    common: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=True,
+                                  logging_level="WARNING")
     if join is None:
         local = workers if workers else (_visible_gpus() if gpus else 1) or 1
         ray.init(address="local", num_cpus=local, object_store_memory=LOCAL_OBJECT_STORE,
@@ -223,7 +224,7 @@ class RayPool:
         self._actor = ray.remote(ModelWorker).options(num_cpus=0 if gpus else 1, num_gpus=1 if gpus else 0,
                                                       max_restarts=0, max_concurrency=1,
                                                       runtime_env={"env_vars": env} if env else None)
-        self.actors = [self._actor.remote(self.device) for _ in range(self.size)]
+        self.actors: list[Any] = [self._actor.remote(self.device) for _ in range(self.size)]
         try:  # started before the run's clock: a worker that cannot start is one line, not a hang
             ray.get([a.pid.remote() for a in self.actors], timeout=START_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
