@@ -14,7 +14,8 @@ Configurations, each a fresh run of the same plan:
 Samples/s is items over the engine's time less the model's load (random weights are built on
 the host at load; a Ray run's loads overlap, so their mean is taken out). Random weights are
 fine: the work does not depend on the values. ``python bench/gpu_run.py --dry-run-cpu`` runs the
-same code on the CPU with a small Painter (a check of the script, no meaningful figures).
+same code on the CPU with a small Painter on a small plan (a check of the script, no meaningful
+figures; ``tests/ops/gpu/test_gpu_check_script.py`` runs it).
 """
 
 from __future__ import annotations
@@ -79,10 +80,12 @@ def run(out_dir: Path, device: str = "cuda", dry_run: bool = False, ray_workers:
     out_dir = Path(out_dir)
     b = batch or (4 if dry_run else 32)
     args: dict[str, Any] = {}
-    if dry_run:
+    options: dict[str, Any] = {}
+    if dry_run:  # a small Painter on a small plan: the same code, seconds on the CPU
         from bench.gpu_models import SMALL
 
         args["config"] = json.dumps(SMALL["painter"])
+        options = {"tasks": ("edges", "denoising"), "datasets": ("scenes-a",), "limit": 4}
     configs = {f"bf16_b{b}_device": ("bf16", b, "device", 0), f"bf16_b{b}_host": ("bf16", b, "host", 0),
                "fp32_b1_host": ("fp32", 1, "host", 0)}
     if ray_workers >= 2:
@@ -92,8 +95,9 @@ def run(out_dir: Path, device: str = "cuda", dry_run: bool = False, ray_workers:
     for name, (dtype, bs, where, workers) in configs.items():
         out = out_dir / f"run-{name}"
         spec = ModelSpec(MODEL, {**args, "dtype": dtype, "batch_size": bs})
-        config = RunConfig(benchmark="vibe", fast=True, models=[spec], out=out, device=device, evaluate=where,
-                           plots=False, progress=False, ray="auto" if workers else None, workers=workers or None)
+        config = RunConfig(benchmark="vibe", fast=True, options=dict(options), models=[spec], out=out, device=device,
+                           evaluate=where, plots=False, progress=False, ray="auto" if workers else None,
+                           workers=workers or None)
         t0 = time.perf_counter()
         try:
             outcome = run_benchmark(config, io.StringIO(), io.StringIO())
