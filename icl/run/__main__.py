@@ -75,6 +75,8 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--judge-workers", type=_positive("--judge-workers"), metavar="N",
                    help="Ray workers of the judge, for benchmarks scored by one (default: the judge runs in this "
                         "process)")
+    p.add_argument("--gpus-per-worker", type=_positive("--gpus-per-worker"), metavar="K",
+                   help="GPUs each Ray worker holds, for a model spread over them (e.g. device_map=auto; default 1)")
     p.add_argument("--worker-retries", type=_positive("--worker-retries", 0), metavar="N",
                    help="times a batch whose worker died is sent to another worker before its items fail "
                         "(default 2)")
@@ -143,7 +145,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 _COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap",
-                "plots", "progress", "trace_memory", "fast", "ray", "workers", "judge_workers", "worker_retries")
+                "plots", "progress", "trace_memory", "fast", "ray", "workers", "judge_workers", "gpus_per_worker",
+                "worker_retries")
 
 
 def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
@@ -201,8 +204,9 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
 
     ray, retries = pick("ray", None), pick("worker_retries", 2)
     workers, judge_workers = pick("workers", None), pick("judge_workers", None)
+    per_worker = pick("gpus_per_worker", None)
     for name, value, least in (("workers", workers, 1), ("judge_workers", judge_workers, 1),
-                               ("worker_retries", retries, 0)):
+                               ("gpus_per_worker", per_worker, 1), ("worker_retries", retries, 0)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
             raise ConfigError(f"{name}: expected an integer >= {least}, got {value!r}")
         if name != "worker_retries" and value is not None and not ray:
@@ -216,7 +220,8 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
                      device=str(pick("device", "auto")), dtype=pick("dtype", None), evaluate=evaluate,
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
                      trace_memory=boolean("trace_memory", False), ray=None if ray is None else str(ray),
-                     workers=workers, judge_workers=judge_workers, worker_retries=retries, command=list(argv))
+                     workers=workers, judge_workers=judge_workers, gpus_per_worker=per_worker or 1,
+                     worker_retries=retries, command=list(argv))
 
 
 def _model_arg_pairs(value: Any, where: Any) -> list[str]:

@@ -130,6 +130,7 @@ class RunConfig:
     ray: Optional[str] = None
     workers: Optional[int] = None  # Ray workers (default: one per GPU of the cluster, else one)
     judge_workers: Optional[int] = None  # Ray workers of the judge (None: the judge runs in this process)
+    gpus_per_worker: int = 1  # GPUs each model worker sees (a model spread over them with device_map)
     worker_retries: int = 2  # resends of a batch whose worker died, before its items fail
     command: Optional[list[str]] = None
     # this run is the whole process (one benchmark from the command line): its printed time and
@@ -158,7 +159,7 @@ class RunConfig:
             out=str(self.out_dir), store=str(self.store_path), device=self.device, dtype=self.dtype,
             evaluate=self.evaluate, overlap=self.overlap, plots=self.plots,
             **(dict(ray=self.ray, workers=self.workers, judge_workers=self.judge_workers,
-                    worker_retries=self.worker_retries) if self.ray else {}),
+                    gpus_per_worker=self.gpus_per_worker, worker_retries=self.worker_retries) if self.ray else {}),
         )
 
     @classmethod

@@ -84,9 +84,9 @@ def _visible_gpus() -> int:
         return 0
 
 
-def default_workers(gpus: bool) -> int:
-    """One per GPU of the joined cluster on a CUDA run, else one."""
-    return max(1, int(ray.cluster_resources().get("GPU", 0))) if gpus else 1
+def default_workers(gpus: bool, per_worker: int = 1) -> int:
+    """One per ``per_worker`` GPUs of the joined cluster on a CUDA run, else one."""
+    return max(1, int(ray.cluster_resources().get("GPU", 0)) // per_worker) if gpus else 1
 
 
 @dataclass
@@ -204,16 +204,20 @@ class RayPool:
     the engine keeps in flight (two per worker, so none waits while the driver scores)."""
 
     def __init__(self, address: str, workers: Optional[int], device: str, retries: int = DEFAULT_RETRIES,
-                 flag: str = "--workers", local_cpus: Optional[int] = None, beside: int = 0):
-        """``beside``: workers of the run's other pool (the models' beside the judge's)."""
+                 flag: str = "--workers", local_cpus: Optional[int] = None, beside: int = 0,
+                 gpus_per_worker: int = 1):
+        """``beside``: GPUs (CPUs) of the run's other pool (the models' beside the judge's);
+        ``gpus_per_worker``: GPUs each actor sees, for a model spread over them (``device_map``)."""
         gpus = device.startswith("cuda")
         self.where = connect(address, local_cpus or workers, gpus)
-        self.size = workers or default_workers(gpus)
+        per = gpus_per_worker if gpus else 1
+        self.size = workers or default_workers(gpus, per)
+        self.units = self.size * per  # GPUs (CPUs) this pool holds
         have = ray.cluster_resources()
         need = "GPU" if gpus else "CPU"
-        if have.get(need, 0) < self.size + beside:
+        if have.get(need, 0) < self.units + beside:
             also = f" (and {beside} for the run's other workers)" if beside else ""
-            raise ConfigError(f"{flag} {self.size}: needs {self.size} {need}s{also} and {self.where} has "
+            raise ConfigError(f"{flag} {self.size}: needs {self.units} {need}s{also} and {self.where} has "
                               f"{int(have.get(need, 0))}")
         self.device = "cuda" if gpus else "cpu"  # Ray gives each GPU actor its own CUDA_VISIBLE_DEVICES
         self.retries = retries
@@ -221,7 +225,7 @@ class RayPool:
         # workers import what the driver imports and see icl's settings (caches, data roots) as
         # they are when the run starts
         env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("ICL_")}
-        self._actor = ray.remote(ModelWorker).options(num_cpus=0 if gpus else 1, num_gpus=1 if gpus else 0,
+        self._actor = ray.remote(ModelWorker).options(num_cpus=0 if gpus else 1, num_gpus=per if gpus else 0,
                                                       max_restarts=0, max_concurrency=1,
                                                       runtime_env={"env_vars": env} if env else None)
         self.actors: list[Any] = [self._actor.remote(self.device) for _ in range(self.size)]

@@ -132,7 +132,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     judge_pool = None
     try:
         if judge_workers:
-            judge_pool = open_pool(config, device, judge_workers, "--judge-workers", beside=pool.size)
+            judge_pool = open_pool(config, device, judge_workers, "--judge-workers", beside=pool.units)
         with writable(out, config.store_path):
             out.mkdir(parents=True, exist_ok=True)
             with FolderLock(out, config.command):
@@ -214,6 +214,7 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
 
 def open_pool(config: RunConfig, device: str, workers: Optional[int], flag: str, local_cpus: int = 0,
               beside: int = 0) -> Any:
+    # the models' workers may each span several GPUs; the judge's take one each
     """Ray workers of a ``--ray`` run (:mod:`icl.run.pool`), else None (Ray is not imported);
     ``local_cpus``: CPUs of a local instance started here (default ``workers``)."""
     if not config.ray:
@@ -222,7 +223,8 @@ def open_pool(config: RunConfig, device: str, workers: Optional[int], flag: str,
         from icl.run.pool import RayPool
     except ImportError as exc:
         raise ConfigError(f"--ray: {exc}{extra_hint(exc)}") from None
-    return RayPool(config.ray, workers, device, config.worker_retries, flag, local_cpus or None, beside)
+    return RayPool(config.ray, workers, device, config.worker_retries, flag, local_cpus or None, beside,
+                   config.gpus_per_worker if flag == "--workers" else 1)
 
 
 def model_role(m: RunModel) -> dict[str, Any]:

@@ -193,10 +193,12 @@ def test_without_ray_nothing_imports_it(tmp_path, builtin_root):
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_workers_need_ray():
+@pytest.mark.parametrize("flag", ["--workers", "--judge-workers", "--gpus-per-worker"])
+def test_worker_flags_need_ray(flag, capsys):
     from icl.run.__main__ import main
 
-    assert main(["best50", "--fast", "--workers", "2"]) == 2
+    assert main(["best50", "--fast", flag, "2"]) == 2
+    assert capsys.readouterr().err.strip() == f"icl.run: {flag} needs --ray (the models run in this process without it)"
 
 
 @pytest.mark.slow
