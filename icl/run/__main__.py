@@ -75,6 +75,20 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the plan (counted from 0, as "
                    "$SLURM_ARRAY_TASK_ID with --array=0-(N-1)); each shard needs its own --out; join them with "
                    "python -m icl.run merge OUT SHARD_DIR...")
+    p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="run the models on Ray workers: 'auto' (the default value) joins $RAY_ADDRESS or starts a "
+                        "local instance; else a cluster address (ray://host:10001, host:6379). Results are those of "
+                        "a run without it (docs/scale.md)")
+    p.add_argument("--workers", type=_positive("--workers"), metavar="N",
+                   help="Ray workers, each holding one model (default: one per GPU of the cluster, else one)")
+    p.add_argument("--judge-workers", type=_positive("--judge-workers"), metavar="N",
+                   help="Ray workers of the judge, for benchmarks scored by one (default: the judge runs in this "
+                        "process)")
+    p.add_argument("--gpus-per-worker", type=_positive("--gpus-per-worker"), metavar="K",
+                   help="GPUs each Ray worker holds, for a model spread over them (e.g. device_map=auto; default 1)")
+    p.add_argument("--worker-retries", type=_positive("--worker-retries", 0), metavar="N",
+                   help="times a batch whose worker died is sent to another worker before its items fail "
+                        "(default 2)")
     p.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, WARNING, ERROR)")
     p.add_argument("--list", action="store_true", help="list the benchmark's tasks, datasets and models, then exit")
     return p
@@ -102,6 +116,20 @@ def _bool_arg(name: str) -> Any:
     return parse
 
 
+def _positive(name: str, least: int = 1) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= {least}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
 def _typed(o: Any) -> Any:
     def parse(text: str) -> Any:
         try:
@@ -126,7 +154,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 _COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap",
-                "plots", "progress", "trace_memory", "fast", "shard")
+                "plots", "progress", "trace_memory", "fast", "shard", "ray", "workers", "judge_workers",
+                "gpus_per_worker", "worker_retries")
 
 
 def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
@@ -184,6 +213,15 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
     shard_text = pick("shard", None)
     shard = None if shard_text is None else parse_shard(shard_text, "--shard" if args.shard is not None
                                                          else f"--config {args.config}: shard")
+    ray, retries = pick("ray", None), pick("worker_retries", 2)
+    workers, judge_workers = pick("workers", None), pick("judge_workers", None)
+    per_worker = pick("gpus_per_worker", None)
+    for name, value, least in (("workers", workers, 1), ("judge_workers", judge_workers, 1),
+                               ("gpus_per_worker", per_worker, 1), ("worker_retries", retries, 0)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+            raise ConfigError(f"{name}: expected an integer >= {least}, got {value!r}")
+        if name != "worker_retries" and value is not None and not ray:
+            raise ConfigError(f"--{name.replace('_', '-')} needs --ray (the models run in this process without it)")
     evaluate = pick("evaluate", "auto")
     if evaluate not in EVAL_MODES:
         raise ConfigError(f"evaluate must be one of {', '.join(EVAL_MODES)}, got {evaluate!r}")
@@ -192,7 +230,9 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
                      name=pick("name", None), out=path("out"), store=path("store"),
                      device=str(pick("device", "auto")), dtype=pick("dtype", None), evaluate=evaluate,
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
-                     trace_memory=boolean("trace_memory", False), shard=shard, command=list(argv))
+                     trace_memory=boolean("trace_memory", False), shard=shard, ray=None if ray is None else str(ray),
+                     workers=workers, judge_workers=judge_workers, gpus_per_worker=per_worker or 1,
+                     worker_retries=retries, command=list(argv))
 
 
 def parse_judges(value: Any, where: Any = None) -> list[ModelSpec]:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence, TextIO
 
+from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
 from icl.report.schema import METHOD, SCHEMA_VERSION, common_tables
@@ -143,11 +144,23 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     items, extra = _planned(bench, config)
     models, judges = _models(config, bench, device)
     out = config.out_dir
-    with writable(out, config.store_path):
-        out.mkdir(parents=True, exist_ok=True)
-        with FolderLock(out, config.command):
-            claim_folder(out, bench.name)
-            return _run_locked(config, bench, items, device, models, judges, out, t0, stdout, stderr, extra)
+    # a cluster that cannot be joined: one line before anything is written
+    judge_workers = config.judge_workers if judges else None
+    pool = open_pool(config, device, config.workers, "--workers", (config.workers or 1) + (judge_workers or 0))
+    judge_pool = None
+    try:
+        if judge_workers:
+            judge_pool = open_pool(config, device, judge_workers, "--judge-workers", beside=pool.units)
+        with writable(out, config.store_path):
+            out.mkdir(parents=True, exist_ok=True)
+            with FolderLock(out, config.command):
+                claim_folder(out, bench.name)
+                return _run_locked(config, bench, items, device, models, judges, out, t0, stdout, stderr,
+                                   extra, pool, judge_pool)
+    finally:
+        for p in (pool, judge_pool):
+            if p is not None:
+                p.close()
 
 
 def _absolute(path: Path) -> Path:
@@ -187,7 +200,7 @@ def writable(out: Path, store: Path) -> Iterator[None]:
 
 def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
                 judges: list[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO,
-                extra: Mapping[str, Any]) -> Outcome:
+                extra: Mapping[str, Any], pool: Any = None, judge_pool: Any = None) -> Outcome:
     artifacts = write_artifacts(bench, out)
     t_plan = time.perf_counter()
     where = eval_device(device, config.evaluate)
@@ -198,13 +211,17 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
             store.put_model(m.model_id, m.label, m.identity)
         store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
                             for where_, msg, path in bench.data_failures()])
-        engine = Engine(bench, models, judges, store, run_id, meter, device, where, config.overlap, config.progress)
+        engine = Engine(bench, models, judges, store, run_id, meter, device, where, config.overlap, config.progress,
+                        pool, judge_pool)
         try:
             stats = engine.run(items)
         finally:
             store.add_compute(meter.records(run_id))
             meter.close()
         t_exec = time.perf_counter()
+        if pool is not None:
+            ray = dict(pool.describe(), **({} if judge_pool is None else {"judge": judge_pool.describe()}))
+            extra = dict(extra, ray=ray)
         outcome = finish(config, bench, items, [(m.label, m.model_id) for m in models], judge_records(judges),
                          store, run_id, stats, artifacts, dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan),
                          identities={m.model_id: m.identity for m in models}, device=device, t0=t0,
@@ -213,6 +230,21 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
     if "shard" in extra:
         print(S.note(extra["shard"]), file=stdout)
     return outcome
+
+
+def open_pool(config: RunConfig, device: str, workers: Optional[int], flag: str, local_cpus: int = 0,
+              beside: int = 0) -> Any:
+    # the models' workers may each span several GPUs; the judge's take one each
+    """Ray workers of a ``--ray`` run (:mod:`icl.run.pool`), else None (Ray is not imported);
+    ``local_cpus``: CPUs of a local instance started here (default ``workers``)."""
+    if not config.ray:
+        return None
+    try:
+        from icl.run.pool import RayPool
+    except ImportError as exc:
+        raise ConfigError(f"--ray: {exc}{extra_hint(exc)}") from None
+    return RayPool(config.ray, workers, device, config.worker_retries, flag, local_cpus or None, beside,
+                   config.gpus_per_worker if flag == "--workers" else 1)
 
 
 def model_role(m: RunModel) -> dict[str, Any]:
