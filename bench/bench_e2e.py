@@ -65,7 +65,8 @@ def _process_age() -> float:
 
 
 def _install_timers(spent: dict[str, float]) -> None:
-    import importlib
+    import importlib.abc
+    import importlib.machinery
 
     lock = threading.Lock()
     local = threading.local()  # nested timed calls of one stage count once
@@ -85,17 +86,44 @@ def _install_timers(spent: dict[str, float]) -> None:
         timed.__wrapped__ = fn  # type: ignore[attr-defined]
         return timed
 
-    for stage, targets in TIMED.items():
-        for module, path in targets:
-            try:
-                owner: Any = importlib.import_module(module)
-                *parents, name = path.split(".")
-                for p in parents:
-                    owner = getattr(owner, p)
-                fn = getattr(owner, name)
-            except (ImportError, AttributeError):
-                continue
-            setattr(owner, name, wrap(stage, fn))
+    def install(module: str) -> None:
+        for stage, targets in TIMED.items():
+            for mod, path in targets:
+                if mod != module:
+                    continue
+                owner: Any = sys.modules[module]
+                try:
+                    *parents, name = path.split(".")
+                    for p in parents:
+                        owner = getattr(owner, p)
+                    fn = getattr(owner, name)
+                except AttributeError:
+                    continue
+                setattr(owner, name, wrap(stage, fn))
+
+    # wrap each timed module when the run imports it, never before: importing them here would
+    # put their imports (torch, for icl.ops.lpips) into every run, those that never need them too
+    wanted = {mod for targets in TIMED.values() for mod, _ in targets}
+    for module in wanted & set(sys.modules):
+        install(module)
+
+    class _TimeOnImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+            if fullname not in wanted:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            if spec is None or spec.loader is None:
+                return spec
+            run_module = spec.loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                run_module(module)
+                install(fullname)
+
+            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+            return spec
+
+    sys.meta_path.insert(0, _TimeOnImport())
 
 
 def child(argv: list[str], report: Path) -> int:

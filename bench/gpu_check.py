@@ -7,12 +7,15 @@ device's memory bandwidth reached) and checks every kernel's output at the measu
 against the CPU backend (integer outputs exactly, floats to 1e-6); then the device-evaluation
 parity tests (``Task.evaluate``'s tensor path and a ``--device cuda`` run against the host)
 and samples/s of whole batches decoded and scored on the device against the host
-(``bench/_device_eval.py``). Peers are the strongest plain forms: a 2^24-entry lookup table
+(``bench/_device_eval.py``); then whole runs (``bench/gpu_run.py``): ``vibe --fast`` through the
+runner with Painter at full size (random weights), bf16 batched with device-resident decoding
+and scoring overlapped with the model, against the host path and against fp32 batch 1, and
+through ``--ray`` with 2 workers when 2 or more GPUs are visible. Peers are the strongest plain forms: a 2^24-entry lookup table
 gathered per pixel for palette/turbo (its build timed apart), SSIM by float32 ``conv2d``
 with TF32 off, cupy's ``cupyx.scipy.ndimage.label`` when cupy is installed (the ``gpu``
 extra). A global deadline (``--deadline-s``, default 460 s; 8-minute device budgets) skips
 what would not fit, and ``gpu_check.json`` is rewritten after every step, so a run cut short
-still leaves its results. ``--quick``: batch 8, no end-to-end, model or diffusion steps.
+still leaves its results. ``--quick``: batch 8, no end-to-end, run, model or diffusion steps.
 ``--dry-run-cpu --quick`` runs every kernel step on the CPU (Triton interpreter, numba
 simulator) at a tiny size, checking outputs: the CI check of this script.
 """
@@ -346,6 +349,17 @@ def main(argv: list[str] | None = None) -> int:
 
         report["end_to_end"] = measure(dev, n=args.e2e_samples, size=s, batch=b)
         print_report(report["end_to_end"])
+        save()
+    if not args.skip_e2e and time_left("end-to-end runs", 150):
+        from bench import gpu_run
+
+        gpus = torch.cuda.device_count() if dev == "cuda" else 0
+        try:
+            report["end_to_end_runs"] = gpu_run.run(out / "runs", dev, dry_run=args.dry_run_cpu,
+                                                    ray_workers=2 if gpus >= 2 else 0)
+        except Exception as exc:  # noqa: BLE001 - reported, the other sections stand
+            print(f"[gpu_run] failed: {type(exc).__name__}: {exc}", flush=True)
+            report["end_to_end_runs"] = {"error": f"{type(exc).__name__}: {exc}"}
         save()
     if not args.skip_models and time_left("models", 120):  # full-size model families with random weights (small ones on the dry run)
         from bench import gpu_models

@@ -60,8 +60,8 @@ class Results(list):
 def evaluate(benchmark: str, models: ModelsArg = None, *, table: Optional[str] = None, verbose: bool = False,
              **options: Any) -> Results:
     """Run ``benchmark`` (e.g. "vibe", "best50", "vlicl") for ``models`` and return its
-    ``table`` (by default "results", or the benchmark's first table when it has none of that
-    name) as :class:`Results`: a list of row dicts with ``.to_pandas()``, ``.outcome`` and
+    ``table`` (by default "results": the long table of every benchmark, :mod:`icl.report.schema`;
+    or any of its own tables, e.g. "vibe_results") as :class:`Results`: a list of row dicts with ``.to_pandas()``, ``.outcome`` and
     ``.summary``.
 
     ``models``: ``"oracle,painter:weights=/w/p.pth"``, a list of such strings, ``ModelSpec`` s or

@@ -16,6 +16,9 @@ A benchmark is a small object the runner drives; it never loops over models or w
   (None: it is left out and counted as a failure).
 - ``summarise(rows)`` builds the benchmark's tables from score rows; ``plots(tables, out)``
   and ``report(tables)`` add its figures and its section of ``report.md``.
+- ``results_spec`` and ``result_rows(rows)`` say how score rows map onto the common long
+  ``results.csv`` (:mod:`icl.report.schema`): task, subset and shots columns, reported metrics
+  with direction and unit, the query column of clustered intervals.
 
 Responses reach ``score`` as a ``str`` (ChatRequest) or a uint8 ``[H, W, 3]`` numpy array
 (AnalogyRequest, GenerationRequest), exactly as the store keeps them, so ``rescore`` equals the
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Mapping, Optional, Sequence
 
 from icl._parse import parse_bool
+from icl.report.schema import ResultsSpec
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,8 @@ class Benchmark(ABC):
     # labels of the reference models of this run (oracle, identity: the adapters' ``reference``
     # flag), set by the runner before ``summarise``: reported, never ranked among the others
     reference_models: set[str] = set()
+    # how score rows map onto the common long results table (icl.report.schema)
+    results_spec: ClassVar[ResultsSpec] = ResultsSpec()
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         known = {o.name: o for o in self.options}
@@ -196,6 +202,11 @@ class Benchmark(ABC):
     @abstractmethod
     def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         """Tables (name -> rows) from score rows; the runner writes each as ``{name}.csv``."""
+
+    def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
+        """The score rows the common results table is built from, by ``results_spec`` (default:
+        ``rows`` as they are; a benchmark may add derived columns, e.g. the query of a key)."""
+        return rows
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:

@@ -1,5 +1,6 @@
-"""numpy in, numpy out without torch: the public ``psnr``, ``ssim``, ``box_iou`` and
-``greedy_match_counts``.
+"""numpy in, numpy out without torch: the public ``psnr``, ``ssim``, ``box_iou``,
+``greedy_match_counts``, ``greedy_match``, ``match_points``, ``connected_components``,
+``redness`` and ``nearest_palette``.
 
 For numpy inputs the native kernels take the arrays as they are, so these ops need neither
 torch nor its op machinery: importing torch costs 0.8-2 s a process and a call through the
@@ -16,7 +17,7 @@ import math
 import os
 from numbers import Real
 from functools import lru_cache
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -230,3 +231,197 @@ def greedy_match_counts(pred_boxes: Any, pred_offsets: Any, gt_boxes: Any, gt_of
     out = native().greedy_match_counts(pred, p_off, gt, g_off, thr)
     _record("greedy_match_counts", "cpu")
     return tuple(out)
+
+
+def _real(x: Any) -> bool:
+    return isinstance(x, Real) and not isinstance(x, bool)
+
+
+def redness_numpy(images: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """``S = clip(R - max(G, B), 0, 1)`` of uint8 ``[..., 3]`` images on levels / 255 in float32,
+    and ``S > threshold`` (compared in float32, as torch compares with a Python float): the
+    reference backend's operations, so the same bits. S <= 1 always (R / 255 <= 1, the max >= 0),
+    so only the lower clip can act."""
+    x = images.astype(np.float32)
+    x /= np.float32(255.0)
+    s = x[..., 0] - np.maximum(x[..., 1], x[..., 2])
+    np.maximum(s, np.float32(0.0), out=s)
+    return s, s > np.float32(threshold)
+
+
+def redness(images: Any, threshold: float = 0.5, *, backend: Optional[str] = None) -> Any:
+    """Redness ``S`` float32 ``[B, H, W]`` and mask ``S > threshold`` bool ``[B, H, W]``.
+
+    images: ``[B, H, W, 3]`` or ``[H, W, 3]`` uint8 or float in [0, 1] (float becomes uint8 by
+    ``round(255 * clip(x, 0, 1))`` first, as every decoder does); channels are levels / 255.
+    threshold: a finite number (S lies in [0, 1]). Single images give ``[H, W]`` outputs;
+    numpy in, numpy out. Not differentiable; a ``torch.library`` op.
+    """
+    if (type(images) is np.ndarray and images.dtype == np.uint8 and images.ndim in (3, 4)
+            and images.shape[-1] == 3 and _real(threshold) and math.isfinite(threshold) and _host_backend(backend)):
+        out = redness_numpy(images, float(threshold))
+        _record("redness", "cpu")
+        return out
+    from icl.ops.redness import redness as front
+
+    return front(images, threshold, backend=backend)
+
+
+def greedy_match(iou: Any, threshold: float = 0.5, *, backend: Optional[str] = None) -> Any:
+    """Greedy one-to-one matching of an IoU matrix.
+
+    ``iou``: float ``[N, M]`` (predictions x ground truths), values in [0, 1]. Returns
+    ``(pred_idx int64 [T], gt_idx int64 [T], iou [T])`` (``iou`` in the input dtype) in
+    selection order: descending IoU, ties to the lower prediction then the lower ground-truth
+    index; each box is used at most once; only pairs with IoU >= ``threshold`` are kept (with
+    ``threshold = 0`` every pair qualifies, zero-IoU pairs included). Not differentiable; a
+    ``torch.library`` op (``torch.ops.icl.greedy_match``).
+    """
+    fast = (type(iou) is np.ndarray and iou.ndim == 2 and iou.dtype in _BOX_DTYPES and _real(threshold)
+            and 0.0 <= threshold <= 1.0 and _host_backend(backend))
+    # min >= 0 and max <= 1 also refuse NaN and infinities (the front end words the error)
+    if fast and iou.size and not (iou.min() >= 0.0 and iou.max() <= 1.0):
+        fast = False
+    if not fast:
+        from icl.ops.greedy_match import greedy_match as front
+
+        return front(iou, threshold, backend=backend)
+    pred, gt = native().greedy_match(np.ascontiguousarray(iou, dtype=np.float64), float(threshold))
+    _record("greedy_match", "cpu")
+    return pred, gt, iou[pred, gt]
+
+
+def _host_points(x: Any) -> Optional[np.ndarray]:
+    if type(x) is not np.ndarray or x.ndim != 2 or x.shape[1] != 2 or x.dtype.kind not in "fiu":
+        return None
+    h = np.ascontiguousarray(x, dtype=np.float64)
+    return h if x.dtype.kind != "f" or bool(np.isfinite(h).all()) else None
+
+
+def match_points(pred: Any, gt: Any, radius: float, *, backend: Optional[str] = None) -> Any:
+    """Greedy one-to-one matching of ``pred`` ``[N, 2]`` to ``gt`` ``[M, 2]`` points.
+
+    All pairs with distance <= ``radius`` are taken by increasing distance, ties to the lower
+    pred index, then the lower gt index, each point used at most once. Distances are compared
+    as squared distances ``dx*dx + dy*dy`` in float64 against ``radius * radius`` (so integer
+    coordinates tie exactly). Returns ``(pred_idx, gt_idx)``, int64 ``[T]``, in matching order
+    (increasing distance); numpy in, numpy out; torch in, CPU tensors out. Coordinates of any
+    real dtype (converted to float64; CUDA inputs are matched on the host). NaN/infinite
+    coordinates and a negative or non-finite radius raise ``ValueError``. Not differentiable;
+    a ``torch.library`` op (``torch.ops.icl.match_points``).
+    """
+    p = _host_points(pred) if _real(radius) and math.isfinite(radius) and radius >= 0 else None
+    g = _host_points(gt) if p is not None else None
+    if g is None or not _host_backend(backend):
+        from icl.ops.match_points import match_points as front
+
+        return front(pred, gt, radius, backend=backend)
+    out = native().match_points(p, g, float(radius))
+    _record("match_points", "cpu")
+    return out
+
+
+class Components(NamedTuple):
+    """Labels and per-component statistics; components flattened over the batch in (image, label) order."""
+
+    labels: Any  # int32 [B, H, W]: 0 background, 1..n in raster order of each component's first pixel
+    num: Any  # int64 [B]: components per image
+    image: Any  # int64 [N]: image of each component
+    area: Any  # int64 [N]
+    box: Any  # int32 [N, 4]: x0, y0, x1, y1 (x1, y1 exclusive)
+    value_sum: Any  # float32 [N] or None
+    value_mean: Any  # float32 [N] or None
+    argmax: Any  # int64 [N, 2]: (y, x) of the max value, first in raster order on ties; or None
+
+
+_RUNS_LIMIT = 2**31 - 1  # the cpu backend's int32 run indices (icl.ops.components._cpu_supports)
+
+
+def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *,
+                         backend: Optional[str] = None) -> Components:
+    """Connected components of ``mask`` with per-component statistics.
+
+    mask: ``[B, H, W]`` or ``[H, W]`` (a batch of one), bool or integer (nonzero = foreground).
+    connectivity: 4 or 8. values: optional float tensor of the mask's shape, finite (each
+    backend checks, in its own pass: NaN or inf raise ``ValueError``); the sum and mean are
+    accumulated in float64 and returned as float32, the argmax is the (y, x) of the largest
+    value, the first in raster order on ties.
+    Returns :class:`Components`; ``labels`` is always ``[B, H, W]`` int32, components are
+    numbered 1..n per image in raster order of their first pixel, and the per-component fields
+    are flattened over the batch in (image, label) order. Numpy in gives numpy out. Not
+    differentiable (``values`` is read without gradient); a ``torch.library`` op
+    (``torch.ops.icl.connected_components``).
+    """
+    fast = (type(mask) is np.ndarray and mask.ndim in (2, 3) and mask.dtype.kind in "biu"
+            and type(connectivity) is int and connectivity in (4, 8) and _host_backend(backend)
+            and mask.shape[-2] * ((mask.shape[-1] + 1) // 2) < _RUNS_LIMIT)
+    if fast and values is not None:
+        # NaN or infinite values: the native kernel raises the front end's ValueError in its own pass
+        fast = type(values) is np.ndarray and values.dtype in _BOX_DTYPES and values.shape == mask.shape
+    if not fast:
+        from icl.ops.components import connected_components as front
+
+        return front(mask, connectivity, values, backend=backend)
+    m = mask if mask.dtype.kind == "b" or mask.dtype == np.uint8 else mask != 0
+    m = np.ascontiguousarray(m).view(np.uint8)  # nonzero = foreground
+    v = None if values is None else np.ascontiguousarray(values)
+    if m.ndim == 2:
+        m = m[None]
+        v = None if v is None else v[None]
+    out = native().connected_components(m, connectivity, v)
+    _record("connected_components", "cpu")
+    return Components(*out)
+
+
+def _palette_u8(palette: Any) -> Optional[np.ndarray]:
+    """A valid integer palette ``[P, 3]`` (1 <= P <= 256, values 0..255) as contiguous uint8."""
+    if not isinstance(palette, (list, tuple, np.ndarray)):
+        return None
+    pal = np.asarray(palette)
+    if pal.dtype.kind not in "iu" or pal.ndim != 2 or pal.shape[1] != 3 or not 1 <= pal.shape[0] <= 256:
+        return None
+    if pal.dtype != np.uint8 and (int(pal.min()) < 0 or int(pal.max()) > 255):
+        return None
+    return np.ascontiguousarray(pal, dtype=np.uint8)
+
+
+def _candidates_u8(candidates: Any, batch: int, colours: int) -> Optional[np.ndarray]:
+    """A valid bool mask ``[B, P]`` or ``[P]`` (every image with a candidate) as uint8 ``[B, P]``."""
+    if type(candidates) is not np.ndarray or candidates.dtype != np.bool_:
+        return None
+    if candidates.shape == (colours,):
+        candidates = np.broadcast_to(candidates, (batch, colours))
+    elif candidates.shape != (batch, colours):
+        return None
+    if batch and not bool(candidates.any(1).all()):
+        return None
+    return np.ascontiguousarray(candidates).view(np.uint8)
+
+
+def nearest_palette(images: Any, palette: Any, candidates: Any = None, *, backend: Optional[str] = None) -> Any:
+    """Index of the nearest palette colour per pixel.
+
+    images: ``[B, H, W, 3]`` or ``[H, W, 3]``, uint8 or float in [0, 1] (float becomes uint8 by
+    ``round(255 * clip(x, 0, 1))``, float64 in float64). palette: ``[P, 3]`` integers in
+    0..255, 1 <= P <= 256. candidates: None, or a bool mask ``[B, P]`` (per image) or ``[P]``
+    (shared) of the colours allowed; every image needs at least one. Nearest means the
+    smallest squared RGB distance, exactly, with ties to the lower palette index. Returns
+    int32 ``[B, H, W]`` (``[H, W]`` for a single image); numpy in, numpy out. Not
+    differentiable (inputs with ``requires_grad`` are read without gradient); a
+    ``torch.library`` op (``torch.ops.icl.nearest_palette``).
+    """
+    fast = (type(images) is np.ndarray and images.dtype == np.uint8 and images.ndim in (3, 4)
+            and images.shape[-1] == 3 and _host_backend(backend))
+    pal = _palette_u8(palette) if fast else None
+    x = (images if images.ndim == 4 else images[None]) if pal is not None else None
+    cand = None
+    if x is not None and candidates is not None:
+        cand = _candidates_u8(candidates, x.shape[0], pal.shape[0])  # type: ignore[union-attr]
+        x = None if cand is None else x
+    if x is None:
+        from icl.ops.palette import nearest_palette as front
+
+        return front(images, palette, candidates, backend=backend)
+    out = native().nearest_palette(np.ascontiguousarray(x), pal, cand)
+    _record("nearest_palette", "cpu")
+    return out[0] if images.ndim == 3 else out

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from icl.ops._dispatch import native, op
+from icl.ops._host import Components
 from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, call_op, check_finite, custom_op
 
 _OP = op("connected_components", gpu_module="icl.ops._gpu.components")
@@ -17,19 +18,6 @@ _NEIGHBOURS = {
     4: ((-1, 0), (1, 0), (0, -1), (0, 1)),
     8: ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1)),
 }
-
-
-class Components(NamedTuple):
-    """Labels and per-component statistics; components flattened over the batch in (image, label) order."""
-
-    labels: Any  # int32 [B, H, W]: 0 background, 1..n in raster order of each component's first pixel
-    num: Any  # int64 [B]: components per image
-    image: Any  # int64 [N]: image of each component
-    area: Any  # int64 [N]
-    box: Any  # int32 [N, 4]: x0, y0, x1, y1 (x1, y1 exclusive)
-    value_sum: Any  # float32 [N] or None
-    value_mean: Any  # float32 [N] or None
-    argmax: Any  # int64 [N, 2]: (y, x) of the max value, first in raster order on ties; or None
 
 
 def _min_labels(fg: torch.Tensor, connectivity: int) -> torch.Tensor:
@@ -155,19 +143,8 @@ def _components_fake(mask: torch.Tensor, connectivity: int, values: Optional[tor
 
 def connected_components(mask: ArrayLike, connectivity: int = 8, values: Optional[ArrayLike] = None, *,
                          backend: Optional[str] = None) -> Components:
-    """Connected components of ``mask`` with per-component statistics.
-
-    mask: ``[B, H, W]`` or ``[H, W]`` (a batch of one), bool or integer (nonzero = foreground).
-    connectivity: 4 or 8. values: optional float tensor of the mask's shape, finite (each
-    backend checks, in its own pass: NaN or inf raise ``ValueError``); the sum and mean are
-    accumulated in float64 and returned as float32, the argmax is the (y, x) of the largest
-    value, the first in raster order on ties.
-    Returns :class:`Components`; ``labels`` is always ``[B, H, W]`` int32, components are
-    numbered 1..n per image in raster order of their first pixel, and the per-component fields
-    are flattened over the batch in (image, label) order. Numpy in gives numpy out. Not
-    differentiable (``values`` is read without gradient); a ``torch.library`` op
-    (``torch.ops.icl.connected_components``).
-    """
+    """The torch front end of ``icl.ops.connected_components`` (documented there): tensors, and the numpy calls
+    ``icl.ops._host`` hands over."""
     x, was_numpy = as_tensor(mask, "mask")
     if x.dtype.is_floating_point or x.dtype.is_complex:
         raise TypeError(f"mask: expected bool or an integer dtype (nonzero = foreground), got {x.dtype}")

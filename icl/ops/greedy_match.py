@@ -188,15 +188,8 @@ def _greedy_match_fake(iou: torch.Tensor, threshold: float,
 
 def greedy_match(iou: Union[torch.Tensor, NDArray], threshold: float = 0.5, *,
                  backend: Optional[str] = None) -> tuple[ArrayLike, ArrayLike, ArrayLike]:
-    """Greedy one-to-one matching of an IoU matrix.
-
-    ``iou``: float ``[N, M]`` (predictions x ground truths), values in [0, 1]. Returns
-    ``(pred_idx int64 [T], gt_idx int64 [T], iou [T])`` (``iou`` in the input dtype) in
-    selection order: descending IoU, ties to the lower prediction then the lower ground-truth
-    index; each box is used at most once; only pairs with IoU >= ``threshold`` are kept (with
-    ``threshold = 0`` every pair qualifies, zero-IoU pairs included). Not differentiable; a
-    ``torch.library`` op (``torch.ops.icl.greedy_match``).
-    """
+    """The torch front end of ``icl.ops.greedy_match`` (documented there): tensors, and the numpy calls
+    ``icl.ops._host`` hands over."""
     t, was_numpy = as_tensor(iou, "iou")
     if t.ndim != 2:
         raise ValueError(f"iou: expected shape [N, M], got {tuple(t.shape)}")

@@ -83,17 +83,8 @@ def match_points(pred: torch.Tensor, gt: ArrayLike, radius: float, *,
                  backend: Optional[str] = None) -> tuple[torch.Tensor, torch.Tensor]: ...
 def match_points(pred: ArrayLike, gt: ArrayLike, radius: float, *,
                  backend: Optional[str] = None) -> tuple[ArrayLike, ArrayLike]:
-    """Greedy one-to-one matching of ``pred`` ``[N, 2]`` to ``gt`` ``[M, 2]`` points.
-
-    All pairs with distance <= ``radius`` are taken by increasing distance, ties to the lower
-    pred index, then the lower gt index, each point used at most once. Distances are compared
-    as squared distances ``dx*dx + dy*dy`` in float64 against ``radius * radius`` (so integer
-    coordinates tie exactly). Returns ``(pred_idx, gt_idx)``, int64 ``[T]``, in matching order
-    (increasing distance); numpy in, numpy out; torch in, CPU tensors out. Coordinates of any
-    real dtype (converted to float64; CUDA inputs are matched on the host). NaN/infinite
-    coordinates and a negative or non-finite radius raise ``ValueError``. Not differentiable;
-    a ``torch.library`` op (``torch.ops.icl.match_points``).
-    """
+    """The torch front end of ``icl.ops.match_points`` (documented there): tensors, and the numpy calls
+    ``icl.ops._host`` hands over."""
     p, was_numpy = _points(pred, "pred")
     g, _ = _points(gt, "gt")
     if isinstance(radius, bool) or not isinstance(radius, numbers.Real):

@@ -110,17 +110,8 @@ def nearest_palette(images: torch.Tensor, palette: Any, candidates: Any = None, 
                     backend: Optional[str] = None) -> torch.Tensor: ...
 def nearest_palette(images: ArrayLike, palette: Any, candidates: Any = None, *,
                     backend: Optional[str] = None) -> ArrayLike:
-    """Index of the nearest palette colour per pixel.
-
-    images: ``[B, H, W, 3]`` or ``[H, W, 3]``, uint8 or float in [0, 1] (float becomes uint8 by
-    ``round(255 * clip(x, 0, 1))``, float64 in float64). palette: ``[P, 3]`` integers in
-    0..255, 1 <= P <= 256. candidates: None, or a bool mask ``[B, P]`` (per image) or ``[P]``
-    (shared) of the colours allowed; every image needs at least one. Nearest means the
-    smallest squared RGB distance, exactly, with ties to the lower palette index. Returns
-    int32 ``[B, H, W]`` (``[H, W]`` for a single image); numpy in, numpy out. Not
-    differentiable (inputs with ``requires_grad`` are read without gradient); a
-    ``torch.library`` op (``torch.ops.icl.nearest_palette``).
-    """
+    """The torch front end of ``icl.ops.nearest_palette`` (documented there): tensors, and the numpy calls
+    ``icl.ops._host`` hands over."""
     x, was_numpy = as_tensor(images, "images")
     x, single = batch_images(x, "images")
     check_quantisable(x, "images")

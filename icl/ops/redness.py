@@ -11,6 +11,7 @@ from typing import Optional, overload
 import torch
 
 from icl.ops._dispatch import op
+from icl.ops._host import redness_numpy
 from icl.ops._tensor import (ArrayLike, NDArray, as_tensor, batch_images, call_op, check_quantisable, custom_op,
                              restore_one, to_uint8)
 
@@ -22,6 +23,14 @@ def _reference(images: torch.Tensor, threshold: float) -> tuple[torch.Tensor, to
     x = images.to(torch.float32) / 255.0
     s = (x[..., 0] - torch.maximum(x[..., 1], x[..., 2])).clamp(0.0, 1.0)
     return s, s > threshold
+
+
+@_OP.register("cpu")
+def _cpu(images: torch.Tensor, threshold: float) -> tuple[torch.Tensor, torch.Tensor]:
+    # the reference's operations in numpy (no native kernel: a few elementwise passes), which
+    # are cheaper than torch's per-op dispatch on the small crops decoders pass
+    s, mask = redness_numpy(images.numpy(), threshold)
+    return torch.from_numpy(s), torch.from_numpy(mask)
 
 
 @custom_op("redness")
@@ -44,13 +53,8 @@ def redness(images: torch.Tensor, threshold: float = 0.5, *,
             backend: Optional[str] = None) -> tuple[torch.Tensor, torch.Tensor]: ...
 def redness(images: ArrayLike, threshold: float = 0.5, *,
             backend: Optional[str] = None) -> tuple[ArrayLike, ArrayLike]:
-    """Redness ``S`` float32 ``[B, H, W]`` and mask ``S > threshold`` bool ``[B, H, W]``.
-
-    images: ``[B, H, W, 3]`` or ``[H, W, 3]`` uint8 or float in [0, 1] (float becomes uint8 by
-    ``round(255 * clip(x, 0, 1))`` first, as every decoder does); channels are levels / 255.
-    threshold: a finite number (S lies in [0, 1]). Single images give ``[H, W]`` outputs;
-    numpy in, numpy out. Not differentiable; a ``torch.library`` op.
-    """
+    """The torch front end of ``icl.ops.redness`` (documented there): tensors, and the numpy calls
+    ``icl.ops._host`` hands over."""
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
         raise TypeError(f"threshold: expected a number, got {type(threshold).__name__}")
     if not math.isfinite(threshold):

@@ -21,6 +21,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from icl.report import stats
+
 PSNR_CAP = 100.0
 
 
@@ -49,6 +51,8 @@ class Aggregate:
     n: int
     n_missing: int
     n_failed: int
+    ci_low: float = math.nan  # 95% percentile bootstrap interval of the mean (icl.report.stats)
+    ci_high: float = math.nan
 
 
 @dataclass
@@ -63,6 +67,9 @@ class RankTable:
     excluded: dict[str, list[str]] = field(default_factory=dict)
     task_ranks: dict[str, dict[str, float]] = field(default_factory=dict)
     overall: dict[str, float] = field(default_factory=dict)
+    # 95% bootstrap rank intervals (attach_rank_intervals), (low, high) keyed like the ranks;
+    # task ranks under metric "*", the overall rank under task "*"
+    intervals: dict[str, dict[str, dict[str, tuple[float, float]]]] = field(default_factory=dict)
 
 
 def cap(metric: str, value: float) -> float:
@@ -84,9 +91,12 @@ class Scored:
     metrics: Mapping[str, float] = field(default_factory=dict, compare=False)
 
 
-def aggregate(rows: Iterable[Scored], specs: Mapping[str, TaskSpec]) -> list[Aggregate]:
+def aggregate(rows: Iterable[Scored], specs: Mapping[str, TaskSpec], benchmark: str = "vibe",
+              resamples: int = stats.RESAMPLES) -> list[Aggregate]:
     """Group rows by (model, version, dataset, task, shots) and summarise every metric of the
-    task's spec (plus any extra metric a row carries), sorted."""
+    task's spec (plus any extra metric a row carries), sorted. ``ci_low``/``ci_high``: the 95%
+    bootstrap interval of the mean (seeded by ``benchmark`` and task/dataset/shots/metric,
+    as in ``results.csv``)."""
     groups: dict[tuple, list] = defaultdict(list)
     for r in rows:
         groups[(r.model, r.model_version, r.dataset, r.task, r.shots)].append(r)
@@ -101,11 +111,11 @@ def aggregate(rows: Iterable[Scored], specs: Mapping[str, TaskSpec]) -> list[Agg
         for metric in names:
             vals = np.array([cap(metric, float(r.metrics.get(metric, math.nan))) for r in ok], dtype=np.float64)
             n_missing = int(np.isnan(vals).sum())
-            if len(vals) == 0 or n_missing:
-                mean = std = math.nan
-            else:
-                mean, std = float(vals.mean()), float(vals.std(ddof=0))
-            out.append(Aggregate(*gkey, metric, mean, std, len(ok), n_missing, n_failed))
+            # the mean summed in the canonical order of icl.report.stats: results.csv's value bit for bit
+            ci = stats.mean_ci(vals, identity=stats.group_identity(gkey[3], gkey[2], gkey[4], metric),
+                               benchmark=benchmark, resamples=resamples)
+            std = math.nan if len(vals) == 0 or n_missing else float(vals.std(ddof=0))
+            out.append(Aggregate(*gkey, metric, ci.value, std, len(ok), n_missing, n_failed, ci.ci_low, ci.ci_high))
     return out
 
 
@@ -165,3 +175,53 @@ def _rank_one(shots: int, aggs: list[Aggregate], specs: Mapping[str, TaskSpec], 
     if table.task_ranks:
         table.overall = {m: float(np.mean([r[m] for r in table.task_ranks.values()])) for m in models}
     return table
+
+
+def attach_rank_intervals(tables: Sequence[RankTable], rows: Iterable[Scored], specs: Mapping[str, TaskSpec],
+                          benchmark: str = "vibe", resamples: int = stats.RESAMPLES) -> None:
+    """Fill each table's ``intervals``: resample the queries of every (dataset, task) (one draw
+    for all models and metrics of it, seeded by task/dataset/shots/"ranks"), recompute the
+    dataset means, rank by the rules above in every resample, and take the 2.5/97.5 percentiles
+    of each model's metric, task and overall rank."""
+    cells: dict[tuple, list[Scored]] = defaultdict(list)
+    for r in rows:
+        if r.status == "ok":
+            cells[(r.shots, r.task, r.dataset)].append(r)
+    for t in tables:
+        per_task: dict[str, np.ndarray] = {}
+        for task in t.tasks:
+            ranked = list(t.metric_ranks.get(task, {}))
+            if not ranked:
+                continue
+            spec = specs[task]
+            datasets = sorted({d for (k, tk, d) in cells if k == t.shots and tk == task})
+            by_metric = {metric: [] for metric in ranked}
+            for d in datasets:
+                columns = []
+                for metric in ranked:
+                    for m in t.models:
+                        mine = [r for r in cells[(t.shots, task, d)] if r.model == m]
+                        vals = [cap(metric, float(r.metrics.get(metric, math.nan))) for r in mine]
+                        ids, num, den = stats.cluster_totals(vals, [r.query for r in mine])
+                        columns.append((ids, num, den))
+                _, draws, _ = stats.joint_draws(columns, identity=stats.group_identity(task, d, t.shots, "ranks"),
+                                                benchmark=benchmark, resamples=resamples)
+                for i, metric in enumerate(ranked):
+                    by_metric[metric].append(draws[:, i * len(t.models):(i + 1) * len(t.models)])
+            metric_ranks = []
+            t.intervals[task] = {}
+            for metric in ranked:
+                means = np.mean(by_metric[metric], axis=0) if by_metric[metric] else \
+                    np.full((resamples, len(t.models)), np.nan)
+                ranks = stats.rank_matrix(means, metric in spec.lower_is_better)
+                metric_ranks.append(ranks)
+                t.intervals[task][metric] = _interval_dict(t.models, ranks)
+            per_task[task] = np.mean(metric_ranks, axis=0)
+            t.intervals[task]["*"] = _interval_dict(t.models, per_task[task])
+        if per_task:
+            t.intervals["*"] = {"*": _interval_dict(t.models, np.mean(list(per_task.values()), axis=0))}
+
+
+def _interval_dict(models: Sequence[str], ranks: np.ndarray) -> dict[str, tuple[float, float]]:
+    lo, hi = stats.rank_interval(ranks)
+    return {m: (stats.as_float(a), stats.as_float(b)) for m, a, b in zip(models, lo, hi)}

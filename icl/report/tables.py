@@ -14,8 +14,8 @@ import numpy as np
 from icl.report.aggregate import Aggregate, RankTable
 
 RESULT_COLUMNS = ("model", "model_version", "dataset", "task", "shots", "metric", "mean", "std", "n", "n_missing",
-                  "n_failed")
-RANK_COLUMNS = ("shots", "model", "task", "metric", "value", "rank")
+                  "n_failed", "ci_low", "ci_high")
+RANK_COLUMNS = ("shots", "model", "task", "metric", "value", "rank", "rank_low", "rank_high")
 
 
 #: first characters that make a spreadsheet read a text cell as a formula ("CSV injection")
@@ -84,19 +84,26 @@ def csv_text(rows: Sequence[Any], columns: Optional[Sequence[str]] = None) -> st
 
 def rank_rows(tables: Sequence[RankTable]) -> list[dict]:
     """Long form of the rank tables: metric ranks, task ranks (metric ``*``) and the overall
-    rank (task ``*``); metrics left out of a task's rank appear with an empty rank."""
+    rank (task ``*``), each with its bootstrap interval (``rank_low``, ``rank_high``; NaN when
+    none was computed); metrics left out of a task's rank appear with an empty rank."""
     rows = []
+    nan2 = (math.nan, math.nan)
+
+    def row(t: RankTable, m: str, task: str, metric: str, value: float, rank: float) -> dict:
+        lo, hi = t.intervals.get(task, {}).get(metric, {}).get(m, nan2) if not math.isnan(rank) else nan2
+        return dict(shots=t.shots, model=m, task=task, metric=metric, value=value, rank=rank, rank_low=lo,
+                    rank_high=hi)
+
     for t in tables:
         for task in t.tasks:
             for metric, per_model in t.values[task].items():
                 ranks = t.metric_ranks[task].get(metric)
                 for m in t.models:
-                    rows.append(dict(shots=t.shots, model=m, task=task, metric=metric, value=per_model[m],
-                                     rank=ranks[m] if ranks else math.nan))
+                    rows.append(row(t, m, task, metric, per_model[m], ranks[m] if ranks else math.nan))
             for m, r in t.task_ranks.get(task, {}).items():
-                rows.append(dict(shots=t.shots, model=m, task=task, metric="*", value=math.nan, rank=r))
+                rows.append(row(t, m, task, "*", math.nan, r))
         for m, r in t.overall.items():
-            rows.append(dict(shots=t.shots, model=m, task="*", metric="*", value=math.nan, rank=r))
+            rows.append(row(t, m, "*", "*", math.nan, r))
     return rows
 
 

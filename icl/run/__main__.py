@@ -18,9 +18,11 @@ or configuration error (one line, no traceback), 130 interrupted (finished batch
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -77,6 +79,20 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the plan (counted from 0, as "
                    "$SLURM_ARRAY_TASK_ID with --array=0-(N-1)); each shard needs its own --out; join them with "
                    "python -m icl.run merge OUT SHARD_DIR...")
+    p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="run the models on Ray workers: 'auto' (the default value) joins $RAY_ADDRESS or starts a "
+                        "local instance; else a cluster address (ray://host:10001, host:6379). Results are those of "
+                        "a run without it (docs/scale.md)")
+    p.add_argument("--workers", type=_positive("--workers"), metavar="N",
+                   help="Ray workers, each holding one model (default: one per GPU of the cluster, else one)")
+    p.add_argument("--judge-workers", type=_positive("--judge-workers"), metavar="N",
+                   help="Ray workers of the judge, for benchmarks scored by one (default: the judge runs in this "
+                        "process)")
+    p.add_argument("--gpus-per-worker", type=_positive("--gpus-per-worker"), metavar="K",
+                   help="GPUs each Ray worker holds, for a model spread over them (e.g. device_map=auto; default 1)")
+    p.add_argument("--worker-retries", type=_positive("--worker-retries", 0), metavar="N",
+                   help="times a batch whose worker died is sent to another worker before its items fail "
+                        "(default 2)")
     p.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, WARNING, ERROR)")
     p.add_argument("--list", action="store_true", help="list the benchmark's tasks, datasets and models, then exit")
     return p
@@ -104,6 +120,20 @@ def _bool_arg(name: str) -> Any:
     return parse
 
 
+def _positive(name: str, least: int = 1) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{name}: expected an integer >= {least}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
 def _typed(o: Any) -> Any:
     def parse(text: str) -> Any:
         try:
@@ -128,7 +158,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 _COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap",
-                "plots", "progress", "trace_memory", "fast", "shard", "log_samples")
+                "plots", "progress", "trace_memory", "fast", "shard", "ray", "workers", "judge_workers",
+                "gpus_per_worker", "worker_retries", "log_samples")
 
 
 def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
@@ -192,6 +223,15 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
     shard_text = pick("shard", None)
     shard = None if shard_text is None else parse_shard(shard_text, "--shard" if args.shard is not None
                                                          else f"--config {args.config}: shard")
+    ray, retries = pick("ray", None), pick("worker_retries", 2)
+    workers, judge_workers = pick("workers", None), pick("judge_workers", None)
+    per_worker = pick("gpus_per_worker", None)
+    for name, value, least in (("workers", workers, 1), ("judge_workers", judge_workers, 1),
+                               ("gpus_per_worker", per_worker, 1), ("worker_retries", retries, 0)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+            raise ConfigError(f"{name}: expected an integer >= {least}, got {value!r}")
+        if name != "worker_retries" and value is not None and not ray:
+            raise ConfigError(f"--{name.replace('_', '-')} needs --ray (the models run in this process without it)")
     evaluate = pick("evaluate", "auto")
     if evaluate not in EVAL_MODES:
         raise ConfigError(f"evaluate must be one of {', '.join(EVAL_MODES)}, got {evaluate!r}")
@@ -200,8 +240,9 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
                      name=pick("name", None), out=path("out"), store=path("store"),
                      device=str(pick("device", "auto")), dtype=pick("dtype", None), evaluate=evaluate,
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
-                     trace_memory=boolean("trace_memory", False), shard=shard, log_samples=log_samples,
-                     command=list(argv))
+                     trace_memory=boolean("trace_memory", False), shard=shard, ray=None if ray is None else str(ray),
+                     workers=workers, judge_workers=judge_workers, gpus_per_worker=per_worker or 1,
+                     worker_retries=retries, log_samples=log_samples, command=list(argv))
 
 
 def parse_judges(value: Any, where: Any = None) -> list[ModelSpec]:
@@ -351,7 +392,7 @@ def _main(argv: list[str]) -> int:
     # Device evaluation runs OpenMP regions from two threads at once (torch's runtime and
     # icl._C's); idle teams spinning by default steal the cores the other needs.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from icl.run.runner import process_age, run
+    from icl.run.runner import run
 
     config.whole_process = True
     return run(config).exit_code
@@ -361,6 +402,7 @@ def _fast_all(rest: list[str], names: list[str], typed: list[str]) -> int:
     """``--fast`` without a benchmark: every registered benchmark's smoke run, one summary. A
     plugin benchmark that cannot be imported is skipped with one line (the others run)."""
     from icl.benchmarks.registry import get_benchmark
+    from icl.report.html import write_index
     from icl.run.runner import process_age, run
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -382,16 +424,20 @@ def _fast_all(rest: list[str], names: list[str], typed: list[str]) -> int:
             config.out = args.out / config.run_name
         configs.append(config)
     names = [n for n in names if n not in broken]
-    lines, worst = [], 0
+    lines, worst, ran = [], 0, []
     for name, config in zip(names, configs):
         print(f"== {name} ==")
         outcome = run(config)
         worst = max(worst, outcome.exit_code)
+        ran.append((name, outcome.out_dir, outcome.exit_code))
         lines.append(f"  {name:<10} {'ok' if outcome.exit_code == 0 else 'FAILED':<7} {outcome.stats.computed} "
                      f"computed, {outcome.stats.skipped} reused, {outcome.failed_items} failed -> {outcome.out_dir}")
     whole = process_age()
     print("icl.run --fast summary" + (f" ({whole:.1f} s in all, start-up included):" if whole else ":"))
     print("\n".join(lines + [f"  {n:<10} SKIPPED (the plugin cannot be imported)" for n in broken]))
+    index = write_index(ran)
+    print(f"  report: {index}" if index else "  no index report.html (the runs' folders differ, or a file of yours "
+                                             "holds the name)")
     return max(worst, 1 if broken else 0)
 
 
@@ -433,5 +479,24 @@ def _merge(rest: list[str], typed: list[str]) -> int:
     return merge(args.out, args.shards, command=typed, plots=args.plots, data_root=args.data_root).exit_code
 
 
+def leave(status: int) -> None:
+    """End the process with ``status`` as the interpreter would, less its teardown: thread pools
+    shut down and other threads joined, every ``atexit`` handler run (logging's flush, weakref
+    finalizers, temporary folders), the standard streams flushed; then exit without freeing the
+    ~1,400 modules one by one (torch, matplotlib: 0.5-2.5 s of a ``vibe --fast`` process, all
+    after the results were written). Without the interpreter's thread shutdown hook, a plain exit."""
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is None:
+        sys.exit(status)
+    shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (| head): nothing left to tell
+            pass
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

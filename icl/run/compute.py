@@ -131,10 +131,15 @@ class ComputeMeter:
                 peak = tracemalloc.get_traced_memory()[1] if self.trace else _max_rss_bytes()
             timing.peak = peak
             timing.energy_j = energy_joules(before, self._read_energy())
-            with self._lock:
-                acc = self._acc.setdefault((model, stage), _Acc())
-                acc.wall_s += timing.elapsed
-                acc.samples += samples
+            self.add(model, stage, samples, timing.elapsed, peak)
+
+    def add(self, model: str, stage: str, samples: int, seconds: float, peak: Optional[int] = None) -> None:
+        """Account a call measured elsewhere (a Ray worker reports its own time and peak)."""
+        with self._lock:
+            acc = self._acc.setdefault((model, stage), _Acc())
+            acc.wall_s += seconds
+            acc.samples += samples
+            if peak is not None:
                 acc.peak = peak if acc.peak is None else max(acc.peak, peak)
 
     def _read_energy(self) -> Optional[float]:

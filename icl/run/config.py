@@ -145,6 +145,12 @@ class RunConfig:
     shard: Optional[tuple[int, int]] = None
     # samples.jsonl (icl.run.samples): None is on for runs under 100k planned items x models
     log_samples: Optional[bool] = None
+    # scale-out (icl.run.pool): a Ray address, or "auto"; None runs the models in this process
+    ray: Optional[str] = None
+    workers: Optional[int] = None  # Ray workers (default: one per GPU of the cluster, else one)
+    judge_workers: Optional[int] = None  # Ray workers of the judge (None: the judge runs in this process)
+    gpus_per_worker: int = 1  # GPUs each model worker sees (a model spread over them with device_map)
+    worker_retries: int = 2  # resends of a batch whose worker died, before its items fail
     command: Optional[list[str]] = None
     # this run is the whole process (one benchmark from the command line): its printed time and
     # results.json's startup_s include the interpreter's start and imports
@@ -172,6 +178,8 @@ class RunConfig:
             fast=self.fast, data_root=None if self.data_root is None else str(self.data_root), name=self.run_name,
             out=str(self.out_dir), store=str(self.store_path), device=self.device, dtype=self.dtype,
             evaluate=self.evaluate, overlap=self.overlap, plots=self.plots, log_samples=self.log_samples, **shard,
+            **(dict(ray=self.ray, workers=self.workers, judge_workers=self.judge_workers,
+                    gpus_per_worker=self.gpus_per_worker, worker_retries=self.worker_retries) if self.ray else {}),
         )
 
     @classmethod

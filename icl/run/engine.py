@@ -15,12 +15,19 @@ the next run.
 With device evaluation (:mod:`icl.run.device`) image answers stay tensors on the run's device
 and are scored there, in a background thread that overlaps the model's next batch; batches are
 still committed one by one, in order, on the main thread.
+
+With a worker pool (``--ray``, :mod:`icl.run.pool`) each batch is started (requests built, the
+store asked, the model's first call sent to a worker) up to ``pool.ahead`` batches before it is
+finished (answers collected, follow-ups, judge, scores, commit); batches finish in plan order on
+this thread, which alone writes the store, so the results do not depend on which worker
+answered what. Without a pool a batch is started and finished at once (the same code path).
 """
 
 from __future__ import annotations
 
 import sys
 import traceback
+from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Sequence
 
@@ -99,15 +106,30 @@ class _Answer:
     judge_failed: dict[str, str] = field(default_factory=dict)  # judge id -> why that judge gave no answer
 
 
+@dataclass
+class _Open:
+    """A started batch: its answers, what it will commit, and its first model call in flight."""
+
+    model: RunModel
+    answers: list[_Answer]
+    first_call: bool
+    responses: list[Response] = field(default_factory=list)
+    links: list[tuple[str, str, str, str]] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    first: Any = None  # the first step's question (:meth:`Engine._ask_start`), None when no item was built
+
+
 class Engine:
     """Runs ``benchmark``'s ``items`` for ``models`` into ``store`` under ``run_id``."""
 
     def __init__(self, benchmark: Benchmark, models: Sequence[RunModel], judges: Sequence[RunModel], store: Store,
                  run_id: str, meter: ComputeMeter, device: str, eval_device: Optional[str], overlap: bool,
-                 progress: bool = True):
+                 progress: bool = True, pool: Any = None, judge_pool: Any = None):
         self.bench, self.models, self.judges, self.store = benchmark, list(models), list(judges), store
         self.run_id, self.meter, self.device, self.eval_device = run_id, meter, device, eval_device
         self.progress = progress
+        self.pool = pool  # the models' calls go to these workers (icl.run.pool.RayPool); None: this process
+        self.judge_pool = judge_pool  # the judge's own workers; None: this process
         self.stats = ExecStats()
         self._guards: dict[str, ModelGuard] = {}
         # (model id, item key) -> the judge ids still to score it, for items some judge has scored
@@ -152,17 +174,24 @@ class Engine:
         try:
             with tqdm(total=sum(map(len, pending)), unit="item", file=sys.stderr, disable=not self.progress,
                       dynamic_ncols=True) as bar:
+                ahead = self.pool.ahead if self.pool is not None else 1
                 for m, todo in zip(self.models, pending):
                     bs = max(1, int(m.adapter.batch_size))
-                    for start in range(0, len(todo), bs):
-                        batch = todo[start:start + bs]
-                        check_stop()  # SIGTERM/SIGINT stop the run here, between batches (icl.run.guard)
+                    batches = [todo[start:start + bs] for start in range(0, len(todo), bs)]
+                    started: deque[_Open] = deque()
+                    finished = 0
+                    while finished < len(batches):
+                        while len(started) < ahead and finished + len(started) < len(batches):
+                            check_stop()  # SIGTERM/SIGINT stop the run here, between batches (icl.run.guard)
+                            started.append(self._start(m, batches[finished + len(started)]))
                         bar.set_description(f"{b.name} {m.label}", refresh=False)
-                        self._batch(m, batch)
-                        bar.update(len(batch))
+                        self._finish(started.popleft())
+                        bar.update(len(batches[finished]))
+                        finished += 1
                         if m.stopped is not None:  # one failure policy: the other models go on
                             self.stats.stopped[m.label] = m.stopped
-                            bar.update(len(todo) - start - len(batch))
+                            bar.update(sum(map(len, batches[finished:])))
+                            started.clear()  # batches sent ahead are dropped unstored
                             break
                 self.pipeline.drain()
         finally:
@@ -172,11 +201,11 @@ class Engine:
         return self.stats
 
     # -- one batch ---------------------------------------------------------------------------
-    def _batch(self, model: RunModel, batch: Sequence[Item]) -> None:
-        responses: list[Response] = []
-        links: list[tuple[str, str, str, str]] = []
-        failures: list[Failure] = []
+    def _start(self, model: RunModel, batch: Sequence[Item]) -> _Open:
+        """Build the batch's requests and ask its first step (from the store, or the model)."""
         answers = [_Answer(it, judges=self._unscored.pop((model.model_id, it.key), self.judge_ids)) for it in batch]
+        opened = _Open(model, answers, first_call=model.calls == 0)
+        failures = opened.failures
         with self.meter.measure("*", "data", len(batch)):
             for a in answers:
                 try:
@@ -186,12 +215,24 @@ class Engine:
                     failures.append(Failure("data", a.error, None, a.item.key, getattr(exc, "path", None),
                                             self.run_id))
         live = [a for a in answers if a.failed is None]
-        first_call = model.calls == 0
+        if live:
+            opened.first = self._ask_start(model, [a.request for a in live], opened.responses, opened.links, failures,
+                                           [a.item.key for a in live], "answer:0")
+        return opened
+
+    def _finish(self, opened: _Open) -> None:
+        """Collect the answers (follow-ups asked at once), judge, and queue scoring and commit."""
+        model, answers, first_call = opened.model, opened.answers, opened.first_call
+        responses, links, failures = opened.responses, opened.links, opened.failures
+        live = [a for a in answers if a.failed is None]
         for step in range(MAX_STEPS):
             if not live:
                 break
-            reqs = [a.request for a in live]
-            outs = self._ask(model, reqs, responses, links, failures, [a.item.key for a in live], f"answer:{step}")
+            if step == 0:
+                outs = self._ask_end(opened.first)
+            else:
+                outs = self._ask(model, [a.request for a in live], responses, links, failures,
+                                 [a.item.key for a in live], f"answer:{step}")
             for a, (value, scored, reason, error, cost) in zip(live, outs):
                 a.cost = a.cost.plus(cost)
                 if reason is not None:
@@ -244,6 +285,11 @@ class Engine:
              failures: list[Failure], item_keys: list[str], step: str) -> list[tuple]:
         """Answer ``reqs`` from the store or the model: per request (host value, value to
         score, failure reason, error, :class:`CallCost`)."""
+        return self._ask_end(self._ask_start(model, reqs, responses, links, failures, item_keys, step))
+
+    def _ask_start(self, model: RunModel, reqs: list[Any], responses: list[Response], links: list,
+                   failures: list[Failure], item_keys: list[str], step: str) -> tuple:
+        """What the store answers, and the model call for the rest (sent, not awaited)."""
         hashes = [content_hash(r) for r in reqs]
         links += [(k, model.model_id, step, h) for k, h in zip(item_keys, hashes)]
         # an answer, or an overflow (a result, never re-sent), is reused
@@ -265,8 +311,13 @@ class Engine:
             if self.eval_device is not None and hit.kind == "png":
                 scored = _upload(value, self.eval_device)
             out[i] = (value, scored, None, None, CallCost())
+        call = self._call_start(model, [reqs[i] for i in todo], [item_keys[i] for i in todo], failures) if todo else None
+        return model, reqs, hashes, item_keys, out, todo, call, responses, failures
+
+    def _ask_end(self, asked: tuple) -> list[tuple]:
+        model, reqs, hashes, item_keys, out, todo, call, responses, failures = asked
         if todo:
-            new = self._call(model, [reqs[i] for i in todo], [item_keys[i] for i in todo], failures)
+            new = self._call_end(call)
             for i, (result, cost) in zip(todo, new):
                 out[i] = self._response(model, reqs[i], hashes[i], result, cost, responses)
                 if out[i][2] == "invalid":
@@ -297,7 +348,7 @@ class Engine:
             msg = f"model {model.label!r} returned an invalid answer: {exc}"
             responses.append(response("failed", "none", None, msg, "invalid"))
             return None, None, "invalid", msg, cost
-        # encoded to PNG by the scoring job (see _batch)
+        # encoded to PNG by the scoring job (see _finish)
         responses.append(response("ok", "png", host, None, None))
         if self.eval_device is not None and not R.is_tensor(scored):
             scored = _upload(host, self.eval_device)
@@ -305,12 +356,47 @@ class Engine:
             scored = host
         return host, scored, None, None, cost
 
+    def _call_start(self, model: RunModel, reqs: list[Any], keys: list[str], failures: list[Failure]) -> tuple:
+        """Send ``reqs`` to the model: to the pool's workers (awaited by :meth:`_call_end`), or
+        here (the model loaded first, the call made now)."""
+        pool = self.judge_pool if any(model is j for j in self.judges) else self.pool
+        if pool is not None:
+            if model.load_error is not None:
+                return model, reqs, keys, failures, None, self._load_failed(model, len(reqs))
+            self.stats.model_calls += 1
+            model.calls += 1
+            return model, reqs, keys, failures, (pool, pool.submit(model, reqs)), None
+        return model, reqs, keys, failures, None, self._call(model, reqs, keys, failures)
+
+    def _call_end(self, call: tuple) -> list[tuple]:
+        """Per request (output or exception, :class:`CallCost`) of a call :meth:`_call_start` sent."""
+        model, reqs, keys, failures, sent, done = call
+        if sent is None:
+            return done
+        answer = sent[0].result(sent[1])
+        if answer.load_error is not None:
+            self.stats.model_calls -= 1  # as in this process, a model that never loaded was never called
+            if model.load_error is None:  # as _load records a failed load in this process
+                model.load_error = f"model {model.label!r} failed to load on worker {answer.worker}: {answer.load_error}"
+                self.stats.failed_models.append(model.label)
+                failures.append(Failure("load", model.load_error, model.label, None, None, self.run_id))
+            return self._load_failed(model, len(reqs))
+        if answer.load_s:
+            self.meter.add(model.label, "load", 0, answer.load_s)
+        self.meter.add(model.label, "model", len(reqs), answer.seconds, answer.peak)
+        kind = "cuda-max-allocated" if self.device.startswith("cuda") else "process-max-rss"  # the worker's counter
+        share = CallCost(answer.seconds / max(len(reqs), 1), answer.peak, kind)  # no energy, no records from workers
+        return self._results(model, [_result(o) for o in answer.outcomes], keys, failures, share)
+
+    def _load_failed(self, model: RunModel, n: int) -> list[tuple]:
+        err = RuntimeError(model.load_error)
+        err.icl_reason = "load"  # type: ignore[attr-defined]
+        return [(err, CallCost())] * n
+
     def _call(self, model: RunModel, reqs: list[Any], keys: list[str], failures: list[Failure]) -> list[tuple]:
-        """Call the model (loading it first): per request (output or exception, :class:`CallCost`)."""
+        """Call the model here (loading it first): per request (output or exception, :class:`CallCost`)."""
         if not self._load(model, failures):
-            err = RuntimeError(model.load_error)
-            err.icl_reason = "load"  # type: ignore[attr-defined]
-            return [(err, CallCost())] * len(reqs)
+            return self._load_failed(model, len(reqs))
         sent = reqs
         tensors = self.eval_device is not None and model.adapter.accepts_tensors and all(
             isinstance(r, AnalogyRequest) for r in reqs)
@@ -327,13 +413,20 @@ class Engine:
         seen = len(records) if isinstance(records, list) else 0
         with self.meter.measure(model.label, "model", len(reqs)) as timing:
             results = [_result(o) for o in guard(sent)]
-        per = call_costs(timing, self.meter.kind, len(reqs))
         made = generation_records(records[seen:] if isinstance(records, list) else [])
+        return self._results(model, results, keys, failures, call_costs(timing, self.meter.kind, len(reqs)),
+                             [made.get(getattr(q, "id", None)) for q in reqs])
+
+    def _results(self, model: RunModel, results: list[Any], keys: list[str], failures: list[Failure],
+                 per: CallCost, generation: Sequence[Optional[dict]] = ()) -> list[tuple]:
+        """Record the call's failures; per request (output or exception, its share ``per`` of the
+        call's cost, with the generator's record of its image when there is one)."""
         for key, r in zip(keys, results):
             if isinstance(r, BaseException) and not _overflow(r):
                 failures.append(Failure("model", f"model {model.label!r}, item {key!r}: {short_trace(r)}",
                                         model.label, key, None, self.run_id))
-        return [(r, replace(per, generation=made.get(getattr(q, "id", None)))) for q, r in zip(reqs, results)]
+        records = list(generation) or [None] * len(results)
+        return [(r, replace(per, generation=g)) for r, g in zip(results, records)]
 
     def _load(self, model: RunModel, failures: list[Failure]) -> bool:
         if model.loaded:

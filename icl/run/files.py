@@ -1,5 +1,5 @@
-"""The common files every run writes: one CSV per summary table, results.json, report.md and
-plots/. Each file is written to a unique temporary name beside it and renamed
+"""The common files every run writes: one CSV per summary table, results.json, report.md,
+report.html and plots/. Each file is written to a unique temporary name beside it and renamed
 (:mod:`icl.run.atomic`), so a killed run never leaves a truncated file behind.
 
 A run's output folder belongs to one benchmark and holds no links: :func:`claim_folder`
@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from icl.benchmarks.base import Benchmark
+from icl.report.schema import COLUMNS, COMPARISON_COLUMNS
+from icl.report.html import report_html, report_title
 from icl.report.tables import csv_text, jsonable
 from icl.run.atomic import STAGING_PREFIX, remove_stale_temporaries, write_text
 from icl.run.errors import ConfigError
@@ -38,6 +40,7 @@ from icl.store import Failure
 from icl.store.sqlite import stored_benchmarks
 
 DEFAULT_STORE = "store.sqlite"
+COMMON_COLUMNS = {"results": COLUMNS, "comparisons": COMPARISON_COLUMNS}
 
 
 def claim_folder(out: Path, benchmark: str) -> None:
@@ -130,7 +133,7 @@ def write_outputs(out: Path, bench: Benchmark, tables: Mapping[str, list[dict[st
     files = []
     for name, rows in tables.items():
         path = out / f"{name}.csv"
-        write_text(path, csv_text(rows))
+        write_text(path, csv_text(rows, COMMON_COLUMNS.get(name)))  # the common tables: a header even when empty
         files.append(path)
     t_plots = time.perf_counter()
     plot_files: list[Path] = []
@@ -144,8 +147,10 @@ def write_outputs(out: Path, bench: Benchmark, tables: Mapping[str, list[dict[st
     write_text(out / "results.json", json.dumps(jsonable(data), indent=2, sort_keys=True, allow_nan=False) + "\n")
     files.append(out / "results.json")
     write_text(out / "report.md", report_markdown(bench, tables, data, failures,
-                                                  [str(p.relative_to(out)) for p in plot_files]))
+                                                  [str(p.relative_to(out)) for p in plot_files if p.suffix != ".svg"]))
     files.append(out / "report.md")
+    write_text(out / "report.html", report_html(bench.name, tables, jsonable(data), failures, plot_files, out))
+    files.append(out / "report.html")
     return files + list(plot_files)
 
 
@@ -153,12 +158,7 @@ def report_markdown(bench: Benchmark, tables: Mapping[str, list[dict[str, Any]]]
                     failures: Sequence[Failure], plots: Sequence[str]) -> str:
     config = meta.get("config", {})
     data = meta.get("data") or {}
-    synthetic = sorted(n for n, origin in data.items() if str(origin).startswith("built-in synthetic"))
-    title = f"# {bench.name} report: {config.get('name', '')}"
-    if synthetic:  # never passed off as the benchmark
-        title += " (built-in synthetic data" + (", not the benchmark's datasets)" if len(synthetic) == len(data)
-                                                 else f": {', '.join(synthetic)})")
-    lines = [title, ""]
+    lines = ["# " + report_title(bench.name, meta), ""]  # synthetic data never passed off as the benchmark
     for name, origin in data.items():
         lines.append(f"- **data** `{name}`: {origin}")
     if meta.get("shard"):  # a shard's tables cover its items only

@@ -38,7 +38,8 @@ from icl.store import ComputeRecord, Failure, Store, StoreError
 from icl.store.copy import open_read_only
 
 # settings that may differ between the shards of one run: where each wrote, and what merge sets
-PER_SHARD_SETTINGS = ("out", "store", "name", "shard", "plots", "data_root")
+PER_SHARD_SETTINGS = ("out", "store", "name", "shard", "plots", "data_root",
+                      "ray", "workers", "judge_workers", "gpus_per_worker", "worker_retries")  # how, not what
 SHOWN_KEYS = 3
 
 

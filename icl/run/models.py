@@ -11,11 +11,14 @@ stored responses: a run with other precision, weights, arguments or argument fil
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import inspect
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from icl._lazy import extra_hint
@@ -58,6 +61,24 @@ class RunModel:
         return self.spec.label
 
 
+def _cpu_only_torch() -> bool:
+    """Whether the installed torch (if any) is a build without CUDA or ROCm, read from its
+    generated ``torch/version.py`` without importing torch (1-3 s a process, which runs that
+    need no torch, such as best50's, would otherwise pay for ``--device auto`` alone)."""
+    if "torch" in sys.modules:
+        return False  # already imported: ask it
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
+        return True
+    for folder in spec.submodule_search_locations or ():
+        try:
+            text = (Path(folder) / "version.py").read_text()
+        except OSError:
+            continue
+        return all(re.search(rf"^{name}\b[^=\n]*=\s*None\s*$", text, re.M) for name in ("cuda", "hip"))
+    return False
+
+
 def resolve_device(device: str) -> str:
     """``auto`` -> ``cuda`` when a CUDA device is visible, else ``cpu``; ``cuda[:N]`` checked
     against what torch sees; anything else is a ConfigError (one line)."""
@@ -65,6 +86,8 @@ def resolve_device(device: str) -> str:
         return device
     if device != "auto" and not re.fullmatch(r"cuda(:\d+)?", device):
         raise ConfigError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
+    if device == "auto" and _cpu_only_torch():
+        return "cpu"
     try:
         import torch
     except ImportError:

@@ -3,8 +3,10 @@
 
 Common files of every benchmark, in ``out``: ``results.json`` (benchmark, protocol, resolved
 config, command line, git revision or installed version, library versions, backends that ran,
-device, seeds, hashes of the plan and its frozen lists, timings, compute per model), one CSV per
-summary table (``results.csv`` first), ``report.md`` and ``plots/``.
+device, seeds, hashes of the plan and its frozen lists, timings, compute per model,
+``schema_version`` and ``comparisons``), ``results.csv`` (the long table of every benchmark,
+:mod:`icl.report.schema`), one CSV per summary table of the benchmark, ``comparisons.csv``,
+``report.md`` and ``plots/``.
 
 A run is its folder: results.json records ``out``, ``store`` and ``data_root`` as absolute
 paths, and ``rescore`` works on the folder it is given (a store inside the recorded ``out``
@@ -25,8 +27,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence, TextIO
 
+from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
+from icl.report.schema import METHOD, SCHEMA_VERSION, common_tables
 from icl.run import responses as R
 from icl.run.compute import ComputeMeter, summarise_costs
 from icl.run.config import ModelSpec, RunConfig, closest, parse_models
@@ -141,11 +145,23 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     items, extra = _planned(bench, config)
     models, judges = _models(config, bench, device)
     out = config.out_dir
-    with writable(out, config.store_path):
-        out.mkdir(parents=True, exist_ok=True)
-        with FolderLock(out, config.command):
-            claim_folder(out, bench.name)
-            return _run_locked(config, bench, items, device, models, judges, out, t0, stdout, stderr, extra)
+    # a cluster that cannot be joined: one line before anything is written
+    judge_workers = config.judge_workers if judges else None
+    pool = open_pool(config, device, config.workers, "--workers", (config.workers or 1) + (judge_workers or 0))
+    judge_pool = None
+    try:
+        if judge_workers:
+            judge_pool = open_pool(config, device, judge_workers, "--judge-workers", beside=pool.units)
+        with writable(out, config.store_path):
+            out.mkdir(parents=True, exist_ok=True)
+            with FolderLock(out, config.command):
+                claim_folder(out, bench.name)
+                return _run_locked(config, bench, items, device, models, judges, out, t0, stdout, stderr,
+                                   extra, pool, judge_pool)
+    finally:
+        for p in (pool, judge_pool):
+            if p is not None:
+                p.close()
 
 
 def _absolute(path: Path) -> Path:
@@ -185,7 +201,7 @@ def writable(out: Path, store: Path) -> Iterator[None]:
 
 def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
                 judges: list[RunModel], out: Path, t0: float, stdout: TextIO, stderr: TextIO,
-                extra: Mapping[str, Any]) -> Outcome:
+                extra: Mapping[str, Any], pool: Any = None, judge_pool: Any = None) -> Outcome:
     artifacts = write_artifacts(bench, out)
     t_plan = time.perf_counter()
     where = eval_device(device, config.evaluate)
@@ -196,13 +212,17 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
             store.put_model(m.model_id, m.label, m.identity)
         store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
                             for where_, msg, path in bench.data_failures()])
-        engine = Engine(bench, models, judges, store, run_id, meter, device, where, config.overlap, config.progress)
+        engine = Engine(bench, models, judges, store, run_id, meter, device, where, config.overlap, config.progress,
+                        pool, judge_pool)
         try:
             stats = engine.run(items)
         finally:
             store.add_compute(meter.records(run_id))
             meter.close()
         t_exec = time.perf_counter()
+        if pool is not None:
+            ray = dict(pool.describe(), **({} if judge_pool is None else {"judge": judge_pool.describe()}))
+            extra = dict(extra, ray=ray)
         outcome = finish(config, bench, items, [(m.label, m.model_id) for m in models], judge_records(judges),
                          store, run_id, stats, artifacts, dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan),
                          identities={m.model_id: m.identity for m in models}, device=device, t0=t0,
@@ -211,6 +231,21 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
     if "shard" in extra:
         print(S.note(extra["shard"]), file=stdout)
     return outcome
+
+
+def open_pool(config: RunConfig, device: str, workers: Optional[int], flag: str, local_cpus: int = 0,
+              beside: int = 0) -> Any:
+    # the models' workers may each span several GPUs; the judge's take one each
+    """Ray workers of a ``--ray`` run (:mod:`icl.run.pool`), else None (Ray is not imported);
+    ``local_cpus``: CPUs of a local instance started here (default ``workers``)."""
+    if not config.ray:
+        return None
+    try:
+        from icl.run.pool import RayPool
+    except ImportError as exc:
+        raise ConfigError(f"--ray: {exc}{extra_hint(exc)}") from None
+    return RayPool(config.ray, workers, device, config.worker_retries, flag, local_cpus or None, beside,
+                   config.gpus_per_worker if flag == "--workers" else 1)
 
 
 def model_role(m: RunModel) -> dict[str, Any]:
@@ -287,7 +322,11 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
                     costs.setdefault(label, []).append(s)
                 rows.append({"model": label, "model_id": model_id, "key": it.key, "status": s.status,
                              "reason": s.reason, **column, **dict(it.group), **s.metrics})
-    tables = bench.summarise(rows)
+    # the long results.csv (one schema for every benchmark)
+    common = common_tables(bench, rows, {k for it in items for k in it.group})
+    # a plugin's own table named like a common one keeps its rows under "<benchmark>_<name>"
+    own = {(f"{bench.name}_{k}" if k in common else k): v for k, v in bench.summarise(rows).items()}
+    tables = {"results": common["results"], **own, "comparisons": common["comparisons"]}
     failures = store.failures(run_id)
     timings["summarise_s"] = time.perf_counter() - t_report
     if t0 is not None:
@@ -328,7 +367,9 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
         counts=dict(planned=len(items) * len(models) * max(1, len(judges)), computed=stats.computed, skipped=stats.skipped,
                     failed=failed, missing=missing, model_calls=stats.model_calls,
                     cached_responses=stats.cached_responses),
-        timings=timings, compute=compute, compute_per_sample=summarise_costs(costs), **dict(extra or {}),
+        timings=timings, compute=compute, compute_per_sample=summarise_costs(costs), schema_version=SCHEMA_VERSION,
+        statistics=METHOD, comparisons=common["comparisons"],
+        **dict(extra or {}),
     )
     write_outputs(config.out_dir, bench, tables, meta, failures, answers, plots=config.plots)
     timings["report_s"] = time.perf_counter() - t_report

@@ -1,6 +1,7 @@
 """numpy calls run without torch's op machinery: no ``torch._dynamo`` import for any op, no
-torch at all for ``psnr``, ``ssim``, ``box_iou`` and ``greedy_match_counts`` (``icl.ops._host``),
-and the same results as the torch front ends."""
+torch at all for ``psnr``, ``ssim``, ``box_iou``, ``greedy_match_counts``, ``greedy_match``,
+``match_points``, ``connected_components`` and ``redness`` (``icl.ops._host``), and the same
+results as the torch front ends."""
 
 from __future__ import annotations
 
@@ -15,8 +16,13 @@ import torch
 
 import icl.ops
 from icl.ops.box_iou import box_iou as box_iou_torch
+from icl.ops.components import connected_components as components_torch
+from icl.ops.greedy_match import greedy_match as greedy_match_torch
 from icl.ops.greedy_match import greedy_match_counts as counts_torch
+from icl.ops.match_points import match_points as match_points_torch
+from icl.ops.palette import nearest_palette as palette_torch
 from icl.ops.psnr import psnr as psnr_torch
+from icl.ops.redness import redness as redness_torch
 from icl.ops.ssim import ssim as ssim_torch
 
 
@@ -43,11 +49,16 @@ def test_host_ops_import_neither_torch_nor_dynamo() -> None:
         icl.ops.greedy_match_counts(boxes, [0, 3, 6], boxes + 0.5, [0, 3, 6], [0.5, 0.75])
         first = time.perf_counter() - t
         icl.ops.psnr(a, b); icl.ops.ssim(a, b); icl.ops.box_iou(boxes, boxes)
+        icl.ops.redness(a); icl.ops.greedy_match(np.eye(3) * 0.8); icl.ops.match_points(boxes[:, :2], boxes[:, 2:], 3.0)
+        icl.ops.connected_components(a[..., 0] > 128, 4, a[..., 1].astype(np.float32))
+        icl.ops.nearest_palette(a, [[0, 0, 0], [255, 0, 0]], np.array([True, True]))
         print(json.dumps({"torch": "torch" in sys.modules, "first_counts_s": first,
                           "used": icl.ops.backends_used()}))
     """)
     assert got["torch"] is False
-    assert got["used"] == {"box_iou": "cpu", "greedy_match_counts": "cpu", "psnr": "cpu", "ssim": "cpu"}
+    assert got["used"] == {op: "cpu" for op in ("box_iou", "connected_components", "greedy_match",
+                                                "greedy_match_counts", "match_points", "nearest_palette", "psnr",
+                                                "redness", "ssim")}
     assert float(got["first_counts_s"]) < 2.0  # 0.006 s quiet; 2.2 s when it imported torch._dynamo
 
 
@@ -117,6 +128,65 @@ def test_boxes_equal_the_torch_front_end() -> None:
         np.testing.assert_array_equal(g, w)
 
 
+def _same(got: tuple, want: tuple) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        if w is None:
+            assert g is None
+            continue
+        w = w.numpy() if isinstance(w, torch.Tensor) else w
+        assert isinstance(g, np.ndarray) and g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+def test_redness_equals_the_reference_on_every_level_pair() -> None:
+    """S depends on R and max(G, B) only: all 65,536 pairs, at thresholds between float32 levels."""
+    r, m = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")
+    img = np.stack([r, m, m[::-1] * 0], -1).astype(np.uint8)
+    img = np.concatenate([img, img[..., [0, 2, 1]]])  # the max from G, then from B
+    level = float(np.float32(128) / np.float32(255))  # an S value: just below it, float32 and float64 differ
+    for threshold in (0.5, level - 1e-12, np.float64(level - 1e-12), 0, 1.0, -3):
+        got = icl.ops.redness(img, threshold)
+        _same(got, redness_torch(img, threshold, backend="reference"))
+        _same(icl.ops.redness(img[None], threshold), redness_torch(torch.from_numpy(img[None]), threshold))
+
+
+def test_matching_and_components_equal_the_torch_front_end() -> None:
+    rng = np.random.default_rng(4)
+    iou = rng.random((9, 7)).round(2)  # ties
+    for dt in (np.float32, np.float64):
+        for threshold in (0.0, 0.5, 1):
+            _same(icl.ops.greedy_match(iou.astype(dt), threshold), greedy_match_torch(iou.astype(dt), threshold))
+    _same(icl.ops.greedy_match(np.zeros((0, 3)), 0.5), greedy_match_torch(np.zeros((0, 3)), 0.5))
+    pts = rng.integers(0, 12, (10, 2))
+    for pred in (pts, pts.astype(np.float32), pts.astype(np.uint8)):
+        _same(icl.ops.match_points(pred, pts[::-1] + 1, 2.5), match_points_torch(pred, pts[::-1] + 1, 2.5))
+    _same(icl.ops.match_points(np.zeros((0, 2)), pts, 1), match_points_torch(np.zeros((0, 2)), pts, 1))
+    mask = rng.random((3, 17, 23)) > 0.55
+    values = rng.random(mask.shape)
+    for m in (mask, mask.astype(np.uint8) * 7, mask.astype(np.int64) - 2 * mask[::-1]):
+        for connectivity in (4, 8):
+            _same(icl.ops.connected_components(m, connectivity), components_torch(m, connectivity))
+            for v in (values, values.astype(np.float32)):
+                _same(icl.ops.connected_components(m, connectivity, v), components_torch(m, connectivity, v))
+    _same(icl.ops.connected_components(mask[0], 8, values[0]), components_torch(mask[0], 8, values[0]))
+
+
+def test_nearest_palette_equals_the_torch_front_end() -> None:
+    rng = np.random.default_rng(5)
+    img = rng.integers(0, 256, (3, 21, 17, 3), dtype=np.uint8)
+    pal = rng.integers(0, 256, (12, 3))
+    pal[5] = pal[2]  # a tie: the lower index wins
+    cand = rng.random((3, 12)) > 0.4
+    cand[:, 0] = True
+    for palette in (pal, pal.astype(np.uint8), pal.tolist()):
+        for c in (None, cand, cand[1]):
+            got, want = icl.ops.nearest_palette(img, palette, c), palette_torch(img, palette, c)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(icl.ops.nearest_palette(img[0], pal), palette_torch(img[0], pal))
+
+
 def test_invalid_calls_get_the_front_end_errors() -> None:
     a = np.zeros((20, 20, 3), np.float32)
     with pytest.raises(ValueError, match="data_range: required"):
@@ -129,6 +199,24 @@ def test_invalid_calls_get_the_front_end_errors() -> None:
         icl.ops.greedy_match_counts(np.zeros((2, 4)), [0, 3], np.zeros((2, 4)), [0, 2], [0.5])
     with pytest.raises(ValueError, match="thresholds"):
         icl.ops.greedy_match_counts(np.zeros((2, 4)), [0, 2], np.zeros((2, 4)), [0, 2], [1.5])
+    with pytest.raises(ValueError, match="threshold"):
+        icl.ops.redness(np.zeros((2, 2, 3), np.uint8), float("nan"))
+    with pytest.raises(ValueError, match=r"iou: expected values in \[0, 1\]"):
+        icl.ops.greedy_match(np.full((2, 2), 1.5))
+    with pytest.raises(ValueError, match="iou: contains NaN"):
+        icl.ops.greedy_match(np.full((2, 2), np.nan))
+    with pytest.raises(ValueError, match="pred: contains NaN"):
+        icl.ops.match_points(np.full((1, 2), np.inf), np.zeros((1, 2)), 1.0)
+    with pytest.raises(ValueError, match="radius"):
+        icl.ops.match_points(np.zeros((1, 2)), np.zeros((1, 2)), -1.0)
+    with pytest.raises(ValueError, match="values: contains NaN"):
+        icl.ops.connected_components(np.ones((3, 3), bool), 8, np.full((3, 3), np.nan))
+    with pytest.raises(ValueError, match="connectivity"):
+        icl.ops.connected_components(np.ones((3, 3), bool), 6)
+    with pytest.raises(ValueError, match="palette: values must lie in 0..255"):
+        icl.ops.nearest_palette(np.zeros((2, 2, 3), np.uint8), [[0, 0, 256]])
+    with pytest.raises(ValueError, match="candidates: image 1 has no candidate"):
+        icl.ops.nearest_palette(np.zeros((2, 2, 2, 3), np.uint8), [[0, 0, 0]], np.array([[True], [False]]))
 
 
 def test_forced_backends_are_honoured(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,7 @@ def no_native(monkeypatch):
     monkeypatch.delenv("ICL_BACKEND", raising=False)
     monkeypatch.delenv(_dispatch.STRICT_ENV, raising=False)
     monkeypatch.setattr(_dispatch, "_warned", set())
+    monkeypatch.setattr(_dispatch, "_used", {})  # what earlier tests ran must not decide backends_used()
     _dispatch.backend_status.cache_clear()
     yield
     _dispatch.backend_status.cache_clear()

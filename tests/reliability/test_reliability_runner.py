@@ -36,7 +36,7 @@ def _run(out, data, *specs):
 
 
 def _means(out, model):
-    with open(out / "results.csv", newline="") as f:
+    with open(out / "vibe_results.csv", newline="") as f:
         return {(r["dataset"], r["task"], r["metric"]): r["mean"] for r in csv.DictReader(f) if r["model"] == model}
 
 
@@ -109,7 +109,9 @@ def _scored(db):
 
 def test_two_runs_on_one_folder_the_second_exits_2_naming_the_holder(tmp_path, builtin_root):
     env, out = _env(tmp_path), tmp_path / "out"
-    first = subprocess.Popen(_cmd(out, builtin_root), env={**env, "ICL_TEST_SLEEP": "1.0"},
+    # the holder sleeps long (it is killed below): a slow start of the second process under load
+    # must still find it running
+    first = subprocess.Popen(_cmd(out, builtin_root), env={**env, "ICL_TEST_SLEEP": "30"},
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(out / "store.sqlite")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def test_plots_leave_pyplot_and_the_backend_alone(tmp_path):
     code = textwrap.dedent(f"""
@@ -16,16 +18,16 @@ def test_plots_leave_pyplot_and_the_backend_alone(tmp_path):
         import matplotlib
         matplotlib.use("svg")  # the caller's choice, which plotting must keep
         from icl.report.aggregate import Aggregate, RankTable, TaskSpec
-        from icl.report.plots import radar_plot, rank_heatmap
+        from icl.report.plots import rank_heatmap, task_plot
 
         task = TaskSpec("flip", ("psnr", "lpips"), ("psnr", "lpips"), frozenset({{"lpips"}}))
         aggs = [Aggregate(m, "1", d, "flip", 1, k, v, 0.0, 4, 0, 0)
                 for m in ("a", "b") for d in ("x", "y", "z") for k, v in (("psnr", 20.0), ("lpips", 0.3))]
         out = Path({str(tmp_path)!r})
-        radar = radar_plot(task, aggs, 1, out / "radar.png")
+        radar = task_plot(task, aggs, 1, out / "radar.png")[0]
         table = RankTable(1, ["a", "b"], ["flip"], task_ranks={{"flip": {{"a": 1.0, "b": 2.0}}}},
                           overall={{"a": 1.0, "b": 2.0}})
-        heat = rank_heatmap(table, out / "ranks.png")
+        heat = rank_heatmap(table, out / "ranks.png")[0]
         print(json.dumps({{"backend": matplotlib.get_backend(), "pyplot": "matplotlib.pyplot" in sys.modules,
                           "files": [radar.stat().st_size > 1000, heat.stat().st_size > 1000]}}))
     """)
@@ -33,3 +35,68 @@ def test_plots_leave_pyplot_and_the_backend_alone(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {"backend": "svg", "pyplot": False, "files": [True, True]}
+
+
+def _svg_text(path):
+    return path.read_text(encoding="utf-8")
+
+
+def test_every_figure_is_a_200_dpi_png_and_a_stable_svg(tmp_path):
+    from PIL import Image
+
+    from icl.report.aggregate import Aggregate, TaskSpec
+    from icl.report.plots import task_plot
+
+    task = TaskSpec("flip", ("psnr", "lpips"), ("psnr", "lpips"), frozenset({"lpips"}))
+    aggs = [Aggregate("a", "1", d, "flip", 1, k, v, 0.5, 9, 0, 0) for d in ("x", "y") for k, v in (("psnr", 20.0),
+                                                                                                    ("lpips", 0.3))]
+    png, svg = task_plot(task, aggs, 1, tmp_path / "one.png")
+    with Image.open(png) as im:
+        assert im.info["dpi"] == pytest.approx((200, 200), abs=0.01) and im.size[0] >= 1000
+    text = _svg_text(svg)
+    # units and directions on the axes, text kept as text; whiskers labelled as the fallback they are
+    assert "psnr (dB) \u2191" in text and "lpips (0-1) \u2193" in text
+    assert "1.96 standard errors (normal approximation" in text
+    again = task_plot(task, aggs, 1, tmp_path / "two.png")[1]
+    assert _svg_text(again) == text  # byte-stable: no date, fixed ids
+
+
+def test_bars_below_five_datasets_radar_from_five_and_ci_whiskers(tmp_path):
+    from dataclasses import dataclass
+
+    from icl.report.aggregate import Aggregate, TaskSpec
+    from icl.report.plots import interval, task_plot
+
+    @dataclass(frozen=True)
+    class WithCI(Aggregate):  # the fields the statistics add to Aggregate
+        ci_low: float = float("nan")
+        ci_high: float = float("nan")
+
+    task = TaskSpec("seg", ("miou",), ("miou",), frozenset())
+    four = [WithCI("a", "1", f"d{i}", "seg", 1, "miou", 0.5, 0.1, 5, 0, 0, 0.4, 0.6) for i in range(4)]
+    bars = _svg_text(task_plot(task, four, 1, tmp_path / "bars.png")[1])
+    assert "miou (0-1) \u2191" in bars and "95% bootstrap confidence interval" in bars
+    five = [Aggregate("a", "1", f"d{i}", "seg", 1, "miou", 0.5, 0.1, 5, 0, 0) for i in range(5)]
+    radar = _svg_text(task_plot(task, five, 1, tmp_path / "radar.png")[1])
+    assert "standard errors" not in radar and all(f">d{i}<" in radar for i in range(5))  # axis labels, no whiskers
+
+    assert interval(four[0]) == (0.4, 0.6, True)
+    lo, hi, ci = interval(five[0])  # population std 0.1 over 5 -> s.e. 0.1 / sqrt(4)
+    assert not ci and (lo, hi) == pytest.approx((0.5 - 1.96 * 0.05, 0.5 + 1.96 * 0.05))
+    assert all(v != v for v in interval({"mean": 1.0, "std": 0.0, "n": 1})[:2])  # one sample: no whisker
+
+
+def test_vibe_shot_rows_combine_dataset_intervals():
+    from icl.benchmarks.vibe.figures import rank_intervals, shot_rows
+    from icl.report.aggregate import Aggregate
+
+    aggs = [Aggregate("m", "1", d, "t", k, "f1", v, 0.3, 10, 0, 0) for k in (1, 3) for d, v in (("x", 0.2), ("y", 0.4))]
+    rows = shot_rows(aggs)["m"]
+    assert [r["shots"] for r in rows] == [1, 3] and rows[0]["mean"] == pytest.approx(0.3)
+    half = 1.96 * 0.3 / 3  # each dataset's half-width; two in quadrature over two datasets
+    assert rows[0]["ci_high"] - rows[0]["mean"] == pytest.approx((2 * half ** 2) ** 0.5 / 2)
+    assert rows[0]["interval"] == "normal"
+    ranks = [dict(shots=1, model="m", task="*", metric="*", rank=1.5, ci_low=1.0, ci_high=2.0),
+             dict(shots=1, model="m", task="t", metric="*", rank=1.0),
+             dict(shots=1, model="m", task="t", metric="f1", rank=1.0, ci_low=1.0, ci_high=1.0)]
+    assert rank_intervals(ranks) == {1: {("m", "overall"): (1.0, 2.0)}}

@@ -14,8 +14,9 @@ import pytest
 from icl.models import register_model
 from icl.models.registry import unregister_model
 from icl.report import aggregate, csv_text, jsonable, markdown_section, rank_models, rank_rows, summary_text
-from icl.report.plots import qualitative_grid, radar_plot, rank_heatmap, write_rgb
+from icl.report.plots import qualitative_grid, rank_heatmap, task_plot, write_rgb
 from icl.report.tables import RANK_COLUMNS, RESULT_COLUMNS
+from icl.report.schema import common_tables
 from icl.run import ModelSpec, RunConfig, run
 
 from tests.report._rows import SPECS, hand_rows, row
@@ -73,12 +74,12 @@ def test_plots_from_hand_rows(tmp_path, rng):
     rows = [row(m, f"d{i}", "seg", "q", {"miou": (i + 1) / 10 * (j + 1) / 3})
             for i in range(5) for j, m in enumerate("ABC")]
     aggs = aggregate(rows, SPECS)
-    assert radar_plot(SPECS["seg"], aggs, 1, tmp_path / "r.png").is_file()
-    assert radar_plot(SPECS["seg"], aggs, 2, tmp_path / "none.png") is None
+    assert [p.name for p in task_plot(SPECS["seg"], aggs, 1, tmp_path / "r.png")] == ["r.png", "r.svg"]
+    assert task_plot(SPECS["seg"], aggs, 2, tmp_path / "none.png") == []
     few = aggregate(hand_rows(), SPECS)  # img has one dataset: a bar chart
-    assert cv2.imread(str(radar_plot(SPECS["img"], few, 1, tmp_path / "bars.png"))) is not None
+    assert cv2.imread(str(task_plot(SPECS["img"], few, 1, tmp_path / "bars.png")[0])) is not None
     (table,) = rank_models(few, SPECS)
-    assert cv2.imread(str(rank_heatmap(table, tmp_path / "ranks.png"))) is not None
+    assert cv2.imread(str(rank_heatmap(table, tmp_path / "ranks.png")[0])) is not None
 
     dirs = []
     for q in ("d1__q1", "d2__q2"):
@@ -110,10 +111,11 @@ def test_vibe_run_writes_the_report_files(builtin_root, tmp_path, bad_shape, cap
     outcome = run(_config(builtin_root, out))
     assert outcome.exit_code == 1 and outcome.failed_items == 1  # the second answer of bad-shape's one batch
     for name in ("results.csv", "ranks.csv", "results.json", "report.md", "contexts.csv", "store.sqlite",
-                 "plots/ranks_k1.png", "plots/radar_edges_k1.png", "plots/radar_segmentation_k1.png",
-                 "plots/qualitative_edges.png", "plots/qualitative_segmentation.png"):
+                 "plots/ranks_k1.png", "plots/task_edges_k1.png", "plots/task_segmentation_k1.png",
+                 "plots/ranks_k1.svg", "plots/task_edges_k1.svg", "plots/task_segmentation_k1.svg",
+                 "plots/qualitative_edges.png", "plots/qualitative_segmentation.png", "report.html"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
-    for p in (out / "plots").iterdir():
+    for p in (out / "plots").glob("*.png"):
         assert cv2.imread(str(p)) is not None, p
     grid = cv2.imread(str(out / "plots/qualitative_edges.png"))
     assert grid.shape[0] == 2 * (128 + 16 + 4) and grid.shape[1] == (3 + 4 + 1) * (128 + 4)  # 4 models
@@ -123,13 +125,13 @@ def test_vibe_run_writes_the_report_files(builtin_root, tmp_path, bad_shape, cap
     data = json.loads(text)
     ids = {label: m["model_id"] for label, m in data["models"].items()}
     assert set(ids) == {"oracle", "copy-target", "identity", "bad-shape-local"} and len(set(ids.values())) == 4
-    assert {"results": "results.csv", "ranks": "ranks.csv"}.items() <= data["tables"].items()
+    assert {"results": "results.csv", "vibe_results": "vibe_results.csv", "ranks": "ranks.csv"}.items() <= data["tables"].items()
     assert all((out / f).is_file() for f in data["tables"].values())
     assert data["failures"]["count"] == 1 and all("bad-shape-local" in m for m in data["failures"]["items"])
     for c in data["compute"]:
         assert c["samples_per_s"] == pytest.approx(c["samples"] / c["wall_s"]) or c["wall_s"] == 0
 
-    with open(out / "results.csv") as f:
+    with open(out / "vibe_results.csv") as f:
         res = list(csv.DictReader(f))
     assert list(res[0]) == list(RESULT_COLUMNS)
     assert {(r["model"], r["model_version"]) for r in res} == set(ids.items())  # the model_id
@@ -150,7 +152,7 @@ def test_vibe_run_writes_the_report_files(builtin_root, tmp_path, bad_shape, cap
     assert f"- **contexts.csv** SHA-256: `{data['artifacts']['contexts.csv']}`" in md
     assert "are reported but not ranked" in md and "| edges | - | " in md
     assert "## Failures (1)" in md and "returned an invalid answer" in md and "## Compute" in md
-    for p in sorted((out / "plots").iterdir()):
+    for p in sorted((out / "plots").glob("*.png")):  # the SVG beside each figure is not linked twice
         assert f"]({p.relative_to(out).as_posix()})" in md
     stdout = capsys.readouterr().out
     assert stdout.startswith("shots=1") and "overall rank" in stdout
@@ -161,7 +163,7 @@ def test_vibe_run_writes_the_report_files(builtin_root, tmp_path, bad_shape, cap
     assert {m for _, m in task_ranks} == set(ids)
     assert all(rank == 1.0 for (task, m), rank in task_ranks.items() if m == "oracle")
     assert all(rank > 1.0 for (task, m), rank in task_ranks.items() if m != "oracle")
-    assert ref.tables["results"] == outcome.tables["results"]
+    assert ref.tables["vibe_results"] == outcome.tables["vibe_results"]
 
 
 def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_shape):
@@ -198,9 +200,11 @@ def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_
 
     assert "context_sensitivity.csv" in bench.result_files(shuffled, answers)
     assert any(r["output_change"] is not None for r in tables["diagnostics"])
-    assert tables == outcome.tables
+    assert tables == {k: v for k, v in outcome.tables.items() if k not in ("results", "comparisons")}
+    # the long table and its comparisons (bootstrap intervals included) bit for bit
+    assert common_tables(bench, shuffled) == {k: outcome.tables[k] for k in ("results", "comparisons")}
     assert bench.report(tables) in (tmp_path / "out" / "report.md").read_text()
     again = run(_config(builtin_root, tmp_path / "again", qualitative=0))
-    for name in ("results.csv", "ranks.csv", "contexts.csv"):
+    for name in ("results.csv", "vibe_results.csv", "comparisons.csv", "ranks.csv", "contexts.csv"):
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
     assert again.out_dir == tmp_path / "again"

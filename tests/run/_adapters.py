@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 
 import numpy as np
@@ -12,6 +13,7 @@ import numpy as np
 from icl.models import Adapter
 from icl.models.builtin import Oracle
 from icl.models.requests import ChatRequest
+from tests.run._kill_adapter import SlowOracle
 
 
 class Counting(Oracle):
@@ -92,3 +94,26 @@ class LoggingJudge(Adapter):
         with open(os.environ["ICL_TEST_JUDGE_LOG"], "a", encoding="utf-8") as f:
             f.write("".join(r.id + "\n" for r in requests))
         return [json.dumps({c: self.score for c in CRITERIA}) for r in requests]
+
+
+class DiesOnce(SlowOracle):
+    """The slow oracle (analogies and chat requests; ``$ICL_TEST_SLEEP`` s per batch, answers
+    logged to ``$ICL_TEST_COUNT_LOG``) as a Ray worker's model (tests/run/test_run_ray.py,
+    bench/bench_scale.py). At its second batch, the first worker process that finds the file
+    ``$ICL_TEST_KILL_MARKER`` takes it (renames it) and kills itself with SIGKILL: a worker lost
+    in the middle of a run."""
+
+    name = "dies-once"
+    _batches = 0
+
+    def predict(self, requests):
+        self._batches += 1
+        marker = os.environ.get("ICL_TEST_KILL_MARKER")
+        if marker and self._batches == 2:
+            try:
+                os.rename(marker, marker + ".taken")
+            except FileNotFoundError:  # another worker took it, or no kill asked for
+                pass
+            else:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return super().predict(requests)

@@ -60,7 +60,7 @@ def test_installed_plugin_runs_through_the_runner(installed, tmp_path):
     out = tmp_path / "out"
     proc = _icl(installed, "parity", "--models", "says-even,says-even:word=odd", "--out", str(out), "--no-progress")
     assert proc.returncode == 0, proc.stderr
-    with open(out / "results.csv", newline="") as f:
+    with open(out / "accuracy.csv", newline="") as f:
         rows = {r["model"]: r for r in csv.DictReader(f)}
     assert {m: (float(r["accuracy"]), int(r["n"])) for m, r in rows.items()} == {
         "says-even": (0.5, 6), "says-even[word=odd]": (0.5, 6)}

@@ -85,7 +85,7 @@ def test_evaluate_returns_the_results_table(tmp_path, builtin_root, capsys):
     frame = rows.to_pandas()
     assert set(frame["model"]) == {"oracle", "copy-target"} and set(frame["metric"]) == {"precision", "recall", "f1"}
     assert frame.attrs["outcome"].exit_code == 0
-    f1 = frame[(frame.model == "oracle") & (frame.metric == "f1")]["mean"].item()
+    f1 = frame[(frame.model == "oracle") & (frame.metric == "f1")]["value"].item()  # the long results schema
     assert f1 == 1.0
     again = icl.evaluate("vibe", [("copy-target", {})], fast=True, tasks="edges", datasets=["scenes-a"], limit=2,
                          out=tmp_path / "ev", data_root=builtin_root, plots=False, verbose=True)

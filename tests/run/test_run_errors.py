@@ -91,7 +91,7 @@ def test_corrupt_images_found_while_executing(data_copy, tmp_path, capsys, monke
     # queries whose contexts hold the corrupt train image failed too, naming that file
     assert any(str(bad_context) in r[5] for r in failed if item_fields(r[0])[2] != query)
     assert any(f.path == str(bad_context) for f in failures)
-    with open(tmp_path / "out" / "results.csv") as fh:
+    with open(tmp_path / "out" / "vibe_results.csv") as fh:
         assert any(int(r["n_failed"]) > 0 for r in csv.DictReader(fh))
 
 
@@ -159,7 +159,7 @@ def test_store_rows_and_batch_size_independence(fast_data, tmp_path):
     # the batch size is not part of a model's identity (model_version), nor of its results
     assert main(_args(fast_data, tmp_path / "two", "copy-target,oracle", ["--model-arg", "batch_size=1"])) == 0
     assert (tmp_path / "one" / "contexts.csv").read_bytes() == (tmp_path / "two" / "contexts.csv").read_bytes()
-    for name in ("results.csv", "ranks.csv"):
+    for name in ("results.csv", "vibe_results.csv", "ranks.csv"):
         one, two = (_table(tmp_path / d / name) for d in ("one", "two"))
         assert one and [{**r, "model": r["model"] + "[batch_size=1]"} for r in one] == two, name
     assert {r["model"] for r in _table(tmp_path / "one" / "ranks.csv")} == {"copy-target"}

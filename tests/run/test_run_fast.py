@@ -22,11 +22,11 @@ def test_fast_run_all_tasks(fast_data, tmp_path, capsys):
     stdout = capsys.readouterr().out
     assert stdout.splitlines()[0].startswith("shots=1") and "overall rank" in stdout
 
-    for name in ("results.csv", "results.json", "ranks.csv", "report.md", "contexts.csv", "store.sqlite",
-                 "plots/ranks_k1.png"):
+    for name in ("results.csv", "results.json", "ranks.csv", "report.md", "report.html", "contexts.csv",
+                 "store.sqlite", "plots/ranks_k1.png"):
         assert (out / name).is_file(), name
     for task in list_tasks():
-        assert (out / "plots" / f"radar_{task}_k1.png").is_file(), task
+        assert (out / "plots" / f"task_{task}_k1.png").is_file() and (out / "plots" / f"task_{task}_k1.svg").is_file(), task
         assert (out / "plots" / f"qualitative_{task}.png").is_file(), task
 
     with open(out / "ranks.csv") as f:
@@ -43,7 +43,7 @@ def test_fast_run_all_tasks(fast_data, tmp_path, capsys):
     # PROTOCOL §1.4: the oracle decodes back to the ground truth on every task and dataset
     # (PSNR +inf is capped at 100 dB in aggregates; SSIM of identical images is 1 up to float32)
     exact = {"miou": 1.0, "f1": 1.0, "ap50": 1.0, "psnr": 100.0, "lpips": 0.0}
-    with open(out / "results.csv") as f:
+    with open(out / "vibe_results.csv") as f:
         oracle_rows = [r for r in csv.DictReader(f) if r["model"] == "oracle"]
     assert {r["task"] for r in oracle_rows} == set(list_tasks())
     for r in oracle_rows:

@@ -48,7 +48,7 @@ def test_one_real_dataset_runs_alone_and_the_data_root_is_untouched(fast_data, t
     results = json.loads((out / "results.json").read_text())
     assert list(results["data"]) == ["mydata"]
     assert results["data"]["mydata"].startswith(f"release, converted (version {meta['version']}, content sha256 ")
-    assert {r["dataset"] for r in _csv(out / "results.csv")} == {"mydata"}  # no built-in mixed in
+    assert {r["dataset"] for r in _csv(out / "vibe_results.csv")} == {"mydata"}  # no built-in mixed in
     assert "synthetic" not in (out / "report.md").read_text().splitlines()[0]
 
 

@@ -24,7 +24,7 @@ def _planned(out):
 
 
 def _results(out):
-    with open(out / "results.csv", newline="") as f:
+    with open(out / "vibe_results.csv", newline="") as f:
         return list(csv.DictReader(f))
 
 
@@ -53,7 +53,7 @@ def test_other_precision_computes_anew_and_both_are_kept(tmp_path, builtin_root)
 
 def _results_of(outcome):
     return [{k: str(v) if not isinstance(v, float) else repr(v) for k, v in r.items()}
-            for r in outcome.tables["results"]]
+            for r in outcome.tables["vibe_results"]]
 
 
 def test_rescore_reproduces_every_table_byte_for_byte(tmp_path, builtin_root):

@@ -29,7 +29,7 @@ COMMON = ["--no-progress", "--device", "cpu"]
 # files a merged run writes differently from the unsharded run by nature: its lock record, its
 # store (rows carry the run that wrote them), results.json (compared key by key) and report.md
 # (which shows results.json's run id, time and counts)
-OWN_FILES = {".icl.lock", "store.sqlite", "results.json", "report.md"}
+OWN_FILES = {".icl.lock", "store.sqlite", "results.json", "report.md", "report.html"}  # the reports show results.json
 # results.json keys that differ, and why: run_id, created, command, timings (another process at
 # another time); compute (the shards' wall times summed); backends (the kernels that ran in the
 # merging process, the shards' own are under merged.shards); merged (the shards it came from);

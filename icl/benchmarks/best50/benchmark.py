@@ -25,6 +25,7 @@ from icl.benchmarks.best50.parse import format_boxes, parse_boxes
 from icl.benchmarks.best50.score import (CLEAN_EXCLUDE, COUNTS, METRICS, THRESHOLDS, SampleCounts, aggregate_counts,
                                          sample_counts, sample_metrics)
 from icl.models.requests import ChatRequest
+from icl.report.schema import Metric, ResultsSpec
 
 SYNTHETIC_VERSION = "1"
 _CACHE = 256  # decoded images kept
@@ -60,6 +61,13 @@ class Best50(Benchmark):
     request_types = (ChatRequest,)
     default_models = ("oracle",)
     thread_safe_scoring = True  # score_batch reads only the item and the answer
+    # results.csv: the pooled metrics (ratios of summed counts, score.py) per class and over all
+    results_spec = ResultsSpec(task="class", shots="k", pooled_task="all", metrics=(
+        Metric("P@50", column="_tp50", denominator="n_pred"), Metric("R@50", column="_tp50", denominator="n_gt"),
+        Metric("F1@50", column="_2tp50", denominator="_pred_gt"),
+        Metric("mF1@50:95", column="_2tp_mean", denominator="_pred_gt"),
+        Metric("mIoU@50:95", column="_tp_iou_mean", denominator="n_gt"),
+        Metric("mIoU_best", column="best_sum", denominator="n_gt")))
     options = (
         Option("package", None, "package folder (inputs/inputs_k{K}.jsonl + images); --fast writes a synthetic one",
                _path),
@@ -195,16 +203,29 @@ class Best50(Benchmark):
                             **{m: r[m] for m in METRICS}} for r in mine]
         self._coverage = {m: (len(by_model.get(m, [])), sum(1 for r in rows if r["model"] == m)) for m in
                           dict.fromkeys(r["model"] for r in rows)}
-        tables: dict[str, list[dict[str, Any]]] = {"results": results}
+        tables: dict[str, list[dict[str, Any]]] = {"best50_results": results}
         for k in sorted({r["k"] for r in results}):
             tables[f"results_k{k}"] = [r for r in results if r["k"] == k]
         tables["per_sample"] = per_sample
         return tables
 
+    def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The counts whose pooled ratios are the metrics (score.py): F1 = 2 TP / (#pred + #GT)."""
+        out = []
+        for r in rows:
+            if r["status"] != "ok" or "n_pred" not in r:
+                out.append(r)
+                continue
+            tp = [float(r[f"tp@{t:.2f}"]) for t in THRESHOLDS]
+            out.append({**r, "_tp50": float(r["tp@0.50"]), "_2tp50": 2 * float(r["tp@0.50"]),
+                        "_pred_gt": float(r["n_pred"]) + float(r["n_gt"]), "_2tp_mean": 2 * float(np.mean(tp)),
+                        "_tp_iou_mean": float(np.mean([float(r[f"tp_iou@{t:.2f}"]) for t in THRESHOLDS]))})
+        return out
+
     def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         lines = [f"best50 ({self.protocol}): pooled over samples"]
         lines.append(f"{'model':<24}{'K':>3}  {'group':<16}" + "".join(f"{m:>12}" for m in METRICS))
-        for r in tables["results"]:
+        for r in tables["best50_results"]:
             if r["kind"] == "pooled":
                 lines.append(f"{r['model']:<24}{r['k']:>3}  {'pooled ' + r['group']:<16}"
                              + "".join(f"{r[m]:>12.4f}" for m in METRICS))
@@ -218,9 +239,9 @@ class Best50(Benchmark):
         for model, (scored, total) in getattr(self, "_coverage", {}).items():
             lines.append(f"- coverage `{model}`: {scored} of {total} planned samples scored")
         lines.append("")
-        for model in dict.fromkeys(r["model"] for r in tables["results"]):
-            for k in sorted({r["k"] for r in tables["results"] if r["model"] == model}):
-                rows = [r for r in tables["results"] if r["model"] == model and r["k"] == k]
+        for model in dict.fromkeys(r["model"] for r in tables["best50_results"]):
+            for k in sorted({r["k"] for r in tables["best50_results"] if r["model"] == model}):
+                rows = [r for r in tables["best50_results"] if r["model"] == model and r["k"] == k]
                 lines += [f"## {model}, K = {k}", "", markdown_table(rows), ""]
         return "\n".join(lines)
 
@@ -230,10 +251,10 @@ class Best50(Benchmark):
         from icl.report.plots import safe_name
 
         out.mkdir(parents=True, exist_ok=True)
-        models = list(dict.fromkeys(r["model"] for r in tables["results"]))
+        models = list(dict.fromkeys(r["model"] for r in tables["best50_results"]))
         files = []
         for model in models:
-            rows = [r for r in tables["results"] if r["model"] == model]
+            rows = [r for r in tables["best50_results"] if r["model"] == model]
             prefix = "" if len(models) == 1 else f"{safe_name(model)}_"
             files += plot_metrics(rows, out, prefix)
         return files

@@ -29,12 +29,13 @@ def plot_metrics(rows: Sequence[dict], out: Path, prefix: str = "") -> list[Path
     """One PNG per metric (``{prefix}plot_*.png``): the metric against K, a line per class plus
     mean and pooled (clean7); ``rows`` are one model's summary rows (:class:`Scores` rows)."""
     from icl.report.plots import figures as plt  # Figure objects: no pyplot state, no global backend
+    from icl.report.plots import metric_label, save_figure
 
     ks = sorted({r["k"] for r in rows})
     paths = []
     classes = sorted({r["group"] for r in rows if r["kind"] == "class"})
     # one figure redrawn per metric, fixed margins (tight_layout costs more than the drawing)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=90)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
     fig.subplots_adjust(left=0.1, right=0.72, top=0.91, bottom=0.13)
     for metric, name in PLOT_FILES.items():
         ax.cla()
@@ -48,14 +49,12 @@ def plot_metrics(rows: Sequence[dict], out: Path, prefix: str = "") -> list[Path
         ax.set_xscale("log", base=2)
         ax.set_xticks(ks)
         ax.set_xticklabels([str(k) for k in ks])
-        ax.set_xlabel("K (marked support examples)")
-        ax.set_ylabel(metric)
+        ax.set_xlabel("K (marked support examples, log scale)")
+        ax.set_ylabel(metric_label(metric, False, "0-1"))
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(f"best50: {metric} against K")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-        path = out / f"{prefix}{name}"
-        fig.savefig(path)
-        paths.append(path)
+        paths += save_figure(fig, out / f"{prefix}{name}")
     plt.close(fig)
     return paths

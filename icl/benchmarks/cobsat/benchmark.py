@@ -22,10 +22,11 @@ from icl.benchmarks.cobsat.data import LiteImages, ReleaseImages, open_images
 from icl.benchmarks.cobsat.instructions import MODES, VARIANTS, families
 from icl.benchmarks.cobsat.judge import LITE_PREFIX
 from icl.benchmarks.cobsat.prompts import PROMPTS, SHOTS, Prompt, prompt, prompts_csv, sha256
-from icl.benchmarks.cobsat.tables import METRICS, accuracy_table, consistency_table, read_labels, shot_curves
+from icl.benchmarks.cobsat.tables import METRICS, SETTING, accuracy_table, consistency_table, read_labels, shot_curves
 from icl.benchmarks.cobsat.vocab import TASKS, get_task
 from icl.data.seeds import derive_seed
 from icl.models.requests import ChatRequest, GenerationRequest
+from icl.report.schema import Metric, ResultsSpec
 
 FAST_PROMPTS = 2
 JUDGE_TOKENS = 10
@@ -39,6 +40,9 @@ class CoBSAT(Benchmark):
     protocol = "cobsat-1"
     scorer_version = "1"
     request_types = (GenerationRequest,)
+    # results.csv: accuracy in % per (task, setting, shots); a failed answer counts wrong
+    results_spec = ResultsSpec(task="task", subset=SETTING, shots="shots", metrics=tuple(
+        Metric(m, unit="%", scale=100.0) for m in METRICS))
     default_models = ("copy-last",)
     default_judge = "cobsat-judge"
     options = (

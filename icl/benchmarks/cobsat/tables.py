@@ -86,9 +86,10 @@ def shot_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
         return []
     from icl.report.plots import shot_curve_panels
 
-    return [shot_curve_panels({t: tasks[t] for t in TASKS if t in tasks},
-                              out / ("cobsat_shots_" + "_".join(str(v) for v in setting) + ".png"), "overall")
-            for setting, tasks in sorted(by_setting.items(), key=lambda kv: str(kv[0]))]
+    return [p for setting, tasks in sorted(by_setting.items(), key=lambda kv: str(kv[0]))
+            for p in shot_curve_panels({t: tasks[t] for t in TASKS if t in tasks},
+                                       out / ("cobsat_shots_" + "_".join(str(v) for v in setting) + ".png"), "overall",
+                                       ylabel="overall accuracy (%) \u2191")]
 
 
 def judge_agreement(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -115,6 +116,7 @@ def agreement_plot(agreement: Sequence[Mapping[str, Any]], out: Path, name: str 
     if not rows:
         return []
     from icl.report.plots import figures as plt  # Figure objects, never pyplot state
+    from icl.report.plots import save_figure
 
     models = sorted({r["model"] for r in rows})
     tasks = [t for t in TASKS if any(r["task"] == t for r in rows)]
@@ -124,14 +126,11 @@ def agreement_plot(agreement: Sequence[Mapping[str, Any]], out: Path, name: str 
         vals = {r["task"]: 100 * r["agreement"] for r in rows if r["model"] == m}
         ax.bar([i + k * width for i in range(len(tasks))], [vals.get(t, 0.0) for t in tasks], width, label=m)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks, rotation=45, ha="right", fontsize=8)
-    ax.set_ylabel("judges agree (%)")
+    ax.set_ylabel("judges agree (%) \u2191")
     ax.set_ylim(0, 102)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path = out / f"{name}.png"
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return [path]
+    return save_figure(fig, out / f"{name}.png")
 
 
 def mode_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:

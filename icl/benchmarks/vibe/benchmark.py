@@ -25,6 +25,8 @@ from icl.benchmarks.vibe.tasks.base import validate_prediction
 from icl.benchmarks.vibe.tasks.image import ImageTask
 from icl.models.requests import AnalogyRequest
 from icl.report import Scored, TaskSpec, aggregate, markdown_section, rank_models, rank_rows, summary_text
+from icl.report.aggregate import attach_rank_intervals, cap
+from icl.report.schema import Metric, ResultsSpec
 from icl.report.tables import RANK_COLUMNS, RESULT_COLUMNS
 
 _CACHE = 512  # loaded samples and episodes kept
@@ -52,6 +54,10 @@ class Vibe(Benchmark):
     request_types = (AnalogyRequest,)
     default_models = DEFAULT_MODELS
     thread_safe_scoring = True  # the caches below are locked
+    results_spec = ResultsSpec(task="task", subset=("dataset",), shots="shots", data="dataset", metrics=(
+        Metric("miou"), Metric("precision"), Metric("recall"), Metric("f1"), Metric("ap50"),
+        Metric("rmse", "lower", "m"), Metric("abs_rel", "lower"), Metric("psnr", unit="dB"), Metric("ssim"),
+        Metric("lpips", "lower")))
     options = (
         Option("tasks", None, "comma-separated task names (default: all)", comma_list),
         Option("datasets", None, "comma-separated dataset names (default: all under the data root)", comma_list),
@@ -248,10 +254,11 @@ class Vibe(Benchmark):
         scored = [Scored(r["model"], r["model_id"], r["dataset"], r["task"], int(r["shots"]), r["query"], r["status"],
                          {k: v for k, v in r.items() if k not in reserved}) for r in rows]
         specs = self._specs()
-        aggs = aggregate(scored, specs)
+        aggs = aggregate(scored, specs, self.name)
         order = list(dict.fromkeys(r["model"] for r in rows))
         ranked = order if self.config["rank_reference"] else [m for m in order if m not in self.reference_models]
         tables = rank_models([a for a in aggs if a.model in ranked], specs, ranked)
+        attach_rank_intervals(tables, [r for r in scored if r.model in ranked], specs, self.name)
         # the terminal and report tables show every model; only the ranked ones get ranks
         shown = rank_models(aggs, specs, order)
         by_shots = {t.shots: t for t in tables}
@@ -264,7 +271,7 @@ class Vibe(Benchmark):
         self._own_rows, self._swapped_rows = rows, swapped
         # the output changes need both predictions: result_files fills them in (same list object)
         self._diagnostics[:] = diag.diagnostics_table(rows, swapped, self._rank_metric(), {})
-        return {"results": [{c: getattr(a, c) for c in RESULT_COLUMNS} for a in aggs],
+        return {"vibe_results": [{c: getattr(a, c) for c in RESULT_COLUMNS} for a in aggs],
                 "ranks": [{c: r[c] for c in RANK_COLUMNS} for r in rank_rows(tables)],
                 "oracle_ceiling": self._ceiling, "diagnostics": self._diagnostics}
 
@@ -300,6 +307,12 @@ class Vibe(Benchmark):
         self._diagnostics[:] = diag.diagnostics_table(self._own_rows, self._swapped_rows, metric, changes)
         return {"context_sensitivity.csv": buf.getvalue()} if self._swapped_rows else {}
 
+    def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """PSNR capped as in the aggregates (PROTOCOL §1.4: identical images score +inf); the
+        context-sensitivity items (another query's context) are diagnostics, never results."""
+        return [{**r, "psnr": cap("psnr", float(r["psnr"]))} if "psnr" in r else r for r in rows
+                if r.get("context") != "swapped"]
+
     def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         return summary_text(self._shown)
 
@@ -316,7 +329,8 @@ class Vibe(Benchmark):
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
-        from icl.report.plots import qualitative_grid, radar_plot, rank_heatmap, safe_name, write_rgb
+        from icl.benchmarks.vibe.figures import rank_intervals
+        from icl.report.plots import qualitative_grid, rank_heatmap, safe_name, task_plot, write_rgb
 
         specs = self._specs()
         out.mkdir(parents=True, exist_ok=True)
@@ -324,12 +338,13 @@ class Vibe(Benchmark):
         reference = [m for m in self._order if m in self.reference_models]
         for shots in self._plan().shots:
             for task in specs:
-                p = radar_plot(specs[task], self._aggs, shots, out / f"radar_{safe_name(task)}_k{shots}.png",
-                               self._order, reference)
-                files += [p] if p else []
+                files += task_plot(specs[task], self._aggs, shots, out / f"task_{safe_name(task)}_k{shots}.png",
+                                   self._order, reference)
+        if len(self._plan().shots) > 1:
+            files += self._shot_curves(specs, out / "shots.png")
+        intervals = rank_intervals(tables.get("ranks", []))
         for t in self._tables:
-            p = rank_heatmap(t, out / f"ranks_k{t.shots}.png")
-            files += [p] if p else []
+            files += rank_heatmap(t, out / f"ranks_k{t.shots}.png", intervals.get(t.shots))
         per_task = int(self.config["qualitative"])
         if answers is None or per_task <= 0:
             return files
@@ -362,4 +377,19 @@ class Vibe(Benchmark):
                 files += [p] if p else []
         return files
 
+    def _shot_curves(self, specs: Mapping[str, TaskSpec], path: Path) -> list[Path]:
+        """Each task's first rank metric (averaged over its datasets, as ranked) against shots, a
+        line per model; whiskers combine the datasets' intervals (:func:`shot_rows`)."""
+        from icl.benchmarks.vibe.figures import shot_rows
+        from icl.report.plots import metric_label, shot_curve_panels
+
+        panels, labels = {}, {}
+        for task, spec in specs.items():
+            metric = next((m for m in spec.rank_metrics if any(a.task == task and a.metric == m for a in self._aggs)),
+                          None)
+            if metric is None:
+                continue
+            panels[task] = shot_rows([a for a in self._aggs if a.task == task and a.metric == metric])
+            labels[task] = metric_label(metric, metric in spec.lower_is_better)
+        return shot_curve_panels(panels, path, "mean", ylabel=labels, ylim=None) if panels else []
 

@@ -29,6 +29,7 @@ from icl.benchmarks.vif.synthetic import SyntheticImages
 from icl.benchmarks.vif.texts import ti_text
 from icl.data.seeds import derive_seed
 from icl.models.requests import ChatRequest, GenerationRequest
+from icl.report.schema import Metric, ResultsSpec
 
 VARIANTS = ("visual", "ti-dense", "ti-medium", "ti-sparse")
 SPATIAL_JUDGE = "vif-spatial-judge"
@@ -64,6 +65,10 @@ class VIF(Benchmark):
     protocol = "vif-1"
     scorer_version = "1"
     request_types = (GenerationRequest,)
+    # results.csv: judge scores per variant over the judge-averaged items (tables.judged_items);
+    # NaN (a criterion the judge left out) is skipped as in the benchmark's own means
+    results_spec = ResultsSpec(task=None, subset=("variant",), shots=None, metrics=tuple(
+        Metric(m, unit="score 1-10", skip_nan=True) for m in tables.SCORES))
     default_models = ("collage",)
     default_judge = SPATIAL_JUDGE
     max_judges = None  # PROTOCOL §5: two judges score independently, the headline is their mean
@@ -211,6 +216,10 @@ class VIF(Benchmark):
     # -- tables, figures, report ----------------------------------------------------------------
     def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         return tables.summarise(rows, self.config["human_scores"])
+
+    def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """One row per (model, item): scores averaged over the model's judges (the headline's items)."""
+        return [{**r, "status": "failed" if r.get("failed", 0) > 0 else "ok"} for r in tables.judged_items(rows)]
 
     def plots(self, tables_: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:

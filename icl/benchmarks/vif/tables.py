@@ -23,7 +23,7 @@ import numpy as np
 
 from icl.benchmarks.vif.rubric import CRITERIA
 from icl.benchmarks.vif.schema import CONFLICT_TYPES, VI_TYPES
-from icl.data.seeds import rng as seeded_rng
+from icl.report import stats
 
 SCORES = (*CRITERIA, "average")
 DEFAULT_JUDGE = "judge"
@@ -59,14 +59,11 @@ def judge_of(row: Mapping[str, Any]) -> str:
 
 
 def mean_ci(values: Sequence[float], key: str) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean (10,000 resamples, seeded by ``key``)."""
+    """95% percentile bootstrap interval of the mean of the non-NaN ``values`` (10,000 resamples,
+    :func:`icl.report.stats.mean_ci` seeded by ``key``)."""
     v = np.asarray([x for x in values if not math.isnan(x)], np.float64)
-    if v.size == 0:
-        return math.nan, math.nan
-    g = seeded_rng(0, "vif", "*", key, "bootstrap")
-    means = v[g.integers(0, v.size, (BOOTSTRAP, v.size))].mean(1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
-    return float(lo), float(hi)
+    e = stats.mean_ci(v, identity=key, benchmark="vif", resamples=BOOTSTRAP)
+    return e.ci_low, e.ci_high
 
 
 def judged_items(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -282,9 +279,10 @@ def plots(tables: Mapping[str, list[dict[str, Any]]], out: Path) -> list[Path]:
         for r in crit:
             ax.scatter(r["visual_instruction_adherence"], r["visual_instruction_cleanliness"])
             ax.annotate(str(r["model"]), (r["visual_instruction_adherence"], r["visual_instruction_cleanliness"]))
-        ax.set(xlabel="visual instruction adherence", ylabel="visual instruction cleanliness", xlim=(0, 10.5),
+        ax.set(xlabel="visual instruction adherence (1-10) \u2191", ylabel="visual instruction cleanliness (1-10) \u2191",
+               xlim=(0, 10.5),
                ylim=(0, 10.5), title="adherence vs cleanliness")
-        paths.append(_save(fig, out / "vif_tradeoff.png", plt))
+        paths += _save(fig, out / "vif_tradeoff.png")
     for name, col, bins in (("by_refs", "refs", REF_BINS), ("by_vis", "vis", VI_BINS)):
         rows = tables.get(name, [])
         if not rows:
@@ -296,22 +294,22 @@ def plots(tables: Mapping[str, list[dict[str, Any]]], out: Path) -> list[Path]:
                 got = {r[col]: r[k] for r in rs}
                 xs = [b for b in bins if b in got]
                 ax.plot(xs, [got[b] for b in xs], marker="o", label=str(m))
-            ax.set(title=k.replace("_", " "), xlabel=f"#{col}", ylim=(0, 10.5))
+            ax.set(title=k.replace("_", " "), xlabel=f"{col} (count)", ylabel="score (1-10) \u2191", ylim=(0, 10.5))
         axes[0].legend(fontsize=7)
-        paths.append(_save(fig, out / f"vif_{name}.png", plt))
+        paths += _save(fig, out / f"vif_{name}.png")
     conf = tables.get("conflict", [])
     if conf:
         fig, ax = plt.subplots(figsize=(6, 3.2))
         labels = [f"{r['model']}\n{r['vi_type']}/{'C' if r['conflict'] else 'no C'}" for r in conf]
         ax.bar(range(len(conf)), [r["visual_instruction_adherence"] for r in conf])
         ax.set_xticks(range(len(conf)), labels, fontsize=6)
-        ax.set(ylabel="adherence", ylim=(0, 10.5), title="conflict vs no conflict")
-        paths.append(_save(fig, out / "vif_conflict.png", plt))
+        ax.set(ylabel="visual instruction adherence (1-10) \u2191", ylim=(0, 10.5), title="conflict vs no conflict")
+        paths += _save(fig, out / "vif_conflict.png")
     return paths
 
 
-def _save(fig: Any, path: Path, plt: Any) -> Path:
+def _save(fig: Any, path: Path) -> list[Path]:
+    from icl.report.plots import save_figure
+
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -28,11 +28,12 @@ from icl.benchmarks.vlicl.predictions import prediction_files, prompt_text
 from icl.benchmarks.vlicl.records import TaskData, check_real_names, load_published, present_tasks
 from icl.benchmarks.vlicl.reference import FAMILIES, format_answer, reference_request
 from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
-from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table,
-                                          rank_table, summary_table)
+from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table, query_of,
+                                          rank_intervals, rank_table, summary_table)
 from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_PROMPT, JUDGE_TWICE, MANY_SHOTS,
                                         PER_CLASS, TASKS, get_task)
 from icl.models.requests import ChatRequest, GenerationRequest
+from icl.report.schema import Metric, ResultsSpec
 
 VARIANTS = ("image", "text", "real_names")
 PARSE = ("legacy", "lenient", "both")
@@ -52,6 +53,10 @@ class VLICL(Benchmark):
     protocol = "vlicl-1"
     scorer_version = "2"  # 2: TextOCR keep-dots metric
     request_types = (ChatRequest, GenerationRequest)
+    # results.csv: accuracy in % per (task, setting, shots), a query's seeds resampled together
+    results_spec = ResultsSpec(task="task", subset=SETTING, shots="shots", cluster="query", data="task", metrics=(
+        Metric("accuracy", unit="%", scale=100.0, column="correct"),
+        Metric("latent", unit="%", scale=100.0), Metric("non_latent", unit="%", scale=100.0)))
     default_models = ("copy-last",)
     default_judge = "vlicl-judge"
     options = (
@@ -328,23 +333,34 @@ class VLICL(Benchmark):
         return out
 
     # -- tables, figures, report ----------------------------------------------------------------
-    def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-        tables: dict[str, list[dict[str, Any]]] = {}
+    def _scored(self, rows: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+        """(rows as parsed by ``--parse``'s default mode, rows parsed leniently), with a score."""
         rows = [r for r in rows if "correct" in r]  # failures without a score stay out of the means
         if self.config["textocr"] == "keep_dots":
             rows = [{**r, "correct": r.get("correct_keep_dots", r["correct"]),
                      "correct_lenient": r.get("correct_keep_dots", r.get("correct_lenient", r["correct"]))}
                     if r.get("task") == "textocr" else r for r in rows]
         lenient = [{**r, "correct": r.get("correct_lenient", r["correct"])} for r in rows]
+        return (lenient if self.config["parse"] == "lenient" else rows), lenient
+
+    def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Scored rows in the default parse mode with their query (the cluster of their seeds),
+        and the failed rows without a score (counted in ``n_failed``)."""
+        scored, _ = self._scored(rows)
+        return [{**r, "query": query_of(r)} for r in scored] + [dict(r) for r in rows if "correct" not in r]
+
+    def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        tables: dict[str, list[dict[str, Any]]] = {}
+        default, lenient = self._scored(rows)
         mode = self.config["parse"]
-        variants = [("", lenient if mode == "lenient" else rows)] + ([("_lenient", lenient)] if mode == "both" else [])
+        variants = [("", default)] + ([("_lenient", lenient)] if mode == "both" else [])
         for suffix, rs in variants:
             per_seed, acc = accuracy_tables(rs)
             summ = summary_table(acc, fitting=self.config["efficiency"] == "fitting")
             tables[f"accuracy_seed{suffix}"] = per_seed
             tables[f"accuracy{suffix}"] = acc
             tables[f"shot_summary{suffix}"] = summ
-            tables[f"ranks{suffix}"] = rank_table(summ)
+            tables[f"ranks{suffix}"] = rank_table(summ, rank_intervals(rs, summ))
             tables[f"capabilities{suffix}"] = capability_table(summ)
             if len({r["model"] for r in rs}) > 1:
                 tables[f"paired{suffix}"] = paired_table(rs)

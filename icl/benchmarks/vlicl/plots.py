@@ -25,15 +25,17 @@ def shot_curves(accuracy: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     for r in accuracy:
         by_setting[tuple(r.get(c) for c in SETTING)][r["task"]][r["model"]].append(r)
     titles = {t: TASKS[t].title for t in TASKS}
-    return [shot_curve_panels({t: tasks[t] for t in [*[t for t in TASKS if t in tasks],
-                                                     *sorted(t for t in tasks if t not in TASKS)]},
-                              out / f"vlicl_shots_{_label(setting)}.png", "accuracy", std="std", titles=titles)
-            for setting, tasks in sorted(by_setting.items(), key=lambda kv: _label(kv[0]))]
+    return [p for setting, tasks in sorted(by_setting.items(), key=lambda kv: _label(kv[0]))
+            for p in shot_curve_panels({t: tasks[t] for t in [*[t for t in TASKS if t in tasks],
+                                                              *sorted(t for t in tasks if t not in TASKS)]},
+                                       out / f"vlicl_shots_{_label(setting)}.png", "accuracy", std="std",
+                                       titles=titles)]
 
 
 def efficiency_front(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     """Efficiency vs zero-shot per direction, one point per (model, task), with the ZS + Eff = 100 front."""
     from icl.report.plots import figures as plt  # Figure objects, never pyplot state
+    from icl.report.plots import save_figure
 
     by_setting: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
     for r in summary:
@@ -53,14 +55,11 @@ def efficiency_front(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Pa
                            color=f"C{models.index(r['model']) % 10}",
                            label=f"{r['model']} / {r['task']}")
             ax.set_title(f"{direction}: ICL efficiency vs zero-shot", fontsize=9)
-            ax.set_xlabel("zero-shot accuracy (%)")
-            ax.set_ylabel("ICL efficiency (%)")
+            ax.set_xlabel("zero-shot accuracy (%) \u2191")
+            ax.set_ylabel("ICL efficiency (%) \u2191")
             ax.set_xlim(-2, 102)
             ax.axhline(0, color="grey", lw=0.5)
             ax.legend(fontsize=6)
         fig.subplots_adjust(left=0.07, right=0.98, top=0.92, bottom=0.12, wspace=0.25)
-        path = out / f"vlicl_efficiency_{_label(setting)}.png"
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        paths.append(path)
+        paths += save_figure(fig, out / f"vlicl_efficiency_{_label(setting)}.png")
     return paths

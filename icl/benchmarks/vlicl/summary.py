@@ -3,12 +3,13 @@
 - accuracy per (model, task, setting, shots, seed) = 100 x mean correctness over the queries
   (failed generations count as wrong); reported as the mean over seeds and the population std
   (ddof 0), with a 95% percentile bootstrap interval over queries (10,000 resamples, clustered by
-  query: a query's seeds move together).
+  query: a query's seeds move together; the interval of results.csv, :mod:`icl.report.stats`).
 - :func:`shot_summary`: zero-shot, peak and signed ICL efficiency of one shot curve.
 - paired comparisons: for two models on the same (task, setting, shots), the accuracy difference
   with a 95% paired bootstrap interval over their shared queries.
 - average ranks of each summary metric over the tasks of a direction (1 = best, ties share the
-  average rank); capability aggregates: the mean of each summary metric over the tasks that test
+  average rank), with 95% bootstrap rank intervals (:func:`rank_intervals`); capability
+  aggregates: the mean of each summary metric over the tasks that test
   a capability (the source's Table 1).
 """
 
@@ -16,12 +17,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from icl.benchmarks.vlicl.tasks import TASKS
-from icl.data.seeds import rng as seeded_rng
+from icl.report import stats
 
 SETTING = ("variant", "description", "cot", "prompt", "repeat")  # group columns besides task, shots, seed
 SUMMARY_METRICS = ("zero_shot", "peak", "efficiency")
@@ -84,14 +85,14 @@ def _mean(x: Sequence[float]) -> float:
 
 def bootstrap_interval(per_query: np.ndarray, key: str) -> tuple[float, float]:
     """95% percentile interval of ``100 * mean(per_query)`` (one value per query, the mean over
-    its seeds), resampling queries with ``derive_seed(purpose="bootstrap")`` of ``key``."""
-    n = per_query.size
-    if n == 0:
-        return math.nan, math.nan
-    g = seeded_rng(0, "vlicl", "*", key, "bootstrap")
-    means = per_query[g.integers(0, n, (BOOTSTRAP, n))].mean(1) * 100
-    lo, hi = np.percentile(means, [2.5, 97.5])
-    return float(lo), float(hi)
+    its seeds), resampling queries (:func:`icl.report.stats.mean_ci`, seeded by ``key``)."""
+    e = stats.mean_ci(per_query, identity=key, benchmark="vlicl", resamples=BOOTSTRAP, scale=100.0)
+    return e.ci_low, e.ci_high
+
+
+def subset_of(setting: Sequence[Any]) -> str:
+    """The ``subset`` of results.csv: the setting's values joined by ``/``."""
+    return "/".join(str(v) for v in setting)
 
 
 def _setting(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -122,8 +123,12 @@ def accuracy_tables(rows: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, A
             per_seed.append(row)
             for r in rs:
                 by_query[query_of(r)].append(float(r["correct"]))
-        pq = np.array([_mean(v) for _, v in sorted(by_query.items())])
-        lo, hi = bootstrap_interval(pq, "/".join(str(k) for k in key))
+        # the interval of results.csv (icl.report.schema): queries resampled, their seeds together
+        queries = [query_of(r) for s_ in seeds.values() for r in s_]
+        ci = stats.mean_ci([float(r["correct"]) for s_ in seeds.values() for r in s_], queries,
+                           identity=stats.group_identity(task, subset_of(setting), shots, "accuracy"),
+                           benchmark="vlicl", resamples=BOOTSTRAP, scale=100.0)
+        lo, hi = ci.ci_low, ci.ci_high
         out = {**base, "seeds": len(seeds), "queries": len(by_query),
                "accuracy": _mean(accs["correct"]), "std": _pstd(accs["correct"]), "ci_low": lo, "ci_high": hi,
                "overflow": int(sum(float(r.get("overflow", 0)) for s in seeds.values() for r in s)),
@@ -159,8 +164,11 @@ def summary_table(accuracy: Sequence[Mapping[str, Any]], fitting: bool = False) 
     return out
 
 
-def rank_table(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Average rank of each summary metric per (direction, setting) over its tasks."""
+def rank_table(summary: Sequence[Mapping[str, Any]],
+               intervals: Optional[Mapping[tuple, Mapping[str, Mapping[str, tuple[float, float]]]]] = None
+               ) -> list[dict[str, Any]]:
+    """Average rank of each summary metric per (direction, setting) over its tasks, with
+    ``{metric}_rank_low``/``_high`` from ``intervals`` (:func:`rank_intervals`; NaN without)."""
     groups: dict[tuple, dict[str, dict[str, Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
     for r in summary:
         groups[(r["direction"], *_setting(r))][r["task"]][r["model"]] = r
@@ -177,8 +185,11 @@ def rank_table(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for m in models:
             over = ";".join(f"{t}:{by_model[m]['overflow_shots']}" for t, by_model in sorted(tasks.items())
                             if m in by_model and by_model[m].get("overflow_shots"))
+            ci = (intervals or {}).get(gkey, {}).get(m, {})
             out.append({"model": m, "direction": direction, **dict(zip(SETTING, setting)), "tasks": len(tasks),
                         **{f"{metric}_rank": _mean(acc[m][metric]) for metric in SUMMARY_METRICS},
+                        **{f"{metric}_rank_{end}": ci.get(metric, (math.nan, math.nan))[i]
+                           for metric in SUMMARY_METRICS for i, end in enumerate(("low", "high"))},
                         "overflow_shots": over})
     return out
 
@@ -220,4 +231,53 @@ def paired_table(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 lo, hi = bootstrap_interval(diff, "/".join(str(k) for k in key) + f"/{a}-{b}")
                 out.append({"task": task, **dict(zip(SETTING, setting)), "shots": shots, "model_a": a, "model_b": b,
                             "queries": len(shared), "difference": 100 * _mean(list(diff)), "ci_low": lo, "ci_high": hi})
+    return out
+
+
+def rank_intervals(rows: Iterable[Mapping[str, Any]], summary: Sequence[Mapping[str, Any]],
+                   resamples: int = BOOTSTRAP) -> dict[tuple, dict[str, dict[str, tuple[float, float]]]]:
+    """95% bootstrap intervals of :func:`rank_table`'s average ranks, keyed (direction,
+    *setting) -> model -> metric -> (low, high). Per (task, setting) the queries are resampled
+    once for every model, shot count and seed (seeded by task/setting/"ranks"); each resample's
+    accuracies give zero-shot, peak and efficiency over the shot counts ``summary`` used, the
+    models are ranked per task and the ranks averaged over the tasks, as in :func:`rank_table`."""
+    cells: dict[tuple, dict[tuple[str, int], list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        cells[(r["task"], *_setting(r))][(str(r["model"]), int(r["shots"]))].append(r)
+    by_task: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
+    for srow in summary:
+        if (srow["task"], *_setting(srow)) in cells:
+            by_task[(srow["task"], *_setting(srow))].append(srow)
+    curves: dict[tuple, dict[str, dict[str, np.ndarray]]] = defaultdict(dict)  # (direction, *setting) -> task -> model
+    for key, srows in by_task.items():
+        by, columns, spans = cells[key], [], []
+        for srow in srows:  # every model's curve from one draw of the task's queries
+            used = [int(x) for x in str(srow["shots"]).split(",") if x != ""]
+            spans.append((srow, used, len(columns)))
+            for k in used:
+                rs = by.get((str(srow["model"]), k), [])
+                columns.append(stats.cluster_totals([float(r["correct"]) for r in rs], [query_of(r) for r in rs]))
+        _, draws, _ = stats.joint_draws(columns, identity=stats.group_identity(key[0], subset_of(key[1:]), "ranks"),
+                                        benchmark="vlicl", resamples=resamples)
+        for srow, used, start in spans:
+            acc = 100 * draws[:, start:start + len(used)]  # [B, S]
+            s_ = np.asarray(used, np.float64)
+            gain = acc - acc[:, :1]
+            eff = (np.sum((gain[:, 1:] + gain[:, :-1]) / 2 * np.diff(s_), axis=1) / s_[-1] if s_.size > 1
+                   else np.full(acc.shape[0], np.nan))
+            curves[(srow["direction"], *key[1:])].setdefault(key[0], {})[str(srow["model"])] = {
+                "zero_shot": acc[:, 0], "peak": acc.max(axis=1), "efficiency": eff}
+    out: dict[tuple, dict[str, dict[str, tuple[float, float]]]] = {}
+    for gkey, tasks in curves.items():
+        models = sorted({m for t in tasks.values() for m in t})
+        out[gkey] = {m: {} for m in models}
+        for metric in SUMMARY_METRICS:
+            ranks = []
+            for by_model in tasks.values():
+                vals = np.stack([by_model[m][metric] if m in by_model else np.full(resamples, np.nan)
+                                 for m in models], axis=1)
+                ranks.append(stats.rank_matrix(vals, False))
+            lo, hi = stats.rank_interval(np.mean(ranks, axis=0))
+            for m, a, b in zip(models, lo, hi):
+                out[gkey][m][metric] = (stats.as_float(a), stats.as_float(b))
     return out

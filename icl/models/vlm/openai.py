@@ -1,8 +1,9 @@
 """``openai``: an OpenAI-compatible chat-completions client (vLLM, SGLang, hosted APIs).
 
 One ``POST {base_url}/chat/completions`` per request, ``concurrency`` of them in flight at
-once, on one event loop and one connection pool for the adapter's lifetime
-(:class:`~icl.models.vlm.http.LoopThread`), so the gate and the rate limit span ``predict``
+once, on one event loop and one set of keep-alive connections (one per slot of the gate) for
+the adapter's lifetime (:class:`~icl.models.vlm.http.LoopThread`,
+:class:`~icl.models.vlm.http.Connections`), so the gate and the rate limit span ``predict``
 calls. Images travel as base64 PNG data URLs, in order (``detail`` adds the image detail level).
 Each attempt has a deadline of ``timeout`` seconds for the whole exchange (connect, send, the
 complete body: a trickling answer cannot hold it longer); the body is read chunk by chunk and
@@ -38,7 +39,7 @@ from typing import Any, Optional, Sequence
 
 from icl.models.base import Adapter, ContextOverflowError
 from icl.models.requests import ChatRequest
-from icl.models.vlm.http import BodyTooLarge, Gate, LoopThread, read_capped, redact, retry_after_seconds
+from icl.models.vlm.http import BodyTooLarge, Connections, Gate, LoopThread, read_capped, redact, retry_after_seconds
 from icl.models.vlm.prompt import check_request, openai_messages
 
 log = logging.getLogger("icl.models.vlm")
@@ -140,8 +141,7 @@ class OpenAIChat(Adapter):
         if self._loop is None:
             self._loop = LoopThread(f"icl-openai-{self.model}")
         key = self._key()
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return self._loop.run(self._gather(checked, bodies, headers, key))
+        return self._loop.run(self._gather(checked, bodies, key))
 
     def close(self) -> None:
         """Close the connection pool and stop the loop (also done at garbage collection)."""
@@ -151,15 +151,11 @@ class OpenAIChat(Adapter):
             self._loop.close()
             self._loop = self._client = self._gate = None
 
-    async def _gather(self, requests: list[ChatRequest], bodies: list[dict[str, Any]], headers: dict[str, str],
-                      key: str) -> list[Any]:
-        import httpx
-
+    async def _gather(self, requests: list[ChatRequest], bodies: list[dict[str, Any]], key: str) -> list[Any]:
         if self._client is None:
-            limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), limits=limits)
+            self._client = Connections(f"{self.base_url}/chat/completions")
             self._gate = Gate(self.concurrency, self.max_rps)
-        return list(await asyncio.gather(*(self._one(r, b, headers, key) for r, b in zip(requests, bodies))))
+        return list(await asyncio.gather(*(self._one(r, b, key) for r, b in zip(requests, bodies))))
 
     def _delay(self, attempt: int, retry_after: Optional[str]) -> float:
         """Seconds before retry ``attempt + 1``: the server's ``Retry-After`` (either form) in
@@ -172,12 +168,16 @@ class OpenAIChat(Adapter):
             return wait
         return min(self.max_backoff, self.backoff * (2 ** attempt))
 
-    async def _one(self, request: ChatRequest, body: dict[str, Any], headers: dict[str, str], key: str) -> Any:
-        import httpx
-
-        assert self._gate is not None
+    async def _one(self, request: ChatRequest, body: dict[str, Any], key: str) -> Any:
+        assert self._gate is not None and self._client is not None
         url = f"{self.base_url}/chat/completions"
         where = redact(f"openai: request {request.id!r} to {url}", [key])
+        try:  # as httpx encoded ``json=``; NaN is no JSON
+            data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        except ValueError as exc:
+            return ChatServerError(f"{where}: request body is not JSON: {exc}")
+        authorization = f"Bearer {key}" if key else None
+        transport_errors = self._client.transport_errors()
         last = ""
         for attempt in range(self.max_retries + 1):
             retry_after = status = raw = None
@@ -185,12 +185,12 @@ class OpenAIChat(Adapter):
                 await self._gate.pace()
                 try:
                     async with asyncio.timeout(self.timeout):  # the whole exchange, per attempt
-                        async with self._client.stream("POST", url, json=body, headers=headers) as response:
+                        async with self._client.post(data, authorization) as response:
                             raw = await read_capped(response, self.max_response_bytes)
-                            status, retry_after = response.status_code, response.headers.get("retry-after")
+                            status, retry_after = response.status, _header(response, b"retry-after")
                 except TimeoutError:
                     last = f"Timeout: no complete answer within {self.timeout:g} s"
-                except httpx.TransportError as exc:  # connection refused/reset, protocol errors
+                except transport_errors as exc:  # connection refused/reset, protocol errors
                     last = redact(f"{type(exc).__name__}: {exc}", [key])
                 except BodyTooLarge as exc:
                     return ChatServerError(f"{where}: {exc}")
@@ -209,6 +209,13 @@ class OpenAIChat(Adapter):
             if attempt < self.max_retries:
                 await asyncio.sleep(self._delay(attempt, retry_after))
         return ChatServerError(f"{where}: failed after {self.max_retries + 1} attempts; last: {last}")
+
+
+def _header(response: Any, name: bytes) -> Optional[str]:
+    for k, v in response.headers:
+        if k.lower() == name:
+            return v.decode("latin-1")
+    return None
 
 
 def _answer(raw: bytes, where: str, key: str) -> Any:

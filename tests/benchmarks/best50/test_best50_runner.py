@@ -15,7 +15,7 @@ from icl.models.registry import unregister_model
 from icl.run.__main__ import main
 
 
-def _rows(out, name="results.csv"):
+def _rows(out, name="best50_results.csv"):
     with open(out / name, newline="") as f:
         return list(csv.DictReader(f))
 
@@ -23,7 +23,7 @@ def _rows(out, name="results.csv"):
 def test_fast_runs_the_oracle_on_a_synthetic_package(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["best50", "--fast", "--out", str(out), "--data-root", str(tmp_path / "data"), "--no-progress"]) == 0
-    for name in ["results.csv", "per_sample.csv", "results.json", "report.md",
+    for name in ["results.csv", "best50_results.csv", "per_sample.csv", "results.json", "report.md",
                  *(f"results_k{k}.csv" for k in (1, 2, 4, 8)), *(f"plots/{p}" for p in PLOT_FILES.values())]:
         assert (out / name).is_file(), name
     assert cv2.imread(str(out / "plots" / PLOT_FILES["F1@50"])) is not None

@@ -59,5 +59,5 @@ def test_judge_agreement_and_figures(tmp_path):
     assert agreement_plot(judge_agreement(a, b), tmp_path)[0].is_file()
     acc = accuracy_table(a + [_row("x", mode="description", overall=0.0)])
     paths = mode_curves(acc, tmp_path)
-    assert len(paths) == 1 and paths[0].is_file()
+    assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.is_file() for p in paths)  # a figure, two formats
     assert mode_curves(accuracy_table(a), tmp_path) == []

@@ -86,7 +86,7 @@ def test_diagnostics_are_stored_per_sample_and_never_ranked(full_run, builtin_ro
     # the subset switched off: no extra item, and the results and ranks are byte-identical
     off = tmp_path / "off"
     _run(off, builtin_root, "--sensitivity-fraction", "0")
-    for name in ("results.csv", "ranks.csv", "oracle_ceiling.csv"):
+    for name in ("results.csv", "vibe_results.csv", "comparisons.csv", "ranks.csv", "oracle_ceiling.csv"):
         assert (off / name).read_bytes() == (full_run / name).read_bytes(), name
     assert not (off / "context_sensitivity.csv").exists()
     assert {r["sensitivity_n"] for r in _csv(off / "diagnostics.csv")} == {"0"}

@@ -38,8 +38,8 @@ def test_fast_run_covers_all_ten_tasks(fast_run) -> None:
         assert [s for (t, s) in acc if t == task] == list(spec.shots)
         assert all(acc[(task, s)]["seeds"] == 3 and acc[(task, s)]["queries"] == 4 for s in spec.shots)
     assert {r["direction"] for r in tables["ranks"]} == {"I2T", "T2I"}
-    assert {p.name for p in paths} == {"vlicl_shots_image_detailed_direct.png",
-                                      "vlicl_efficiency_image_detailed_direct.png"}
+    assert {p.name for p in paths} == {f"vlicl_{kind}_image_detailed_direct.{ext}" for kind in ("shots", "efficiency")
+                                      for ext in ("png", "svg")}
     assert all(p.stat().st_size > 10_000 for p in paths)
     report = bench.report(tables)
     assert "| copy-last |" in report and "open_t2i_mi" in report

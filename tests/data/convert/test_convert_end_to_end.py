@@ -120,7 +120,7 @@ def test_converted_releases_run_with_oracle_at_ceiling(tmp_path, capsys):
     code = main(["vibe", "--data-root", str(root), "--datasets", DATASETS, "--tasks", TASKS, "--models", "oracle,copy-target",
                  "--limit", "2", "--out", str(out), "--no-progress", "--no-plots", "--qualitative", "0"])
     assert code == 0, capsys.readouterr().err
-    with open(out / "results.csv") as f:
+    with open(out / "vibe_results.csv") as f:
         rows = [r for r in csv.DictReader(f)]
     score = {(r["model"], r["dataset"], r["task"], r["metric"]): float(r["mean"]) for r in rows}
     runs = {(d, t) for _, d, t, _ in score}

@@ -35,6 +35,7 @@ class RawServer:
         self.script = script or (lambda body, headers: Reply(body=completion("ok")))
         self.latency_s = latency_s
         self.received = 0
+        self.connections = 0  # TCP connections accepted
         self.bodies: list[str] = []
         self.lock = threading.Lock()
         outer = self
@@ -47,6 +48,8 @@ class RawServer:
 
             def setup(self) -> None:
                 super().setup()
+                with outer.lock:
+                    outer.connections += 1
                 # headers and body leave in separate writes: without TCP_NODELAY, Nagle's algorithm
                 # and the client's delayed ACK add ~40 ms per answer (real servers set it too)
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -77,7 +80,10 @@ class RawServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # the stdlib's 5 resets simultaneous connects (real servers: 2048)
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

@@ -99,6 +99,39 @@ def test_one_loop_and_client_span_calls() -> None:
         assert model._client is None
 
 
+def test_connections_are_kept_alive_one_per_slot() -> None:
+    with RawServer(latency_s=0.02) as srv:
+        model = _model(srv, concurrency=4)
+        for call in range(3):
+            assert model.predict(_reqs(8, f"k{call}")) == ["ok"] * 8
+        assert srv.received == 24 and srv.connections <= 4
+        model.close()
+
+
+def test_gzip_and_deflate_answers_are_decoded_under_the_cap() -> None:
+    import zlib
+
+    plain = completion("y" * 5000)
+    for encoding, body in (("gzip", gzip.compress(plain)), ("deflate", zlib.compress(plain))):
+        with RawServer(lambda b, h, body=body: Reply(body=body, headers={"Content-Encoding": encoding})) as srv:
+            assert _model(srv).predict(_reqs(1)) == ["y" * 5000]
+            (capped,) = _model(srv, max_response_bytes=2000, max_retries=0).predict(_reqs(1))
+        assert isinstance(capped, ChatServerError) and "decoded response body exceeds" in str(capped)
+
+
+def test_the_environment_proxy_is_used(monkeypatch) -> None:
+    """``http_proxy`` applies as it did with httpx (trust_env): the request goes to the proxy in
+    absolute form; ``icl-via-proxy.invalid`` cannot resolve, so an answer proves the proxy path."""
+    for name in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    seen: list[dict] = []
+    with RawServer(lambda b, h: seen.append(h) or Reply(body=completion("proxied"))) as srv:
+        monkeypatch.setenv("http_proxy", srv.base_url.rsplit("/v1", 1)[0])
+        model = OpenAIChat(model="m", base_url="http://icl-via-proxy.invalid/v1", api_key_env=None, max_retries=0)
+        assert model.predict(_reqs(2)) == ["proxied", "proxied"]
+    assert {h["Host"] for h in seen} == {"icl-via-proxy.invalid"}
+
+
 def test_execution_args_are_declared() -> None:
     assert {"concurrency", "timeout", "max_retries", "backoff", "max_backoff", "max_rps", "batch_size"} \
         <= OpenAIChat.execution_args

@@ -54,7 +54,7 @@ def decode_boxes(pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mask = chans >= 128
     if not mask.any():
         return np.zeros((0, 4), np.float64), np.zeros(0, np.float64)
-    from icl.ops.components import connected_components
+    from icl.ops import connected_components  # numpy in: the native kernel without torch
 
     comps = connected_components(mask, connectivity=8, values=(chans / 255.0).astype(np.float32))
     boxes = np.asarray(comps.box, np.float64).reshape(-1, 4)

@@ -36,7 +36,7 @@ def decode_points(pred: np.ndarray) -> np.ndarray:
     mask = s >= 128  # S > 0.5 exactly, as S = s / 255 with integer s
     if not mask.any():
         return np.zeros((0, 2), np.float64)
-    from icl.ops.components import connected_components
+    from icl.ops import connected_components  # numpy in: the native kernel without torch
 
     comps = connected_components(mask, connectivity=8, values=(s / 255.0).astype(np.float32))
     yx = np.asarray(comps.argmax, np.float64).reshape(-1, 2)
@@ -92,7 +92,7 @@ class Keypoints(Task):
 
     def _score_points(self, points, sizes, targets) -> list[dict[str, float]]:
         """P/R/F1 of decoded points (x, y) at prediction ``sizes`` against the targets."""
-        from icl.ops.match_points import match_points
+        from icl.ops import match_points  # numpy in: the native kernel without torch
 
         out = []
         for xy, size, target in zip(points, sizes, targets):

@@ -1,0 +1,263 @@
+"""``--ray``: a real local Ray cluster on 127.0.0.1 with two CPU workers gives the results of a
+single-process run byte for byte (every CSV and per-run file), also when a worker process is
+killed mid-run (its batch goes to the other worker) and when the driver is killed (SIGKILL) and
+the run resumed; without ``--ray`` nothing imports Ray.
+
+One Ray instance serves the module: started as ``--ray auto`` starts one
+(:func:`icl.run.pool.connect`: 127.0.0.1, one CPU per worker), then joined by the in-process runs
+and, through ``RAY_ADDRESS``, by the driver subprocess that is killed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from icl.models import register_model
+from icl.models.builtin import Oracle
+from icl.models.registry import unregister_model
+from icl.run.config import ModelSpec, RunConfig
+from icl.run.runner import run
+from tests.run.conftest import score_rows
+
+ray = pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parents[2]
+BATCH = 3  # DiesOnce.batch_size
+WORKERS = 2
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A local Ray instance (2 CPUs); the workers see this module's marker and log paths."""
+    tmp = tmp_path_factory.mktemp("ray")
+    paths = dict(ICL_TEST_KILL_MARKER=str(tmp / "kill-a-worker"), ICL_TEST_COUNT_LOG=str(tmp / "answered.log"))
+    saved = {k: os.environ.get(k) for k in paths}
+    os.environ.update(paths)  # inherited by the raylet, so by every worker
+    register_model("dies-once", "tests.run._adapters:DiesOnce")
+    address = os.environ.pop("RAY_ADDRESS", None)
+    from icl.run.pool import connect
+
+    assert connect("auto", WORKERS, gpus=False).startswith("a local Ray instance")
+    try:
+        yield {k: Path(v) for k, v in paths.items()}
+    finally:
+        ray.shutdown()
+        if address is not None:
+            os.environ["RAY_ADDRESS"] = address
+        unregister_model("dies-once")
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def clean_best50(tmp_path_factory, builtin_root):
+    """The single-process run of best50 (k 1 and 8, 12 questions) with the dying oracle."""
+    out = tmp_path_factory.mktemp("clean") / "run"
+    outcome = run(_config("best50", out, builtin_root, [ModelSpec("dies-once")]), open(os.devnull, "w"),
+                  open(os.devnull, "w"))
+    assert outcome.exit_code == 0
+    return out, outcome
+
+
+def _config(bench: str, out: Path, data: Path, models=None, ray_address=None) -> RunConfig:
+    options = {"ks": (1, 8), "limit": 12} if bench == "best50" and models and models[0].name == "dies-once" else {}
+    return RunConfig(benchmark=bench, fast=True, data_root=data, out=out, plots=False, progress=False,
+                     models=models, options=options, ray=ray_address, workers=WORKERS if ray_address else None)
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    """Every file a run writes that holds results (CSVs, per-sample and prediction files)."""
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())
+            if p.suffix in (".csv", ".jsonl") or p.name.startswith(("predictions", "samples"))}
+
+
+def _same(a: Path, b: Path) -> None:
+    fa, fb = _files(a), _files(b)
+    assert fa and set(fa) == set(fb)
+    for name in fa:
+        assert fa[name] == fb[name], name
+
+
+def _ray_meta(out: Path) -> dict:
+    return json.loads((out / "results.json").read_text())["ray"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bench", ["vibe", "best50"])
+def test_ray_run_equals_the_single_process_run(bench, cluster, tmp_path, builtin_root):
+    # best50's default oracle answers its 64 items in one batch: four batches instead
+    models = [ModelSpec("oracle", {"batch_size": 16})] if bench == "best50" else None
+    single = run(_config(bench, tmp_path / "single", builtin_root, models), open(os.devnull, "w"),
+                 open(os.devnull, "w"))
+    spread = run(_config(bench, tmp_path / "ray", builtin_root, models, "auto"), open(os.devnull, "w"),
+                 open(os.devnull, "w"))
+    assert single.exit_code == spread.exit_code == 0
+    assert spread.stats.computed == single.stats.computed > 0
+    _same(tmp_path / "single", tmp_path / "ray")
+    meta = _ray_meta(tmp_path / "ray")
+    assert meta["workers"] == WORKERS and len(meta["batches_per_worker"]) == WORKERS  # both workers answered
+
+
+@pytest.mark.slow
+def test_a_killed_worker_changes_nothing(cluster, clean_best50, tmp_path, builtin_root):
+    """A worker killed mid-run: with no resends allowed its queued batches fail (and a rerun
+    asks them again); with the default, they go to the other worker and nothing fails."""
+    models = [ModelSpec("dies-once")]
+    marker = cluster["ICL_TEST_KILL_MARKER"]
+    out = tmp_path / "ray"
+    marker.write_text("")
+    config = _config("best50", out, builtin_root, models, "auto")
+    config.worker_retries = 0  # the first death fails the batch
+    failed = run(config, open(os.devnull, "w"), open(os.devnull, "w"))
+    assert not marker.exists() and Path(f"{marker}.taken").exists()  # a worker took it and died
+    # the batches queued on the dying worker (up to two) fail whole, the others are answered
+    assert failed.exit_code == 1 and failed.failed_items in (BATCH, 2 * BATCH)
+    assert {f.message.split(": ", 1)[1] for f in failed.failures} == {
+        "ModelFailure: WorkerDied: the batch's Ray worker died on each of its 1 tries (--worker-retries 0; last: "
+        "ActorDiedError: The actor died unexpectedly before finishing this task.)"}
+    (out / "store.sqlite").unlink()  # the whole run again, a worker killed again
+    marker.write_text("")
+    spread = run(_config("best50", out, builtin_root, models, "auto"), open(os.devnull, "w"), open(os.devnull, "w"))
+    assert not marker.exists()
+    assert spread.exit_code == 0 and not spread.failures and spread.stats.computed == clean_best50[1].stats.computed
+    _same(clean_best50[0], out)
+    assert _ray_meta(out)["replaced_workers"] == 1
+
+
+def _answered(log: Path) -> list[str]:
+    return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.mark.slow
+def test_a_killed_driver_resumes_to_the_same_result(cluster, clean_best50, tmp_path, builtin_root):
+    site = tmp_path / "site"
+    dist = site / "icl_ray_adapter-0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: icl-ray-adapter\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[icl.models]\ndies-once = tests.run._adapters:DiesOnce\n")
+    log = tmp_path / "killed.log"
+    env = {k: v for k, v in os.environ.items() if k != "ICL_TEST_KILL_MARKER"}
+    # --ray auto joins the cluster RAY_ADDRESS names; its workers get the driver's PYTHONPATH
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), ICL_TEST_COUNT_LOG=str(log), ICL_TEST_SLEEP="0.2",
+               RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+    out = tmp_path / "resumed"
+    cmd = [sys.executable, "-m", "icl.run", "best50", "--fast", "--models", "dies-once", "--ks", "1,8", "--limit", "12",
+           "--out", str(out), "--data-root", str(builtin_root), "--no-plots", "--no-progress", "--ray", "auto",
+           "--workers", str(WORKERS)]
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while len(score_rows(out / "store.sqlite")) < 2 * BATCH and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)  # killed once two batches are committed
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    killed = Counter(_answered(log))
+    assert (out / "store.sqlite").exists()
+    # the rerun joins this module's Ray instance and asks only what was not committed
+    resumed_log = cluster["ICL_TEST_COUNT_LOG"]
+    before = len(_answered(resumed_log))
+    models = [ModelSpec("dies-once")]
+    resumed = run(_config("best50", out, builtin_root, models, "auto"), open(os.devnull, "w"), open(os.devnull, "w"))
+    assert resumed.exit_code == 0 and resumed.stats.skipped > 0 and resumed.stats.computed > 0
+    again = Counter(_answered(resumed_log)[before:])
+    _same(clean_best50[0], out)
+    planned = clean_best50[1].stats.computed
+    assert len(killed) < planned  # killed mid-run
+    assert sum((killed + again).values()) >= planned
+    # lost at most the batches in flight: two per worker sent ahead, and the one being scored
+    assert sum((killed & again).values()) <= (2 * WORKERS + 1) * BATCH
+
+
+@pytest.mark.slow
+def test_without_ray_nothing_imports_it(tmp_path, builtin_root):
+    code = ("import sys\nfrom icl.run.__main__ import main\n"
+            f"rc = main(['best50', '--fast', '--out', {str(tmp_path / 'run')!r}, '--data-root', {str(builtin_root)!r}, "
+            "'--no-plots', '--no-progress'])\n"
+            "assert rc == 0, rc\nassert 'ray' not in sys.modules, 'ray was imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("flag", ["--workers", "--judge-workers", "--gpus-per-worker"])
+def test_worker_flags_need_ray(flag, capsys):
+    from icl.run.__main__ import main
+
+    assert main(["best50", "--fast", flag, "2"]) == 2
+    assert capsys.readouterr().err.strip() == f"icl.run: {flag} needs --ray (the models run in this process without it)"
+
+
+@pytest.mark.slow
+def test_a_judged_benchmark_with_the_judge_on_its_own_worker(cluster, tmp_path, builtin_root):
+    """cobsat --fast: one worker for the model, one for the judge, the single-process results."""
+    single = run(_config("cobsat", tmp_path / "single", builtin_root), open(os.devnull, "w"), open(os.devnull, "w"))
+    config = _config("cobsat", tmp_path / "ray", builtin_root, ray_address="auto")
+    config.workers, config.judge_workers = 1, 1
+    spread = run(config, open(os.devnull, "w"), open(os.devnull, "w"))
+    assert single.exit_code == spread.exit_code == 0 and spread.stats.computed == single.stats.computed > 0
+    _same(tmp_path / "single", tmp_path / "ray")
+    meta = _ray_meta(tmp_path / "ray")
+    assert meta["workers"] == 1 and meta["judge"]["workers"] == 1 and sum(meta["judge"]["batches_per_worker"].values())
+
+
+def test_more_workers_than_the_cluster_has_is_one_line(cluster, tmp_path, builtin_root):
+    from icl.run.errors import ConfigError
+
+    config = _config("best50", tmp_path / "run", builtin_root, ray_address="auto")
+    config.workers = WORKERS + 1
+    with pytest.raises(ConfigError, match=r"--workers 3: needs 3 CPUs and the Ray instance this process joined has 2"):
+        run(config, open(os.devnull, "w"), open(os.devnull, "w"))
+    assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
+def test_an_address_nothing_answers_at_is_one_line(tmp_path, builtin_root):
+    """Ray itself retries such an address for minutes; the run says so at once."""
+    import socket
+
+    from icl.run.errors import ConfigError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = _config("best50", tmp_path / "run", builtin_root, ray_address=f"127.0.0.1:{port}")
+    with pytest.raises(ConfigError, match=rf"^--ray 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port} "):
+        run(config, open(os.devnull, "w"), open(os.devnull, "w"))
+    assert not (tmp_path / "run").exists()
+
+
+class _Unpicklable(Oracle):
+    """An oracle holding a lock: it cannot be pickled, so it cannot be sent to a worker."""
+
+    name = "unpicklable"
+    accepts_tensors = False
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+
+def test_an_adapter_that_cannot_be_sent_stops_its_model_with_one_line(cluster, tmp_path, builtin_root):
+    register_model("unpicklable", _Unpicklable, replace=True)
+    try:
+        err = io.StringIO()
+        out = run(_config("best50", tmp_path / "run", builtin_root, [ModelSpec("unpicklable")], "auto"),
+                  io.StringIO(), err)
+    finally:
+        unregister_model("unpicklable")
+    assert out.exit_code == 1 and out.stats.stopped["unpicklable"] == (
+        "model 'unpicklable' failed to load on worker (not sent): the adapter cannot be sent to a Ray worker "
+        "(TypeError: cannot pickle '_thread.lock' object)")
+    assert out.stats.model_calls == 0
