@@ -28,6 +28,7 @@ from icl.models.builtin import Oracle
 from icl.models.registry import unregister_model
 from icl.run.config import ModelSpec, RunConfig
 from icl.run.runner import run
+from icl.run.samples import stable_digest
 from tests.run.conftest import score_rows
 
 ray = pytest.importorskip("ray")
@@ -80,9 +81,11 @@ def _config(bench: str, out: Path, data: Path, models=None, ray_address=None) ->
 
 
 def _files(out: Path) -> dict[str, bytes]:
-    """Every file a run writes that holds results (CSVs, per-sample and prediction files)."""
-    return {p.name: p.read_bytes() for p in sorted(out.iterdir())
-            if p.suffix in (".csv", ".jsonl") or p.name.startswith(("predictions", "samples"))}
+    """Every file a run writes that holds results (CSVs, per-sample and prediction files;
+    samples.jsonl without each line's compute, measured by whichever process ran the item)."""
+    return {p.name: stable_digest(p).encode() if p.name == "samples.jsonl" else p.read_bytes()
+            for p in sorted(out.iterdir())
+            if p.is_file() and (p.suffix in (".csv", ".jsonl") or p.name.startswith(("predictions", "samples")))}
 
 
 def _same(a: Path, b: Path) -> None:
