@@ -40,10 +40,10 @@ ICL_INLINE uint64_t scale_index(uint64_t h, uint64_t k) {
 template <int NC>
 ICL_INLINE void block_columns(const double* x, int64_t K, int64_t C, uint64_t key, int64_t r0, int64_t n,
                               int64_t col0, double* out) {
-  uint64_t base[kLanes];
+  uint64_t state[kLanes];  // key + (r * K + j + 1) * G, advanced by G per draw
   double acc[NC][kLanes];
   for (int64_t l = 0; l < kLanes; ++l)  // lanes past n repeat the last resample and are dropped
-    base[l] = static_cast<uint64_t>(r0 + (l < n ? l : n - 1)) * static_cast<uint64_t>(K) + 1;
+    state[l] = key + (static_cast<uint64_t>(r0 + (l < n ? l : n - 1)) * static_cast<uint64_t>(K) + 1) * kGamma;
   for (int c = 0; c < NC; ++c)
     for (int64_t l = 0; l < kLanes; ++l) acc[c][l] = 0.0;
   const uint64_t k = static_cast<uint64_t>(K);
@@ -51,8 +51,10 @@ ICL_INLINE void block_columns(const double* x, int64_t K, int64_t C, uint64_t ke
   for (int64_t j = 0; j < K; ++j) {
     int64_t at[kLanes];
 #pragma omp simd
-    for (int64_t l = 0; l < kLanes; ++l)
-      at[l] = static_cast<int64_t>(scale_index(mix(key + (base[l] + static_cast<uint64_t>(j)) * kGamma), k)) * C;
+    for (int64_t l = 0; l < kLanes; ++l) {
+      at[l] = static_cast<int64_t>(scale_index(mix(state[l]), k)) * C;
+      state[l] += kGamma;
+    }
     for (int c = 0; c < NC; ++c) {
 #pragma omp simd
       for (int64_t l = 0; l < kLanes; ++l) acc[c][l] += xc[at[l] + c];
