@@ -15,10 +15,15 @@ reference reproduces them (wrapping uint64 arithmetic, a sequential cumulative s
 from __future__ import annotations
 
 import numbers
+import os
+from typing import Optional
 
 import numpy as np
 
-from icl.ops._dispatch import _record, backend_status, native
+from icl.ops._dispatch import BackendError, _fallback, _record, backend_status, native
+
+OP_NAME = "bootstrap_totals"
+BACKENDS = ("cpu", "reference")
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -84,22 +89,27 @@ def _checked(rows: object, seed: object, resamples: object) -> tuple[np.ndarray,
     return rows, int(seed), int(resamples)  # type: ignore[call-overload]
 
 
-def bootstrap_totals(rows: np.ndarray, seed: int, resamples: int, *, backend: str | None = None) -> np.ndarray:
+def bootstrap_totals(rows: np.ndarray, seed: int, resamples: int, *, backend: Optional[str] = None) -> np.ndarray:
     """Column totals ``[resamples, C]`` (float64) of ``resamples`` bootstrap resamples of the K
     rows of ``rows`` (float64 ``[K, C]``; the columns of a row move together), drawn from the
-    stream above. ``backend``: ``"cpu"`` (the native kernel), ``"reference"`` (numpy) or None
-    (native when it loads). The same bits either way. NaN is refused; infinities sum as IEEE."""
+    stream above. ``backend`` (else ``ICL_BACKEND`` when it names one of these): ``"cpu"`` (the
+    native kernel) or ``"reference"`` (numpy); by default the native kernel where it loads, else
+    the reference with a :class:`BackendFallbackWarning`. The same bits either way. NaN is
+    refused (a caller replaces missing values); infinities sum as IEEE numbers."""
     rows, seed, resamples = _checked(rows, seed, resamples)
-    if backend not in (None, "cpu", "reference"):
-        raise ValueError(f"bootstrap_totals: backend must be 'cpu', 'reference' or None, got {backend!r}")
-    if backend != "reference" and (backend == "cpu" or backend_status("cpu")[0]):
-        _C = native()
-        fn = getattr(_C, "bootstrap_totals", None)
+    forced = backend or (os.environ.get("ICL_BACKEND") if os.environ.get("ICL_BACKEND") in BACKENDS else None)
+    if forced not in (None, *BACKENDS):
+        raise ValueError(f"bootstrap_totals: backend must be 'cpu' or 'reference', got {forced!r}")
+    if forced != "reference":
+        ok, why = backend_status("cpu")
+        fn = getattr(native(), "bootstrap_totals", None) if ok else None
         if fn is not None:
-            _record("bootstrap_totals", "cpu")
+            _record(OP_NAME, "cpu")
             out: np.ndarray = fn(rows, seed, resamples)
             return out
-        if backend == "cpu":
-            raise RuntimeError("bootstrap_totals: the native module has no bootstrap_totals (rebuild icl._C)")
-    _record("bootstrap_totals", "reference")
+        why = why if not ok else "icl._C has no bootstrap_totals (rebuild it)"
+        if forced == "cpu":
+            raise BackendError(f"{OP_NAME}: backend 'cpu' cannot serve: {why}")
+        _fallback(OP_NAME, [("cpu", why)], "reference")
+    _record(OP_NAME, "reference")
     return reference_totals(rows, seed, resamples)
