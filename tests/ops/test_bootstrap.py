@@ -140,6 +140,29 @@ def test_reference_serves_alone_with_the_same_numbers(monkeypatch):
     stats.forget()
 
 
+def test_without_the_native_module_stats_warn_once_and_give_the_same_numbers(monkeypatch):
+    from icl.ops import _dispatch
+    from icl.report import stats
+
+    x = np.random.default_rng(4).gamma(2.0, size=400)
+    stats.forget()
+    default = stats.mean_ci(x, identity="no native", resamples=300)
+    monkeypatch.setitem(sys.modules, "icl._C", None)  # import raises ImportError, as after a failed build
+    monkeypatch.delenv("ICL_BACKEND", raising=False)
+    monkeypatch.delenv(_dispatch.STRICT_ENV, raising=False)
+    monkeypatch.setattr(_dispatch, "_warned", set())
+    _dispatch.backend_status.cache_clear()
+    try:
+        stats.forget()
+        with pytest.warns(_dispatch.BackendFallbackWarning, match="bootstrap_totals.*'reference'"):
+            assert stats.mean_ci(x, identity="no native", resamples=300) == default
+        with pytest.raises(_dispatch.BackendError, match="backend 'cpu' cannot serve"):
+            bootstrap_totals(np.zeros((3, 1)), 0, 2, backend="cpu")
+    finally:
+        _dispatch.backend_status.cache_clear()
+        stats.forget()
+
+
 @needs_native
 def test_edges_and_infinities():
     assert bootstrap_totals(np.zeros((0, 2)), 1, 4).tolist() == [[0.0, 0.0]] * 4
