@@ -37,7 +37,8 @@ def _mix(z: np.ndarray) -> np.ndarray:
     """SplitMix64's finaliser on uint64 (multiplications wrap modulo 2^64)."""
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
+    out: np.ndarray = z ^ (z >> np.uint64(31))
+    return out
 
 
 def draw_indices(seed: int, rows: int, resamples: range | np.ndarray, draws: range | np.ndarray) -> np.ndarray:
