@@ -55,6 +55,16 @@ ICL_INLINE void block_columns(const double* x, int64_t K, int64_t C, uint64_t ke
       at[l] = static_cast<int64_t>(scale_index(mix(state[l]), k)) * C;
       state[l] += kGamma;
     }
+#if defined(__GNUC__)
+    if constexpr (NC <= 2) {  // scalar loads (measured ~15% faster than gathers on AMD Zen 4;
+      for (int64_t l = 0; l < kLanes; ++l) {  // with more columns the sums spill: gathers win)
+        int64_t a = at[l];
+        asm("" : "+r"(a));  // keeps the vectoriser from turning the loads back into a gather
+        for (int c = 0; c < NC; ++c) acc[c][l] += xc[a + c];
+      }
+      continue;
+    }
+#endif
     for (int c = 0; c < NC; ++c) {
 #pragma omp simd
       for (int64_t l = 0; l < kLanes; ++l) acc[c][l] += xc[at[l] + c];
