@@ -3,8 +3,8 @@
 //
 // Draw j of resample r takes row idx(seed, r, j) of x [K, C]: c = r * K + j,
 // h = mix(mix(seed + G) + (c + 1) * G) (SplitMix64's finaliser ``mix`` and increment G), and
-// idx = floor(h * K / 2^64) (Lemire's multiply-shift, computed exactly from 32-bit halves; each
-// row's probability is within K / 2^64 of 1 / K). Every step is integer arithmetic, and each
+// idx = floor(h * K / 2^64) (Lemire's multiply-shift, computed exactly from 32-bit halves; a
+// row's probability differs from 1 / K by less than 2^-64, K / 2^64 relative). Every step is integer arithmetic, and each
 // resample's totals are summed in draw order j = 0..K-1, so the totals are the same bits on
 // every instruction-set level, thread count and chunking. Lanes are resamples: a vector unit
 // draws for kLanes resamples at once, each lane keeping its own sequential sum.

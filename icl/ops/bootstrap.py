@@ -5,8 +5,8 @@ The stream: draw ``j`` of resample ``r`` over ``K`` rows takes row
 ``floor(h * K / 2^64)`` with ``h = mix(mix(seed + G) + (r * K + j + 1) * G)``, where ``mix`` is
 SplitMix64's finaliser and ``G = 0x9e3779b97f4a7c15`` its increment (Steele, Lea & Flood 2014),
 and the product is Lemire's multiply-shift (2019) computed exactly from 32-bit halves. It is
-not exactly uniform: each row's probability is within ``K / 2^64`` of ``1 / K`` (about 5e-15
-relative at K = 10^5), far below any bootstrap's Monte Carlo error. Each resample's totals are
+not exactly uniform: a row's probability differs from ``1 / K`` by less than ``2^-64`` (``K / 2^64``
+relative, 5e-15 at K = 10^5), far below any bootstrap's Monte Carlo error. Each resample's totals are
 summed in draw order ``j = 0 .. K-1``; every other step is integer arithmetic, so the totals do
 not depend on the thread count, the chunking or the instruction-set level, and the numpy
 reference reproduces them (wrapping uint64 arithmetic, a sequential cumulative sum).
