@@ -220,7 +220,8 @@ def test_a_tiny_multi_image_generator_through_the_runner(tmp_path, tiny_janus, c
     Qwen-Image-Edit-Plus cannot be built here (its processor needs torchvision)."""
     out = tmp_path / "out"
     args = ["vif", "--fast", "--variants", "visual,ti-sparse", "--tasks", "syn000,syn001,syn002", "--out", str(out),
-            "--models", f"janus:weights={tiny_janus},max_batch=4", "--no-progress", "--no-plots"]
+            "--models", f"janus:weights={tiny_janus},max_batch=4", "--no-progress", "--no-plots",
+            "--judge", "vif-spatial-judge"]  # the generator is under test, not the fast run's second judge
     assert main(args) == 0
     meta = json.loads((out / "results.json").read_text())
     assert meta["counts"]["planned"] == meta["counts"]["computed"] == 5 and meta["counts"]["failed"] == 0
