@@ -18,9 +18,12 @@ rubric request, the stored raw answer, the tolerant JSON parse, the unparsed cou
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import Any, Sequence
 
 from icl.data.seeds import derive_seed
+from icl.models.requests import ChatRequest
 from icl.models.vlm.hf import HFVisionLanguage
 
 WORDS = tuple(("the a an is are what which how many of in on to and or yes no image picture shows "
@@ -132,16 +135,24 @@ def builtin_tiny_chat(seed: int = 0) -> Path:
 
 class TinyChatJudge(HFVisionLanguage):
     """``hf-vlm`` on the built-in tiny random LLaVA (:func:`builtin_tiny_chat`): random weights,
-    answers that hold no score. It exercises the chat judge's path; it is not a judge."""
+    answers that hold no score. It exercises the chat judge's path; it is not a judge. Its answers
+    stop at ``max_new_tokens`` (fewer when a request asks for fewer): noise is as unparseable at 32
+    tokens as at 512, and a fast run should not pay for the rest."""
 
     name = "tiny-chat-judge"
     version = "1"
     note = ("random weights (a tiny LLaVA built by icl): exercises the chat judge's JSON path, its answers hold "
             "no score; not a real judge")
 
-    def __init__(self, max_batch: int = 8, seed: int = 0):
+    def __init__(self, max_batch: int = 8, seed: int = 0, max_new_tokens: int = 32):
         super().__init__(weights=None, max_batch=max_batch)
-        self.seed = int(seed)
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"tiny-chat-judge: max_new_tokens must be a positive int, got {max_new_tokens!r}")
+        self.seed, self.max_new_tokens = int(seed), max_new_tokens
+
+    def token_answers(self, requests: Sequence[Any]) -> list[Any]:
+        return super().token_answers([replace(r, max_new_tokens=min(r.max_new_tokens, self.max_new_tokens))
+                                      if isinstance(r, ChatRequest) else r for r in requests])
 
     @property
     def folder(self) -> Path:
