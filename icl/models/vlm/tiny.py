@@ -78,9 +78,28 @@ def random_init(cls, config, seed: int):
         return cls(config).eval()
 
 
+def llama_config(tok, max_positions: int):
+    """The tiny Llama decoder of the LLaVA and Idefics3 builders."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
+                       pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+
+
+def save_chat_model(model, processor, tok, path: Path) -> Path:
+    """``model`` (its generation config told the tokenizer's pad and end tokens) and ``processor``
+    saved as one ``from_pretrained`` folder."""
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
 def build_llava(path: Path, *, max_positions: int = 256, seed: int = 0) -> Path:
     """A LLaVA model (16 px images, 16 image tokens each) saved under ``path``."""
-    from transformers import (CLIPImageProcessorPil, CLIPVisionConfig, LlamaConfig, LlavaConfig,
+    from transformers import (CLIPImageProcessorPil, CLIPVisionConfig, LlavaConfig,
                               LlavaForConditionalGeneration, LlavaProcessor)
 
     tok = tokenizer(("<unk>", "<pad>", "<s>", "</s>", "<image>"), pad="<pad>", eos="</s>", unk="<unk>", bos="<s>")
@@ -90,17 +109,10 @@ def build_llava(path: Path, *, max_positions: int = 256, seed: int = 0) -> Path:
                                chat_template=LLAVA_TEMPLATE)
     vision = CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                               image_size=16, patch_size=4, projection_dim=16)
-    text = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
-                       pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=tok.convert_tokens_to_ids("<image>"),
+    config = LlavaConfig(vision_config=vision, text_config=llama_config(tok, max_positions),
+                         image_token_index=tok.convert_tokens_to_ids("<image>"),
                          vision_feature_select_strategy="default", vision_feature_layer=-1, image_seq_length=16)
-    model = random_init(LlavaForConditionalGeneration, config, seed)
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.save_pretrained(path)
-    processor.save_pretrained(path)
-    return path
+    return save_chat_model(random_init(LlavaForConditionalGeneration, config, seed), processor, tok, path)
 
 
 def builtin_tiny_chat(seed: int = 0) -> Path:

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from icl.data.seeds import derive_seed
-from icl.models.vlm.tiny import build_llava, random_init, tokenizer
+from icl.models.vlm.tiny import build_llava, llama_config, random_init, save_chat_model, tokenizer
 
 # Idefics3's "User:<image>...<end_of_utterance>" layout.
 IDEFICS3_TEMPLATE = (
@@ -48,7 +48,7 @@ def build_idefics3(path: Path, *, max_positions: int = 256, seed: int = 0) -> Pa
     """An Idefics3 model (16 px images, pixel shuffle by 2: 4 image tokens each, no splitting)
     saved under ``path``."""
     from transformers import (Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessorPil,
-                              Idefics3Processor, Idefics3VisionConfig, LlamaConfig)
+                              Idefics3Processor, Idefics3VisionConfig)
 
     grid = tuple(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7))
     specials = ("<unk>", "<pad>", "<s>", "</s>", "<fake_token_around_image>", "<image>", "<end_of_utterance>",
@@ -60,17 +60,9 @@ def build_idefics3(path: Path, *, max_positions: int = 256, seed: int = 0) -> Pa
                                   chat_template=IDEFICS3_TEMPLATE)
     vision = Idefics3VisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                                   image_size=16, patch_size=4)
-    text = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
-                       pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    config = Idefics3Config(vision_config=vision, text_config=text, scale_factor=2,
+    config = Idefics3Config(vision_config=vision, text_config=llama_config(tok, max_positions), scale_factor=2,
                             image_token_id=tok.convert_tokens_to_ids("<image>"), pad_token_id=tok.pad_token_id)
-    model = random_init(Idefics3ForConditionalGeneration, config, seed)
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.save_pretrained(path)
-    processor.save_pretrained(path)
-    return path
+    return save_chat_model(random_init(Idefics3ForConditionalGeneration, config, seed), processor, tok, path)
 
 
 def build_gemma3(path: Path, *, max_positions: int = 256, seed: int = 0) -> Path:
@@ -99,11 +91,7 @@ def build_gemma3(path: Path, *, max_positions: int = 256, seed: int = 0) -> Path
     with torch.no_grad():  # transformers starts the image projection at zero: images would not count
         projection = model.model.multi_modal_projector.mm_input_projection_weight
         projection.copy_(torch.randn(projection.shape, generator=_generator(seed, "projection")) * 0.5)
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.save_pretrained(path)
-    processor.save_pretrained(path)
-    return path
+    return save_chat_model(model, processor, tok, path)
 
 
 BUILDERS = {"llava": build_llava, "idefics3": build_idefics3, "gemma3": build_gemma3}
