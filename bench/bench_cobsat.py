@@ -24,7 +24,7 @@ import pytest
 from bench._peer import compare, report
 from icl.benchmarks.cobsat.benchmark import CoBSAT
 from icl.models.vlm.hf import HFVisionLanguage
-from tests.models.vlm.tiny_vlm import build_llava
+from icl.models.vlm.tiny import build_llava
 
 N = 16
 FLOOR = 1.5

@@ -29,7 +29,7 @@ from icl.benchmarks.vif.render import vi_images
 from icl.benchmarks.vif.rubric import parse
 from icl.benchmarks.vif.synthetic import SyntheticImages
 from icl.models.vlm.hf import HFVisionLanguage
-from tests.models.vlm.tiny_vlm import build_llava
+from icl.models.vlm.tiny import build_llava
 
 N = 8
 FLOOR = 1.2

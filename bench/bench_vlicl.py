@@ -43,7 +43,7 @@ from icl.data.seeds import derive_seed
 from icl.models import ChatRequest
 from icl.models.vlm.hf import HFVisionLanguage
 from icl.models.vlm.openai import OpenAIChat
-from tests.models.vlm.tiny_vlm import build_llava
+from icl.models.vlm.tiny import build_llava
 from tests.models.vlm import raw_http_server
 from tests.models.vlm.vlm_chat_server import ChatServer
 

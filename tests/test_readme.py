@@ -1,7 +1,7 @@
 """Every ``python -m icl.run vlicl`` and ``best50`` command the README shows runs as written and
 exits 0 (issue 19), with the README's placeholders (weight folders, the release folder, the
 package, the server address) replaced by real local stand-ins: a tiny LLaVA checkpoint built
-with the official transformers classes (``tests/models/vlm/tiny_vlm.py``), a fabricated copy of
+with the official transformers classes (``icl.models.vlm.tiny``), a fabricated copy of
 the published VL-ICL layout (``tests/benchmarks/vlicl/conftest.py``), a best50 package in the
 format of its README and an OpenAI-compatible server on 127.0.0.1 (``vlm_chat_server.py``)."""
 
@@ -48,7 +48,7 @@ def stand_ins(tmp_path_factory):
     from icl.benchmarks.best50.synthetic import write_package
     from icl.models.vlm.hf import HFVisionLanguage
     from tests.benchmarks.vlicl.conftest import make_release
-    from tests.models.vlm.tiny_vlm import build_llava
+    from icl.models.vlm.tiny import build_llava
     from tests.models.vlm.vlm_chat_server import ChatServer
 
     base = tmp_path_factory.mktemp("readme")

@@ -111,7 +111,7 @@ class Benchmark(ABC):
     request_types: ClassVar[tuple[type, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()
     default_models: ClassVar[tuple[str, ...]] = ()  # what --fast and a bare run evaluate
-    default_judge: ClassVar[Optional[str]] = None  # model spec of the judge, when it needs one
+    default_judge: ClassVar[Optional[str]] = None  # model spec of the judge, when it needs one (see default_judges)
     # how many judges a run may give (``--judge`` repeated); None: any number. Each judge scores
     # every answer on its own: rows carry a ``judge`` column and ``summarise`` combines them
     max_judges: ClassVar[Optional[int]] = 1
@@ -150,6 +150,13 @@ class Benchmark(ABC):
         self.fast: bool = bool(self.config.pop("fast", False))
         self.data_root: Optional[Path] = Path(self.config.pop("data_root")) if self.config.get("data_root") else None
         self.config.pop("data_root", None)
+
+    @property
+    def default_judges(self) -> tuple[str, ...]:
+        """Model specs of the judges a run without ``--judge`` uses: ``default_judge`` (none when
+        it is None). A benchmark taking several judges may name more, e.g. for its fast run
+        (``self.fast``); ``check_judge`` sees them like judges given on the command line."""
+        return (self.default_judge,) if self.default_judge else ()
 
     @classmethod
     def fast_config(cls) -> dict[str, Any]:

@@ -116,17 +116,25 @@ class DatasetWriter:
 def build_once(final: Path, build: Callable[[Path], None], marker: str) -> Path:
     """``final``, built by ``build(tmp)`` into a unique temporary folder and renamed into place
     unless ``final / marker`` exists already; concurrent builders race safely (the loser's
-    copy is discarded)."""
+    copy is discarded). A ``final`` without ``marker`` (half written by something other than this
+    function: a build is only ever renamed into place whole) is moved aside and rebuilt."""
     if not (final / marker).exists():
         tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        stale = final.with_name(f"{final.name}.stale-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         try:
             build(tmp)
+            if final.exists() and not (final / marker).exists():
+                try:
+                    os.rename(final, stale)
+                except OSError:  # another builder moved it first
+                    pass
             try:
                 os.rename(tmp, final)
             except OSError:
                 if not (final / marker).exists():  # not a lost race: a real failure
                     raise
         finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            for leftover in (tmp, stale):
+                if leftover.exists():
+                    shutil.rmtree(leftover, ignore_errors=True)
     return final

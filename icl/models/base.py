@@ -39,7 +39,7 @@ class Adapter(ABC):
     (the request types ``predict`` accepts; the runner refuses a benchmark asking for others),
     ``execution_args`` (names of ``__init__`` arguments that cannot change an answer: concurrency,
     timeouts, retries, rate limits, offloading; batch size only where the adapter proves batch
-    invariance).
+    invariance), ``note`` (a caveat on the answers, recorded in results.json).
     Model arguments are the keyword arguments of ``__init__`` (``--model-arg key=value``); all of
     them but ``execution_args``, with their defaults, are part of the model's identity, so a
     stored answer is reused across execution settings and never across anything else.
@@ -54,6 +54,9 @@ class Adapter(ABC):
     reference: ClassVar[bool] = False
     accepts_tensors: ClassVar[bool] = False
     execution_args: ClassVar[frozenset[str]] = frozenset()
+    # what a reader of the results must know about this model's answers (e.g. random weights);
+    # results.json records it beside the judge or model
+    note: ClassVar[str] = ""
 
     def weight_files(self) -> Sequence[Path]:
         """The local weight files this instance will load (resolved from its model arguments,

@@ -31,6 +31,7 @@ _BUILTIN: dict[str, str] = {
     "copy-last": "icl.models.icl_baselines:CopyLast",
     "frequent-answer": "icl.models.icl_baselines:FrequentAnswer",
     "hf-vlm": "icl.models.vlm.hf:HFVisionLanguage",
+    "tiny-chat-judge": "icl.models.vlm.tiny:TinyChatJudge",
     "openai": "icl.models.vlm.openai:OpenAIChat",
     "image-analogies": "icl.models.vicl.image_analogies:ImageAnalogies",
     "painter": "icl.models.vicl.painter:Painter",

@@ -117,7 +117,7 @@ def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunM
     if len(set(labels)) != len(labels):
         raise ConfigError(f"--models lists {next(x for x in labels if labels.count(x) > 1)!r} twice")
     models = [make_model(s, device, config.dtype, bench.request_types, bench.name) for s in specs]
-    judge_specs = config.judges or ([ModelSpec(bench.default_judge)] if bench.default_judge else [])
+    judge_specs = config.judges or [s for j in bench.default_judges for s in parse_models(j)]
     try:  # the benchmark refuses judges that cannot judge its data (or more judges than it takes)
         asked = tuple(t for t in bench.request_types if any(m.serves(t) for m in models))
         bench.check_judge(tuple(j.name for j in judge_specs), asked)
@@ -262,8 +262,10 @@ def _applicable(bench: Benchmark, items: Sequence[Item], role: Optional[Mapping[
 
 
 def judge_records(judges: Sequence[RunModel]) -> list[dict[str, Any]]:
-    """The run's judges as results.json records them (``judges``): label, judge_id, identity."""
-    return [dict(label=j.label, judge_id=j.model_id, identity=j.identity) for j in judges]
+    """The run's judges as results.json records them (``judges``): label, judge_id, identity, and
+    the adapter's ``note`` when it has one (a random-weights judge says so)."""
+    return [dict(label=j.label, judge_id=j.model_id, identity=j.identity,
+                 **({"note": j.adapter.note} if j.adapter.note else {})) for j in judges]
 
 
 def recorded_judges(meta: Mapping[str, Any]) -> list[dict[str, Any]]:

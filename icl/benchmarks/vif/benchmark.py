@@ -33,6 +33,9 @@ from icl.report.schema import Metric, ResultsSpec
 
 VARIANTS = ("visual", "ti-dense", "ti-medium", "ti-sparse")
 SPATIAL_JUDGE = "vif-spatial-judge"
+# the fast run's second judge: hf-vlm on a built-in tiny random LLaVA (icl.models.vlm.tiny); its
+# answers hold no score (unparsed, NaN per criterion), it exercises the chat judge's JSON path
+TINY_CHAT_JUDGE = "tiny-chat-judge"
 
 
 class ReleaseImages:
@@ -88,6 +91,11 @@ class VIF(Benchmark):
     @classmethod
     def fast_config(cls) -> dict[str, Any]:
         return {"fast": True, "synthetic_tasks": 6, "size": 192, "vi_size": 128}
+
+    @property
+    def default_judges(self) -> tuple[str, ...]:
+        """The spatial judge; with ``--fast`` also the tiny random chat judge (the JSON path)."""
+        return (SPATIAL_JUDGE, TINY_CHAT_JUDGE) if self.fast else (SPATIAL_JUDGE,)
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         super().__init__(config)
@@ -248,6 +256,11 @@ class VIF(Benchmark):
                  "quality); NaN where the judge gave none. A failed generation scores 1 and stays in the means. The "
                  f"headline averages the judges per item and criterion; judges: {judges} (`--judge` repeated for "
                  "several).", ""]
+        if TINY_CHAT_JUDGE in judges:
+            lines += [f"`{TINY_CHAT_JUDGE}` is not a real judge: `hf-vlm` on a tiny LLaVA with random weights, built by "
+                      "icl, that exercises the chat judge's JSON path (rubric request, stored raw answer, parsing). Its "
+                      "answers hold no score: unparsed, NaN on every criterion and counted as `unparsed`, so each "
+                      "headline criterion is the other judges' alone.", ""]
         lines += _md(tables_.get("criteria", []), ("model", "variant", "n", "failed"), tables.SCORES, short,
                      extra=("average_lo", "average_hi"))
         for name, keys, title in (("by_vi_type", ("model", "vi_type", "n"), "By VI type (visual variant)"),

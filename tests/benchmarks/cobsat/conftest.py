@@ -1,20 +1,18 @@
-"""CoBSAT tests: the tiny chat checkpoints of ``tests/models/vlm/tiny_vlm.py`` on the path."""
+"""CoBSAT tests: a tiny chat checkpoint (``icl.models.vlm.tiny``); the tiny generators of
+``tests/models/t2i/tiny_t2i.py`` on the path."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models" / "vlm"))
-
-
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture(scope="session")
 def tiny_llava(tmp_path_factory):
     """A tiny random LLaVA checkpoint folder (real transformers classes, nothing downloaded)."""
-    from tiny_vlm import build_llava
+    from icl.models.vlm.tiny import build_llava
 
     return build_llava(tmp_path_factory.mktemp("cobsat-tiny") / "llava", max_positions=1024)
 

@@ -1,7 +1,7 @@
 """``python -m icl.run cobsat --fast`` through the one runner: CoBSAT-lite end to end with the
 copy-last generator and ``cobsat-judge``; a second run computes nothing; ``prompts.csv`` and its
 SHA-256 in results.json; ``--list``; description mode and a chat-model judge with a tiny LLaVA
-checkpoint (``tests/models/vlm/tiny_vlm.py``)."""
+checkpoint (``icl.models.vlm.tiny``)."""
 
 import csv
 import hashlib

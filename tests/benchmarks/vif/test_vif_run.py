@@ -1,7 +1,7 @@
 """``python -m icl.run vif --fast`` through the one runner: synthetic tasks, the collage baseline,
-the deterministic spatial judge; a second run computes nothing; the plugin passes
-``check_benchmark``; the spatial judge refuses release data; a tiny random chat model as judge
-exercises the JSON path (``tests/models/vlm/tiny_vlm.py``)."""
+the deterministic spatial judge and, as the fast run's second judge, ``tiny-chat-judge`` (``hf-vlm``
+on the built-in tiny random LLaVA of ``icl.models.vlm.tiny``) exercising the JSON path; a second
+run computes nothing; the plugin passes ``check_benchmark``; the spatial judge refuses release data."""
 
 import csv
 import json
@@ -14,6 +14,7 @@ from icl.benchmarks.registry import get_benchmark
 from icl.benchmarks.vif.benchmark import VIF
 from icl.benchmarks.vif.models import SpatialJudge, collage, spatial_answer
 from icl.benchmarks.vif.render import render_layout
+from icl.benchmarks.vif.rubric import CRITERIA
 from icl.models.registry import get_model
 from icl.models.requests import ChatRequest, GenerationRequest
 from icl.run.__main__ import main
@@ -25,8 +26,10 @@ def _rows(path):
 
 
 def test_fast_run_end_to_end_and_resumes(tmp_path, capsys):
+    """Every variant and table with the spatial judge alone (``--judge``: no transformers, fast);
+    the default two-judge fast run is ``test_the_fast_run_s_two_default_judges``."""
     out = tmp_path / "out"
-    args = ["vif", "--fast", "--out", str(out), "--no-progress"]
+    args = ["vif", "--fast", "--out", str(out), "--no-progress", "--judge", "vif-spatial-judge"]
     assert main(args) == 0
     crit = {r["variant"]: r for r in _rows(out / "criteria.csv")}
     assert set(crit) == {"visual", "ti-dense", "ti-medium", "ti-sparse"}
@@ -114,38 +117,62 @@ def test_collage_pastes_each_reference_into_its_box():
 
 
 @pytest.mark.slow
-def test_two_judges_the_spatial_one_and_a_tiny_chat_model(tmp_path, tiny_llava):
-    """The issue's two-judge run: the deterministic judge plus a tiny random chat model (hf-vlm on a
-    tiny LLaVA) as the second judge, exercising the JSON path on answers that hold no scores. Kept
-    here rather than in ``--fast``: loading transformers alone takes seconds."""
+def test_the_fast_run_s_two_default_judges(tmp_path, capsys):
+    """``vif --fast`` without ``--judge``: the spatial judge and ``tiny-chat-judge`` (hf-vlm on the
+    built-in tiny random LLaVA), each scoring every answer (rows under its own ``judge``, both
+    verdicts in samples.jsonl, every raw answer stored); the random judge's answers hold no score
+    (unparsed, NaN), so each headline criterion is the spatial judge's alone; a second run asks no
+    model and no judge."""
     import sqlite3
 
     out = tmp_path / "out"
-    tiny = f"hf-vlm:weights={tiny_llava},max_batch=2"
-    assert main(["vif", "--fast", "--variants", "visual", "--tasks", "syn000,syn001", "--judge-tokens", "6",
-                 "--out", str(out), "--no-progress", "--no-plots", "--judge", "vif-spatial-judge",
-                 "--judge", tiny]) == 0
+    args = ["vif", "--fast", "--variants", "visual,ti-dense", "--tasks", "syn000,syn001,syn002", "--out", str(out),
+            "--no-progress", "--no-plots"]
+    assert main(args) == 0
     meta = json.loads((out / "results.json").read_text())
-    assert [j["identity"]["adapter"] for j in meta["judges"]] == ["vif-spatial-judge", "hf-vlm"]
-    assert meta["counts"]["planned"] == 4 and meta["counts"]["failed"] == 0
-    by_judge = {r["judge"]: r for r in _rows(out / "criteria_by_judge.csv")}
-    labels = [j["label"] for j in meta["judges"]]
-    assert set(by_judge) == set(labels) and by_judge[labels[1]]["n"] == "2"
+    assert [j["label"] for j in meta["judges"]] == ["vif-spatial-judge", "tiny-chat-judge"]
+    assert [j["identity"]["adapter"] for j in meta["judges"]] == ["vif-spatial-judge", "tiny-chat-judge"]
+    assert "random weights" in meta["judges"][1]["note"] and "note" not in meta["judges"][0]
+    (weights,) = meta["judges"][1]["identity"]["weights"]  # the built-in checkpoint, in icl's cache
+    assert "/builtin/tiny-chat-v" in weights and meta["judges"][1]["identity"]["cls"].endswith("tiny.TinyChatJudge")
+    n = meta["plan"]["items"]
+    assert n == 5 and meta["counts"]["planned"] == meta["counts"]["computed"] == 2 * n and meta["counts"]["failed"] == 0
+    by_judge = {(r["judge"], r["variant"]): r for r in _rows(out / "criteria_by_judge.csv")}
+    assert {j for j, _ in by_judge} == {"vif-spatial-judge", "tiny-chat-judge"}
+    tiny = by_judge[("tiny-chat-judge", "visual")]
     # random tokens hold no score: unparsed, every criterion NaN and counted
-    assert by_judge[labels[1]]["unparsed"] == "2" and by_judge[labels[1]]["reference_consistency"] == "nan"
-    # so each headline criterion is the spatial judge's alone (the mean over the judges that gave it)
-    head = _rows(out / "criteria.csv")[0]
-    for c in ("reference_consistency", "visual_instruction_adherence", "visual_instruction_cleanliness"):
-        assert float(head[c]) == pytest.approx(float(by_judge["vif-spatial-judge"][c]))
-    assert head["scene_coherence"] == "nan" and head["average"] == "nan"
-    # every raw answer of the chat judge is stored (text), linked under its own id
+    assert tiny["n"] == tiny["unparsed"] == "3" and all(tiny[c] == "nan" for c in CRITERIA)
+    head = {r["variant"]: r for r in _rows(out / "criteria.csv")}
+    for variant in ("visual", "ti-dense"):
+        spatial = by_judge[("vif-spatial-judge", variant)]
+        assert spatial["unparsed"] == "0"
+        for c in CRITERIA:  # the headline equals the spatial judge alone
+            assert head[variant][c] == spatial[c] or float(head[variant][c]) == pytest.approx(float(spatial[c]))
+    samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    verdicts = {(s["item"], s["judge"]["label"]): s for s in samples}
+    assert len(samples) == len(verdicts) == 2 * n
+    assert {j for _, j in verdicts} == {"vif-spatial-judge", "tiny-chat-judge"}
+    for (item, judge), s in verdicts.items():
+        (answer,) = s["judge_answers"]
+        assert isinstance(answer, str) and s["status"] == "ok"
+        parsed = s["metrics"]["judge_parsed"]
+        assert parsed == (1.0 if judge == "vif-spatial-judge" else 0.0), (item, judge, answer)
+    report = (out / "report.md").read_text()
+    assert "`tiny-chat-judge` is not a real judge" in report
     con = sqlite3.connect(out / "store.sqlite")
     try:
         texts = con.execute("SELECT r.kind, r.body FROM links l JOIN responses r ON r.request_hash = l.request_hash "
                             "AND r.model_id = l.model_id WHERE l.model_id = ?", (meta["judges"][1]["judge_id"],)).fetchall()
     finally:
         con.close()
-    assert len(texts) == 2 and all(kind == "text" and isinstance(body, str) for kind, body in texts)
+    assert len(texts) == n and all(kind == "text" and isinstance(body, str) for kind, body in texts)
+
+    capsys.readouterr()
+    assert main(args) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert "0 scores (item x judge) computed" in capsys.readouterr().out
+    assert again["counts"]["computed"] == again["counts"]["model_calls"] == 0
+    assert [j["judge_id"] for j in again["judges"]] == [j["judge_id"] for j in meta["judges"]]
 
 
 def test_release_folder_through_the_plugin(tmp_path):
@@ -193,7 +220,8 @@ def test_a_tiny_multi_image_generator_through_the_runner(tmp_path, tiny_janus, c
     Qwen-Image-Edit-Plus cannot be built here (its processor needs torchvision)."""
     out = tmp_path / "out"
     args = ["vif", "--fast", "--variants", "visual,ti-sparse", "--tasks", "syn000,syn001,syn002", "--out", str(out),
-            "--models", f"janus:weights={tiny_janus},max_batch=4", "--no-progress", "--no-plots"]
+            "--models", f"janus:weights={tiny_janus},max_batch=4", "--no-progress", "--no-plots",
+            "--judge", "vif-spatial-judge"]  # the generator is under test, not the fast run's second judge
     assert main(args) == 0
     meta = json.loads((out / "results.json").read_text())
     assert meta["counts"]["planned"] == meta["counts"]["computed"] == 5 and meta["counts"]["failed"] == 0

@@ -51,7 +51,7 @@ def test_generates_from_two_references_through_the_runner(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["vif", "--fast", "--models", f"qwen-image-edit:weights={folder},steps=2,height=32,width=32",
             "--variants", "visual", "--synthetic-tasks", "1", "--size", "32", "--out", str(out),
-            "--data-root", str(tmp_path / "data"), "--no-plots", "--no-progress"]
+            "--data-root", str(tmp_path / "data"), "--no-plots", "--no-progress", "--judge", "vif-spatial-judge"]
     code = main(args)
     captured = capsys.readouterr()
     assert code == 0, captured.err[-3000:]

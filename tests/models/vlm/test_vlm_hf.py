@@ -136,7 +136,7 @@ def test_context_guard_fails_only_the_overflowing_request(tiny_folders):
 
 
 def test_context_length_comes_from_the_configuration(tmp_path):
-    from tiny_vlm import build_llava
+    from icl.models.vlm.tiny import build_llava
 
     model = HFVisionLanguage(weights=str(build_llava(tmp_path / "short", max_positions=40)))
     model.load("cpu")
