@@ -63,8 +63,8 @@ class RunModel:
 
 def _cpu_only_torch() -> bool:
     """Whether the installed torch (if any) is a build without CUDA or ROCm, read from its
-    generated ``torch/version.py`` without importing torch (1-3 s a process, which runs that
-    need no torch, such as best50's, would otherwise pay for ``--device auto`` alone)."""
+    generated ``torch/version.py`` without importing torch (1-3 s a process, which a run whose
+    benchmark and models need no torch would otherwise pay for ``--device auto`` alone)."""
     if "torch" in sys.modules:
         return False  # already imported: ask it
     spec = importlib.util.find_spec("torch")
