@@ -32,6 +32,19 @@ def report(line: str) -> None:
     print("\n" + line)
 
 
+def fast_run_seconds(benchmark: str, out: Any, ceiling_s: float = 30.0) -> float:
+    """``python -m icl.run BENCHMARK --fast`` in this process (imports included), reported and
+    held under ``ceiling_s``; returns its seconds."""
+    from icl.run.__main__ import main
+
+    t0 = time.perf_counter()
+    assert main([benchmark, "--fast", "--out", str(out), "--no-progress"]) == 0
+    seconds = time.perf_counter() - t0
+    report(f"{benchmark} --fast: {seconds:.1f} s")
+    assert seconds < ceiling_s, f"--fast took {seconds:.1f} s, ceiling {ceiling_s:.0f} s"
+    return seconds
+
+
 def compare(benchmark: Any, ours: Callable[[], Any], peer: Callable[[], Any], *, peer_name: str,
             items: int = 1, rounds: int = 5, peer_rounds: int | None = None, bytes_moved: int = 0,
             warmup_s: float = 0.0) -> float:

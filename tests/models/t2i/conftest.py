@@ -4,7 +4,6 @@ too small to gain from a second one on a shared CPU)."""
 from __future__ import annotations
 
 import pytest
-import torch
 from tiny_t2i import build_janus, build_sd
 
 
@@ -19,8 +18,6 @@ def janus_folder(tmp_path_factory):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread_per_module(one_thread):
+    """Every module of this folder on one torch thread (tests/models/conftest.py)."""
     yield
-    torch.set_num_threads(threads)

@@ -15,16 +15,10 @@ from icl.models.vicl.prompt_diffusion import PromptDiffusion
 from icl.models.weights import WeightsError
 
 RES = 64  # 8 x 8 latents
+pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = dict(steps=3, resolution=RES)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (and a loaded CI machine does not stall them)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -19,16 +19,10 @@ from icl.models.vicl.sd_vicl import SDVICL, adain, posterior
 
 RES = 64  # 8 x 8 latents
 # few steps, every mechanism active from the first generated step
+pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = dict(steps=5, skip_steps=1, resolution=RES, rewire_full_start=0, rewire_half_start=0, adain_start=0)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (and a loaded CI machine does not stall them)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

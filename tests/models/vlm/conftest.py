@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 from tiny_vlm import BUILDERS
 
 from icl.models.vlm.hf import HFVisionLanguage
@@ -42,10 +41,6 @@ def llava(tiny_folders):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread while these modules run: the tiny models' ops are too small to gain
-    from a second thread, and on a shared CPU a descheduled worker stalls every parallel op."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread_per_module(one_thread):
+    """Every module of this folder on one torch thread (tests/models/conftest.py)."""
     yield
-    torch.set_num_threads(threads)
