@@ -346,12 +346,9 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     def answers(item_key: str) -> dict[str, Any]:
         out = {}
         for label, model_id in models:
-            link = store.links([item_key], model_id).get(item_key, {})
-            steps = sorted(s for s in link if s.startswith("answer:"))
-            if steps:
-                r = store.responses([link[steps[-1]]], model_id).get(link[steps[-1]])
-                if r is not None and r.status == "ok":
-                    out[label] = R.stored(r.kind, r.body)
+            r = store.final_answers([item_key], model_id).get(item_key)
+            if r is not None and r.status == "ok":
+                out[label] = R.stored(r.kind, r.body)
         return out
 
     meta = dict(
@@ -462,27 +459,13 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
         store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)
                             for where_, msg, path in bench.data_failures()])
         for label, model_id in models:
-            links = store.links([it.key for it in items], model_id)
-            answered = []
-            for it in items:
-                steps = links.get(it.key, {})
-                answer_steps = sorted(s for s in steps if s.startswith("answer:"))
-                if not answer_steps:
-                    continue
-                h = steps[answer_steps[-1]]
-                r = store.responses([h], model_id).get(h)
-                if r is not None:
-                    answered.append((it, r))
+            final = store.final_answers([it.key for it in items], model_id)
+            answered = [(it, final[it.key]) for it in items if it.key in final]
             for judge_id in [j["judge_id"] for j in judges] or [""]:  # each judge's own answers and scores
-                judge_links = store.links([f"{it.key}|{model_id}" for it, _ in answered], judge_id) if judge_id else {}
+                judged = store.judge_answers([it.key for it, _ in answered], model_id, judge_id) if judge_id else {}
                 batch, scores, failures = [], [], []
                 for it, r in answered:
-                    judged = judge_links.get(f"{it.key}|{model_id}", {})
-                    judgements = []
-                    for step in sorted(judged, key=lambda s: int(s.split(":")[1])):
-                        jr = store.responses([judged[step]], judge_id).get(judged[step])
-                        if jr is not None and jr.status == "ok":
-                            judgements.append(jr.body)
+                    judgements = [jr.body for jr in judged.get(it.key, []) if jr is not None and jr.status == "ok"]
                     value = R.stored(r.kind, r.body) if r.status == "ok" else None
                     batch.append((it, value, judgements, None if r.status == "ok" else (r.reason or "error"),
                                   r.error, r))

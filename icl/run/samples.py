@@ -152,12 +152,10 @@ def _lines(bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, 
                 for s in store.scores([ScoreKey(bench.name, bench.protocol, k, model_id, judge_id,
                                                 bench.scorer_version) for k in keys]):
                     scores[s.key.item_key, judge_id] = s
-                judged = store.links([f"{k}|{model_id}" for k in keys], judge_id) if judge_id else {}
-                for jk, steps in judged.items():
-                    hashes = [steps[s] for s in sorted(steps, key=lambda s: int(s.split(":")[1]))]
-                    found = store.responses(hashes, judge_id)
-                    verdicts[jk, judge_id] = [found[h].body if h in found and found[h].status == "ok" else None
-                                              for h in hashes]
+                judged = store.judge_answers(keys, model_id, judge_id) if judge_id else {}
+                for k, found in judged.items():
+                    verdicts[f"{k}|{model_id}", judge_id] = [r.body if r is not None and r.status == "ok" else None
+                                                             for r in found]
             per_model[model_id] = (answer_hashes, responses, scores, verdicts)
         for it, (label, model_id), judge in ((it, m, j) for it in chunk for m in models for j in judges):
             if it.key not in applicable[label]:

@@ -285,6 +285,28 @@ class Store:
                 out.setdefault(key, {})[step] = h
         return out
 
+    def final_answers(self, item_keys: Iterable[str], model_id: str) -> dict[str, Response]:
+        """``{item_key: response}``: each item's last answer of ``model_id`` (its highest
+        ``answer:N`` step, the one scored); items without a stored answer are left out."""
+        last = {}
+        for key, steps in self.links(item_keys, model_id).items():
+            answers = [s for s in steps if s.startswith("answer:")]
+            if answers:
+                last[key] = steps[max(answers, key=lambda s: int(s.split(":")[1]))]
+        found = self.responses(last.values(), model_id)
+        return {key: found[h] for key, h in last.items() if h in found}
+
+    def judge_answers(self, item_keys: Iterable[str], model_id: str, judge_id: str
+                      ) -> dict[str, list[Optional[Response]]]:
+        """``{item_key: [response or None, ...]}``: the answers of judge ``judge_id`` about
+        ``model_id``'s answer to each item, in ``judge:N`` order (links ``item_key|model_id``)."""
+        keys = {f"{k}|{model_id}": k for k in item_keys}
+        links = self.links(keys, judge_id)
+        ordered = {k: [steps[s] for s in sorted(steps, key=lambda s: int(s.split(":")[1]))]
+                   for k, steps in links.items()}
+        found = self.responses([h for hs in ordered.values() for h in hs], judge_id)
+        return {keys[k]: [found.get(h) for h in hs] for k, hs in ordered.items()}
+
     # -- scores ----------------------------------------------------------------------------
     def done(self, benchmark: str, protocol: str, model_id: str, judge_id: str, scorer_version: str) -> set[str]:
         """Item keys with an ``ok`` score for this (benchmark, protocol, model, judge, scorer)."""

@@ -191,9 +191,7 @@ def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_
     def answers(key):
         out = {}
         for label, model_id in ids.items():
-            link = store.links([key], model_id).get(key, {})
-            steps = sorted(s for s in link if s.startswith("answer:"))
-            r = store.responses([link[steps[-1]]], model_id).get(link[steps[-1]]) if steps else None
+            r = store.final_answers([key], model_id).get(key)
             if r is not None and r.status == "ok":
                 out[label] = R.stored(r.kind, r.body)
         return out

@@ -206,3 +206,18 @@ def test_newer_store_is_refused(tmp_path):
     con.close()
     with pytest.raises(StoreError, match="schema version 4, this icl writes version 3"):
         Store(path)
+
+
+def test_final_and_judge_answers_follow_the_numbered_steps(tmp_path):
+    """The scored answer is the highest ``answer:N`` step; judge answers come in ``judge:N``
+    order (numerically: judge:10 after judge:2) under the ``item|model`` link."""
+    with Store(tmp_path / "s.sqlite") as store:
+        texts = {f"a{i}": f"answer {i}" for i in range(4)} | {f"j{i}": f"verdict {i}" for i in (0, 2, 10)}
+        responses = [Response(h, "judge" if h.startswith("j") else "m", "ok", "text", t) for h, t in texts.items()]
+        links = [("q", "m", f"answer:{i}", f"a{i}") for i in (0, 3, 1)] + [
+            ("q|m", "judge", f"judge:{i}", f"j{i}") for i in (10, 0, 2)] + [("q|m", "judge", "judge:5", "missing")]
+        store.write_batch(responses, links)
+        assert store.final_answers(["q", "unknown"], "m")["q"].body == "answer 3"
+        assert set(store.final_answers(["q", "unknown"], "m")) == {"q"}
+        found = store.judge_answers(["q"], "m", "judge")["q"]
+        assert [r.body if r else None for r in found] == ["verdict 0", "verdict 2", None, "verdict 10"]
