@@ -46,17 +46,22 @@ nav a{margin-right:10px}.note{color:#555;font-size:12px}
 """
 
 
+def synthetic_note(data: Mapping[str, Any]) -> str:
+    """``built-in synthetic data, not the benchmark's datasets`` (or ``...: NAMES`` when only
+    some are) for a run's data origins (``Benchmark.data_origin()``); "" when none is synthetic."""
+    synthetic = sorted(n for n, origin in data.items() if str(origin).startswith("built-in synthetic"))
+    if not synthetic:
+        return ""
+    return "built-in synthetic data" + (", not the benchmark's datasets" if len(synthetic) == len(data)
+                                        else f": {', '.join(synthetic)}")
+
+
 def report_title(benchmark: str, meta: Mapping[str, Any]) -> str:
     """The run's title, saying so when the data is the built-in synthetic set (never passed off
-    as the benchmark): the same words in report.md and report.html."""
+    as the benchmark): the same words in report.md, report.html and the terminal summary."""
     config = meta.get("config") or {}
-    data = meta.get("data") or {}
-    synthetic = sorted(n for n, origin in data.items() if str(origin).startswith("built-in synthetic"))
-    title = f"{benchmark} report: {config.get('name', '')}"
-    if synthetic:
-        title += " (built-in synthetic data" + (", not the benchmark's datasets)" if len(synthetic) == len(data)
-                                                 else f": {', '.join(synthetic)})")
-    return title
+    note = synthetic_note(meta.get("data") or {})
+    return f"{benchmark} report: {config.get('name', '')}" + (f" ({note})" if note else "")
 
 
 def report_html(benchmark: str, tables: Mapping[str, Sequence[Mapping[str, Any]]], meta: Mapping[str, Any],

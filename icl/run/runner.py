@@ -30,6 +30,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, TextIO
 from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
+from icl.report.html import synthetic_note
 from icl.report.schema import METHOD, SCHEMA_VERSION, common_tables
 from icl.run import responses as R
 from icl.run.compute import ComputeMeter, summarise_costs
@@ -138,6 +139,8 @@ def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunM
 def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> Outcome:
     """Run ``config``; prints the summary (stdout) and failures (stderr); returns the outcome."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    if not config.progress:  # no bars at all: also transformers' and huggingface_hub's (read at their import)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     t0 = time.perf_counter()
     _absolute_paths(config)
     device = resolve_device(config.device)  # a device that is not there: one line before any planning
@@ -410,6 +413,9 @@ def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) 
         print(text, file=stdout)
     s = o.stats
     t = o.timings
+    note = synthetic_note(bench.data_origin())
+    if note:  # never passed off as the benchmark, on the terminal either
+        print(f"{bench.name}: {note}; a smoke test of the toolkit, not the benchmark's results", file=stdout)
     unit = "scores (item x judge)" if len({r.get("judge") for r in o.rows}) > 1 else "items"  # counts are scores
     print(f"{bench.name}: {s.computed} {unit} computed, {s.skipped} already in the store, {o.failed_items} failed"
           + (f" ({s.cached_responses} answers reused from the store)" if s.cached_responses else "")

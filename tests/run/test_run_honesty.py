@@ -50,6 +50,7 @@ def test_one_real_dataset_runs_alone_and_the_data_root_is_untouched(fast_data, t
     assert results["data"]["mydata"].startswith(f"release, converted (version {meta['version']}, content sha256 ")
     assert {r["dataset"] for r in _csv(out / "vibe_results.csv")} == {"mydata"}  # no built-in mixed in
     assert "synthetic" not in (out / "report.md").read_text().splitlines()[0]
+    assert "synthetic" not in capsys.readouterr().out
 
 
 def test_mixing_builtin_and_real_datasets_is_refused(fast_data, tmp_path, capsys):
@@ -61,10 +62,12 @@ def test_mixing_builtin_and_real_datasets_is_refused(fast_data, tmp_path, capsys
     assert code == 2 and err.count("\n") == 1 and "mixes built-in synthetic data (scenes-b)" in err
 
 
-def test_fast_reports_say_built_in_synthetic_data(fast_data, tmp_path):
+def test_fast_reports_say_built_in_synthetic_data(fast_data, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["vibe", "--fast", "--data-root", str(fast_data), "--tasks", "segmentation", "--limit", "1",
                  "--out", str(out), *QUIET]) == 0
+    assert ("vibe: built-in synthetic data, not the benchmark's datasets; a smoke test of the toolkit, not the "
+            "benchmark's results") in capsys.readouterr().out.splitlines()  # the terminal says so too
     title = (out / "report.md").read_text().splitlines()[0]
     assert "built-in synthetic data" in title
     data = json.loads((out / "results.json").read_text())["data"]
