@@ -206,6 +206,13 @@ class Benchmark(ABC):
         (``device``: where tensor responses lie, with device evaluation)."""
         return [self.score(i, r, j) for i, r, j in zip(items, responses, judgements)]
 
+    def helper_pools(self, host: bool) -> tuple[str, ...]:
+        """Helper process pools (:data:`icl._helpers.POOLS`) this benchmark's scoring submits to,
+        started when the run begins so that their imports overlap it (``host``: predictions are
+        scored on the host, not on a device). The runner starts ``figures`` itself for benchmarks
+        that draw plots."""
+        return ()
+
     @abstractmethod
     def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         """Tables (name -> rows) from score rows; the runner writes each as ``{name}.csv``."""

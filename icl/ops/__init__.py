@@ -16,7 +16,7 @@ from icl.ops._dispatch import BackendError, BackendFallbackWarning, backend_stat
 # public name -> module (relative to icl.ops) that defines it; ``_host`` serves numpy calls
 # without torch and hands the rest to the op's own module
 _EXPORTS: dict[str, str] = {
-    "average_precision": "average_precision",
+    "average_precision": "_host",
     "box_iou": "_host",
     "Components": "_host",
     "connected_components": "_host",
@@ -33,10 +33,10 @@ _EXPORTS: dict[str, str] = {
     "psnr": "_host",
     "redness": "_host",
     "ssim": "_host",
-    "TURBO_TABLE": "turbo",
-    "turbo_bins": "turbo",
-    "turbo_decode": "turbo",
-    "turbo_encode": "turbo",
+    "TURBO_TABLE": "_turbo_table",
+    "turbo_bins": "_host",
+    "turbo_decode": "_host",
+    "turbo_encode": "_host",
 }
 
 if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers (`icl.ops.ssim` is the function)

@@ -1,6 +1,7 @@
 """numpy in, numpy out without torch: the public ``psnr``, ``ssim``, ``box_iou``,
 ``greedy_match_counts``, ``greedy_match``, ``match_points``, ``connected_components``,
-``redness`` and ``nearest_palette``.
+``redness``, ``nearest_palette``, ``turbo_encode``, ``turbo_bins``, ``turbo_decode`` and
+``average_precision``.
 
 For numpy inputs the native kernels take the arrays as they are, so these ops need neither
 torch nor its op machinery: importing torch costs 0.8-2 s a process and a call through the
@@ -425,3 +426,94 @@ def nearest_palette(images: Any, palette: Any, candidates: Any = None, *, backen
     out = native().nearest_palette(np.ascontiguousarray(x), pal, cand)
     _record("nearest_palette", "cpu")
     return out[0] if images.ndim == 3 else out
+
+
+def turbo_encode(depth: Any, d_min: float, d_max: float, *, backend: Optional[str] = None) -> Any:
+    """Turbo colour per depth value: float ``[..., H, W]`` -> uint8 ``[..., H, W, 3]``, as
+    :func:`icl.ops.turbo.turbo_encode` (its documentation holds); numpy in, numpy out."""
+    from icl.ops._turbo_table import check_range, turbo_table
+
+    if (type(depth) is not np.ndarray or depth.dtype not in (np.float32, np.float64) or depth.ndim < 2
+            or not _host_backend(backend)):
+        from icl.ops.turbo import turbo_encode as front
+
+        return front(depth, d_min, d_max, backend=backend)
+    lo, hi = check_range(d_min, d_max)
+    flat = np.ascontiguousarray(depth, np.float64).reshape(-1)
+    out = native().turbo_encode(flat, lo, hi, turbo_table()).reshape(*depth.shape, 3)
+    _record("turbo_encode", "cpu")
+    return out
+
+
+def _turbo_images(images: Any, backend: Optional[str]) -> Optional[np.ndarray]:
+    """uint8 ``[B, H, W, 3]`` the turbo kernels read as it is, else None (the torch front end)."""
+    if (type(images) is not np.ndarray or images.dtype != np.uint8 or images.ndim not in (3, 4)
+            or images.shape[-1] != 3 or not _host_backend(backend)):
+        return None
+    return np.ascontiguousarray(images if images.ndim == 4 else images[None])
+
+
+def turbo_bins(images: Any, *, backend: Optional[str] = None) -> Any:
+    """Index of the nearest turbo colour per pixel, as :func:`icl.ops.turbo.turbo_bins`; numpy
+    in, numpy out."""
+    from icl.ops._turbo_table import turbo_table
+
+    x = _turbo_images(images, backend)
+    if x is None:
+        from icl.ops.turbo import turbo_bins as front
+
+        return front(images, backend=backend)
+    out = native().turbo_bins(x, turbo_table())
+    _record("turbo_bins", "cpu")
+    return out[0] if images.ndim == 3 else out
+
+
+def turbo_decode(images: Any, d_min: float, d_max: float, *, backend: Optional[str] = None) -> Any:
+    """Depth per pixel of a turbo image, as :func:`icl.ops.turbo.turbo_decode`; numpy in, numpy out."""
+    from icl.ops._turbo_table import check_range, depth_of_bin, turbo_table
+
+    lo, hi = check_range(d_min, d_max)
+    x = _turbo_images(images, backend)
+    if x is None:
+        from icl.ops.turbo import turbo_decode as front
+
+        return front(images, lo, hi, backend=backend)
+    out = native().turbo_decode(x, turbo_table(), depth_of_bin(lo, hi))
+    _record("turbo_decode", "cpu")
+    return out[0] if images.ndim == 3 else out
+
+
+#: pycocotools' ``recThrs`` (``np.linspace(0, 1, 101)``) and the interpolations of average_precision
+COCO_RECALL_THRESHOLDS = np.linspace(0.0, 1.0, 101)
+INTERPOLATIONS = ("all", "coco101")
+
+
+def _ids(x: Any, n: int) -> Optional[np.ndarray]:
+    if type(x) is not np.ndarray or x.dtype.kind not in "iu" or x.shape != (n,):
+        return None
+    return np.ascontiguousarray(x, dtype=np.int64)
+
+
+def average_precision(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_boxes: Any, gt_image: Any,
+                      iou_threshold: float = 0.5, interpolation: str = "all", *,
+                      max_detections: Optional[int] = None, backend: Optional[str] = None) -> float:
+    """AP of scored detections against GT boxes, pooled over images, as
+    :func:`icl.ops.average_precision.average_precision` (its documentation holds)."""
+    fast = (interpolation in INTERPOLATIONS and _valid_boxes(pred_boxes) and _valid_boxes(gt_boxes)
+            and type(pred_scores) is np.ndarray and pred_scores.dtype.kind == "f"
+            and pred_scores.shape == (pred_boxes.shape[0],) and not bool(np.isnan(pred_scores).any())
+            and _real(iou_threshold) and 0.0 <= float(iou_threshold) <= 1.0
+            and (max_detections is None or (type(max_detections) is int and max_detections >= 1))
+            and _host_backend(backend))
+    pi = _ids(pred_image, pred_boxes.shape[0]) if fast else None
+    gi = _ids(gt_image, gt_boxes.shape[0]) if fast else None
+    if pi is None or gi is None:
+        from icl.ops.average_precision import average_precision as front
+
+        return front(pred_boxes, pred_scores, pred_image, gt_boxes, gt_image, iou_threshold, interpolation,
+                     max_detections=max_detections, backend=backend)
+    f64 = [np.ascontiguousarray(x, dtype=np.float64) for x in (pred_boxes, pred_scores, gt_boxes)]
+    ap = native().average_precision(f64[0], f64[1], pi, f64[2], gi, float(iou_threshold), max_detections or 0,
+                                    INTERPOLATIONS.index(interpolation), COCO_RECALL_THRESHOLDS)
+    _record("average_precision", "cpu")
+    return float(ap)

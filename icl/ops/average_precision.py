@@ -31,14 +31,11 @@ import torch
 
 from icl.ops._boxes import check_boxes, host_numpy, iou_matrix
 from icl.ops._dispatch import native, op
+from icl.ops._host import COCO_RECALL_THRESHOLDS, INTERPOLATIONS  # pycocotools' recThrs
 from icl.ops._tensor import ArrayLike, NDArray, as_tensor, call_op, custom_op, restore_one
 
 _OP = op("average_precision", gpu_module="icl.ops._gpu.average_precision")
 _MATCH_OP = op("detection_matches", gpu_module="icl.ops._gpu.average_precision")
-
-INTERPOLATIONS = ("all", "coco101")
-# Exactly pycocotools' recThrs: np.linspace(0, 1, 101).
-COCO_RECALL_THRESHOLDS = np.linspace(0.0, 1.0, 101)
 
 
 class DetectionMatches(NamedTuple):

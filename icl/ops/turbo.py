@@ -6,14 +6,13 @@ matplotlib's 256-entry turbo colormap, built on first access.
 
 from __future__ import annotations
 
-import math
-from functools import lru_cache
 from typing import Any, Optional, overload
 
 import numpy as np
 import torch
 
 from icl.ops._dispatch import native, op
+from icl.ops._turbo_table import check_range, depth_of_bin, turbo_table
 from icl.ops._tensor import (FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, call_op, custom_op,
                              restore_one, to_uint8)
 from icl.ops.palette import _reference as _palette_reference
@@ -23,14 +22,9 @@ _BINS = op("turbo_bins", gpu_module="icl.ops._gpu.turbo")
 _DECODE = op("turbo_decode", gpu_module="icl.ops._gpu.turbo")
 
 
-@lru_cache(maxsize=1)
-def _table() -> np.ndarray:
-    from matplotlib import colormaps
-
-    rgba = colormaps["turbo"](np.arange(256) / 255.0)
-    table = np.round(255.0 * rgba[:, :3]).astype(np.uint8)
-    table.flags.writeable = False
-    return table
+_table = turbo_table
+_depth_of_bin = depth_of_bin
+_check_range = check_range
 
 
 def __getattr__(name: str) -> Any:
@@ -41,22 +35,6 @@ def __getattr__(name: str) -> Any:
 
 def _torch_table(device: torch.device) -> torch.Tensor:
     return torch.tensor(_table(), device=device)
-
-
-def _depth_of_bin(d_min: float, d_max: float) -> np.ndarray:
-    """float32 ``[256]``: ``d_min + (bin + 0.5) / 256 * (d_max - d_min)``, computed in float64."""
-    return (d_min + (np.arange(256) + 0.5) / 256.0 * (d_max - d_min)).astype(np.float32)
-
-
-def _check_range(d_min: Any, d_max: Any) -> tuple[float, float]:
-    for name, v in (("d_min", d_min), ("d_max", d_max)):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise TypeError(f"{name}: expected a real number, got {type(v).__name__}")
-        if not math.isfinite(float(v)):
-            raise ValueError(f"{name}: expected a finite value, got {v}")
-    if not float(d_max) > float(d_min):
-        raise ValueError(f"d_min, d_max: expected d_max > d_min, got {d_min}, {d_max}")
-    return float(d_min), float(d_max)
 
 
 @_ENCODE.register("reference")

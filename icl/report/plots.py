@@ -32,6 +32,19 @@ def new_figure(figsize: tuple[float, float]):
     return fig
 
 
+def warm_up() -> None:
+    """Imports and font caches of a figure, what the first real figure would pay (a figure
+    helper process runs this when it starts, :mod:`icl._helpers`)."""
+    import io
+
+    from matplotlib.backends import backend_svg  # noqa: F401  (what savefig(format="svg") imports)
+
+    fig = new_figure((1, 1))
+    fig.text(0.5, 0.5, "0")
+    fig.canvas.draw()
+    fig.savefig(io.BytesIO(), format="svg")
+
+
 class _Figures:
     """What benchmarks' plot code asks of pyplot (``subplots``, ``close``), served by
     :func:`new_figure`: the same drawing code, no pyplot state, no global backend."""
@@ -416,14 +429,31 @@ def _tile(image: Optional[np.ndarray], label: str, size: int) -> np.ndarray:
 def qualitative_grid(sample_dirs: Sequence[Path], models: Sequence[str], shots: int, path: Path,
                      size: int = 128) -> Optional[Path]:
     """Rows = samples; columns: context in, context out (first pair), query, one prediction
-    per model at ``shots``, ground truth. A missing prediction is a crossed tile."""
+    per model at ``shots``, ground truth, read from each sample folder's PNGs (as the runner
+    writes them: ``context_in_0.png``, ``pred_k{shots}_{model}.png``...). A missing prediction
+    is a crossed tile."""
+    stems = qualitative_stems(models, shots)
+    return grid_of([(d.name, {s: read_rgb(d / f"{s}.png") for s in stems}) for d in sample_dirs], models, shots,
+                   path, size)
+
+
+def qualitative_stems(models: Sequence[str], shots: int) -> list[str]:
+    """The image names of a qualitative sample folder, in column order."""
+    return (["context_in_0", "context_out_0", "query"] + [f"pred_k{shots}_{safe_name(m)}" for m in models]
+            + ["target"])
+
+
+def grid_of(samples: Sequence[tuple[str, Mapping[str, Optional[np.ndarray]]]], models: Sequence[str], shots: int,
+            path: Path, size: int = 128) -> Optional[Path]:
+    """:func:`qualitative_grid` from images in memory: per sample its name (the query tile's
+    label) and its images by :func:`qualitative_stems` name (None or absent: a crossed tile)."""
     rows = []
-    for d in sample_dirs:
-        tiles = [_tile(read_rgb(d / "context_in_0.png"), "context in", size),
-                 _tile(read_rgb(d / "context_out_0.png"), "context out", size),
-                 _tile(read_rgb(d / "query.png"), d.name, size)]
-        tiles += [_tile(read_rgb(d / f"pred_k{shots}_{safe_name(m)}.png"), m, size) for m in models]
-        tiles.append(_tile(read_rgb(d / "target.png"), "ground truth", size))
+    for name, images in samples:
+        tiles = [_tile(images.get("context_in_0"), "context in", size),
+                 _tile(images.get("context_out_0"), "context out", size),
+                 _tile(images.get("query"), name, size)]
+        tiles += [_tile(images.get(f"pred_k{shots}_{safe_name(m)}"), m, size) for m in models]
+        tiles.append(_tile(images.get("target"), "ground truth", size))
         rows.append(np.concatenate([np.pad(t, ((2, 2), (2, 2), (0, 0)), constant_values=255) for t in tiles], axis=1))
     if not rows:
         return None

@@ -145,6 +145,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     _absolute_paths(config)
     device = resolve_device(config.device)  # a device that is not there: one line before any planning
     bench = open_benchmark(config)
+    _start_helpers(config, bench, device)  # before the planning: their imports overlap it
     items, extra = _planned(bench, config)
     models, judges = _models(config, bench, device)
     out = config.out_dir
@@ -165,6 +166,18 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
         for p in (pool, judge_pool):
             if p is not None:
                 p.close()
+
+
+def _start_helpers(config: RunConfig, bench: Benchmark, device: str) -> None:
+    """Start the helper processes the run will hand work to (:mod:`icl._helpers`): their
+    interpreters and imports then overlap the run instead of following it."""
+    from icl import _helpers
+
+    pools = list(bench.helper_pools(eval_device(device, config.evaluate) is None))
+    if config.plots and type(bench).plots is not Benchmark.plots:
+        pools.append("figures")
+    for name in pools:
+        _helpers.warm(name)
 
 
 def _absolute(path: Path) -> Path:

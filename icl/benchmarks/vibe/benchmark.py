@@ -219,21 +219,37 @@ class Vibe(Benchmark):
             p: _Payload = it.payload
             groups.setdefault((p.dataset, p.task, p.shots), []).append(i)
         where = {} if device is None else {"device": device}
+        scored = []
         for (dataset, task_name, shots), idx in groups.items():
             task, meta = plan.tasks[task_name], plan.datasets[dataset].meta
             episodes = [self._episode(items[i].payload)[0] for i in idx]
-            scores = task.evaluate([responses[i] for i in idx], [e.target for e in episodes],
-                                   [e.context_targets[:shots] for e in episodes], meta, **where)
+            scored.append((task, meta, shots, idx, episodes, task.evaluate(
+                [responses[i] for i in idx], [e.target for e in episodes],
+                [e.context_targets[:shots] for e in episodes], meta, defer=True, **where)))
+        extra: dict[int, dict[str, float]] = {}  # while deferred scores (LPIPS in its helper) finish
+        for task, meta, shots, idx, episodes, _ in scored:
             colour_coded = not isinstance(task, ImageTask)
-            for i, e, s in zip(idx, episodes, scores):
-                out[i] = {k: float(v) for k, v in s.items()}
+            for i, e in zip(idx, episodes):
                 seen = self._episode(items[i].payload, shown=True)[0]
-                out[i].update(diag.sample_diagnostics(validate_prediction(0, responses[i]), seen.query_input,
-                                                      seen.context_outputs[:shots], colour_coded))
+                extra[i] = diag.sample_diagnostics(validate_prediction(0, responses[i]), seen.query_input,
+                                                   seen.context_outputs[:shots], colour_coded)
                 # where the encoding is lossy the oracle scores its ceiling, not perfection
                 lossy = task.oracle_ceiling(e.target, e.context_targets[:shots], meta)
-                out[i]["encoding_lossless"] = 0.0 if lossy else 1.0
+                extra[i]["encoding_lossless"] = 0.0 if lossy else 1.0
+        for *_, idx, _, scores in scored:
+            for i, s in zip(idx, scores):
+                out[i] = {**{k: float(v) for k, v in s.items()}, **extra[i]}
         return out  # type: ignore[return-value]
+
+    def helper_pools(self, host: bool) -> tuple[str, ...]:
+        """LPIPS of host predictions runs in a helper process (its torch import overlaps the run),
+        when a task asked for scores it and its weights are installed (read from the options, not
+        the plan: the helper starts before the planning)."""
+        from icl.benchmarks.vibe.tasks.registry import get_task, list_tasks
+
+        names = set(self.config["tasks"] or list_tasks()) & set(list_tasks())
+        lpips = any("lpips" in get_task(n).metrics for n in names)
+        return ("lpips",) if host and lpips and self.lpips is not None else ()
 
     # -- summaries -----------------------------------------------------------------------------
     def _specs(self) -> dict[str, TaskSpec]:
@@ -330,21 +346,37 @@ class Vibe(Benchmark):
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
         from icl.benchmarks.vibe.figures import rank_intervals
-        from icl.report.plots import qualitative_grid, rank_heatmap, safe_name, task_plot, write_rgb
+        from icl import _helpers
+        from icl.report.plots import rank_heatmap, safe_name, task_plot
 
         specs = self._specs()
         out.mkdir(parents=True, exist_ok=True)
-        files: list[Path] = []
+        # the figures are drawn by helper processes while the qualitative grids are composed here
+        jobs = []
         reference = [m for m in self._order if m in self.reference_models]
         for shots in self._plan().shots:
             for task in specs:
-                files += task_plot(specs[task], self._aggs, shots, out / f"task_{safe_name(task)}_k{shots}.png",
-                                   self._order, reference)
+                aggs = [a for a in self._aggs if a.task == task and a.shots == shots]
+                jobs.append(_helpers.submit("figures", task_plot, specs[task], aggs, shots,
+                                            out / f"task_{safe_name(task)}_k{shots}.png", self._order, reference))
         if len(self._plan().shots) > 1:
-            files += self._shot_curves(specs, out / "shots.png")
+            jobs.append(self._shot_curves(specs, out / "shots.png"))
         intervals = rank_intervals(tables.get("ranks", []))
         for t in self._tables:
-            files += rank_heatmap(t, out / f"ranks_k{t.shots}.png", intervals.get(t.shots))
+            jobs.append(_helpers.submit("figures", rank_heatmap, t, out / f"ranks_k{t.shots}.png", intervals.get(t.shots)))
+        grids = self._qualitative(specs, out, answers)
+        return [p for job in jobs if job is not None for p in job.result()] + grids
+
+    def _qualitative(self, specs: Mapping[str, TaskSpec], out: Path,
+                     answers: Optional[Callable[[str], dict[str, Any]]]) -> list[Path]:
+        """A grid per task of ``qualitative`` samples (inputs, each model's prediction, target),
+        composed from the images in memory, and each sample's images under ``qualitative/``
+        (written by a few threads: creating many small files is the slow part)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from icl.report.plots import grid_of, safe_name, write_rgb
+
+        files: list[Path] = []
         per_task = int(self.config["qualitative"])
         if answers is None or per_task <= 0:
             return files
@@ -352,35 +384,40 @@ class Vibe(Benchmark):
         shots = plan.shots[0]
         picked = qualitative(plan.groups, per_task)
         qual = out.parent / "qualitative"
-        for task in specs:
-            dirs = []
-            for (dataset, t, q) in sorted(picked):
-                if t != task:
-                    continue
-                item = next((it for it in self._items.values() if "context" not in it.group and
-                             it.group["dataset"] == dataset and
-                             it.group["task"] == t and it.group["query"] == q and it.group["shots"] == shots), None)
-                if item is None:
-                    continue
-                episode, encoded = self._episode(item.payload)
-                d = qual / safe_name(task) / safe_name(f"{dataset}__{q}")
-                write_rgb(d / "query.png", episode.query_input)
-                write_rgb(d / "target.png", encoded)
-                write_rgb(d / "context_in_0.png", episode.context_inputs[0])
-                write_rgb(d / "context_out_0.png", episode.context_outputs[0])
-                for label, image in answers(item.key).items():
-                    if isinstance(image, np.ndarray):
-                        write_rgb(d / f"pred_k{shots}_{safe_name(label)}.png", image)
-                dirs.append(d)
-            if dirs:
-                p = qualitative_grid(dirs, self._order, shots, out / f"qualitative_{safe_name(task)}.png")
-                files += [p] if p else []
+        with ThreadPoolExecutor(4, thread_name_prefix="icl-qualitative") as writers:
+            written = []
+            for task in specs:
+                samples = []
+                for (dataset, t, q) in sorted(picked):
+                    if t != task:
+                        continue
+                    item = next((it for it in self._items.values() if "context" not in it.group and
+                                 it.group["dataset"] == dataset and
+                                 it.group["task"] == t and it.group["query"] == q and it.group["shots"] == shots),
+                                None)
+                    if item is None:
+                        continue
+                    episode, encoded = self._episode(item.payload)
+                    images = {"query": episode.query_input, "target": encoded,
+                              "context_in_0": episode.context_inputs[0], "context_out_0": episode.context_outputs[0]}
+                    images.update({f"pred_k{shots}_{safe_name(label)}": image
+                                   for label, image in answers(item.key).items() if isinstance(image, np.ndarray)})
+                    d = qual / safe_name(task) / safe_name(f"{dataset}__{q}")
+                    written += [writers.submit(write_rgb, d / f"{stem}.png", image) for stem, image in images.items()]
+                    samples.append((d.name, images))
+                if samples:
+                    p = grid_of(samples, self._order, shots, out / f"qualitative_{safe_name(task)}.png")
+                    files += [p] if p else []
+            for w in written:
+                w.result()  # a write that failed says so
         return files
 
-    def _shot_curves(self, specs: Mapping[str, TaskSpec], path: Path) -> list[Path]:
+    def _shot_curves(self, specs: Mapping[str, TaskSpec], path: Path) -> Any:
         """Each task's first rank metric (averaged over its datasets, as ranked) against shots, a
-        line per model; whiskers combine the datasets' intervals (:func:`shot_rows`)."""
+        line per model; whiskers combine the datasets' intervals (:func:`shot_rows`). A figure
+        job (``.result()``: the files), None without a panel."""
         from icl.benchmarks.vibe.figures import shot_rows
+        from icl import _helpers
         from icl.report.plots import metric_label, shot_curve_panels
 
         panels, labels = {}, {}
@@ -391,5 +428,5 @@ class Vibe(Benchmark):
                 continue
             panels[task] = shot_rows([a for a in self._aggs if a.task == task and a.metric == metric])
             labels[task] = metric_label(metric, metric in spec.lower_is_better)
-        return shot_curve_panels(panels, path, "mean", ylabel=labels, ylim=None) if panels else []
+        return _helpers.submit("figures", shot_curve_panels, panels, path, "mean", ylabel=labels, ylim=None) if panels else None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import cv2
 import numpy as np
@@ -145,6 +145,24 @@ def precision_recall_f1(tp: int, n_pred: int, n_gt: int) -> dict[str, float]:
     return {"precision": float(precision), "recall": float(recall), "f1": float(f1)}
 
 
+class Deferred:
+    """A score still being computed elsewhere (LPIPS of host images, in its helper process):
+    ``float()`` waits for it. ``values()`` returns the scores of its batch (computed once)."""
+
+    __slots__ = ("_values", "_index")
+
+    def __init__(self, values: Callable[[], np.ndarray], index: int) -> None:
+        self._values, self._index = values, index
+
+    def __float__(self) -> float:
+        return float(self._values()[self._index])
+
+
+def resolved(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``scores`` with every :class:`Deferred` value waited for, as a float."""
+    return [{k: float(v) if isinstance(v, Deferred) else v for k, v in s.items()} for s in scores]
+
+
 class Task(ABC):
     """One task of the visual in-context benchmark (see module docstring)."""
 
@@ -205,10 +223,12 @@ class Task(ABC):
 
     def evaluate(
         self, predictions: Sequence[Any], targets: Sequence[Any], context_targets: Sequence[Sequence[Any]],
-        meta: DatasetMeta, *, device: Any = None,
+        meta: DatasetMeta, *, device: Any = None, defer: bool = False,
     ) -> list[dict[str, float]]:
         """Validate, decode and score a batch; one dict of ``metrics`` per prediction.
-        Raises :class:`PredictionError` for an invalid prediction.
+        Raises :class:`PredictionError` for an invalid prediction. ``defer``: values computed
+        elsewhere may be returned as :class:`Deferred` (``float()`` waits for them), so that
+        the caller's other work overlaps them; else every value is ready.
 
         Numpy predictions are scored on the host. When every prediction is a torch tensor (a
         ``[B, H, W, 3]`` tensor counts), or ``device`` is given (numpy predictions are then
@@ -225,7 +245,8 @@ class Task(ABC):
             batch = validate_tensors(predictions, device)
             return self._score_device(batch, list(targets), [list(c) for c in context_targets], meta)
         preds = [validate_prediction(i, p) for i, p in enumerate(predictions)]
-        return self._score(preds, list(targets), [list(c) for c in context_targets], meta)
+        scores = self._score(preds, list(targets), [list(c) for c in context_targets], meta)
+        return scores if defer else resolved(scores)
 
     @abstractmethod
     def _score(

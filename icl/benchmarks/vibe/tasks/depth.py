@@ -44,13 +44,13 @@ class Depth(Task):
         return None
 
     def encode(self, target: np.ndarray, meta: DatasetMeta) -> np.ndarray:
-        from icl.ops.turbo import turbo_encode
+        from icl.ops import turbo_encode  # numpy in: the native kernel without torch
 
         d_min, d_max = _range(meta)
         return np.asarray(turbo_encode(np.asarray(target, np.float32), d_min, d_max))
 
     def _score(self, preds, targets, context_targets, meta) -> list[dict[str, float]]:
-        from icl.ops.turbo import turbo_decode
+        from icl.ops import turbo_decode  # numpy in: the native kernel without torch
 
         d_min, d_max = _range(meta)
         out = []

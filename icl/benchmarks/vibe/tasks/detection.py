@@ -129,7 +129,7 @@ class Detection(Task):
 
 def _ap50(boxes: np.ndarray, scores: np.ndarray, size: tuple[int, int], target: BoxesTarget) -> float:
     """AP at IoU 0.5 of decoded boxes (at prediction ``size``) against the target's boxes."""
-    from icl.ops.average_precision import average_precision
+    from icl.ops import average_precision  # numpy in: the native kernel without torch
 
     boxes = scale_boxes(boxes, size, target.size)
     gt = np.asarray(target.boxes, np.float64).reshape(-1, 4)

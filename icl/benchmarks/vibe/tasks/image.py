@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from icl.data.dataset import DatasetMeta
-from icl.benchmarks.vibe.tasks.base import Task, resize_image
+from icl.benchmarks.vibe.tasks.base import Deferred, Task, resize_image, resolved
 
 log = logging.getLogger("icl.benchmarks.vibe.tasks")
 
@@ -32,6 +32,37 @@ def _missing(reason: str, msg: str, n: int) -> np.ndarray:
     return np.full(n, np.nan)
 
 
+def _too_small(a: Any) -> np.ndarray:
+    return _missing("size", f"images smaller than LPIPS-alex's {LPIPS_MIN_SIZE} px (first seen: "
+                            f"{a.shape[1]}x{a.shape[2]})", len(a))
+
+
+def _lpips_host(a: np.ndarray, b: np.ndarray) -> Callable[[], np.ndarray]:
+    """LPIPS of host images, started now in the LPIPS helper process (:mod:`icl._helpers`, whose
+    torch import overlapped the run; the same function runs here when there is none): returns
+    a function that waits for the scores (once), NaN with the one warning when no weights are
+    installed."""
+    from icl import _helpers
+
+    job = _helpers.submit("lpips", "icl.ops.lpips:lpips_each", list(a), list(b), net="alex")
+    done: list[np.ndarray] = []
+
+    def scores() -> np.ndarray:
+        if not done:
+            from icl.ops._dispatch import _record
+            from icl.ops._lpips_weights import LPIPSWeightsNotFound, report_missing
+
+            try:
+                done.append(np.asarray(job.result(), np.float64))
+                _record("lpips", "reference")
+            except LPIPSWeightsNotFound as exc:
+                report_missing("alex", exc)
+                done.append(np.full(len(a), np.nan))
+        return done[0]
+
+    return scores
+
+
 def _lpips_or_nan(a: Any, b: Any) -> np.ndarray:
     """LPIPS per image pair, or NaN with a loud warning (once) when no weights are installed or
     the images are too small for AlexNet: the score is then missing, never silently dropped.
@@ -40,14 +71,16 @@ def _lpips_or_nan(a: Any, b: Any) -> np.ndarray:
     batch size): host images go through :func:`icl.ops.lpips.lpips_each` (each image through
     the trunk alone, features cached by content, so a target scored for several models runs
     once), device tensors through :func:`icl.ops.lpips` one pair per call."""
-    from icl.ops._lpips_weights import report_missing
-    from icl.ops.lpips import LPIPSWeightsNotFound, lpips, lpips_each
+    from icl.ops._lpips_weights import LPIPSWeightsNotFound, report_missing
 
     if min(a.shape[1:3]) < LPIPS_MIN_SIZE:
-        return _missing("size", f"images smaller than LPIPS-alex's {LPIPS_MIN_SIZE} px (first seen: "
-                                f"{a.shape[1]}x{a.shape[2]})", len(a))
+        return _too_small(a)
     try:
-        if isinstance(a, np.ndarray) or (a.device.type == "cpu" and str(a.dtype) == str(b.dtype) == "torch.uint8"):
+        if isinstance(a, np.ndarray):
+            return _lpips_host(a, b)()
+        from icl.ops.lpips import lpips, lpips_each
+
+        if a.device.type == "cpu" and str(a.dtype) == str(b.dtype) == "torch.uint8":
             # CPU tensors (the device path on a CPU) score exactly as the host path
             return np.asarray(lpips_each(list(np.asarray(a)), list(np.asarray(b)), net="alex"), np.float64)
         out = np.empty(len(a), np.float64)
@@ -59,9 +92,10 @@ def _lpips_or_nan(a: Any, b: Any) -> np.ndarray:
         return np.full(len(a), np.nan)
 
 
-def image_scores(preds: list[np.ndarray], targets: list[np.ndarray]) -> list[dict[str, float]]:
+def image_scores(preds: list[np.ndarray], targets: list[np.ndarray], defer: bool = False) -> list[dict[str, Any]]:
     """PSNR, SSIM and LPIPS per pair; predictions are resized to their targets first. Pairs of
-    equal size are scored in one batch."""
+    equal size are scored in one batch. ``defer``: LPIPS values may be :class:`Deferred`
+    (computed in its helper meanwhile; ``float()`` waits), else every value is a float."""
     from icl.ops import psnr as psnr_op  # numpy in: the native kernels without torch
     from icl.ops import ssim as ssim_op
 
@@ -73,16 +107,22 @@ def image_scores(preds: list[np.ndarray], targets: list[np.ndarray]) -> list[dic
     for idx in groups.values():
         a = np.stack([resized[i] for i in idx])
         b = np.stack([np.ascontiguousarray(targets[i]) for i in idx])
-        psnr = np.asarray(psnr_op(a, b), np.float64).reshape(-1)
-        ssim = np.asarray(ssim_op(a, b), np.float64).reshape(-1)
         # LPIPS(x, x) is exactly 0; skipping identical pairs (oracle outputs) saves the CPU trunk
         same = np.array([np.array_equal(x, y) for x, y in zip(a, b)])
-        lp = np.zeros(len(idx))
-        if not same.all():
-            lp[~same] = _lpips_or_nan(a[~same], b[~same])
+        later = None
+        if not same.all():  # started first: it runs in its helper while PSNR and SSIM run here
+            if min(a.shape[1:3]) < LPIPS_MIN_SIZE:
+                missing = _too_small(a)
+                later = lambda: missing  # noqa: E731
+            else:
+                later = _lpips_host(a[~same], b[~same])
+        psnr = np.asarray(psnr_op(a, b), np.float64).reshape(-1)
+        ssim = np.asarray(ssim_op(a, b), np.float64).reshape(-1)
+        slot = np.cumsum(~same) - 1  # index among the scored pairs
         for j, i in enumerate(idx):
-            out[i] = {"psnr": float(psnr[j]), "ssim": float(ssim[j]), "lpips": float(lp[j])}
-    return out
+            lp: Any = 0.0 if same[j] else Deferred(later, int(slot[j]))  # type: ignore[arg-type]
+            out[i] = {"psnr": float(psnr[j]), "ssim": float(ssim[j]), "lpips": lp}
+    return out if defer else resolved(out)
 
 
 def image_scores_device(batch: Any, targets: list[np.ndarray]) -> list[dict[str, float]]:
@@ -128,7 +168,7 @@ class ImageTask(Task):
         return target
 
     def _score(self, preds, targets, context_targets, meta) -> list[dict[str, Any]]:
-        return image_scores(preds, targets)
+        return image_scores(preds, targets, defer=True)  # evaluate() waits for them unless asked not to
 
     def _score_device(self, batch, targets, context_targets, meta) -> list[dict[str, Any]]:
         return image_scores_device(batch, targets)

@@ -81,6 +81,7 @@ def test_missing_lpips_weights_give_nan_and_one_warning_a_run(monkeypatch):
     def missing(*args, **kwargs):
         raise lp.LPIPSWeightsNotFound("looked in: nowhere (test)")
 
+    monkeypatch.setenv("ICL_HELPERS", "0")  # the patched function runs here, not in the LPIPS helper process
     monkeypatch.setattr(lp, "lpips_each", missing)
     monkeypatch.setattr(lw, "_missing_said", set())
     monkeypatch.setattr(image_tasks, "_said", set())

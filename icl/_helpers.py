@@ -1,0 +1,306 @@
+"""Helper processes: work that needs a heavy library, done beside the run instead of in it.
+
+Two kinds of work would otherwise sit on a run's critical path: drawing figures (matplotlib is
+Python-bound, so threads do not help) and LPIPS on the host (the first call imports torch,
+1-1.5 s, for an evaluation that needs nothing else of it). Each has a named pool of helper
+processes (:data:`POOLS`); :func:`warm` starts a pool when a run begins, so that the helpers'
+interpreter start and imports overlap the run's own work, and :func:`submit` hands them jobs.
+
+- A job is a module-level function, given as the function or as ``"module:name"`` (then the
+  caller never imports its module: the point of the LPIPS helper), and picklable arguments.
+- Helpers start from a fresh interpreter (``python -c``), never by ``fork``: a forked copy of a
+  process that runs torch or OpenMP threads can hang. They see the parent's ``sys.path`` and
+  environment; they draw with matplotlib's defaults (a notebook's changed ``rcParams`` are not
+  carried: figures are the same bytes whoever draws them).
+- Where no helper can serve (``ICL_HELPERS=0``, a single CPU, a helper that died or could not
+  start, a job that cannot be pickled), the job runs in the calling process, with the same
+  code and result: nothing is lost to the pool. An exception raised by the job itself is raised
+  in the caller, as the same type where it can be pickled (else :class:`HelperError` with the
+  helper's traceback).
+
+``ICL_HELPERS``: ``0`` runs every job in the calling process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
+
+from icl._parse import parse_bool
+
+ENV = "ICL_HELPERS"
+_HEADER = struct.Struct(">Q")
+
+Target = Union[Callable[..., Any], str]
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """A pool of ``size`` helpers (see :func:`pool_size`), each first running ``warm_up``
+    (``"module:name"``: imports and caches)."""
+    size: int
+    warm_up: str
+    doc: str
+    nice: int = 0  # added to the helpers' niceness: work needed later yields the CPU to work needed now
+
+
+POOLS: dict[str, PoolSpec] = {
+    # drawn after the tables, so their start-up must not slow the run (or the LPIPS helper) down
+    "figures": PoolSpec(2, "icl.report.plots:warm_up", "matplotlib figures (PNG and SVG)", nice=10),
+    "lpips": PoolSpec(1, "icl.ops.lpips:warm_up", "LPIPS of host images: torch and the weights loaded once, "
+                                                   "features cached by content in the one helper"),
+}
+
+
+class HelperLost(RuntimeError):
+    """A helper process ended (or never started) before it answered: the job runs here."""
+
+
+class HelperError(RuntimeError):
+    """A job's exception that could not be carried back as its own type (its traceback as text)."""
+
+
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def pool_size(name: str) -> int:
+    """Helpers of pool ``name`` here: none when ``ICL_HELPERS`` is false or on a single CPU
+    (a helper would only compete with the run), else the pool's size, at most the CPUs."""
+    raw = os.environ.get(ENV, "").strip()
+    if raw and not parse_bool(raw, ENV):
+        return 0
+    cpus = _cpus()
+    return 0 if cpus < 2 else min(POOLS[name].size, cpus)
+
+
+def _resolve(target: Target) -> Callable[..., Any]:
+    if callable(target):
+        return target
+    module, _, name = target.partition(":")
+    fn: Any = importlib.import_module(module)
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    return fn
+
+
+def _address(target: Target) -> Optional[tuple[str, str]]:
+    """``(module, qualified name)`` a helper imports the target by, or None (a lambda, a local)."""
+    if isinstance(target, str):
+        module, _, name = target.partition(":")
+        return (module, name) if module and name else None
+    module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", "<")
+    return None if module is None or module == "__main__" or "<" in name else (module, name)
+
+
+class Job:
+    """A submitted job: :meth:`result` waits for it (running it here when no helper could)."""
+
+    def __init__(self, target: Target, args: tuple, kwargs: dict, future: Optional[Future]) -> None:
+        self._target, self._args, self._kwargs, self._future = target, args, kwargs, future
+
+    @property
+    def remote(self) -> bool:
+        """Whether a helper took the job (else :meth:`result` runs it here)."""
+        return self._future is not None
+
+    def result(self) -> Any:
+        if self._future is not None:
+            try:
+                return self._future.result()
+            except HelperLost:
+                pass
+        return _resolve(self._target)(*self._args, **self._kwargs)
+
+
+class _Helper:
+    """One helper process and the thread that feeds it jobs from its pool's queue, one at a time."""
+
+    def __init__(self, jobs: "queue.Queue[Optional[tuple[bytes, Future]]]", nice: int = 0) -> None:
+        self.jobs = jobs
+        # Ctrl-C is the parent's to handle: a helper ends when its input closes (the parent's exit)
+        boot = ("import os, sys, json, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                "os.nice(int(sys.argv[2])); sys.path[:] = json.loads(sys.argv[1]); "
+                "from icl._helpers import _serve; _serve()")
+        path = [p or os.getcwd() for p in sys.path]
+        self.proc = subprocess.Popen([sys.executable, "-c", boot, json.dumps(path), str(nice)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+        self.thread = threading.Thread(target=self._feed, name="icl-helper", daemon=True)
+        self.thread.start()
+
+    def _feed(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            message, future = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                _send(self.proc.stdin, message)
+                answer = _receive(self.proc.stdout)
+            except (OSError, EOFError, ValueError) as exc:  # ValueError: a closed pipe
+                future.set_exception(HelperLost(f"helper process {self.proc.pid} ended: {exc}"))
+                self._drain()
+                return
+            try:
+                ok, value = pickle.loads(answer)
+            except Exception as exc:  # an exception type that cannot be rebuilt here
+                ok, value = False, f"cannot read the helper's answer: {type(exc).__name__}: {exc}"
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value if isinstance(value, BaseException) else HelperError(value))
+
+    def _drain(self) -> None:
+        """This helper is gone: the jobs still queued run in the caller (:class:`Job`)."""
+        while True:
+            try:
+                job = self.jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job is None:
+                self.jobs.put(None)  # another helper's stop signal
+                return
+            if job[1].set_running_or_notify_cancel():
+                job[1].set_exception(HelperLost("no helper process left"))
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()  # the helper exits at the end of its input
+        except OSError:
+            pass
+
+
+class HelperPool:
+    """``size`` helper processes sharing one queue of jobs (started on construction, each first
+    running ``warm_up``)."""
+
+    def __init__(self, size: int, warm_up: Optional[str] = None, nice: int = 0) -> None:
+        self.pid = os.getpid()
+        self.jobs: "queue.Queue[Optional[tuple[bytes, Future]]]" = queue.Queue()
+        self.helpers: list[_Helper] = []
+        for _ in range(size):
+            try:
+                self.helpers.append(_Helper(self.jobs, nice))
+            except OSError:  # no process could start: the jobs run in the caller
+                break
+        for _ in self.helpers:  # imports and caches, while the run goes on
+            if warm_up:
+                self.submit("icl._helpers:_warm", warm_up)
+
+    def submit(self, target: Target, *args: Any, **kwargs: Any) -> Job:
+        address = _address(target)
+        if address is None or not any(h.thread.is_alive() for h in self.helpers):
+            return Job(target, args, kwargs, None)
+        try:
+            message = pickle.dumps((*address, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return Job(target, args, kwargs, None)
+        future: Future = Future()
+        self.jobs.put((message, future))
+        return Job(target, args, kwargs, future)
+
+    def close(self) -> None:
+        for _ in self.helpers:
+            self.jobs.put(None)
+        for h in self.helpers:
+            h.close()
+        for h in self.helpers:
+            try:
+                h.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                h.proc.kill()
+        self.helpers = []
+
+
+_pools: dict[str, HelperPool] = {}
+_lock = threading.Lock()
+
+
+def pool(name: str) -> HelperPool:
+    """This process's pool ``name`` (:data:`POOLS`), started on first use (a forked child
+    starts its own)."""
+    with _lock:
+        p = _pools.get(name)
+        if p is None or p.pid != os.getpid():
+            spec = POOLS[name]
+            p = _pools[name] = HelperPool(pool_size(name), spec.warm_up, spec.nice)
+            if p.helpers:
+                atexit.register(p.close)
+        return p
+
+
+def warm(name: str) -> None:
+    """Start pool ``name`` now: a run calls this before its own work, so the helpers are ready
+    when their jobs come."""
+    pool(name)
+
+
+def submit(name: str, target: Target, *args: Any, **kwargs: Any) -> Job:
+    """``target(*args, **kwargs)`` in a helper of pool ``name``; ``.result()`` waits for it (it
+    runs in the caller when ``ICL_HELPERS`` is false now, whatever was started before)."""
+    if pool_size(name) == 0:
+        return Job(target, args, kwargs, None)
+    return pool(name).submit(target, *args, **kwargs)
+
+
+def _warm(target: str) -> None:
+    try:
+        _resolve(target)()
+    except Exception:  # a warm-up that fails (no LPIPS weights) fails again, and is reported, in the real job
+        pass
+
+
+def _send(stream: Any, data: bytes) -> None:
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream: Any) -> bytes:
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        raise EOFError("end of stream")
+    (size,) = _HEADER.unpack(head)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("end of stream")
+    return data
+
+
+def _serve() -> None:
+    """A helper's loop: a job in, ``(ok, value)`` out, until the parent closes its input. What
+    the job prints goes to standard error, never into the answers' stream."""
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    jobs = sys.stdin.buffer
+    while True:
+        try:
+            module, name, args, kwargs = pickle.loads(_receive(jobs))
+        except EOFError:
+            break
+        try:
+            reply: tuple[bool, Any] = (True, _resolve(f"{module}:{name}")(*args, **kwargs))
+        except Exception as exc:  # carried back to the caller
+            reply = (False, exc)
+        try:
+            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # an unpicklable result or exception: its text
+            import traceback
+
+            data = pickle.dumps((False, "".join(traceback.format_exception(exc if reply[0] else reply[1]))))
+        _send(answers, data)
+    answers.flush()
+    os._exit(0)  # no teardown of torch's and matplotlib's modules: the parent may be waiting

@@ -1,0 +1,170 @@
+"""Helper processes (icl._helpers): jobs run in another process with the same results as here,
+exceptions come back as their own type, a helper that dies loses nothing (its jobs run here),
+``ICL_HELPERS=0`` runs everything here, and figures drawn by a helper are the same bytes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from icl import _helpers
+from icl._helpers import HelperError, HelperPool
+
+
+@pytest.fixture
+def jobs_module(tmp_path, monkeypatch):
+    """A module of job functions on ``sys.path`` (helpers started afterwards see it)."""
+    (tmp_path / "helper_jobs.py").write_text(textwrap.dedent("""
+        import os, sys
+
+        class Odd(Exception):
+            def __init__(self, a, b):  # two required arguments: pickles but cannot be rebuilt
+                super().__init__(f"{a}/{b}")
+
+        def pid():
+            return os.getpid()
+
+        def add(a, b, *, scale=1):
+            return (a + b) * scale
+
+        def shout():
+            print("a job that prints")  # must not reach the answers' stream
+            sys.stdout.flush()
+            return "ok"
+
+        def fail(kind):
+            if kind == "value":
+                raise ValueError("bad value in job")
+            if kind == "lpips":
+                from icl.ops._lpips_weights import LPIPSWeightsNotFound
+                raise LPIPSWeightsNotFound("looked in: nowhere (helper test)")
+            if kind == "odd":
+                raise Odd(1, 2)
+            return lambda: 0  # an answer that cannot be pickled
+
+        def die(parent):
+            if os.getpid() != parent:
+                os._exit(3)  # the helper dies running it
+            return "ran in the parent"
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("ICL_HELPERS", raising=False)
+    yield "helper_jobs"
+    sys.modules.pop("helper_jobs", None)
+
+
+@pytest.fixture
+def pool(jobs_module):
+    p = HelperPool(1)
+    yield p
+    p.close()
+
+
+def test_a_job_runs_in_another_process_with_the_same_result(pool):
+    job = pool.submit("helper_jobs:pid")
+    assert job.remote and job.result() != os.getpid()
+    assert pool.submit("helper_jobs:add", 2, 3, scale=4).result() == 20
+    # by name: the caller never imported the module
+    assert "helper_jobs" not in sys.modules
+    assert pool.submit("helper_jobs:shout").result() == "ok"  # printing does not corrupt the answers
+
+
+def test_exceptions_come_back_as_their_own_type(pool):
+    from icl.ops._lpips_weights import LPIPSWeightsNotFound
+
+    with pytest.raises(ValueError, match="bad value in job"):
+        pool.submit("helper_jobs:fail", "value").result()
+    with pytest.raises(LPIPSWeightsNotFound, match="nowhere"):
+        pool.submit("helper_jobs:fail", "lpips").result()
+    with pytest.raises(HelperError, match="Odd"):  # cannot be rebuilt here: the helper's traceback, as text
+        pool.submit("helper_jobs:fail", "odd").result()
+    with pytest.raises(HelperError, match="pickle"):  # an answer that cannot be pickled
+        pool.submit("helper_jobs:fail", "other").result()
+    assert pool.submit("helper_jobs:add", 1, 1).result() == 2  # the helper is still serving
+
+
+def test_a_helper_that_dies_loses_no_job(pool):
+    first = pool.submit("helper_jobs:die", os.getpid())
+    queued = [pool.submit("helper_jobs:add", i, 1) for i in range(3)]
+    assert first.remote and first.result() == "ran in the parent"
+    assert [j.result() for j in queued] == [1, 2, 3]  # the queued jobs ran here
+    later = pool.submit("helper_jobs:pid")
+    assert not later.remote and later.result() == os.getpid()
+
+
+def test_unpicklable_work_and_local_functions_run_here(pool):
+    local = pool.submit(lambda: os.getpid())
+    assert not local.remote and local.result() == os.getpid()
+    with_lock = pool.submit("helper_jobs:add", [1], [__import__("threading").Lock()])
+    assert not with_lock.remote
+
+
+def test_helpers_off_runs_everything_here(jobs_module, monkeypatch):
+    monkeypatch.setenv("ICL_HELPERS", "0")
+    job = _helpers.submit("figures", "helper_jobs:pid")
+    assert not job.remote and job.result() == os.getpid()
+    assert _helpers.pool_size("figures") == 0
+    monkeypatch.setenv("ICL_HELPERS", "maybe")
+    with pytest.raises(ValueError, match="ICL_HELPERS"):
+        _helpers.pool_size("figures")
+
+
+def test_pool_sizes_follow_the_cpus(monkeypatch):
+    monkeypatch.delenv("ICL_HELPERS", raising=False)
+    monkeypatch.setattr(_helpers, "_cpus", lambda: 1)
+    assert _helpers.pool_size("figures") == 0 and _helpers.pool_size("lpips") == 0  # they would only compete
+    monkeypatch.setattr(_helpers, "_cpus", lambda: 2)
+    assert _helpers.pool_size("figures") == 2 and _helpers.pool_size("lpips") == 1
+    monkeypatch.setattr(_helpers, "_cpus", lambda: 64)
+    assert _helpers.pool_size("figures") == 2
+
+
+def test_a_figure_drawn_by_a_helper_is_the_same_bytes(tmp_path, monkeypatch):
+    from icl.report.plots import shot_curve_panels
+
+    panels = {"task a": {"m1": [dict(shots=1, mean=3.0, ci_low=2.5, ci_high=3.5),
+                                dict(shots=4, mean=5.0, ci_low=4.0, ci_high=6.0)],
+                         "m2": [dict(shots=1, mean=2.0), dict(shots=4, mean=2.5)]}}
+    pool = HelperPool(1, "icl.report.plots:warm_up")
+    try:
+        job = pool.submit(shot_curve_panels, panels, tmp_path / "helper" / "f.png", "mean", ylabel="score")
+        assert job.remote
+        (tmp_path / "helper").mkdir()
+        remote = job.result()
+    finally:
+        pool.close()
+    (tmp_path / "here").mkdir()
+    here = shot_curve_panels(panels, tmp_path / "here" / "f.png", "mean", ylabel="score")
+    assert [p.name for p in remote] == [p.name for p in here] == ["f.png", "f.svg"]
+    for a, b in zip(remote, here):
+        assert Path(a).read_bytes() == Path(b).read_bytes()
+
+
+@pytest.mark.slow  # a helper process importing torch
+def test_lpips_in_its_helper_equals_lpips_here(monkeypatch):
+    """The vibe scorer's LPIPS of host images, computed by the LPIPS helper, against the same
+    function in this process (float32 trunks: equal to rounding; exactly so when both run with
+    the same thread count)."""
+    from icl.ops import lpips_weights
+
+    if lpips_weights("alex") is None:
+        pytest.skip("no LPIPS weights installed")
+    import importlib
+
+    lp = importlib.import_module("icl.ops.lpips")
+    rng = np.random.default_rng(0)
+    a = [rng.integers(0, 256, (40, 52, 3), dtype=np.uint8) for _ in range(3)]
+    b = [np.clip(x.astype(int) + rng.integers(-30, 30, x.shape), 0, 255).astype(np.uint8) for x in a]
+    pool = HelperPool(1, "icl.ops.lpips:warm_up")
+    try:
+        job = pool.submit("icl.ops.lpips:lpips_each", a, b, net="alex")
+        assert job.remote
+        remote = job.result()
+    finally:
+        pool.close()
+    np.testing.assert_allclose(remote, lp.lpips_each(a, b, net="alex"), rtol=1e-5, atol=1e-7)
