@@ -10,7 +10,12 @@ has, so an older checkout is measured the same way, ``--root``):
 - inside ``execute``: ``score_batch_s`` (the benchmark's scoring, all metrics), and in it
   ``lpips_s``, ``psnr_s``, ``ssim_s``; ``decode_s`` (model outputs to images); ``store_s``
   (SQLite writes); model time is execute less these (instant models: about 0);
-- ``wall_s``: the whole process, start to exit.
+- ``wall_s``: the whole process, start to exit;
+- work done in helper processes (:mod:`icl._helpers`: host LPIPS, figures) as the helpers
+  report it (``helper <target>`` in the JSON); ``lpips_s`` counts the LPIPS helper's seconds too;
+- ``steal``: the share of the machine's CPU time the hypervisor took away during the run
+  (``/proc/stat``). A shared virtual machine can lose 15-25% of it: compare runs taken under low
+  steal, interleaved (before, after, before...).
 
 Timers add busy time: with scoring on worker threads a stage's seconds can overlap others.
 Usage: ``python bench/bench_e2e.py [--root DIR] [--only NAME,...] [--json OUT]``. The
@@ -132,6 +137,12 @@ def child(argv: list[str], report: Path) -> int:
     from icl.run.__main__ import main
 
     status = main(argv)
+    helpers = sys.modules.get("icl._helpers")
+    for target, seconds in (helpers.busy_seconds() if helpers is not None else {}).items():
+        # work done in helper processes (icl._helpers), which the timers here do not see
+        spent[f"helper {target}"] = seconds
+        if target.endswith(":lpips_each"):
+            spent["lpips_s"] = spent.get("lpips_s", 0.0) + seconds
     out = Path(argv[argv.index("--out") + 1])
     timings: dict[str, Any] = {}
     for results in sorted(out.rglob("results.json")):
@@ -146,6 +157,16 @@ def child(argv: list[str], report: Path) -> int:
     return 0
 
 
+def _cpu_ticks() -> list[int]:
+    """The machine's CPU time counters (``/proc/stat``: user, nice, system, idle, iowait, irq,
+    softirq, steal), or an empty list where there are none."""
+    try:
+        with open("/proc/stat") as f:
+            return [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return []
+
+
 def run_scenario(name: str, root: Path, data_root: Path | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"e2e-{name}-") as tmp:
         report = Path(tmp) / "report.json"
@@ -153,14 +174,17 @@ def run_scenario(name: str, root: Path, data_root: Path | None) -> dict[str, Any
         if data_root is not None:
             argv += ["--data-root", str(data_root)]
         env = {**os.environ, "PYTHONPATH": str(root), "PYTHONWARNINGS": "ignore"}
-        t = time.perf_counter()
+        t, ticks = time.perf_counter(), _cpu_ticks()
         proc = subprocess.run([sys.executable, __file__, "--child", str(report), "--", *argv], env=env, cwd=tmp,
                               capture_output=True, text=True)
         outside = time.perf_counter() - t
+        spent = [b - a for a, b in zip(ticks, _cpu_ticks())]
         if proc.returncode or not report.is_file():
             raise SystemExit(f"{name}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
         got: dict[str, Any] = json.loads(report.read_text())
         got["outside_s"] = outside
+        if len(spent) == 8 and sum(spent):  # the hypervisor's share: time the run's CPUs were taken away
+            got["steal_share"] = spent[7] / sum(spent)
         return got
 
 
@@ -195,7 +219,8 @@ def main() -> int:
               f"execute {t.get('execute_s', 0):5.1f} (score {timed.get('score_batch_s', 0):5.1f}: lpips {lp:5.1f} "
               f"psnr {timed.get('psnr_s', 0):4.2f} ssim {timed.get('ssim_s', 0):4.2f}; decode "
               f"{timed.get('decode_s', 0):4.2f} store {timed.get('store_s', 0):4.2f}) tables "
-              f"{t.get('summarise_s', 0):4.2f} plots {plots:5.1f} | lpips {lp / r['wall_s']:.0%} of wall", flush=True)
+              f"{t.get('summarise_s', 0):4.2f} plots {plots:5.1f} | lpips {lp / r['wall_s']:.0%} of wall"
+              + (f" | steal {r['steal_share']:.0%}" if "steal_share" in r else ""), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

@@ -33,6 +33,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
@@ -127,7 +128,7 @@ class Job:
 class _Helper:
     """One helper process and the thread that feeds it jobs from its pool's queue, one at a time."""
 
-    def __init__(self, jobs: "queue.Queue[Optional[tuple[bytes, Future]]]", nice: int = 0) -> None:
+    def __init__(self, jobs: "queue.Queue[Optional[tuple[bytes, Future, str]]]", nice: int = 0) -> None:
         self.jobs = jobs
         # Ctrl-C is the parent's to handle: a helper ends when its input closes (the parent's exit)
         boot = ("import os, sys, json, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
@@ -144,7 +145,7 @@ class _Helper:
             job = self.jobs.get()
             if job is None:
                 return
-            message, future = job
+            message, future, label = job
             if not future.set_running_or_notify_cancel():
                 continue
             try:
@@ -155,9 +156,10 @@ class _Helper:
                 self._drain()
                 return
             try:
-                ok, value = pickle.loads(answer)
+                ok, value, seconds = pickle.loads(answer)
             except Exception as exc:  # an exception type that cannot be rebuilt here
-                ok, value = False, f"cannot read the helper's answer: {type(exc).__name__}: {exc}"
+                ok, value, seconds = False, f"cannot read the helper's answer: {type(exc).__name__}: {exc}", 0.0
+            _count(label, seconds)
             if ok:
                 future.set_result(value)
             else:
@@ -189,7 +191,7 @@ class HelperPool:
 
     def __init__(self, size: int, warm_up: Optional[str] = None, nice: int = 0) -> None:
         self.pid = os.getpid()
-        self.jobs: "queue.Queue[Optional[tuple[bytes, Future]]]" = queue.Queue()
+        self.jobs: "queue.Queue[Optional[tuple[bytes, Future, str]]]" = queue.Queue()
         self.helpers: list[_Helper] = []
         for _ in range(size):
             try:
@@ -209,7 +211,7 @@ class HelperPool:
         except (pickle.PicklingError, TypeError, AttributeError):
             return Job(target, args, kwargs, None)
         future: Future = Future()
-        self.jobs.put((message, future))
+        self.jobs.put((message, future, ":".join(address)))
         return Job(target, args, kwargs, future)
 
     def close(self) -> None:
@@ -256,6 +258,21 @@ def submit(name: str, target: Target, *args: Any, **kwargs: Any) -> Job:
     return pool(name).submit(target, *args, **kwargs)
 
 
+_busy: dict[str, float] = {}
+
+
+def _count(target: str, seconds: float) -> None:
+    with _lock:
+        _busy[target] = _busy.get(target, 0.0) + seconds
+
+
+def busy_seconds() -> dict[str, float]:
+    """Seconds the helpers of this process spent on each job target (``module:name``) so far:
+    work done beside the run, which its own timers do not see."""
+    with _lock:
+        return dict(_busy)
+
+
 def _warm(target: str) -> None:
     try:
         _resolve(target)()
@@ -291,16 +308,18 @@ def _serve() -> None:
             module, name, args, kwargs = pickle.loads(_receive(jobs))
         except EOFError:
             break
+        start = time.perf_counter()
         try:
             reply: tuple[bool, Any] = (True, _resolve(f"{module}:{name}")(*args, **kwargs))
         except Exception as exc:  # carried back to the caller
             reply = (False, exc)
+        seconds = time.perf_counter() - start
         try:
-            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps((*reply, seconds), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # an unpicklable result or exception: its text
             import traceback
 
-            data = pickle.dumps((False, "".join(traceback.format_exception(exc if reply[0] else reply[1]))))
+            data = pickle.dumps((False, "".join(traceback.format_exception(exc if reply[0] else reply[1])), seconds))
         _send(answers, data)
     answers.flush()
     os._exit(0)  # no teardown of torch's and matplotlib's modules: the parent may be waiting

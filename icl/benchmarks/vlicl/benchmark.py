@@ -368,8 +368,12 @@ class VLICL(Benchmark):
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
+        from icl import _helpers
+
         out.mkdir(parents=True, exist_ok=True)
-        return shot_curves(tables.get("accuracy", []), out) + efficiency_front(tables.get("shot_summary", []), out)
+        jobs = [_helpers.submit("figures", shot_curves, tables.get("accuracy", []), out),  # in helper processes
+                _helpers.submit("figures", efficiency_front, tables.get("shot_summary", []), out)]
+        return [p for job in jobs for p in job.result()]
 
     def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         rows = tables.get("shot_summary", [])
