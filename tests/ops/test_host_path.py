@@ -1,11 +1,12 @@
 """numpy calls run without torch's op machinery: no ``torch._dynamo`` import for any op, no
 torch at all for ``psnr``, ``ssim``, ``box_iou``, ``greedy_match_counts``, ``greedy_match``,
-``match_points``, ``connected_components`` and ``redness`` (``icl.ops._host``), and the same
-results as the torch front ends."""
+``match_points``, ``connected_components``, ``redness``, ``nearest_palette``, the turbo ops and
+``average_precision`` (``icl.ops._host``), and the same results as the torch front ends."""
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -52,13 +53,18 @@ def test_host_ops_import_neither_torch_nor_dynamo() -> None:
         icl.ops.redness(a); icl.ops.greedy_match(np.eye(3) * 0.8); icl.ops.match_points(boxes[:, :2], boxes[:, 2:], 3.0)
         icl.ops.connected_components(a[..., 0] > 128, 4, a[..., 1].astype(np.float32))
         icl.ops.nearest_palette(a, [[0, 0, 0], [255, 0, 0]], np.array([True, True]))
+        depth = rng.random((2, 9, 11)).astype(np.float32) * 10
+        icl.ops.turbo_decode(icl.ops.turbo_encode(depth, 0.5, 10.0), 0.5, 10.0); icl.ops.turbo_bins(a)
+        icl.ops.average_precision(boxes, rng.random(6), np.zeros(6, np.int64), boxes[:4], np.zeros(4, np.int64))
         print(json.dumps({"torch": "torch" in sys.modules, "first_counts_s": first,
-                          "used": icl.ops.backends_used()}))
+                          "used": icl.ops.backends_used(), "table": icl.ops.TURBO_TABLE[:2].tolist(),
+                          "matplotlib": "matplotlib" in sys.modules}))
     """)
-    assert got["torch"] is False
-    assert got["used"] == {op: "cpu" for op in ("box_iou", "connected_components", "greedy_match",
+    assert got["torch"] is False and got["matplotlib"] is False  # the turbo table is written out
+    assert got["table"] == [[48, 18, 59], [50, 21, 67]]
+    assert got["used"] == {op: "cpu" for op in ("average_precision", "box_iou", "connected_components", "greedy_match",
                                                 "greedy_match_counts", "match_points", "nearest_palette", "psnr",
-                                                "redness", "ssim")}
+                                                "redness", "ssim", "turbo_bins", "turbo_decode", "turbo_encode")}
     assert float(got["first_counts_s"]) < 2.0  # 0.006 s quiet; 2.2 s when it imported torch._dynamo
 
 
@@ -241,3 +247,51 @@ def test_import_icl_and_benchmark_construction_import_no_torch() -> None:
         print(json.dumps(seen))
     """)
     assert got == {"icl": False, "vibe": False, "best50": False, "vlicl": False}
+
+
+def test_turbo_equals_the_torch_front_end() -> None:
+    from icl.ops.turbo import turbo_bins as bins_torch
+    from icl.ops.turbo import turbo_decode as decode_torch
+    from icl.ops.turbo import turbo_encode as encode_torch
+
+    rng = np.random.default_rng(5)
+    for dt in (np.float32, np.float64):
+        depth = (rng.random((3, 17, 23)) * 12 - 1).astype(dt)  # some invalid (<= 0) and out of range
+        depth[0, 0, 0] = np.nan
+        got, want = icl.ops.turbo_encode(depth, 0.5, 10.0), encode_torch(depth, 0.5, 10.0)
+        assert got.dtype == want.dtype == np.uint8 and got.shape == want.shape == (3, 17, 23, 3)
+        np.testing.assert_array_equal(got, want)
+    images = rng.integers(0, 256, (2, 13, 9, 3), dtype=np.uint8)
+    for x in (images, images[0]):
+        np.testing.assert_array_equal(icl.ops.turbo_bins(x), bins_torch(x))
+        got, want = icl.ops.turbo_decode(x, 0.5, 10.0), decode_torch(x, 0.5, 10.0)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    # what the numpy path does not serve goes to the front end, which words the errors
+    with pytest.raises(ValueError, match="d_max > d_min"):
+        icl.ops.turbo_encode(np.ones((4, 4), np.float32), 2.0, 1.0)
+    with pytest.raises(ValueError, match="depth"):
+        icl.ops.turbo_encode(np.ones(4, np.float32), 0.5, 2.0)
+    np.testing.assert_array_equal(icl.ops.turbo_bins(images.astype(np.float32) / 255), bins_torch(images / 255.0))
+
+
+@pytest.mark.parametrize("interpolation", ["all", "coco101"])
+@pytest.mark.parametrize("max_detections", [None, 2])
+def test_average_precision_equals_the_torch_front_end(interpolation: str, max_detections: object) -> None:
+    from icl.ops.average_precision import average_precision as ap_torch
+
+    rng = np.random.default_rng(6)
+    pb = rng.random((40, 4)) * 50
+    pb[:, 2:] += pb[:, :2]
+    gb = pb[::2] + rng.normal(0, 2, (20, 4))
+    gb[:, 2:] = np.maximum(gb[:, 2:], gb[:, :2])
+    scores = np.round(rng.random(40), 1)  # ties
+    pi, gi = rng.integers(0, 4, 40), rng.integers(0, 4, 20)
+    got = icl.ops.average_precision(pb, scores, pi, gb, gi, 0.5, interpolation, max_detections=max_detections)
+    want = ap_torch(pb, scores, pi, gb, gi, 0.5, interpolation, max_detections=max_detections)
+    assert isinstance(got, float) and got == want
+    assert math.isnan(icl.ops.average_precision(pb, scores, pi, gb[:0], gi[:0]))
+    with pytest.raises(ValueError, match="NaN"):
+        bad = scores.copy()
+        bad[3] = np.nan
+        icl.ops.average_precision(pb, bad, pi, gb, gi)
