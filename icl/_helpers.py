@@ -101,8 +101,9 @@ def _address(target: Target) -> Optional[tuple[str, str]]:
     if isinstance(target, str):
         module, _, name = target.partition(":")
         return (module, name) if module and name else None
-    module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", "<")
-    return None if module is None or module == "__main__" or "<" in name else (module, name)
+    mod: Optional[str] = getattr(target, "__module__", None)
+    qual: str = getattr(target, "__qualname__", "<")
+    return None if mod is None or mod == "__main__" or "<" in qual else (mod, qual)
 
 
 class Job:
@@ -180,7 +181,8 @@ class _Helper:
 
     def close(self) -> None:
         try:
-            self.proc.stdin.close()  # the helper exits at the end of its input
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()  # the helper exits at the end of its input
         except OSError:
             pass
 
