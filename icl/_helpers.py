@@ -133,7 +133,7 @@ class _Helper:
         self.jobs = jobs
         # Ctrl-C is the parent's to handle: a helper ends when its input closes (the parent's exit)
         boot = ("import os, sys, json, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-                "os.nice(int(sys.argv[2])); sys.path[:] = json.loads(sys.argv[1]); "
+                "getattr(os, 'nice', int)(int(sys.argv[2])); sys.path[:] = json.loads(sys.argv[1]); "
                 "from icl._helpers import _serve; _serve()")
         path = [p or os.getcwd() for p in sys.path]
         self.proc = subprocess.Popen([sys.executable, "-c", boot, json.dumps(path), str(nice)],

@@ -72,6 +72,7 @@ def test_a_job_runs_in_another_process_with_the_same_result(pool):
     # by name: the caller never imported the module
     assert "helper_jobs" not in sys.modules
     assert pool.submit("helper_jobs:shout").result() == "ok"  # printing does not corrupt the answers
+    assert _helpers.busy_seconds().get("helper_jobs:add", 0.0) > 0.0  # the helpers' time, reported back
 
 
 def test_exceptions_come_back_as_their_own_type(pool):
