@@ -33,16 +33,21 @@ def new_figure(figsize: tuple[float, float]):
 
 
 def warm_up() -> None:
-    """Imports and font caches of a figure, what the first real figure would pay (a figure
-    helper process runs this when it starts, :mod:`icl._helpers`)."""
-    import io
+    """Imports, font caches and first-use set-up of the figures (a figure helper process runs
+    this when it starts, :mod:`icl._helpers`): one small bar figure, as :func:`task_plot` draws
+    them (PNG and SVG), and one qualitative grid, into a temporary folder. The first real
+    figure of a process took 2-3x the next ones."""
+    import tempfile
 
-    from matplotlib.backends import backend_svg  # noqa: F401  (what savefig(format="svg") imports)
-
-    fig = new_figure((1, 1))
-    fig.text(0.5, 0.5, "0")
-    fig.canvas.draw()
-    fig.savefig(io.BytesIO(), format="svg")
+    spec = TaskSpec("warm-up", ("psnr", "lpips"), ("psnr", "lpips"), frozenset({"lpips"}))
+    aggs = [Aggregate(m, "", d, "warm-up", 1, metric, 1.0 + i, 0.1, 4, 0, 0, 0.9 + i, 1.1 + i)
+            for i, (m, d, metric) in enumerate((m, d, metric) for m in ("a", "b") for d in ("x", "y")
+                                               for metric in ("psnr", "lpips"))]
+    tile = np.zeros((40, 48, 3), np.uint8)
+    with tempfile.TemporaryDirectory(prefix="icl-warm-up-") as tmp:
+        task_plot(spec, aggs, 1, Path(tmp) / "warm-up.png", ["a", "b"])
+        qualitative_task([("s", Path(tmp) / "s", {stem: tile for stem in qualitative_stems(["a"], 1)})], ["a"], 1,
+                         Path(tmp) / "grid.png")
 
 
 class _Figures:
@@ -459,3 +464,20 @@ def grid_of(samples: Sequence[tuple[str, Mapping[str, Optional[np.ndarray]]]], m
         return None
     write_rgb(path, np.concatenate(rows, axis=0), level=1)  # inlined in report.html: half the bytes
     return path
+
+
+def qualitative_task(samples: Sequence[tuple[str, Path, Mapping[str, np.ndarray]]], models: Sequence[str],
+                     shots: int, path: Path) -> list[Path]:
+    """One task's qualitative figure: each sample's images written into its folder (``name``,
+    ``folder``, images by :func:`qualitative_stems` name), and their grid (:func:`grid_of`) at
+    ``path``; returns ``[path]`` (none without samples). The images are written by a few threads:
+    creating many small files is the slow part."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4, thread_name_prefix="icl-qualitative") as writers:
+        written = [writers.submit(write_rgb, folder / f"{stem}.png", image)
+                   for _, folder, images in samples for stem, image in images.items()]
+        grid = grid_of([(name, images) for name, _, images in samples], models, shots, path)
+        for w in written:
+            w.result()  # a write that failed says so
+    return [grid] if grid else []

@@ -351,7 +351,7 @@ class Vibe(Benchmark):
 
         specs = self._specs()
         out.mkdir(parents=True, exist_ok=True)
-        # the figures are drawn by helper processes while the qualitative grids are composed here
+        # figures and qualitative grids: jobs for the figure helpers (icl._helpers), collected in order
         jobs = []
         reference = [m for m in self._order if m in self.reference_models]
         for shots in self._plan().shots:
@@ -364,53 +364,46 @@ class Vibe(Benchmark):
         intervals = rank_intervals(tables.get("ranks", []))
         for t in self._tables:
             jobs.append(_helpers.submit("figures", rank_heatmap, t, out / f"ranks_k{t.shots}.png", intervals.get(t.shots)))
-        grids = self._qualitative(specs, out, answers)
-        return [p for job in jobs if job is not None for p in job.result()] + grids
+        jobs += self._qualitative(specs, out, answers)
+        return [p for job in jobs if job is not None for p in job.result()]
 
     def _qualitative(self, specs: Mapping[str, TaskSpec], out: Path,
-                     answers: Optional[Callable[[str], dict[str, Any]]]) -> list[Path]:
-        """A grid per task of ``qualitative`` samples (inputs, each model's prediction, target),
-        composed from the images in memory, and each sample's images under ``qualitative/``
-        (written by a few threads: creating many small files is the slow part)."""
-        from concurrent.futures import ThreadPoolExecutor
+                     answers: Optional[Callable[[str], dict[str, Any]]]) -> list[Any]:
+        """A figure job per task (:func:`icl.report.plots.qualitative_task`, in a figure helper):
+        a grid of ``qualitative`` samples (inputs, each model's prediction, target) and each
+        sample's images under ``qualitative/``."""
+        from icl import _helpers
+        from icl.report.plots import qualitative_task, safe_name
 
-        from icl.report.plots import grid_of, safe_name, write_rgb
-
-        files: list[Path] = []
         per_task = int(self.config["qualitative"])
         if answers is None or per_task <= 0:
-            return files
+            return []
         plan = self._plan()
         shots = plan.shots[0]
         picked = qualitative(plan.groups, per_task)
         qual = out.parent / "qualitative"
-        with ThreadPoolExecutor(4, thread_name_prefix="icl-qualitative") as writers:
-            written = []
-            for task in specs:
-                samples = []
-                for (dataset, t, q) in sorted(picked):
-                    if t != task:
-                        continue
-                    item = next((it for it in self._items.values() if "context" not in it.group and
-                                 it.group["dataset"] == dataset and
-                                 it.group["task"] == t and it.group["query"] == q and it.group["shots"] == shots),
-                                None)
-                    if item is None:
-                        continue
-                    episode, encoded = self._episode(item.payload)
-                    images = {"query": episode.query_input, "target": encoded,
-                              "context_in_0": episode.context_inputs[0], "context_out_0": episode.context_outputs[0]}
-                    images.update({f"pred_k{shots}_{safe_name(label)}": image
-                                   for label, image in answers(item.key).items() if isinstance(image, np.ndarray)})
-                    d = qual / safe_name(task) / safe_name(f"{dataset}__{q}")
-                    written += [writers.submit(write_rgb, d / f"{stem}.png", image) for stem, image in images.items()]
-                    samples.append((d.name, images))
-                if samples:
-                    p = grid_of(samples, self._order, shots, out / f"qualitative_{safe_name(task)}.png")
-                    files += [p] if p else []
-            for w in written:
-                w.result()  # a write that failed says so
-        return files
+        jobs = []
+        for task in specs:
+            samples = []
+            for (dataset, t, q) in sorted(picked):
+                if t != task:
+                    continue
+                item = next((it for it in self._items.values() if "context" not in it.group and
+                             it.group["dataset"] == dataset and
+                             it.group["task"] == t and it.group["query"] == q and it.group["shots"] == shots), None)
+                if item is None:
+                    continue
+                episode, encoded = self._episode(item.payload)
+                images = {"query": episode.query_input, "target": encoded,
+                          "context_in_0": episode.context_inputs[0], "context_out_0": episode.context_outputs[0]}
+                images.update({f"pred_k{shots}_{safe_name(label)}": image
+                               for label, image in answers(item.key).items() if isinstance(image, np.ndarray)})
+                d = qual / safe_name(task) / safe_name(f"{dataset}__{q}")
+                samples.append((d.name, d, images))
+            if samples:
+                jobs.append(_helpers.submit("figures", qualitative_task, samples, self._order, shots,
+                                            out / f"qualitative_{safe_name(task)}.png"))
+        return jobs
 
     def _shot_curves(self, specs: Mapping[str, TaskSpec], path: Path) -> Any:
         """Each task's first rank metric (averaged over its datasets, as ranked) against shots, a
