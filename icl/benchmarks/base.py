@@ -223,9 +223,12 @@ class Benchmark(ABC):
         return rows
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
-              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
-        """Figures written under ``out``; returns their paths. ``answers(item_key)`` gives the
-        stored responses of that item by model label (for qualitative figures)."""
+              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Any]:
+        """Figures written under ``out``; returns their paths, or jobs whose ``result()`` is a
+        list of paths (figures handed to the figure helpers, :func:`icl._helpers.submit`: the
+        runner writes its other files meanwhile and collects them, in order). ``answers(item_key)``
+        gives the stored responses of that item by model label (for qualitative figures). Called
+        after ``summarise`` and before ``result_files``."""
         return []
 
     def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:

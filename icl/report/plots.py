@@ -70,6 +70,12 @@ class _Figures:
 figures = _Figures()
 
 
+def collect(parts: Sequence[Any]) -> list[Path]:
+    """The paths of what ``Benchmark.plots`` returned, in order: paths as they are, and the
+    paths of each figure job (``result()``: waits for a helper's figure, :mod:`icl._helpers`)."""
+    return [p for part in parts for p in (part.result() if hasattr(part, "result") else [part])]
+
+
 #: dots per inch of every PNG figure (the SVG beside it is resolution-free)
 FIGURE_DPI = 200
 

@@ -26,7 +26,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from icl.benchmarks.base import Benchmark
 from icl.report.schema import COLUMNS, COMPARISON_COLUMNS
@@ -125,23 +125,82 @@ def provenance() -> dict[str, Any]:
     return info
 
 
+class Plots:
+    """A benchmark's figures on their way (:func:`start_plots`): ``Benchmark.plots`` has run and
+    may have handed its figures to helper processes (it returns paths, or jobs whose
+    ``result()`` is a list of paths), so that the run writes its other files meanwhile.
+    :meth:`files` waits for them and publishes them from the staging folder; :meth:`abandon`
+    (a run that fails before) waits for them and publishes nothing."""
+
+    def __init__(self, out: Path, bench: Benchmark, tables: Mapping[str, list[dict[str, Any]]],
+                 answers: Optional[Callable[[str], dict[str, Any]]], enabled: bool) -> None:
+        from contextlib import ExitStack
+
+        self.out, self.started = out, time.perf_counter()
+        self._stack = ExitStack()
+        self._parts: list[Any] = []
+        if not enabled:
+            return
+        out.mkdir(parents=True, exist_ok=True)
+        stage = self._stack.enter_context(staged(out))  # the benchmark's own writers: whole files, never a link
+        self._stage = stage(out)
+        try:
+            self._parts = list(bench.plots(tables, stage(out / "plots"), answers))
+        except BaseException:
+            self.abandon()
+            raise
+
+    def files(self) -> list[Path]:
+        """The figures' paths under ``out``, in the benchmark's order, once all are written."""
+        from icl.report.plots import collect
+
+        try:
+            paths = collect(self._parts)
+        except BaseException:
+            self.abandon()
+            raise
+        self._stack.close()  # publishes the staging folder
+        return published(self.out, self._stage, paths) if self._parts else []
+
+    def abandon(self) -> None:
+        for part in self._parts:
+            try:
+                if hasattr(part, "result"):
+                    part.result()  # nothing may still write into the staging folder
+            except Exception:
+                pass
+        self._parts = []
+        self._stack.__exit__(RuntimeError, RuntimeError("abandoned"), None)  # removed, nothing published
+
+
+def start_plots(out: Path, bench: Benchmark, tables: Mapping[str, list[dict[str, Any]]],
+                answers: Optional[Callable[[str], dict[str, Any]]], enabled: bool = True) -> Plots:
+    """The benchmark's figures, started (see :class:`Plots`); nothing when ``enabled`` is false."""
+    return Plots(out, bench, tables, answers, enabled)
+
+
 def write_outputs(out: Path, bench: Benchmark, tables: Mapping[str, list[dict[str, Any]]], meta: Mapping[str, Any],
                   failures: Sequence[Failure], answers: Optional[Callable[[str], dict[str, Any]]],
-                  plots: bool = True) -> list[Path]:
-    """Write every common file of a run into ``out``; returns their paths."""
+                  plots: Union[bool, Plots] = True) -> list[Path]:
+    """Write every common file of a run into ``out``; returns their paths. ``plots``: whether to
+    draw the figures, or the figures already started (:func:`start_plots`)."""
     out.mkdir(parents=True, exist_ok=True)
-    files = []
-    for name, rows in tables.items():
-        path = out / f"{name}.csv"
-        write_text(path, csv_text(rows, COMMON_COLUMNS.get(name)))  # the common tables: a header even when empty
-        files.append(path)
-    t_plots = time.perf_counter()
-    plot_files: list[Path] = []
-    if plots:
-        with staged(out) as stage:  # the benchmark's own writers: whole files, never through a link
-            plot_files = published(out, stage(out), bench.plots(tables, stage(out / "plots"), answers))
+    started = plots if isinstance(plots, Plots) else None
+    try:
+        files = []
+        for name, rows in tables.items():
+            path = out / f"{name}.csv"
+            write_text(path, csv_text(rows, COMMON_COLUMNS.get(name)))  # the common tables: a header even when empty
+            files.append(path)
+        if started is None:
+            started = start_plots(out, bench, tables, answers, bool(plots))
+    except BaseException:
+        if started is not None:
+            started.abandon()
+        raise
+    plot_files = started.files()
     if isinstance(meta.get("timings"), dict):
-        meta["timings"]["plots_s"] = time.perf_counter() - t_plots
+        meta["timings"]["plots_s"] = time.perf_counter() - started.started
     data = {**meta, **provenance(), "tables": {n: f"{n}.csv" for n in tables},
             "failures": dict(count=len(failures), items=[f.message for f in failures[:1000]])}
     write_text(out / "results.json", json.dumps(jsonable(data), indent=2, sort_keys=True, allow_nan=False) + "\n")

@@ -25,7 +25,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Sequence, TextIO
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TextIO
 
 from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
@@ -39,7 +39,7 @@ from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
 from icl.run.errors import ConfigError
 from icl.run.atomic import OutputWriteError, is_user_fixable, write_text
-from icl.run.files import DEFAULT_STORE, claim_folder, write_artifacts, write_outputs
+from icl.run.files import DEFAULT_STORE, claim_folder, start_plots, write_artifacts, write_outputs
 from icl.run.lock import FolderLock
 from icl.run.models import RunModel, make_model, resolve_device
 from icl.run import shard as S
@@ -352,13 +352,6 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
         age = process_age() if config.whole_process else None
         if age is not None:  # interpreter start and imports before run(), when this run is the process
             timings["startup_s"] = max(0.0, age - timings["total_s"])
-    compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
-    if log_samples(config.log_samples, len(items) * len(models)):  # per-sample log (icl.run.samples)
-        t_samples = time.perf_counter()
-        artifacts = {**artifacts, **write_samples(config.out_dir, bench, items, models, judges, store,
-                                                  asked_items)}
-        timings["samples_s"] = time.perf_counter() - t_samples
-
     def answers(item_key: str) -> dict[str, Any]:
         out = {}
         for label, model_id in models:
@@ -367,7 +360,35 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
                 out[label] = R.stored(r.kind, r.body)
         return out
 
-    meta = dict(
+    # the figures first: helper processes draw them while the other files are written here
+    plots = start_plots(config.out_dir, bench, tables, answers, config.plots)
+    try:
+        meta = _meta(config, bench, items, models, judges, store, run_id, stats, artifacts, timings, identities,
+                     device, roles, extra, rows, failed, missing, not_applicable, asked_items, costs, common, answers)
+    except BaseException:
+        plots.abandon()
+        raise
+    write_outputs(config.out_dir, bench, tables, meta, failures, answers, plots=plots)
+    timings["report_s"] = time.perf_counter() - t_report
+    return Outcome(config.out_dir, run_id, stats, tables, rows, failures, failed, missing, timings, not_applicable)
+
+
+def _meta(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
+          judges: Sequence[Mapping[str, Any]], store: Store, run_id: str, stats: ExecStats,
+          artifacts: Mapping[str, str], timings: dict[str, float], identities: Mapping[str, Any], device: str,
+          roles: Mapping[str, Mapping[str, Any]], extra: Optional[Mapping[str, Any]], rows: list, failed: int,
+          missing: int, not_applicable: Mapping[str, Mapping[str, int]], asked_items: Mapping[str, list[Item]],
+          costs: Mapping[str, list[Score]], common: Mapping[str, Any], answers: Callable[[str], dict[str, Any]]
+          ) -> dict[str, Any]:
+    """results.json of a finished run, less the provenance and tables; writes the per-sample log
+    and the benchmark's per-run files on the way (their digests are in it)."""
+    compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
+    if log_samples(config.log_samples, len(items) * len(models)):  # per-sample log (icl.run.samples)
+        t_samples = time.perf_counter()
+        artifacts = {**artifacts, **write_samples(config.out_dir, bench, items, models, judges, store,
+                                                  asked_items)}
+        timings["samples_s"] = time.perf_counter() - t_samples
+    return dict(
         benchmark=bench.name, protocol=bench.protocol, scorer_version=bench.scorer_version, run_id=run_id,
         config=config.resolved(), command=config.command, device=device,
         models={label: dict(model_id=mid, identity=identities.get(mid), **roles.get(label, {}))
@@ -386,9 +407,6 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
         statistics=METHOD, comparisons=common["comparisons"],
         **dict(extra or {}),
     )
-    write_outputs(config.out_dir, bench, tables, meta, failures, answers, plots=config.plots)
-    timings["report_s"] = time.perf_counter() - t_report
-    return Outcome(config.out_dir, run_id, stats, tables, rows, failures, failed, missing, timings, not_applicable)
 
 
 def _result_files(out: Path, bench: Benchmark, rows: list, answers: Any) -> dict[str, str]:

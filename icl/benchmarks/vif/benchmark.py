@@ -234,7 +234,7 @@ class VIF(Benchmark):
         from icl import _helpers
 
         out.mkdir(parents=True, exist_ok=True)
-        return list(_helpers.submit("figures", tables.plots, dict(tables_), out).result())  # in a helper process
+        return [_helpers.submit("figures", tables.plots, dict(tables_), out)]  # drawn in a helper, collected by the runner
 
     def summary(self, tables_: Mapping[str, list[dict[str, Any]]]) -> str:
         rows = tables_.get("criteria", [])

@@ -14,6 +14,7 @@ from icl.benchmarks.vlicl import VLICL
 from icl.benchmarks.vlicl.tasks import COT_PROMPT, TASKS
 from icl.models.registry import get_model
 from icl.models.requests import ChatRequest
+from icl.report.plots import collect
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def fast_run(tmp_path_factory: pytest.TempPathFactory, driver):
     rows = driver(bench, model, judge, items, "copy-last")
     tables = bench.summarise(rows)
     out = tmp_path_factory.mktemp("vlicl_plots")
-    paths = bench.plots(tables, out)
+    paths = collect(bench.plots(tables, out))  # figure jobs (helper processes) to paths
     return bench, items, rows, tables, paths
 
 
