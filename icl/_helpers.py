@@ -117,6 +117,10 @@ class Job:
         """Whether a helper took the job (else :meth:`result` runs it here)."""
         return self._future is not None
 
+    def done(self) -> bool:
+        """Whether :meth:`result` would not wait for a helper."""
+        return self._future is None or self._future.done()
+
     def result(self) -> Any:
         if self._future is not None:
             try:
@@ -227,6 +231,35 @@ class HelperPool:
             except subprocess.TimeoutExpired:
                 h.proc.kill()
         self.helpers = []
+
+
+class Deferred:
+    """A score still being computed by a helper (LPIPS of host images): ``float()`` waits for
+    it; ``ready()`` says whether that would not wait. ``values()`` returns the scores of its
+    whole job (computed once); this one is ``values()[index]``. A benchmark may return such
+    values from ``score_batch``: the runner commits them once ready (scoring the next batches
+    meanwhile), and every other caller gets floats (:func:`resolved`)."""
+
+    __slots__ = ("_values", "_index", "_ready")
+
+    def __init__(self, values: Callable[[], Any], index: int, ready: Callable[[], bool] = lambda: True) -> None:
+        self._values, self._index, self._ready = values, index, ready
+
+    def ready(self) -> bool:
+        return bool(self._ready())
+
+    def __float__(self) -> float:
+        return float(self._values()[self._index])
+
+
+def resolved(scores: Any) -> Any:
+    """``scores`` (a list of metric dicts) with every :class:`Deferred` value waited for, as a float."""
+    return [{k: float(v) if isinstance(v, Deferred) else v for k, v in s.items()} for s in scores]
+
+
+def pending(values: Any) -> bool:
+    """Whether any of ``values`` is a :class:`Deferred` not ready yet."""
+    return any(isinstance(v, Deferred) and not v.ready() for v in values)
 
 
 _pools: dict[str, HelperPool] = {}

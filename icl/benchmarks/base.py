@@ -203,7 +203,9 @@ class Benchmark(ABC):
     def score_batch(self, items: Sequence[Item], responses: Sequence[Any],
                     judgements: Sequence[Sequence[str]], device: Optional[str] = None) -> list[dict[str, float]]:
         """``score`` over a batch; benchmarks with batched (e.g. GPU) scorers override it
-        (``device``: where tensor responses lie, with device evaluation)."""
+        (``device``: where tensor responses lie, with device evaluation). A value may be an
+        :class:`icl._helpers.Deferred` (computed by a helper process): the runner scores the
+        next batches meanwhile and stores it once there."""
         return [self.score(i, r, j) for i, r, j in zip(items, responses, judgements)]
 
     def helper_pools(self, host: bool) -> tuple[str, ...]:

@@ -96,7 +96,15 @@ class ScorePipeline:
     finished job but the newest, so that the model can run on the next batch meanwhile.
     ``drain()`` commits everything. Without overlap, ``submit`` runs and commits at once. On
     CUDA the worker scores on its own stream, after the model's work queued so far.
+
+    ``waits(result)``: whether committing a finished job would wait for values a helper process
+    still computes (:class:`icl._helpers.Deferred`); such jobs stay queued, up to
+    ``MAX_WAITING`` of them, while the next batches are scored, and are committed, in order,
+    once their values are there (or when the queue is full, or at ``drain``).
     """
+
+    #: finished jobs waiting for helpers' values that may stay queued (their outputs are held)
+    MAX_WAITING = 16
 
     def __init__(self, device: Optional[str], overlap: bool):
         self.overlap = overlap
@@ -108,9 +116,10 @@ class ScorePipeline:
             if self.overlap and device.startswith("cuda"):
                 self.stream = torch.cuda.Stream(torch.device(device))
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="icl-score") if self.overlap else None
-        self._queue: deque[tuple[Future, Callable[[Any], None]]] = deque()
+        self._queue: deque[tuple[Future, Callable[[Any], None], Optional[Callable[[Any], bool]]]] = deque()
 
-    def submit(self, job: Callable[[], Any], commit: Callable[[Any], None], outputs: Any = ()) -> None:
+    def submit(self, job: Callable[[], Any], commit: Callable[[Any], None], outputs: Any = (),
+               waits: Optional[Callable[[Any], bool]] = None) -> None:
         if self._pool is None:
             commit(job())
             return
@@ -123,9 +132,16 @@ class ScorePipeline:
             for t in tensors_in(outputs):
                 if t.is_cuda:  # the allocator must not reuse their memory before the scoring stream is done
                     t.record_stream(self.stream)
-        self._queue.append((self._pool.submit(self._run, job, ready), commit))
-        while len(self._queue) > 1:
+        self._queue.append((self._pool.submit(self._run, job, ready), commit, waits))
+        while len(self._queue) > 1 and (len(self._queue) > self.MAX_WAITING or not self._waiting(self._queue[0])):
             self._commit_oldest()
+
+    @staticmethod
+    def _waiting(entry: tuple) -> bool:
+        """Whether the job, once scored (waited for here), would wait for a helper's values at
+        its commit (see the class)."""
+        future, _, waits = entry
+        return waits is not None and future.exception() is None and waits(future.result())
 
     def _run(self, job: Callable[[], Any], ready: Any) -> Any:
         if self.stream is None:
@@ -139,7 +155,7 @@ class ScorePipeline:
             return out
 
     def _commit_oldest(self) -> None:
-        future, commit = self._queue.popleft()
+        future, commit, _ = self._queue.popleft()
         commit(future.result())
 
     def drain(self) -> None:

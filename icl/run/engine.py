@@ -29,8 +29,9 @@ import sys
 import traceback
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
+from icl._helpers import Deferred, pending
 from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
 from icl.models.base import ContextOverflowError
@@ -279,7 +280,8 @@ class Engine:
             scores = self._score(model, answers, failures)
             return responses, links, scores, failures
 
-        self.pipeline.submit(job, self._commit, [a.scored for a in answers if R.is_tensor(a.scored)])
+        self.pipeline.submit(job, self._commit, [a.scored for a in answers if R.is_tensor(a.scored)],
+                             waits=lambda batch: any(pending(s.metrics.values()) for s in batch[2]))
 
     def _ask(self, model: RunModel, reqs: list[Any], responses: list[Response], links: list,
              failures: list[Failure], item_keys: list[str], step: str) -> list[tuple]:
@@ -490,7 +492,8 @@ class Engine:
                 if failed is None and judge_id in a.judge_failed:
                     failed, error = "judge", a.judge_failed[judge_id]
                 rows.append((a.item, a.scored, a.judgements.get(judge_id, []), failed, error))
-            out = score_answers(self.bench, rows, self.eval_device, self.meter, model.label, self.run_id, failures)
+            out = score_answers(self.bench, rows, self.eval_device, self.meter, model.label, self.run_id, failures,
+                                defer=True)  # values a helper computes are waited for at the commit
             for a, (status, metrics, reason, error, score_s) in zip(mine, out):
                 c = a.cost
                 scores.append(Score(self.score_key(a.item, model, judge_id), status, metrics, error, reason,
@@ -499,6 +502,8 @@ class Engine:
 
     def _commit(self, batch: tuple) -> None:
         responses, links, scores, failures = batch
+        labels = {m.model_id: m.label for m in self.models}
+        scores = [_settled(s, failures, labels.get(s.key.model_id)) for s in scores]  # values from helpers
         self.store.write_batch(responses, links, scores, failures)
         n_ok = sum(s.status == "ok" for s in scores)
         self.stats.computed += n_ok
@@ -515,11 +520,31 @@ def generation_records(records: Sequence[Any]) -> dict[Any, dict]:
     return out
 
 
+def _numbers(metrics: Mapping[str, Any], defer: bool) -> dict[str, Any]:
+    """Metric values as floats; a value a helper still computes (:class:`icl._helpers.Deferred`)
+    is kept as it is when ``defer``, else waited for."""
+    return {k: v if defer and isinstance(v, Deferred) else float(v) for k, v in metrics.items()}
+
+
+def _settled(score: Score, failures: list[Failure], label: Optional[str]) -> Score:
+    """``score`` with its deferred values waited for (:class:`icl._helpers.Deferred`); one that
+    fails fails this score only (a failure event names it, and the model ``label``)."""
+    if not any(isinstance(v, Deferred) for v in score.metrics.values()):
+        return score
+    try:
+        return replace(score, metrics={k: float(v) for k, v in score.metrics.items()})
+    except Exception as exc:
+        msg = f"model {label!r}, item {score.key.item_key!r}: scoring failed: {short_trace(exc)}"
+        failures.append(Failure("score", msg, label, score.key.item_key, None, score.run_id))
+        return replace(score, status="failed", metrics={}, error=msg, reason="invalid")
+
+
 def score_answers(bench: Benchmark, rows: Sequence[tuple], device: Optional[str], meter: Optional[ComputeMeter],
-                  label: str, run_id: str, failures: list[Failure]) -> list[tuple]:
+                  label: str, run_id: str, failures: list[Failure], defer: bool = False) -> list[tuple]:
     """Score ``(item, response, judgements, failed_reason, error)`` rows: per row (status,
     metrics, reason, error, seconds). Failed rows get ``score_failure``'s metrics; a scorer
-    error fails only the rows it names (a batch error is retried row by row)."""
+    error fails only the rows it names (a batch error is retried row by row). ``defer``: values
+    helper processes still compute stay :class:`icl._helpers.Deferred` (the caller waits)."""
     out: list[Optional[tuple]] = [None] * len(rows)
     live = []
     for i, (item, response, judgements, reason, error) in enumerate(rows):
@@ -561,7 +586,7 @@ def score_answers(bench: Benchmark, rows: Sequence[tuple], device: Optional[str]
                 metrics = bench.score_failure(item, reason) or {}
                 out[i] = ("failed", {k: float(v) for k, v in metrics.items()}, reason, msg, per)
             else:
-                out[i] = ("ok", {k: float(v) for k, v in res.items()}, None, None, per)
+                out[i] = ("ok", _numbers(res, defer), None, None, per)
     return out  # type: ignore[return-value]
 
 

@@ -16,13 +16,14 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from icl._helpers import Deferred, resolved
 from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, int_list, positive_int
 from icl.benchmarks.vibe import diagnostics as diag
 from icl.benchmarks.vibe.diagnostics import SENSITIVITY_FRACTION
 from icl.benchmarks.vibe.plan import DEFAULT_MODELS, PROTOCOL, Plan, context_hash, make_plan, qualitative
 from icl.data.seeds import derive_seed
 from icl.benchmarks.vibe.tasks.base import validate_prediction
-from icl.benchmarks.vibe.tasks.image import ImageTask
+from icl.benchmarks.vibe.tasks.image import ImageTask, lpips_batch
 from icl.models.requests import AnalogyRequest
 from icl.report import Scored, TaskSpec, aggregate, markdown_section, rank_models, rank_rows, summary_text
 from icl.report.aggregate import attach_rank_intervals, cap
@@ -208,7 +209,7 @@ class Vibe(Benchmark):
 
     # -- scoring ---------------------------------------------------------------------------------
     def score(self, item: Item, response: Any, judgements: Sequence[str] = ()) -> dict[str, float]:
-        return self.score_batch([item], [response], [judgements])[0]
+        return resolved(self.score_batch([item], [response], [judgements]))[0]
 
     def score_batch(self, items: Sequence[Item], responses: Sequence[Any], judgements: Sequence[Sequence[str]],
                     device: Optional[str] = None) -> list[dict[str, float]]:
@@ -220,13 +221,14 @@ class Vibe(Benchmark):
             groups.setdefault((p.dataset, p.task, p.shots), []).append(i)
         where = {} if device is None else {"device": device}
         scored = []
-        for (dataset, task_name, shots), idx in groups.items():
-            task, meta = plan.tasks[task_name], plan.datasets[dataset].meta
-            episodes = [self._episode(items[i].payload)[0] for i in idx]
-            scored.append((task, meta, shots, idx, episodes, task.evaluate(
-                [responses[i] for i in idx], [e.target for e in episodes],
-                [e.context_targets[:shots] for e in episodes], meta, defer=True, **where)))
-        extra: dict[int, dict[str, float]] = {}  # while deferred scores (LPIPS in its helper) finish
+        with lpips_batch():  # the batch's host LPIPS: one job for the LPIPS helper, sent at the end of the block
+            for (dataset, task_name, shots), idx in groups.items():
+                task, meta = plan.tasks[task_name], plan.datasets[dataset].meta
+                episodes = [self._episode(items[i].payload)[0] for i in idx]
+                scored.append((task, meta, shots, idx, episodes, task.evaluate(
+                    [responses[i] for i in idx], [e.target for e in episodes],
+                    [e.context_targets[:shots] for e in episodes], meta, defer=True, **where)))
+        extra: dict[int, dict[str, float]] = {}  # while LPIPS runs in its helper
         for task, meta, shots, idx, episodes, _ in scored:
             colour_coded = not isinstance(task, ImageTask)
             for i, e in zip(idx, episodes):
@@ -238,7 +240,8 @@ class Vibe(Benchmark):
                 extra[i]["encoding_lossless"] = 0.0 if lossy else 1.0
         for *_, idx, _, scores in scored:
             for i, s in zip(idx, scores):
-                out[i] = {**{k: float(v) for k, v in s.items()}, **extra[i]}
+                # LPIPS of host images may still be on its way (Deferred: the runner commits it once there)
+                out[i] = {**{k: v if isinstance(v, Deferred) else float(v) for k, v in s.items()}, **extra[i]}
         return out  # type: ignore[return-value]
 
     def helper_pools(self, host: bool) -> tuple[str, ...]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, ClassVar, Sequence
 
 import cv2
 import numpy as np
 
+from icl._helpers import resolved
 from icl.data.dataset import TASK_PARTS, DatasetMeta, Sample
 
 
@@ -145,24 +146,6 @@ def precision_recall_f1(tp: int, n_pred: int, n_gt: int) -> dict[str, float]:
     return {"precision": float(precision), "recall": float(recall), "f1": float(f1)}
 
 
-class Deferred:
-    """A score still being computed elsewhere (LPIPS of host images, in its helper process):
-    ``float()`` waits for it. ``values()`` returns the scores of its batch (computed once)."""
-
-    __slots__ = ("_values", "_index")
-
-    def __init__(self, values: Callable[[], np.ndarray], index: int) -> None:
-        self._values, self._index = values, index
-
-    def __float__(self) -> float:
-        return float(self._values()[self._index])
-
-
-def resolved(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``scores`` with every :class:`Deferred` value waited for, as a float."""
-    return [{k: float(v) if isinstance(v, Deferred) else v for k, v in s.items()} for s in scores]
-
-
 class Task(ABC):
     """One task of the visual in-context benchmark (see module docstring)."""
 
@@ -227,8 +210,8 @@ class Task(ABC):
     ) -> list[dict[str, float]]:
         """Validate, decode and score a batch; one dict of ``metrics`` per prediction.
         Raises :class:`PredictionError` for an invalid prediction. ``defer``: values computed
-        elsewhere may be returned as :class:`Deferred` (``float()`` waits for them), so that
-        the caller's other work overlaps them; else every value is ready.
+        elsewhere may be returned as :class:`icl._helpers.Deferred` (``float()`` waits for
+        them), so that the caller's other work overlaps them; else every value is a number.
 
         Numpy predictions are scored on the host. When every prediction is a torch tensor (a
         ``[B, H, W, 3]`` tensor counts), or ``device`` is given (numpy predictions are then

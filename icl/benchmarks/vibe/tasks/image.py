@@ -4,13 +4,16 @@ and scored with PSNR (data range 255), SSIM and LPIPS (AlexNet)."""
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
 from icl.data.dataset import DatasetMeta
-from icl.benchmarks.vibe.tasks.base import Deferred, Task, resize_image, resolved
+from icl._helpers import Deferred, resolved
+from icl.benchmarks.vibe.tasks.base import Task, resize_image
 
 log = logging.getLogger("icl.benchmarks.vibe.tasks")
 
@@ -37,30 +40,93 @@ def _too_small(a: Any) -> np.ndarray:
                             f"{a.shape[1]}x{a.shape[2]})", len(a))
 
 
-def _lpips_host(a: np.ndarray, b: np.ndarray) -> Callable[[], np.ndarray]:
-    """LPIPS of host images, started now in the LPIPS helper process (:mod:`icl._helpers`, whose
-    torch import overlapped the run; the same function runs here when there is none): returns
-    a function that waits for the scores (once), NaN with the one warning when no weights are
-    installed."""
-    from icl import _helpers
+class LPIPSBatch:
+    """LPIPS of host image pairs, sent to the LPIPS helper process as one job (:mod:`icl._helpers`,
+    whose torch import overlapped the run; the same function runs here when there is none).
+    :meth:`add` takes pairs and returns a function that waits for their scores (NaN with the one
+    warning when no weights are installed) and one that says whether they are there;
+    :meth:`submit` sends everything added so far (waiting for a score submits too). One job for
+    a whole scored batch fills the trunk's fixed-size passes that a job per task would pad."""
 
-    job = _helpers.submit("lpips", "icl.ops.lpips:lpips_each", list(a), list(b), net="alex")
-    done: list[np.ndarray] = []
+    def __init__(self) -> None:
+        import threading
 
-    def scores() -> np.ndarray:
-        if not done:
-            from icl.ops._dispatch import _record
-            from icl.ops._lpips_weights import LPIPSWeightsNotFound, report_missing
+        self._a: list[np.ndarray] = []
+        self._b: list[np.ndarray] = []
+        self._job: Any = None
+        self._scores: Optional[np.ndarray] = None
+        self._lock = threading.RLock()
 
-            try:
-                done.append(np.asarray(job.result(), np.float64))
-                _record("lpips", "reference")
-            except LPIPSWeightsNotFound as exc:
-                report_missing("alex", exc)
-                done.append(np.full(len(a), np.nan))
-        return done[0]
+    @property
+    def submitted(self) -> bool:
+        return self._job is not None
 
-    return scores
+    def add(self, a: np.ndarray, b: np.ndarray) -> tuple[Callable[[], np.ndarray], Callable[[], bool]]:
+        with self._lock:
+            if self._job is not None:
+                raise RuntimeError("LPIPSBatch: pairs added after the batch was submitted")
+            start = len(self._a)
+            self._a += list(a)
+            self._b += list(b)
+        end = start + len(a)
+        return (lambda: self.scores()[start:end]), self.ready
+
+    def submit(self) -> None:
+        from icl import _helpers
+
+        with self._lock:
+            if self._job is None:
+                self._job = _helpers.submit("lpips", "icl.ops.lpips:lpips_each", self._a, self._b, net="alex")
+
+    def ready(self) -> bool:
+        with self._lock:
+            return self._job is not None and bool(self._job.done())
+
+    def scores(self) -> np.ndarray:
+        self.submit()
+        with self._lock:
+            if self._scores is None:
+                from icl.ops._dispatch import _record
+                from icl.ops._lpips_weights import LPIPSWeightsNotFound, report_missing
+
+                try:
+                    self._scores = np.asarray(self._job.result(), np.float64) if self._a else np.zeros(0)
+                    _record("lpips", "reference")
+                except LPIPSWeightsNotFound as exc:
+                    report_missing("alex", exc)
+                    self._scores = np.full(len(self._a), np.nan)
+                self._a, self._b = [], []  # the images are not needed any more
+            return self._scores
+
+
+_batch = threading.local()  # the LPIPSBatch of the scoring in progress on this thread (lpips_batch)
+
+
+@contextmanager
+def lpips_batch() -> Iterator[None]:
+    """LPIPS of host images scored inside the block (:func:`image_scores`) goes to the LPIPS
+    helper as one job when the block ends; their values are :class:`icl._helpers.Deferred`
+    until then. Outside such a block each call sends its own job."""
+    outer = getattr(_batch, "current", None)
+    _batch.current = LPIPSBatch()
+    try:
+        yield
+    finally:
+        _batch.current.submit()  # the block's last batch (a score waited for inside it sent an earlier one)
+        _batch.current = outer
+
+
+def _lpips_host(a: np.ndarray, b: np.ndarray) -> tuple[Callable[[], np.ndarray], Callable[[], bool]]:
+    """LPIPS of host image pairs: in the enclosing :func:`lpips_batch`, else a job of their own."""
+    batch = getattr(_batch, "current", None)
+    if batch is not None:
+        if batch.submitted:  # a score of it was waited for inside the block: the next pairs start another
+            batch = _batch.current = LPIPSBatch()
+        return batch.add(a, b)
+    own = LPIPSBatch()
+    scores, ready = own.add(a, b)
+    own.submit()
+    return scores, ready
 
 
 def _lpips_or_nan(a: Any, b: Any) -> np.ndarray:
@@ -77,7 +143,7 @@ def _lpips_or_nan(a: Any, b: Any) -> np.ndarray:
         return _too_small(a)
     try:
         if isinstance(a, np.ndarray):
-            return _lpips_host(a, b)()
+            return _lpips_host(a, b)[0]()
         from icl.ops.lpips import lpips, lpips_each
 
         if a.device.type == "cpu" and str(a.dtype) == str(b.dtype) == "torch.uint8":
@@ -109,18 +175,18 @@ def image_scores(preds: list[np.ndarray], targets: list[np.ndarray], defer: bool
         b = np.stack([np.ascontiguousarray(targets[i]) for i in idx])
         # LPIPS(x, x) is exactly 0; skipping identical pairs (oracle outputs) saves the CPU trunk
         same = np.array([np.array_equal(x, y) for x, y in zip(a, b)])
-        later = None
+        later: Any = None
         if not same.all():  # started first: it runs in its helper while PSNR and SSIM run here
             if min(a.shape[1:3]) < LPIPS_MIN_SIZE:
                 missing = _too_small(a)
-                later = lambda: missing  # noqa: E731
+                later = (lambda: missing, lambda: True)
             else:
                 later = _lpips_host(a[~same], b[~same])
         psnr = np.asarray(psnr_op(a, b), np.float64).reshape(-1)
         ssim = np.asarray(ssim_op(a, b), np.float64).reshape(-1)
         slot = np.cumsum(~same) - 1  # index among the scored pairs
         for j, i in enumerate(idx):
-            lp: Any = 0.0 if same[j] else Deferred(later, int(slot[j]))  # type: ignore[arg-type]
+            lp: Any = 0.0 if same[j] else Deferred(later[0], int(slot[j]), later[1])
             out[i] = {"psnr": float(psnr[j]), "ssim": float(ssim[j]), "lpips": lp}
     return out if defer else resolved(out)
 
