@@ -38,6 +38,10 @@ from typing import Any, Callable
 SCENARIOS: dict[str, list[str]] = {
     "vibe-fast-identity": ["vibe", "--fast", "--models", "identity"],
     "vibe-fast-identity-no-plots": ["vibe", "--fast", "--models", "identity", "--no-plots"],
+    # the work a run did before issue 26 (no context-sensitivity items, no per-sample log); SVGs,
+    # intervals and report.html remain
+    "vibe-fast-identity-lean": ["vibe", "--fast", "--models", "identity", "--sensitivity-fraction", "0",
+                                "--log-samples", "false"],
     "vibe-fast": ["vibe", "--fast"],
     "best50-fast": ["best50", "--fast"],
     "vlicl-fast": ["vlicl", "--fast"],
