@@ -36,7 +36,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Union, cast
 
 from icl._parse import parse_bool
 
@@ -93,7 +93,7 @@ def _resolve(target: Target) -> Callable[..., Any]:
     fn: Any = importlib.import_module(module)
     for part in name.split("."):
         fn = getattr(fn, part)
-    return fn
+    return cast(Callable[..., Any], fn)
 
 
 def _address(target: Target) -> Optional[tuple[str, str]]:
@@ -109,7 +109,8 @@ def _address(target: Target) -> Optional[tuple[str, str]]:
 class Job:
     """A submitted job: :meth:`result` waits for it (running it here when no helper could)."""
 
-    def __init__(self, target: Target, args: tuple, kwargs: dict, future: Optional[Future]) -> None:
+    def __init__(self, target: Target, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 future: "Optional[Future[Any]]") -> None:
         self._target, self._args, self._kwargs, self._future = target, args, kwargs, future
 
     @property
@@ -133,7 +134,7 @@ class Job:
 class _Helper:
     """One helper process and the thread that feeds it jobs from its pool's queue, one at a time."""
 
-    def __init__(self, jobs: "queue.Queue[Optional[tuple[bytes, Future, str]]]", nice: int = 0) -> None:
+    def __init__(self, jobs: "queue.Queue[Optional[tuple[bytes, Future[Any], str]]]", nice: int = 0) -> None:
         self.jobs = jobs
         # Ctrl-C is the parent's to handle: a helper ends when its input closes (the parent's exit)
         boot = ("import os, sys, json, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
@@ -197,7 +198,7 @@ class HelperPool:
 
     def __init__(self, size: int, warm_up: Optional[str] = None, nice: int = 0) -> None:
         self.pid = os.getpid()
-        self.jobs: "queue.Queue[Optional[tuple[bytes, Future, str]]]" = queue.Queue()
+        self.jobs: "queue.Queue[Optional[tuple[bytes, Future[Any], str]]]" = queue.Queue()
         self.helpers: list[_Helper] = []
         for _ in range(size):
             try:
@@ -216,7 +217,7 @@ class HelperPool:
             message = pickle.dumps((*address, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError):
             return Job(target, args, kwargs, None)
-        future: Future = Future()
+        future: Future[Any] = Future()
         self.jobs.put((message, future, ":".join(address)))
         return Job(target, args, kwargs, future)
 
@@ -325,7 +326,7 @@ def _receive(stream: Any) -> bytes:
     if len(head) < _HEADER.size:
         raise EOFError("end of stream")
     (size,) = _HEADER.unpack(head)
-    data = stream.read(size)
+    data: bytes = stream.read(size)
     if len(data) < size:
         raise EOFError("end of stream")
     return data
