@@ -220,28 +220,22 @@ class Vibe(Benchmark):
             p: _Payload = it.payload
             groups.setdefault((p.dataset, p.task, p.shots), []).append(i)
         where = {} if device is None else {"device": device}
-        scored = []
         with lpips_batch():  # the batch's host LPIPS: one job for the LPIPS helper, sent at the end of the block
             for (dataset, task_name, shots), idx in groups.items():
                 task, meta = plan.tasks[task_name], plan.datasets[dataset].meta
                 episodes = [self._episode(items[i].payload)[0] for i in idx]
-                scored.append((task, meta, shots, idx, episodes, task.evaluate(
-                    [responses[i] for i in idx], [e.target for e in episodes],
-                    [e.context_targets[:shots] for e in episodes], meta, defer=True, **where)))
-        extra: dict[int, dict[str, float]] = {}  # while LPIPS runs in its helper
-        for task, meta, shots, idx, episodes, _ in scored:
-            colour_coded = not isinstance(task, ImageTask)
-            for i, e in zip(idx, episodes):
-                seen = self._episode(items[i].payload, shown=True)[0]
-                extra[i] = diag.sample_diagnostics(validate_prediction(0, responses[i]), seen.query_input,
-                                                   seen.context_outputs[:shots], colour_coded)
-                # where the encoding is lossy the oracle scores its ceiling, not perfection
-                lossy = task.oracle_ceiling(e.target, e.context_targets[:shots], meta)
-                extra[i]["encoding_lossless"] = 0.0 if lossy else 1.0
-        for *_, idx, _, scores in scored:
-            for i, s in zip(idx, scores):
-                # LPIPS of host images may still be on its way (Deferred: the runner commits it once there)
-                out[i] = {**{k: v if isinstance(v, Deferred) else float(v) for k, v in s.items()}, **extra[i]}
+                scores = task.evaluate([responses[i] for i in idx], [e.target for e in episodes],
+                                       [e.context_targets[:shots] for e in episodes], meta, defer=True, **where)
+                colour_coded = not isinstance(task, ImageTask)
+                for i, e, s in zip(idx, episodes, scores):
+                    # host LPIPS may still be on its way (Deferred: the runner stores it once there)
+                    out[i] = {k: v if isinstance(v, Deferred) else float(v) for k, v in s.items()}
+                    seen = self._episode(items[i].payload, shown=True)[0]
+                    out[i].update(diag.sample_diagnostics(validate_prediction(0, responses[i]), seen.query_input,
+                                                          seen.context_outputs[:shots], colour_coded))
+                    # where the encoding is lossy the oracle scores its ceiling, not perfection
+                    lossy = task.oracle_ceiling(e.target, e.context_targets[:shots], meta)
+                    out[i]["encoding_lossless"] = 0.0 if lossy else 1.0
         return out  # type: ignore[return-value]
 
     def helper_pools(self, host: bool) -> tuple[str, ...]:

@@ -49,8 +49,6 @@ class LPIPSBatch:
     a whole scored batch fills the trunk's fixed-size passes that a job per task would pad."""
 
     def __init__(self) -> None:
-        import threading
-
         self._a: list[np.ndarray] = []
         self._b: list[np.ndarray] = []
         self._job: Any = None
