@@ -8,10 +8,15 @@ interpreter start and imports overlap the run's own work, and :func:`submit` han
 
 - A job is a module-level function, given as the function or as ``"module:name"`` (then the
   caller never imports its module: the point of the LPIPS helper), and picklable arguments.
-- Helpers start from a fresh interpreter (``python -c``), never by ``fork``: a forked copy of a
-  process that runs torch or OpenMP threads can hang. They see the parent's ``sys.path`` and
-  environment; they draw with matplotlib's defaults (a notebook's changed ``rcParams`` are not
-  carried: figures are the same bytes whoever draws them).
+- A pool's first helper starts from a fresh interpreter (``python -c``), never by forking the
+  run: a forked copy of a process that runs torch or OpenMP threads can hang. It runs the pool's
+  warm-up (imports, caches) before its first job. In a pool that says ``fork``, the other helpers
+  are forked from that first one right after its warm-up, so the imports are paid once (on two
+  cores, a second matplotlib import was a sixth of a figure run's CPU time): such a pool's
+  helpers run one thread each (OpenMP, BLAS and OpenCV told so), and a helper that has more
+  threads than that after its warm-up starts the others fresh instead. Helpers see the
+  parent's ``sys.path`` and environment; they draw with matplotlib's defaults (a notebook's
+  changed ``rcParams`` are not carried: figures are the same bytes whoever draws them).
 - Where no helper can serve (``ICL_HELPERS=0``, a single CPU, a helper that died or could not
   start, a job that cannot be pickled), the job runs in the calling process, with the same
   code and result: nothing is lost to the pool. An exception raised by the job itself is raised
@@ -36,7 +41,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union, cast
+from typing import Any, Callable, Optional, Sequence, Union, cast
 
 from icl._parse import parse_bool
 
@@ -54,11 +59,12 @@ class PoolSpec:
     warm_up: str
     doc: str
     nice: int = 0  # added to the helpers' niceness: work needed later yields the CPU to work needed now
+    fork: bool = False  # helpers after the first are forked from it once warm (one thread each)
 
 
 POOLS: dict[str, PoolSpec] = {
     # drawn after the tables, so their start-up must not slow the run (or the LPIPS helper) down
-    "figures": PoolSpec(2, "icl.report.plots:warm_up", "matplotlib figures (PNG and SVG)", nice=10),
+    "figures": PoolSpec(2, "icl.report.plots:warm_up", "matplotlib figures (PNG and SVG)", nice=10, fork=True),
     "lpips": PoolSpec(1, "icl.ops.lpips:warm_up", "LPIPS of host images: torch and the weights loaded once, "
                                                    "features cached by content in the one helper"),
 }
@@ -131,18 +137,29 @@ class Job:
         return _resolve(self._target)(*self._args, **self._kwargs)
 
 
-class _Helper:
-    """One helper process and the thread that feeds it jobs from its pool's queue, one at a time."""
+#: the environment of a forking pool's helpers: one thread each (a process forked while other
+#: threads run can hang; the pool's parallelism is its processes)
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+              "OPENCV_FOR_THREADS_NUM": "1"}
 
-    def __init__(self, jobs: "queue.Queue[Optional[tuple[bytes, Future[Any], str]]]", nice: int = 0) -> None:
-        self.jobs = jobs
-        # Ctrl-C is the parent's to handle: a helper ends when its input closes (the parent's exit)
-        boot = ("import os, sys, json, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-                "getattr(os, 'nice', int)(int(sys.argv[2])); sys.path[:] = json.loads(sys.argv[1]); "
-                "from icl._helpers import _serve; _serve()")
-        path = [p or os.getcwd() for p in sys.path]
-        self.proc = subprocess.Popen([sys.executable, "-c", boot, json.dumps(path), str(nice)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+# a helper's interpreter: Ctrl-C is the parent's to handle (a helper ends when its input closes,
+# at the parent's exit); argv: sys.path, added niceness, warm-up target, fds of forked siblings
+_BOOT = ("import os, sys, json, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+         "getattr(os, 'nice', int)(int(sys.argv[2])); sys.path[:] = json.loads(sys.argv[1]); "
+         "from icl._helpers import _serve; _serve(sys.argv[3], json.loads(sys.argv[4]))")
+
+
+def _boot_argv(path: list[str], nice: int, warm_up: str, siblings: list[tuple[int, int]]) -> list[str]:
+    return [sys.executable, "-c", _BOOT, json.dumps(path), str(nice), warm_up, json.dumps(siblings)]
+
+
+class _Helper:
+    """One helper process (``proc``; None for one forked by another helper) and the thread that
+    feeds it jobs from its pool's queue, one at a time, through ``send`` and ``answers``."""
+
+    def __init__(self, jobs: "queue.Queue[Optional[tuple[bytes, Future[Any], str]]]", send: Any, answers: Any,
+                 proc: "Optional[subprocess.Popen[bytes]]") -> None:
+        self.jobs, self.send, self.answers, self.proc = jobs, send, answers, proc
         self.thread = threading.Thread(target=self._feed, name="icl-helper", daemon=True)
         self.thread.start()
 
@@ -155,10 +172,11 @@ class _Helper:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                _send(self.proc.stdin, message)
-                answer = _receive(self.proc.stdout)
+                _send(self.send, message)
+                answer = _receive(self.answers)
             except (OSError, EOFError, ValueError) as exc:  # ValueError: a closed pipe
-                future.set_exception(HelperLost(f"helper process {self.proc.pid} ended: {exc}"))
+                who = f"helper process {self.proc.pid}" if self.proc is not None else "forked helper process"
+                future.set_exception(HelperLost(f"{who} ended: {exc}"))
                 self._drain()
                 return
             try:
@@ -186,28 +204,40 @@ class _Helper:
 
     def close(self) -> None:
         try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()  # the helper exits at the end of its input
+            self.send.close()  # the helper exits at the end of its input
         except OSError:
             pass
 
 
 class HelperPool:
     """``size`` helper processes sharing one queue of jobs (started on construction, each first
-    running ``warm_up``)."""
+    running ``warm_up``; with ``fork``, all but the first forked from it once warm)."""
 
-    def __init__(self, size: int, warm_up: Optional[str] = None, nice: int = 0) -> None:
+    def __init__(self, size: int, warm_up: Optional[str] = None, nice: int = 0, fork: bool = False) -> None:
         self.pid = os.getpid()
         self.jobs: "queue.Queue[Optional[tuple[bytes, Future[Any], str]]]" = queue.Queue()
         self.helpers: list[_Helper] = []
-        for _ in range(size):
-            try:
-                self.helpers.append(_Helper(self.jobs, nice))
-            except OSError:  # no process could start: the jobs run in the caller
-                break
-        for _ in self.helpers:  # imports and caches, while the run goes on
-            if warm_up:
-                self.submit("icl._helpers:_warm", warm_up)
+        path = [p or os.getcwd() for p in sys.path]
+        env = {**os.environ, **ONE_THREAD} if fork else None
+        # a forked helper's pipes: (its jobs' read end, its answers' write end) go to the first helper
+        pipes = [(os.pipe(), os.pipe()) for _ in range(size - 1)] if fork and size > 1 else []
+        kept = [(jobs_r, answers_w) for (jobs_r, _), (_, answers_w) in pipes]
+        try:
+            for i in range(size if not pipes else 1):
+                proc = subprocess.Popen(_boot_argv(path, nice, warm_up or "", kept if pipes else []),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+                                        pass_fds=[fd for pair in kept for fd in pair] if pipes else (), env=env)
+                self.helpers.append(_Helper(self.jobs, proc.stdin, proc.stdout, proc))
+        except OSError:  # no process could start: the jobs run in the caller (or in those that did)
+            pass
+        for (jobs_r, jobs_w), (answers_r, answers_w) in pipes:
+            os.close(jobs_r)  # the first helper holds them now (or nobody, and the pipes read as closed)
+            os.close(answers_w)
+            if self.helpers:
+                self.helpers.append(_Helper(self.jobs, os.fdopen(jobs_w, "wb"), os.fdopen(answers_r, "rb"), None))
+            else:
+                os.close(jobs_w)
+                os.close(answers_r)
 
     def submit(self, target: Target, *args: Any, **kwargs: Any) -> Job:
         address = _address(target)
@@ -227,6 +257,8 @@ class HelperPool:
         for h in self.helpers:
             h.close()
         for h in self.helpers:
+            if h.proc is None:  # forked by the first helper: it ends at the end of its input
+                continue
             try:
                 h.proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
@@ -274,7 +306,7 @@ def pool(name: str) -> HelperPool:
         p = _pools.get(name)
         if p is None or p.pid != os.getpid():
             spec = POOLS[name]
-            p = _pools[name] = HelperPool(pool_size(name), spec.warm_up, spec.nice)
+            p = _pools[name] = HelperPool(pool_size(name), spec.warm_up, spec.nice, spec.fork)
             if p.helpers:
                 atexit.register(p.close)
         return p
@@ -332,13 +364,50 @@ def _receive(stream: Any) -> bytes:
     return data
 
 
-def _serve() -> None:
-    """A helper's loop: a job in, ``(ok, value)`` out, until the parent closes its input. What
-    the job prints goes to standard error, never into the answers' stream."""
+def _one_thread() -> bool:
+    """Whether this process runs one thread only (Linux: ``/proc``; elsewhere unknown: False)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+def _serve(warm_up: str = "", siblings: Sequence[Sequence[int]] = ()) -> None:
+    """A helper's life: ``warm_up`` (``"module:name"``, or nothing), then the helpers of
+    ``siblings`` (each the fds of its jobs' read end and its answers' write end) forked from this
+    one (started fresh where this process runs more than one thread), then :func:`_loop` on
+    standard input and output. What a job prints goes to standard error, never into the answers."""
+    import gc
+
+    # a helper imports large libraries, then runs jobs that make many short-lived objects: with
+    # the collector's default (a pass every 700 allocations) collections took 10-15% of torch's
+    # and matplotlib's imports and of drawing figures
+    gc.set_threshold(10_000, 50, 100)
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    jobs = sys.stdin.buffer
+    if warm_up:
+        _warm(warm_up)
+    gc.freeze()  # what the imports made is never scanned again (nor copied into forked siblings' pages)
+    pairs = [(int(r), int(w)) for r, w in siblings]
+    for i, (jobs_fd, answers_fd) in enumerate(pairs):
+        if _one_thread():
+            if os.fork() == 0:  # the sibling: its own pipes only
+                answers.close()
+                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+                for fd in (fd for pair in pairs[i + 1:] for fd in pair):
+                    os.close(fd)
+                _loop(os.fdopen(jobs_fd, "rb"), os.fdopen(answers_fd, "wb"))
+        else:
+            path = [p or os.getcwd() for p in sys.path]
+            subprocess.Popen(_boot_argv(path, 0, warm_up, []), stdin=jobs_fd, stdout=answers_fd, close_fds=True)
+        os.close(jobs_fd)
+        os.close(answers_fd)
+    _loop(sys.stdin.buffer, answers)
+
+
+def _loop(jobs: Any, answers: Any) -> None:
+    """A job in, ``(ok, value, seconds)`` out, until the parent closes the input; then exit."""
     while True:
         try:
             module, name, args, kwargs = pickle.loads(_receive(jobs))

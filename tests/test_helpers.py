@@ -51,6 +51,26 @@ def jobs_module(tmp_path, monkeypatch):
             if os.getpid() != parent:
                 os._exit(3)  # the helper dies running it
             return "ran in the parent"
+
+        WARMED_IN = None
+
+        def warm():
+            global WARMED_IN
+            WARMED_IN = os.getpid()
+
+        def warm_with_a_thread():
+            import threading, time
+            warm()
+            threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+
+        def who():
+            return os.getpid(), os.getppid(), WARMED_IN, os.environ.get("OMP_NUM_THREADS")
+
+        def hold(path):
+            import time
+            while not os.path.exists(path):  # keeps this helper busy until the test says
+                time.sleep(0.01)
+            return who()
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("ICL_HELPERS", raising=False)
@@ -96,6 +116,74 @@ def test_a_helper_that_dies_loses_no_job(pool):
     assert [j.result() for j in queued] == [1, 2, 3]  # the queued jobs ran here
     later = pool.submit("helper_jobs:pid")
     assert not later.remote and later.result() == os.getpid()
+
+
+def _both_helpers(pool, tmp_path):
+    """``who()`` of each helper of a two-helper pool: one holds a job while the other answers."""
+    release = tmp_path / "release"
+    held = pool.submit("helper_jobs:hold", str(release))
+    other = pool.submit("helper_jobs:who").result()
+    release.touch()
+    return held.result(), other
+
+
+def _ended(pid, timeout=10.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True  # exited, not yet reaped
+        except OSError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="forking needs /proc to count threads")
+def test_a_forking_pool_warms_up_once_and_forks_the_others(jobs_module, tmp_path):
+    """The figure pool's mechanism: the first helper starts fresh and warms up; the second is
+    forked from it afterwards (its parent is the first helper, its warm-up state the first's),
+    both single-threaded by environment; closing the pool ends both."""
+    pool = HelperPool(2, "helper_jobs:warm", fork=True)
+    try:
+        a, b = _both_helpers(pool, tmp_path)
+    finally:
+        pool.close()
+    first, forked = (a, b) if a[1] == os.getpid() else (b, a)
+    assert first[1] == os.getpid() and forked[1] == first[0] != forked[0]
+    assert first[2] == forked[2] == first[0]  # the warm-up ran once, in the first helper
+    assert first[3] == forked[3] == "1"
+    assert _ended(first[0]) and _ended(forked[0])
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="forking needs /proc to count threads")
+def test_a_helper_with_threads_after_warm_up_starts_the_others_fresh(jobs_module, tmp_path):
+    """Forking a process that runs other threads can hang: the siblings then start from a
+    fresh interpreter (and warm up themselves)."""
+    pool = HelperPool(2, "helper_jobs:warm_with_a_thread", fork=True)
+    try:
+        a, b = _both_helpers(pool, tmp_path)
+    finally:
+        pool.close()
+    first, fresh = (a, b) if a[1] == os.getpid() else (b, a)
+    assert fresh[1] == first[0] and fresh[2] == fresh[0] != first[2]
+
+
+def test_a_forked_helper_that_dies_loses_no_job(jobs_module, tmp_path):
+    pool = HelperPool(2, "helper_jobs:warm", fork=True)
+    try:
+        release = tmp_path / "release"
+        held = pool.submit("helper_jobs:hold", str(release))
+        dies = pool.submit("helper_jobs:die", os.getpid())  # the other helper takes it and dies
+        assert dies.result() == "ran in the parent"
+        release.touch()
+        assert held.result()[0] != os.getpid()
+        assert [pool.submit("helper_jobs:add", i, 1).result() for i in range(3)] == [1, 2, 3]
+    finally:
+        pool.close()
 
 
 def test_unpicklable_work_and_local_functions_run_here(pool):
