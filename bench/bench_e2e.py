@@ -13,6 +13,7 @@ has, so an older checkout is measured the same way, ``--root``):
 - ``wall_s``: the whole process, start to exit;
 - work done in helper processes (:mod:`icl._helpers`: host LPIPS, figures) as the helpers
   report it (``helper <target>`` in the JSON); ``lpips_s`` counts the LPIPS helper's seconds too;
+- the measured checkout's bytecode is compiled first (as an installed package's is);
 - ``steal``: the share of the machine's CPU time the hypervisor took away during the run
   (``/proc/stat``). A shared virtual machine can lose 15-25% of it: compare runs taken under low
   steal, interleaved (before, after, before...).
@@ -208,6 +209,12 @@ def main() -> int:
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    # an installed package has its modules' bytecode (pip compiles it at install); a checkout run
+    # under PYTHONDONTWRITEBYTECODE would compile icl's modules from source in every process
+    # (0.1-0.2 s of a run here), so both checkouts of a before/after get theirs first
+    import compileall
+
+    compileall.compile_dir(str(args.root / "icl"), quiet=1)
     results = {}
     for name in names:
         r = run_scenario(name, args.root, args.data_root)

@@ -160,6 +160,7 @@ class _Helper:
     def __init__(self, jobs: "queue.Queue[Optional[tuple[bytes, Future[Any], str]]]", send: Any, answers: Any,
                  proc: "Optional[subprocess.Popen[bytes]]") -> None:
         self.jobs, self.send, self.answers, self.proc = jobs, send, answers, proc
+        self.busy = False  # a job sent, its answer not yet read
         self.thread = threading.Thread(target=self._feed, name="icl-helper", daemon=True)
         self.thread.start()
 
@@ -172,8 +173,10 @@ class _Helper:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
+                self.busy = True
                 _send(self.send, message)
                 answer = _receive(self.answers)
+                self.busy = False
             except (OSError, EOFError, ValueError) as exc:  # ValueError: a closed pipe
                 who = f"helper process {self.proc.pid}" if self.proc is not None else "forked helper process"
                 future.set_exception(HelperLost(f"{who} ended: {exc}"))
@@ -252,6 +255,9 @@ class HelperPool:
         return Job(target, args, kwargs, future)
 
     def close(self) -> None:
+        """Stop the helpers: each ends at the end of its input once its job is answered; one
+        without a job is stopped at once (it may still be warming up: importing torch, for
+        a run that ended early, e.g. on a usage error)."""
         for _ in self.helpers:
             self.jobs.put(None)
         for h in self.helpers:
@@ -259,6 +265,8 @@ class HelperPool:
         for h in self.helpers:
             if h.proc is None:  # forked by the first helper: it ends at the end of its input
                 continue
+            if not h.busy:
+                h.proc.terminate()
             try:
                 h.proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
@@ -310,6 +318,20 @@ def pool(name: str) -> HelperPool:
             if p.helpers:
                 atexit.register(p.close)
         return p
+
+
+def started() -> list[str]:
+    """The pools this process has started (and not stopped)."""
+    with _lock:
+        return [name for name, p in _pools.items() if p.pid == os.getpid()]
+
+
+def stop(name: str) -> None:
+    """Stop pool ``name`` if this process started it (a later :func:`pool` starts it again)."""
+    with _lock:
+        p = _pools.pop(name, None)
+    if p is not None and p.pid == os.getpid():
+        p.close()
 
 
 def warm(name: str) -> None:
@@ -377,6 +399,20 @@ def _serve(warm_up: str = "", siblings: Sequence[Sequence[int]] = ()) -> None:
     ``siblings`` (each the fds of its jobs' read end and its answers' write end) forked from this
     one (started fresh where this process runs more than one thread), then :func:`_loop` on
     standard input and output. What a job prints goes to standard error, never into the answers."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminated)  # stopped while warming up: temporary files cleaned up
+    try:
+        _helper_life(warm_up, siblings)
+    except SystemExit:
+        os._exit(0)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
+def _helper_life(warm_up: str, siblings: Sequence[Sequence[int]]) -> None:
     import gc
 
     # a helper imports large libraries, then runs jobs that make many short-lived objects: with

@@ -118,13 +118,19 @@ def test_a_helper_that_dies_loses_no_job(pool):
     assert not later.remote and later.result() == os.getpid()
 
 
-def _both_helpers(pool, tmp_path):
-    """``who()`` of each helper of a two-helper pool: one holds a job while the other answers."""
-    release = tmp_path / "release"
-    held = pool.submit("helper_jobs:hold", str(release))
-    other = pool.submit("helper_jobs:who").result()
-    release.touch()
-    return held.result(), other
+def _both_helpers(warm_up, tmp_path):
+    """``who()`` of each helper of a two-helper forking pool, the first helper's first: one holds a
+    job while the other answers."""
+    pool = HelperPool(2, warm_up, fork=True)
+    try:
+        release = tmp_path / "release"
+        held = pool.submit("helper_jobs:hold", str(release))
+        other = pool.submit("helper_jobs:who").result()
+        release.touch()
+        a = held.result()
+    finally:
+        pool.close()
+    return (a, other) if a[1] == os.getpid() else (other, a)
 
 
 def _ended(pid, timeout=10.0):
@@ -147,12 +153,7 @@ def test_a_forking_pool_warms_up_once_and_forks_the_others(jobs_module, tmp_path
     """The figure pool's mechanism: the first helper starts fresh and warms up; the second is
     forked from it afterwards (its parent is the first helper, its warm-up state the first's),
     both single-threaded by environment; closing the pool ends both."""
-    pool = HelperPool(2, "helper_jobs:warm", fork=True)
-    try:
-        a, b = _both_helpers(pool, tmp_path)
-    finally:
-        pool.close()
-    first, forked = (a, b) if a[1] == os.getpid() else (b, a)
+    first, forked = _both_helpers("helper_jobs:warm", tmp_path)
     assert first[1] == os.getpid() and forked[1] == first[0] != forked[0]
     assert first[2] == forked[2] == first[0]  # the warm-up ran once, in the first helper
     assert first[3] == forked[3] == "1"
@@ -163,12 +164,7 @@ def test_a_forking_pool_warms_up_once_and_forks_the_others(jobs_module, tmp_path
 def test_a_helper_with_threads_after_warm_up_starts_the_others_fresh(jobs_module, tmp_path):
     """Forking a process that runs other threads can hang: the siblings then start from a
     fresh interpreter (and warm up themselves)."""
-    pool = HelperPool(2, "helper_jobs:warm_with_a_thread", fork=True)
-    try:
-        a, b = _both_helpers(pool, tmp_path)
-    finally:
-        pool.close()
-    first, fresh = (a, b) if a[1] == os.getpid() else (b, a)
+    first, fresh = _both_helpers("helper_jobs:warm_with_a_thread", tmp_path)
     assert fresh[1] == first[0] and fresh[2] == fresh[0] != first[2]
 
 

@@ -12,10 +12,12 @@ The attribute is a :class:`~icl.benchmarks.base.Benchmark` subclass.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from icl._lazy import import_target, plugin_entry_points
-from icl.benchmarks.base import Benchmark
+
+if TYPE_CHECKING:  # imported when a benchmark is asked for: the command line reads this module first
+    from icl.benchmarks.base import Benchmark
 
 log = logging.getLogger("icl.benchmarks")
 
@@ -30,16 +32,33 @@ _BUILTIN: dict[str, str] = {
 }
 _registered: dict[str, Any] = {}
 
+#: helper pools (:data:`icl._helpers.POOLS`) a benchmark's host runs start
+#: (``Benchmark.helper_pools``), named here so that the command line can start them before it
+#: imports the benchmark: the LPIPS helper's torch import then overlaps the run's own imports
+#: (the benchmark still decides: a pool it does not ask for is stopped when the run begins)
+_HELPERS: dict[str, tuple[str, ...]] = {"vibe": ("lpips",)}
+_registered_helpers: dict[str, tuple[str, ...]] = {}
+
 
 class UnknownBenchmarkError(LookupError):
     """No benchmark of that name is built in, registered or declared by an entry point."""
 
 
-def register_benchmark(name: str, target: Any, *, replace: bool = False) -> None:
-    """Register ``name`` -> ``"module:attr"`` (lazy) or a Benchmark subclass."""
+def register_benchmark(name: str, target: Any, *, replace: bool = False, helpers: Sequence[str] = ()) -> None:
+    """Register ``name`` -> ``"module:attr"`` (lazy) or a Benchmark subclass; ``helpers``: the
+    helper pools its runs usually start (:func:`declared_helpers`)."""
     if not replace and (name in _BUILTIN or name in _registered):
         raise ValueError(f"benchmark {name!r} is already registered (pass replace=True to override)")
     _registered[name] = target
+    _registered_helpers[name] = tuple(helpers)
+
+
+def declared_helpers(name: str) -> tuple[str, ...]:
+    """The helper pools benchmark ``name`` declares (none for an entry point's, which would
+    have to be imported to say)."""
+    if name in _registered:
+        return _registered_helpers.get(name, ())
+    return _HELPERS.get(name, ())
 
 
 def _entry_points() -> dict[str, Any]:
@@ -60,6 +79,8 @@ def get_benchmark(name: str) -> type[Benchmark]:
         if ep is None:
             raise UnknownBenchmarkError(name)
         target = ep.value
+    from icl.benchmarks.base import Benchmark
+
     if isinstance(target, str):
         try:
             target = import_target(target)

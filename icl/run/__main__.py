@@ -27,9 +27,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from icl._parse import parse_bool
-from icl.models import PRECISIONS
 from icl.run.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models, parse_shard
-from icl.run.device import EVAL_MODES
 from icl.run.errors import ConfigError
 
 DEFAULT_BENCHMARK = "vibe"
@@ -41,6 +39,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def common_parser(prog: str) -> argparse.ArgumentParser:
+    from icl.models import PRECISIONS
+    from icl.run.device import EVAL_MODES
+
     p = _Parser(prog=prog, description=__doc__.split("\n\n")[0], add_help=False, allow_abbrev=False,
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("-h", "--help", action="store_true", help="show this help (with the benchmark's options)")
@@ -232,6 +233,8 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
             raise ConfigError(f"{name}: expected an integer >= {least}, got {value!r}")
         if name != "worker_retries" and value is not None and not ray:
             raise ConfigError(f"--{name.replace('_', '-')} needs --ray (the models run in this process without it)")
+    from icl.run.device import EVAL_MODES
+
     evaluate = pick("evaluate", "auto")
     if evaluate not in EVAL_MODES:
         raise ConfigError(f"evaluate must be one of {', '.join(EVAL_MODES)}, got {evaluate!r}")
@@ -324,14 +327,15 @@ def _split(argv: list[str]) -> tuple[Optional[str], list[str]]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point; returns the exit status."""
-    from icl.run.atomic import OutputWriteError
-    from icl.run.guard import sigterm_as_interrupt
-    from icl.run.lock import LockError
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:  # a bare command asks what it can do
         print(_usage(), file=sys.stderr)
         return 2
+    _start_declared_helpers(argv)  # first: before the imports below
+    from icl.run.atomic import OutputWriteError
+    from icl.run.guard import sigterm_as_interrupt
+    from icl.run.lock import LockError
+
     try:
         with sigterm_as_interrupt():  # SIGTERM stops like Ctrl-C: finished batches are kept
             return _main(argv)
@@ -345,6 +349,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("icl.run: interrupted; finished batches are kept in the store, rerun the same command to resume",
               file=sys.stderr)
         return 130
+
+
+#: arguments with which a command runs no benchmark (help, version, listing)
+_NO_RUN = frozenset({"-h", "--help", "--version", "--list"})
+
+
+def _start_declared_helpers(argv: list[str]) -> None:
+    """Start the helper pools the benchmark(s) of this command declare
+    (:func:`icl.benchmarks.registry.declared_helpers`) before anything heavy is imported, so that
+    their imports (torch, for the LPIPS helper) overlap the run's. A guess from the arguments
+    alone: the run itself decides when it begins and stops the pools it does not use
+    (``--device`` naming an accelerator, a task set without LPIPS, no weights)."""
+    from icl import _helpers
+    from icl.benchmarks.registry import declared_helpers, list_benchmarks
+
+    name, rest = _split(argv)
+    if name in ("rescore", "export", "merge") or any(a.split("=", 1)[0] in _NO_RUN for a in rest):
+        return
+    device = next((rest[i + 1] for i, a in enumerate(rest[:-1]) if a == "--device"),
+                  next((a.split("=", 1)[1] for a in rest if a.startswith("--device=")), "cpu"))
+    if device.split(":")[0] not in ("cpu", "auto"):
+        return
+    names = [name] if name is not None else (list_benchmarks() if "--fast" in rest else [])
+    for pool in dict.fromkeys(p for n in names for p in declared_helpers(n)):
+        _helpers.warm(pool)
 
 
 def _main(argv: list[str]) -> int:
