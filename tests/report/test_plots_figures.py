@@ -100,3 +100,38 @@ def test_vibe_shot_rows_combine_dataset_intervals():
              dict(shots=1, model="m", task="t", metric="*", rank=1.0),
              dict(shots=1, model="m", task="t", metric="f1", rank=1.0, ci_low=1.0, ci_high=1.0)]
     assert rank_intervals(ranks) == {1: {("m", "overall"): (1.0, 2.0)}}
+
+
+def test_figure_pngs_are_lossless_and_written_with_one_row_filter(tmp_path):
+    """``png_params``: the figure's pixels exactly (PIL decodes the file, independent of OpenCV);
+    with OpenCV 4.11 on, the "up" filter on every row (the PNG's filter-type bytes, read back from
+    the zlib stream) and a file at most 10% larger than libpng's per-row choice."""
+    import zlib
+
+    import cv2
+    import numpy as np
+    from PIL import Image
+
+    from icl.report.plots import png_params, write_rgb
+
+    rng = np.random.default_rng(0)
+    image = np.full((120, 160, 3), 255, np.uint8)
+    image[20:100, 30:130] = rng.integers(0, 256, 3, dtype=np.uint8)  # flat areas and edges, as a figure has
+    image[50:60, :] = rng.integers(0, 256, (10, 160, 3), dtype=np.uint8)
+    write_rgb(tmp_path / "f.png", image, level=1)
+    with Image.open(tmp_path / "f.png") as im:
+        assert np.array_equal(np.asarray(im.convert("RGB")), image)
+    if not hasattr(cv2, "IMWRITE_PNG_FILTER"):
+        pytest.skip("this OpenCV cannot choose the row filter")
+    data = (tmp_path / "f.png").read_bytes()
+    chunks, at = [], 8
+    while at < len(data):
+        n = int.from_bytes(data[at:at + 4], "big")
+        chunks.append((data[at + 4:at + 8], data[at + 8:at + 8 + n]))
+        at += 12 + n
+    raw = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
+    stride = 1 + 160 * 3
+    assert {raw[r * stride] for r in range(1, 120)} == {2}  # 2: "up" (the first row may say 0: no row above)
+    adaptive = cv2.imencode(".png", np.ascontiguousarray(image[..., ::-1]), [cv2.IMWRITE_PNG_COMPRESSION, 1])[1]
+    assert len(data) <= 1.1 * len(adaptive)
+    assert png_params(1)[:2] == [cv2.IMWRITE_PNG_COMPRESSION, 1]
