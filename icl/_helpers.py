@@ -221,12 +221,13 @@ class HelperPool:
         self.jobs: "queue.Queue[Optional[tuple[bytes, Future[Any], str]]]" = queue.Queue()
         self.helpers: list[_Helper] = []
         path = [p or os.getcwd() for p in sys.path]
+        fork = fork and hasattr(os, "fork")  # POSIX: elsewhere every helper starts fresh
         env = {**os.environ, **ONE_THREAD} if fork else None
         # a forked helper's pipes: (its jobs' read end, its answers' write end) go to the first helper
         pipes = [(os.pipe(), os.pipe()) for _ in range(size - 1)] if fork and size > 1 else []
         kept = [(jobs_r, answers_w) for (jobs_r, _), (_, answers_w) in pipes]
         try:
-            for i in range(size if not pipes else 1):
+            for _ in range(size if not pipes else 1):
                 proc = subprocess.Popen(_boot_argv(path, nice, warm_up or "", kept if pipes else []),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
                                         pass_fds=[fd for pair in kept for fd in pair] if pipes else (), env=env)
