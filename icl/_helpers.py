@@ -335,10 +335,29 @@ def stop(name: str) -> None:
         p.close()
 
 
-def warm(name: str) -> None:
+_guessed: set[str] = set()  # pools started on a guess (warm(..., guess=True)), not yet confirmed
+
+
+def warm(name: str, guess: bool = False) -> None:
     """Start pool ``name`` now: a run calls this before its own work, so the helpers are ready
-    when their jobs come."""
+    when their jobs come. ``guess``: started before anyone knows it is needed (the command line,
+    from the benchmark's name): :func:`settle_guesses` keeps it or stops it."""
     pool(name)
+    with _lock:
+        if guess:
+            _guessed.add(name)
+        else:
+            _guessed.discard(name)
+
+
+def settle_guesses(needed: Sequence[str]) -> None:
+    """Stop the pools started on a guess that are not ``needed``; those that are become
+    ordinary pools (a pool a run started itself is never stopped here: the next run may use it)."""
+    with _lock:
+        guessed = set(_guessed)
+        _guessed.clear()
+    for name in sorted(guessed - set(needed)):
+        stop(name)
 
 
 def submit(name: str, target: Target, *args: Any, **kwargs: Any) -> Job:

@@ -373,7 +373,7 @@ def _start_declared_helpers(argv: list[str]) -> None:
         return
     names = [name] if name is not None else (list_benchmarks() if "--fast" in rest else [])
     for pool in dict.fromkeys(p for n in names for p in declared_helpers(n)):
-        _helpers.warm(pool)
+        _helpers.warm(pool, guess=True)
 
 
 def _main(argv: list[str]) -> int:

@@ -176,9 +176,7 @@ def _start_helpers(config: RunConfig, bench: Benchmark, device: str) -> None:
     pools = list(bench.helper_pools(eval_device(device, config.evaluate) is None))
     if config.plots and type(bench).plots is not Benchmark.plots:
         pools.append("figures")
-    for name in _helpers.started():  # started on a guess from the command line (icl.run.__main__)
-        if name not in pools:
-            _helpers.stop(name)
+    _helpers.settle_guesses(pools)  # the command line's guess (icl.run.__main__), now that the run knows
     for name in pools:
         _helpers.warm(name)
 

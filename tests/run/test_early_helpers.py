@@ -22,9 +22,9 @@ from icl.run import __main__ as cli
 
 @pytest.fixture
 def warmed(monkeypatch):
-    """The pools the command line asks for, recorded instead of started."""
+    """The pools the command line asks for (all on a guess), recorded instead of started."""
     asked: list[str] = []
-    monkeypatch.setattr(_helpers, "warm", asked.append)
+    monkeypatch.setattr(_helpers, "warm", lambda name, guess=False: asked.append(name) if guess else None)
     return asked
 
 
@@ -80,21 +80,32 @@ def test_the_command_line_imports_nothing_heavy_before_starting_them():
     assert out.split("\n")[:2] == ["[]", "icl.run.runner"]
 
 
-def test_a_run_stops_a_started_pool_it_does_not_use(monkeypatch):
+def test_a_run_stops_a_guessed_pool_it_does_not_use(monkeypatch):
     """best50 scores no LPIPS: a pool started on the command line's guess is stopped when the run
-    begins (here the LPIPS pool, with a helper that does nothing but wait)."""
+    begins (here the LPIPS pool, with a helper that does nothing but wait); a pool an earlier run
+    started itself stays for the next run that needs it."""
     from icl.run.config import RunConfig
     from icl.run.runner import _start_helpers, open_benchmark
 
     monkeypatch.delenv(_helpers.ENV, raising=False)
     monkeypatch.setattr(_helpers, "_cpus", lambda: 2)
-    monkeypatch.setitem(_helpers.POOLS, "lpips", _helpers.PoolSpec(1, "", "a stand-in LPIPS pool"))
-    _helpers.stop("lpips")
-    _helpers.warm("lpips")
-    assert "lpips" in _helpers.started()
-    config = RunConfig(benchmark="best50", fast=True, plots=False)
-    _start_helpers(config, open_benchmark(config), "cpu")
-    assert "lpips" not in _helpers.started()
+    for name in ("lpips", "figures"):
+        monkeypatch.setitem(_helpers.POOLS, name, _helpers.PoolSpec(1, "", f"a stand-in {name} pool"))
+        _helpers.stop(name)
+    try:
+        _helpers.warm("lpips", guess=True)
+        _helpers.warm("figures")  # an earlier run's
+        config = RunConfig(benchmark="best50", fast=True, plots=False)
+        _start_helpers(config, open_benchmark(config), "cpu")
+        assert "lpips" not in _helpers.started() and "figures" in _helpers.started()
+        _helpers.warm("lpips", guess=True)  # a guess the run confirms is kept
+        _helpers.settle_guesses(["lpips"])
+        assert "lpips" in _helpers.started()
+        _helpers.settle_guesses([])  # and is the run's from then on
+        assert "lpips" in _helpers.started()
+    finally:
+        for name in ("lpips", "figures"):
+            _helpers.stop(name)  # the stand-ins: the real pools start again when asked
 
 
 def test_stopping_a_helper_that_is_warming_up_is_prompt_and_clean(tmp_path, monkeypatch):
