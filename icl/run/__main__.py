@@ -371,7 +371,7 @@ def _start_declared_helpers(argv: list[str]) -> None:
                   next((a.split("=", 1)[1] for a in rest if a.startswith("--device=")), "cpu"))
     if device.split(":")[0] not in ("cpu", "auto"):
         return
-    names = [name] if name is not None else (list_benchmarks() if "--fast" in rest else [])
+    names = list_benchmarks() if name is None and "--fast" in rest else [name or DEFAULT_BENCHMARK]
     for pool in dict.fromkeys(p for n in names for p in declared_helpers(n)):
         _helpers.warm(pool, guess=True)
 

@@ -32,6 +32,7 @@ def warmed(monkeypatch):
     (["vibe", "--fast", "--models", "identity"], ["lpips"]),
     (["--fast"], ["lpips"]),  # every benchmark's smoke run: vibe's helper among them
     (["--fast", "vibe"], ["lpips"]),
+    (["--models", "identity"], ["lpips"]),  # no benchmark named: vibe, the default
     (["vibe", "--device", "cpu"], ["lpips"]),
     (["vibe", "--device=auto"], ["lpips"]),  # CUDA or not is the run's to find out: it stops what it does not use
     (["vibe", "--device", "cuda:1"], []),  # LPIPS is scored on the device
