@@ -20,7 +20,10 @@ has, so an older checkout is measured the same way, ``--root``):
 
 Timers add busy time: with scoring on worker threads a stage's seconds can overlap others.
 Usage: ``python bench/bench_e2e.py [--root DIR] [--only NAME,...] [--json OUT]``. The
-"before" numbers come from the same script with ``--root`` at an older checkout.
+"before" numbers come from the same script with ``--root`` at an older checkout; ``--against
+DIR --pairs N`` runs the two checkouts alternately, N pairs per scenario, and prints each pair's
+ratio and the median (``--only vibe-fast-identity --against <checkout of 35d1349>``: issue 29's
+end-to-end target).
 """
 
 from __future__ import annotations
@@ -193,6 +196,34 @@ def run_scenario(name: str, root: Path, data_root: Path | None) -> dict[str, Any
         return got
 
 
+def compare(names: list[str], before: Path, after: Path, pairs: int, data_root: Path | None,
+            out: Path | None) -> int:
+    """Each scenario ``pairs`` times in ``before`` then in ``after``, alternating, so that a
+    machine whose speed drifts slows both alike; prints each pair's wall times and ratio (before
+    over after: above 1, after is faster), the steal share, and the median and range."""
+    import statistics
+
+    if pairs < 1:
+        raise SystemExit("--pairs must be at least 1")
+    results: dict[str, list[dict[str, Any]]] = {}
+    for name in names:
+        rows = results[name] = []
+        for i in range(pairs):
+            b = run_scenario(name, before, data_root)
+            a = run_scenario(name, after, data_root)
+            ratio = b["wall_s"] / a["wall_s"]
+            steal = max(b.get("steal_share", 0.0), a.get("steal_share", 0.0))
+            rows.append(dict(before_s=b["wall_s"], after_s=a["wall_s"], ratio=ratio, steal=steal))
+            print(f"{name:20s} pair {i + 1}: before {b['wall_s']:5.2f} s, after {a['wall_s']:5.2f} s, "
+                  f"ratio {ratio:4.2f}x | steal {steal:.0%}", flush=True)
+        ratios = [r["ratio"] for r in rows]
+        print(f"{name:20s} median {statistics.median(ratios):4.2f}x over {len(ratios)} pairs "
+              f"(range {min(ratios):4.2f}-{max(ratios):4.2f}x)", flush=True)
+    if out:
+        out.write_text(json.dumps(results, indent=2))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1],
@@ -201,6 +232,10 @@ def main() -> int:
     parser.add_argument("--data-root", type=Path, default=None,
                         help="built-in data cache (default: the runner's); a cold cache times data generation too")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--against", type=Path, default=None, metavar="DIR",
+                        help="a before/after comparison: each scenario run --pairs times, alternately in the "
+                             "checkout DIR (before) and in --root (after); prints every pair's ratio and their median")
+    parser.add_argument("--pairs", type=int, default=5, help="interleaved pairs per scenario with --against")
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
     if args.child is not None:
@@ -214,7 +249,11 @@ def main() -> int:
     # (0.1-0.2 s of a run here), so both checkouts of a before/after get theirs first
     import compileall
 
-    compileall.compile_dir(str(args.root / "icl"), quiet=1)
+    for root in (args.root, args.against):
+        if root is not None:
+            compileall.compile_dir(str(root / "icl"), quiet=1)
+    if args.against is not None:
+        return compare(names, args.against, args.root, args.pairs, args.data_root, args.json)
     results = {}
     for name in names:
         r = run_scenario(name, args.root, args.data_root)
