@@ -155,7 +155,8 @@ _BOOT = ("import os, sys, json, signal; signal.signal(signal.SIGINT, signal.SIG_
          "from icl._helpers import _serve; _serve(sys.argv[3], json.loads(sys.argv[4]))")
 
 
-def _boot_argv(path: list[str], nice: int, warm_up: str, siblings: list[tuple[int, int]]) -> list[str]:
+def _boot_argv(nice: int, warm_up: str, siblings: list[tuple[int, int]]) -> list[str]:
+    path = [p or os.getcwd() for p in sys.path]  # this process's imports, the current folder included
     return [sys.executable, "-c", _BOOT, json.dumps(path), str(nice), warm_up, json.dumps(siblings)]
 
 
@@ -226,7 +227,6 @@ class HelperPool:
         self.pid = os.getpid()
         self.jobs: "queue.Queue[Optional[tuple[bytes, Future[Any], str]]]" = queue.Queue()
         self.helpers: list[_Helper] = []
-        path = [p or os.getcwd() for p in sys.path]
         fork = fork and hasattr(os, "fork")  # POSIX: elsewhere every helper starts fresh
         env = {**os.environ, **ONE_THREAD} if fork else None
         # a forked helper's pipes: (its jobs' read end, its answers' write end) go to the first helper
@@ -234,7 +234,7 @@ class HelperPool:
         kept = [(jobs_r, answers_w) for (jobs_r, _), (_, answers_w) in pipes]
         try:
             for _ in range(size if not pipes else 1):
-                proc = subprocess.Popen(_boot_argv(path, nice, warm_up or "", kept if pipes else []),
+                proc = subprocess.Popen(_boot_argv(nice, warm_up or "", kept if pipes else []),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
                                         pass_fds=[fd for pair in kept for fd in pair] if pipes else (), env=env)
                 self.helpers.append(_Helper(self.jobs, proc.stdin, proc.stdout, proc))
@@ -461,8 +461,7 @@ def _helper_life(warm_up: str, siblings: Sequence[Sequence[int]]) -> None:
                     os.close(fd)
                 _loop(os.fdopen(jobs_fd, "rb"), os.fdopen(answers_fd, "wb"))
         else:
-            path = [p or os.getcwd() for p in sys.path]
-            subprocess.Popen(_boot_argv(path, 0, warm_up, []), stdin=jobs_fd, stdout=answers_fd, close_fds=True)
+            subprocess.Popen(_boot_argv(0, warm_up, []), stdin=jobs_fd, stdout=answers_fd, close_fds=True)
         os.close(jobs_fd)
         os.close(answers_fd)
     _loop(sys.stdin.buffer, answers)
