@@ -1,7 +1,6 @@
 """The spread ADE20K palette (PROTOCOL §1.2)."""
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -15,11 +14,8 @@ from icl.benchmarks.vibe.tasks.palette import (
     spread_order,
 )
 
-ROOT = Path(__file__).resolve().parents[4]
-# $ICL_SHARED_DIR, else ../shared beside the repository root (a worktree sits one level deeper)
-SHARED = [Path(os.environ["ICL_SHARED_DIR"])] if os.environ.get("ICL_SHARED_DIR") else []
-SHARED += [base / "shared" for base in (ROOT.parent, ROOT, ROOT.parent.parent)]
-CANDIDATES = [base / "data" / "ade20k_palette.json" for base in SHARED]
+# An independent copy of mmsegmentation's palette, vendored with its checksum (tests/reference/README.md)
+REFERENCE = Path(__file__).resolve().parents[3] / "reference" / "ade20k_palette.json"
 
 
 def test_spread_order_starts_with_the_protocol_colours():
@@ -62,8 +58,5 @@ def test_class_colours_bounds():
         class_colours(150)
 
 
-def test_packaged_palette_matches_shared_copy():
-    found = [p for p in CANDIDATES if p.is_file()]
-    if not found:
-        pytest.skip(f"no shared palette at any of {[str(p) for p in CANDIDATES]}")
-    assert json.loads(found[0].read_text())["palette"] == ade20k_palette().tolist()
+def test_packaged_palette_matches_the_reference_copy():
+    assert json.loads(REFERENCE.read_text())["palette"] == ade20k_palette().tolist()

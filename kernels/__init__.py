@@ -1,1 +1,0 @@
-"""Triton kernels, shipped inside the wheel as ``icl.kernels``. Imported only on demand."""
