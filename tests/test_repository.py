@@ -50,7 +50,7 @@ def _path_entries() -> list[Path]:
     pytest prepends to ``sys.path`` while collecting (rootdir-less "prepend" import mode: the
     folder of each test file without ``__init__.py``)."""
     folders = {ROOT}
-    for top in ("tests", "bench"):
+    for top in ("tests", "bench", "tools"):
         for py in (ROOT / top).rglob("*.py"):
             folders.add(py.parent)
     return sorted(folders)
