@@ -1,7 +1,9 @@
-"""Local weight files: where they are looked up, how they are checked, and their digests.
+"""Weight files: where they are looked up, how they are checked, and their identity.
 
-Weights are never downloaded. A model finds its files from an explicit path (the ``weights``
-model argument) or under ``$ICL_WEIGHTS_DIR/<model name>/``. A ``<file>.sha256`` beside a file
+A model finds its files from an explicit source (the ``weights`` model argument: a local path,
+or a Hub reference ``hf:ORG/NAME[@REVISION][/SUBPATH]`` that :mod:`icl.models.hub` downloads
+into the Hugging Face cache) or under ``$ICL_WEIGHTS_DIR/<model name>/``; nothing else is
+ever downloaded. A ``<file>.sha256`` beside a file
 (the hex digest, optionally followed by the file name, as ``sha256sum`` writes it) is checked
 before use, for a file argument and for every file of a folder argument (LVM ``vqgan/``,
 ``llm/``, SD ``unet/``). Digests are cached so a multi-GB file is hashed once, keyed on
@@ -16,7 +18,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 PathLike = Union[str, os.PathLike]
 
@@ -33,13 +35,23 @@ def weights_dir(model: str) -> Optional[Path]:
     return Path(base).expanduser() / model if base else None
 
 
-def resolve_weights(model: str, weights: Optional[PathLike], filename: str) -> Path:
+def resolve_weights(model: str, weights: Optional[PathLike], filename: str,
+                    patterns: Optional[Sequence[str]] = None) -> Path:
     """The weight file (or ``from_pretrained`` folder) ``model`` loads: ``weights`` when given
-    (a file, or a folder holding ``filename``), else ``$ICL_WEIGHTS_DIR/<model>/<filename>``.
-    Raises :class:`WeightsError` naming the file and where to put it; checks a ``.sha256``
-    beside a file."""
+    (a file, or a folder holding ``filename``; ``hf:ORG/NAME[@REVISION][/SUBPATH]`` is resolved
+    to its snapshot in the Hugging Face cache, downloading the files ``patterns`` select, default
+    :data:`icl.models.hub.DEFAULT_PATTERNS`, and ``filename``), else
+    ``$ICL_WEIGHTS_DIR/<model>/<filename>``. Raises :class:`WeightsError` naming the file and
+    where to put it; checks a ``.sha256`` beside a file."""
     candidates: list[Path] = []
-    if weights is not None:
+    snap = None
+    if isinstance(weights, str) and weights.startswith("hf:"):
+        from icl.models import hub
+
+        snap = hub.resolve(weights, patterns, also=(filename,))
+        p = snap.path
+        candidates = [p / filename, p] if p.is_dir() else [p]
+    elif weights is not None:
         p = Path(weights).expanduser()
         candidates = [p / filename, p] if p.is_dir() else [p]
     else:
@@ -53,11 +65,15 @@ def resolve_weights(model: str, weights: Optional[PathLike], filename: str) -> P
             elif path.is_dir():
                 verify_folder(path)
             return path
+    if snap is not None:
+        raise WeightsError(f"{model}: {weights} (commit {snap.commit}) has no {filename!r} "
+                           f"(downloaded: {', '.join(snap.files) or 'nothing'})")
     where = (f"--model-arg weights=PATH (a file, or a folder holding {filename}) or "
              f"$ICL_WEIGHTS_DIR/{model}/{filename}")
     tried = ", ".join(str(c) for c in candidates) or "nothing (no weights argument, ICL_WEIGHTS_DIR unset)"
     raise WeightsError(f"{model}: weights {filename!r} not found (tried {tried}); put the official file "
-                       f"at {where}. icl never downloads weights; docs/models.md says where they are published")
+                       f"at {where}, or name its Hub repository (weights=hf:ORG/NAME[@REVISION][/SUBPATH]); "
+                       f"docs/models.md says where they are published")
 
 
 def verify_sidecar(path: Path) -> None:
@@ -122,6 +138,19 @@ def file_digest(path: PathLike) -> str:
         except OSError:
             pass  # an unwritable cache only costs a re-hash next time
     return digest
+
+
+def weight_identity(path: PathLike) -> tuple[str, Any]:
+    """``(key, value)`` of a weight file or folder in a model's identity: a Hub snapshot is its
+    pinned reference and ``{repo, commit, subpath, files}`` (the commit names the content: no
+    re-hash, and no cache path, which differs between machines); anything else its path and
+    :func:`tree_digest`."""
+    from icl.models import hub
+
+    snap = hub.snapshot_of(path)
+    if snap is not None:
+        return snap.pinned, snap.identity()
+    return str(path), tree_digest(path)
 
 
 def tree_digest(path: PathLike) -> str:

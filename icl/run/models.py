@@ -2,7 +2,8 @@
 
 The identity (PROTOCOL §1.4 "Cache keys") is everything that can change an answer: adapter name,
 class and version, precision, device kind, every ``__init__`` argument with its default, the
-SHA-256 of every weight file or folder the adapter reports, and the SHA-256 of every other file
+SHA-256 of every weight file or folder the adapter reports (for a Hub reference, the commit it
+resolved to and its file list instead: :func:`icl.models.weights.weight_identity`), and the SHA-256 of every other file
 a string argument names (``config=model.json``, a prompt template: editing the file behind the
 argument changes the answers, so it changes the id). Its digest is the ``model_id`` that keys
 stored responses: a run with other precision, weights, arguments or argument files computes anew.
@@ -25,7 +26,8 @@ from icl._lazy import extra_hint
 from icl.models import PRECISIONS, Adapter, UnknownModelError, get_model, list_models
 from icl.models.base import REFERENCE_MODULES
 from icl.models.registry import model_factory
-from icl.models.weights import WeightsError, tree_digest
+from icl.models import hub
+from icl.models.weights import WeightsError, tree_digest, weight_identity
 from icl.run.config import RUNNER_MODEL_ARGS, ModelSpec, closest
 from icl.run.errors import ConfigError
 
@@ -173,16 +175,20 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
         raise ConfigError(f"model {spec.name!r}: timeout must be a positive number of seconds, got {timeout!r}")
     try:
-        weights = {str(p): tree_digest(p) for p in adapter.weight_files()}
+        paths = list(adapter.weight_files())
+        weights = dict(weight_identity(p) for p in paths)
     except WeightsError as exc:
         raise ConfigError(f"model {spec.name!r}: {exc}") from None
     # execution-only arguments (the adapter declares them) cannot change an answer: left out
     execution = getattr(adapter, "execution_args", frozenset())
     bound = {k: _jsonable(v) for k, v in _bound_arguments(factory, args).items() if k not in execution}
+    # a Hub reference stands in the identity at the commit it resolved to: a branch name alone
+    # never identifies weights (it moves), and hf:ORG/NAME and hf:ORG/NAME@<that commit> are one model
+    bound = {k: (hub.pinned(v) or v) if hub.is_hub_ref(v) else v for k, v in bound.items()}
     identity = dict(adapter=adapter.name, cls=f"{type(adapter).__module__}.{type(adapter).__qualname__}",
                     version=str(adapter.version), precision=adapter.precision, device=device_kind(device),
                     args=bound, weights=weights)
-    files = _argument_files(spec.name, bound, list(weights))
+    files = _argument_files(spec.name, bound, [str(p) for p in paths])
     if files:  # only when present, so the ids of models without such arguments stay as they were
         identity["files"] = files
     model_id = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]

@@ -41,6 +41,7 @@ from icl.run.errors import ConfigError
 from icl.run.atomic import OutputWriteError, is_user_fixable, write_text
 from icl.run.files import DEFAULT_STORE, claim_folder, start_plots, write_artifacts, write_outputs
 from icl.run.lock import FolderLock
+from icl.models import hub
 from icl.run.models import RunModel, make_model, resolve_device
 from icl.run import shard as S
 from icl.run.samples import SAMPLES, log_samples, write_samples
@@ -143,6 +144,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     t0 = time.perf_counter()
     _absolute_paths(config)
+    hub.forget()  # hf: references resolve afresh for each run, then stay fixed for all of it
     device = resolve_device(config.device)  # a device that is not there: one line before any planning
     bench = open_benchmark(config)
     _start_helpers(config, bench, device)  # before the planning: their imports overlap it

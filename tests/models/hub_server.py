@@ -1,0 +1,189 @@
+"""A Hugging Face Hub of our own on 127.0.0.1 (FastAPI under uvicorn, in a daemon thread) that
+the real ``huggingface_hub`` client (2.4) downloads from, with ``HF_ENDPOINT`` pointed at it.
+
+It serves what ``snapshot_download`` / ``hf_hub_download`` ask for (read from the client's
+``hf_api.py``, ``_snapshot_download.py`` and ``file_download.py``):
+
+- ``GET /api/models/{org}/{name}/revision/{rev}``: ``repo_info`` (``id``, ``sha``, ``siblings``);
+- ``GET /api/models/{org}/{name}/tree/{rev}[/{path}]``: ``list_repo_tree`` (``type``, ``path``,
+  ``size``, ``oid``: the git blob id, and ``lfs`` with the SHA-256 for ``*.safetensors``);
+- ``HEAD`` / ``GET /{org}/{name}/resolve/{rev}/{path}``: the file, with ``X-Repo-Commit``,
+  ``ETag`` (the SHA-256 for LFS files, the git blob id otherwise, as the Hub), ``Content-Length``
+  and ``Range`` (206) support.
+
+Errors carry the Hub's ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``,
+``EntryNotFound``), which the client turns into its typed errors. A private repository answers
+only ``Authorization: Bearer <token>``. Every request is recorded (method, path, whether it
+carried the token), so a test can assert an offline run asked nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi import Request as HTTPRequest  # annotations are strings here: FastAPI resolves them in this module
+from fastapi.responses import JSONResponse, Response
+
+LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+
+
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass
+class Repo:
+    private: bool = False
+    commits: dict[str, dict[str, bytes]] = field(default_factory=dict)  # commit -> {path: bytes}
+    refs: dict[str, str] = field(default_factory=dict)  # branch or tag -> commit
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    authorized: bool  # carried the server's token
+
+
+class HubServer:
+    """``commit(repo, files, branch=...)`` adds a commit and moves the branch to it."""
+
+    def __init__(self, token: Optional[str] = None):
+        self.token = token
+        self.repos: dict[str, Repo] = {}
+        self.requests: list[Request] = []
+        self._thread: Optional[threading.Thread] = None
+        self.app = self._app()
+
+    # --- content -----------------------------------------------------------------------------
+    def commit(self, repo_id: str, files: dict[str, bytes], branch: str = "main", tags: tuple[str, ...] = (),
+               private: bool = False) -> str:
+        repo = self.repos.setdefault(repo_id, Repo(private=private))
+        parent = repo.refs.get(branch, "")
+        h = hashlib.sha1(f"{repo_id}\0{parent}\0".encode())
+        for path in sorted(files):
+            h.update(f"{path}\0{git_blob_id(files[path])}\n".encode())
+        sha = h.hexdigest()
+        repo.commits[sha] = dict(files)
+        repo.refs[branch] = sha
+        for tag in tags:
+            repo.refs[tag] = sha
+        return sha
+
+    def commit_folder(self, repo_id: str, folder: Path, extra: Optional[dict[str, bytes]] = None, **kw) -> str:
+        files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+        return self.commit(repo_id, {**files, **(extra or {})}, **kw)
+
+    # --- HTTP --------------------------------------------------------------------------------
+    def _app(self):
+        app = FastAPI()
+        server = self
+
+        def error(status: int, code: str, message: str, commit: Optional[str] = None) -> Response:
+            headers = {"X-Error-Code": code, "X-Error-Message": message}
+            if commit:
+                headers["X-Repo-Commit"] = commit
+            return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+        def lookup(request: HTTPRequest, org: str, name: str, rev: str):
+            """(repo_id, commit, files) or an error response."""
+            auth = request.headers.get("authorization", "")
+            ok = server.token is not None and auth == f"Bearer {server.token}"
+            server.requests.append(Request(request.method, request.url.path, ok))
+            repo_id = f"{org}/{name}"
+            repo = server.repos.get(repo_id)
+            if repo is None or (repo.private and not ok):  # the Hub hides a private repository: 401
+                return error(401 if repo is not None else 404, "RepoNotFound", f"Repository {repo_id} not found")
+            commit = rev if rev in repo.commits else repo.refs.get(rev)
+            if commit is None:
+                return error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+            return repo_id, commit, repo.commits[commit]
+
+        @app.get("/api/models/{org}/{name}/revision/{rev:path}")
+        def repo_info(request: HTTPRequest, org: str, name: str, rev: str):
+            found = lookup(request, org, name, rev)
+            if isinstance(found, Response):
+                return found
+            repo_id, commit, files = found
+            return {"id": repo_id, "modelId": repo_id, "sha": commit, "private": server.repos[repo_id].private,
+                    "siblings": [{"rfilename": p} for p in sorted(files)], "tags": [], "downloads": 0, "likes": 0}
+
+        @app.get("/api/models/{org}/{name}/tree/{rev}")
+        @app.get("/api/models/{org}/{name}/tree/{rev}/{sub:path}")
+        def tree(request: HTTPRequest, org: str, name: str, rev: str, sub: str = "", recursive: bool = False):
+            found = lookup(request, org, name, rev)
+            if isinstance(found, Response):
+                return found
+            _, _, files = found
+            prefix = f"{sub.strip('/')}/" if sub else ""
+            out = []
+            for path in sorted(files):
+                if not path.startswith(prefix) or (not recursive and "/" in path[len(prefix):]):
+                    continue
+                data = files[path]
+                entry = {"type": "file", "path": path, "size": len(data), "oid": git_blob_id(data)}
+                if path.endswith(LFS_SUFFIXES):
+                    entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+                out.append(entry)
+            return out
+
+        @app.api_route("/{org}/{name}/resolve/{rev}/{path:path}", methods=["GET", "HEAD"])
+        def resolve(request: HTTPRequest, org: str, name: str, rev: str, path: str):
+            found = lookup(request, org, name, rev)
+            if isinstance(found, Response):
+                return found
+            _, commit, files = found
+            if path not in files:
+                return error(404, "EntryNotFound", f"{path} does not exist at {rev}", commit)
+            data = files[path]
+            etag = hashlib.sha256(data).hexdigest() if path.endswith(LFS_SUFFIXES) else git_blob_id(data)
+            headers = {"X-Repo-Commit": commit, "ETag": f'"{etag}"', "Accept-Ranges": "bytes"}
+            if path.endswith(LFS_SUFFIXES):
+                headers.update({"X-Linked-Etag": f'"{etag}"', "X-Linked-Size": str(len(data))})
+            status, body = 200, data
+            spec = request.headers.get("range", "")
+            if request.method == "GET" and spec.startswith("bytes="):
+                first, _, last = spec[len("bytes="):].partition("-")
+                start = int(first) if first else len(data) - int(last)
+                end = int(last) if first and last else len(data) - 1
+                status, body = 206, data[start:end + 1]
+                headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+            if request.method == "HEAD":
+                headers["Content-Length"] = str(len(body))
+                return Response(status_code=status, headers=headers)
+            return Response(content=body, status_code=status, headers=headers,
+                            media_type="application/octet-stream")
+
+        return app
+
+    # --- lifetime ----------------------------------------------------------------------------
+    def start(self) -> "HubServer":
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off"))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the test Hub server did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
