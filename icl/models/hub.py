@@ -198,7 +198,7 @@ def resolve(ref: Union[str, HubRef], patterns: Optional[Sequence[str]] = None,
     (default :data:`DEFAULT_PATTERNS`) plus the names in ``also`` (the file the family loads),
     each relative to ``SUBPATH``. Raises :class:`HubError` (one line) when it cannot."""
     ref = parse_ref(ref) if isinstance(ref, str) else ref
-    wanted = tuple(patterns or DEFAULT_PATTERNS) + tuple(a for a in also if a)
+    wanted = tuple(dict.fromkeys(tuple(patterns or DEFAULT_PATTERNS) + tuple(a for a in also if a)))
     key = (ref.text, wanted)
     with _lock:
         if key in _resolved:

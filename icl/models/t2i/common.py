@@ -53,11 +53,13 @@ class PretrainedFolder:
 
     name: ClassVar[str]
     folder_marker: ClassVar[str] = "config.json"
+    # the files a ``weights=hf:...`` reference downloads (None: icl.models.hub.DEFAULT_PATTERNS)
+    hub_patterns: ClassVar[Optional[tuple[str, ...]]] = None
     weights: Optional[str]
 
     @property
     def folder(self) -> Path:
-        found = resolve_weights(self.name, self.weights, self.folder_marker)
+        found = resolve_weights(self.name, self.weights, self.folder_marker, self.hub_patterns)
         return found.parent if found.is_file() else found
 
     def weight_files(self) -> Sequence[Path]:

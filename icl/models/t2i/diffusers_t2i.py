@@ -40,6 +40,7 @@ from icl.models.requests import GenerationRequest
 from icl.models.t2i.common import (PretrainedFolder, Recorder, RequestRefused, check_generation, chunks,
                                    cpu_generator, prompt_text, refuse_images, seed_of, to_size, torch_dtype)
 from icl.models.vicl._diffusion_sd import as_bool
+from icl.models.hub import DIFFUSERS_PATTERNS
 from icl.models.weights import WeightsError
 
 log = logging.getLogger("icl.models.t2i")
@@ -58,6 +59,7 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
     serves = (GenerationRequest,)
     version = "1"
     folder_marker = "model_index.json"
+    hub_patterns = DIFFUSERS_PATTERNS
     execution_args = frozenset({"cpu_offload"})
     pipeline_class: ClassVar[str] = "AutoPipelineForText2Image"
     guidance_arg: ClassVar[str] = "guidance_scale"

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from icl.models.requests import AnalogyRequest
+from icl.models.hub import DIFFUSERS_PATTERNS
 from icl.models.weights import PathLike, WeightsError, resolve_weights
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -42,7 +43,7 @@ def check_range(name: str, value: float, low: float, high: float = float("inf"))
 def resolve_sd_folder(model: str, weights: Optional[PathLike]) -> Path:
     """The Stable Diffusion ``from_pretrained`` folder (``model_index.json`` and the parts
     ``unet/ vae/ text_encoder/ tokenizer/ scheduler/``); a clear error names what is missing."""
-    folder = resolve_weights(model, weights, "model_index.json")
+    folder = resolve_weights(model, weights, "model_index.json", DIFFUSERS_PATTERNS)
     folder = folder.parent if folder.is_file() else folder
     missing = [part for part in SD_PARTS if not (folder / part).is_dir()]
     if missing:

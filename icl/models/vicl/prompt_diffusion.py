@@ -29,7 +29,8 @@ from icl.models.base import PRECISIONS, Adapter
 from icl.models.vicl._torch import compile_option, compiled, dtype_option
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl import _diffusion_sd as sd
-from icl.models.weights import PathLike, WeightsError
+from icl.models.hub import DIFFUSERS_PATTERNS, is_hub_ref
+from icl.models.weights import PathLike, WeightsError, resolve_weights
 
 OFFICIAL_ADDED_PROMPT = "best quality, extremely detailed"
 OFFICIAL_NEGATIVE_PROMPT = ("longbody, lowres, bad anatomy, bad hands, missing fingers, extra digit, fewer digits, "
@@ -83,7 +84,13 @@ class PromptDiffusion(Adapter):
     # --- weights -----------------------------------------------------------------------------
     def _folders(self) -> tuple[Path, Path]:
         base = sd.resolve_sd_folder(self.name, self.weights)
-        control = base / "controlnet" if self.controlnet is None else Path(self.controlnet).expanduser()
+        if self.controlnet is None:
+            control = base / "controlnet"
+        elif is_hub_ref(self.controlnet):  # its own Hub reference, resolved like any weights
+            found = resolve_weights(self.name, str(self.controlnet), "config.json", DIFFUSERS_PATTERNS + ("*.json",))
+            control = found.parent if found.is_file() else found
+        else:
+            control = Path(self.controlnet).expanduser()
         if not (control / "config.json").is_file():
             raise WeightsError(f"{self.name}: no Prompt Diffusion ControlNet folder at {control} (config.json "
                                f"missing); pass --model-arg controlnet=DIR (the official folder 'controlnet/' of "

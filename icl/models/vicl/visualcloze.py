@@ -31,6 +31,7 @@ from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import load_pretrained, read_json
 from icl.models.vicl._torch import TorchAdapter, checked_device, compiled
 from icl.models.vicl.canvas import host_image
+from icl.models.hub import DIFFUSERS_PATTERNS
 from icl.models.weights import WeightsError, resolve_weights
 
 TEMPLATE = "In each row, a logical task is demonstrated to achieve [IMAGE2] {target} based on [IMAGE1] {condition}."
@@ -88,7 +89,7 @@ class VisualCloze(TorchAdapter):
         self.max_sequence_length = int(max_sequence_length)
 
     def model_files(self) -> Sequence[Path]:
-        found = resolve_weights(self.name, self.weights, "model_index.json")
+        found = resolve_weights(self.name, self.weights, "model_index.json", DIFFUSERS_PATTERNS)
         return (found.parent if found.is_file() else found,)
 
     def build(self) -> dict[str, Any]:

@@ -63,7 +63,8 @@ class _PerRowControl:
 class HFVisionLanguage(Adapter):
     """A transformers chat VLM behind :class:`~icl.models.requests.ChatRequest`.
 
-    Model arguments: ``weights`` (a local ``from_pretrained`` folder; else
+    Model arguments: ``weights`` (a local ``from_pretrained`` folder, or a Hub reference
+    ``hf:ORG/NAME[@REVISION][/SUBPATH]`` downloaded into the Hugging Face cache; else
     ``$ICL_WEIGHTS_DIR/hf-vlm/``), ``precision`` (fp32, fp16, bf16), ``device_map`` (e.g.
     "auto" to spread a model over several GPUs with accelerate; None loads it whole on the
     device), ``max_batch`` (requests per ``generate`` call), ``attn_implementation`` ("sdpa",
@@ -76,7 +77,8 @@ class HFVisionLanguage(Adapter):
     the request's, and a template's own default system prompt applies when there is none).
 
     Loading never runs a checkpoint's own code (``trust_remote_code=False``) and never reaches
-    the network (``local_files_only=True``).
+    the network (``local_files_only=True``): a Hub reference is resolved before, by
+    :mod:`icl.models.hub`.
     """
 
     name = "hf-vlm"
