@@ -29,7 +29,7 @@ from icl.models.base import PRECISIONS, Adapter
 from icl.models.vicl._torch import compile_option, compiled, dtype_option
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl import _diffusion_sd as sd
-from icl.models.hub import DIFFUSERS_PATTERNS, is_hub_ref
+from icl.models.hub import is_hub_ref
 from icl.models.weights import PathLike, WeightsError, resolve_weights
 
 OFFICIAL_ADDED_PROMPT = "best quality, extremely detailed"
@@ -87,15 +87,15 @@ class PromptDiffusion(Adapter):
         if self.controlnet is None:
             control = base / "controlnet"
         elif is_hub_ref(self.controlnet):  # its own Hub reference, resolved like any weights
-            found = resolve_weights(self.name, str(self.controlnet), "config.json", DIFFUSERS_PATTERNS + ("*.json",))
+            found = resolve_weights(self.name, str(self.controlnet), "config.json")  # one model folder
             control = found.parent if found.is_file() else found
         else:
             control = Path(self.controlnet).expanduser()
         if not (control / "config.json").is_file():
             raise WeightsError(f"{self.name}: no Prompt Diffusion ControlNet folder at {control} (config.json "
                                f"missing); pass --model-arg controlnet=DIR (the official folder 'controlnet/' of "
-                               f"zhendongw/prompt-diffusion-diffusers, see docs/models-diffusion.md); "
-                               f"icl never downloads weights")
+                               f"zhendongw/prompt-diffusion-diffusers, see docs/models-diffusion.md; or "
+                               f"controlnet=hf:ORG/NAME[@REVISION]/controlnet)")
         return base, control
 
     def weight_files(self) -> Sequence[Path]:
