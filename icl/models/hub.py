@@ -192,6 +192,15 @@ def pinned(text: str) -> Optional[str]:
     return snaps[-1].pinned if snaps else None
 
 
+def resolved(pinned_text: str) -> HubSnapshot:
+    """The snapshot this run resolved whose pinned reference is ``pinned_text``."""
+    with _lock:
+        snaps = [s for s in _resolved.values() if s.pinned == pinned_text]
+    if not snaps:
+        raise HubError(f"{pinned_text}: not resolved in this run")
+    return snaps[-1]
+
+
 def resolve(ref: Union[str, HubRef], patterns: Optional[Sequence[str]] = None,
             also: Sequence[str] = ()) -> HubSnapshot:
     """Download (or, offline, find in the cache) the files of ``ref`` matching ``patterns``

@@ -96,6 +96,9 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
                         "(default 2)")
     p.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, WARNING, ERROR)")
     p.add_argument("--list", action="store_true", help="list the benchmark's tasks, datasets and models, then exit")
+    p.add_argument("--prefetch", action="store_true",
+                   help="download the Hub weights (weights=hf:...) of the models and judges into the Hugging Face "
+                        "cache, print their commits and sizes and the offline command line, then exit")
     return p
 
 
@@ -418,6 +421,10 @@ def _main(argv: list[str]) -> int:
         from icl.run.runner import open_benchmark
 
         return _list(open_benchmark(config))
+    if args.prefetch:
+        from icl.run.prefetch import prefetch
+
+        return prefetch(config, typed, sys.stdout)
     # Device evaluation runs OpenMP regions from two threads at once (torch's runtime and
     # icl._C's); idle teams spinning by default steal the cores the other needs.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

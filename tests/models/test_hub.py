@@ -123,6 +123,8 @@ def test_subpath_and_tag(hf_env, server, llava):
         sorted(f"llm/{p.name}" for p in llava[1].iterdir()))
     tagged = resolve_weights("hf-vlm", f"hf:{REPO}@v1", "config.json").parent
     assert tagged.name == server.a  # the tag still names commit A
+    file = resolve_weights("painter", f"hf:{REPO}@v1/pytorch_model.bin", "painter_vit_large.pth")
+    assert file.name == "pytorch_model.bin" and hub.snapshot_of(file).files == ("pytorch_model.bin",)
 
 
 def test_pinned_revision_survives_a_moved_branch(hf_env, server, llava):
@@ -250,6 +252,17 @@ def test_the_token_is_sent_and_never_written(hf_env, server, monkeypatch, tmp_pa
     assert leaks == []
     ident, stored = _model(out)
     assert stored == ident and list(ident["weights"]) == [f"hf:org/private@{server.repos['org/private'].refs['main']}"]
+
+
+def test_prefetch_downloads_prints_and_runs_nothing(hf_env, server, tmp_path, capsys):
+    out = tmp_path / "run"
+    args = _vlicl(out, tmp_path / "data", f"hf:{REPO}") + ["--prefetch"]
+    assert main(args) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert f"hf:{REPO}@{server.a}  7 files" in printed and "MiB" in printed
+    assert "HF_HUB_OFFLINE=1 python -m icl.run vlicl" in printed and "--prefetch" not in printed
+    assert (hf_env / "models--org--tiny" / "snapshots" / server.a / "model.safetensors").is_file()
+    assert not out.exists()  # nothing ran
 
 
 # --- acceptance: the command line, online then offline -----------------------------------------
