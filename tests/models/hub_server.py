@@ -15,6 +15,9 @@ Errors carry the Hub's ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``,
 ``EntryNotFound``), which the client turns into its typed errors. A private repository answers
 only ``Authorization: Bearer <token>``. Every request is recorded (method, path, whether it
 carried the token), so a test can assert an offline run asked nothing.
+
+The fixtures at the end (``hub_llava``, ``server``, ``hf_env``) are imported by the test modules
+that use them (tests/models/test_hub.py, tests/run/test_prefetch.py).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import pytest
 import uvicorn
 from fastapi import FastAPI
 from fastapi import Request as HTTPRequest  # annotations are strings here: FastAPI resolves them in this module
@@ -187,3 +191,47 @@ class HubServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+# --- fixtures ----------------------------------------------------------------------------------
+TOKEN = "hf_icltestSECRETtoken1234567890"
+REPO = "org/tiny"
+
+
+@pytest.fixture(scope="module")
+def hub_llava(tmp_path_factory):
+    """Two tiny LLaVA folders saved with the official classes (other seeds: other weights), the
+    contents of commits A and B."""
+    from icl.models.vlm.tiny import build_llava
+
+    base = tmp_path_factory.mktemp("tiny-llava")
+    return build_llava(base / "a", seed=0), build_llava(base / "b", seed=1)
+
+
+@pytest.fixture
+def server(hub_llava):
+    """A fresh Hub per test: org/tiny with main (and tag v1) at commit A (``server.a``), plus a
+    pickle and a README the default patterns leave out; org/private readable with TOKEN only."""
+    srv = HubServer(token=TOKEN).start()
+    srv.a = srv.commit_folder(REPO, hub_llava[0], extra={"pytorch_model.bin": b"pickled", "README.md": b"# tiny"},
+                              tags=("v1",))
+    srv.commit_folder("org/private", hub_llava[0], private=True)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def hf_env(tmp_path, monkeypatch, server):
+    """HF_ENDPOINT at the test Hub, the user's cache (HF_HOME) in tmp_path, online, no token;
+    yields the cache folder (HF_HOME/hub)."""
+    from icl.models import hub
+
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN",
+                 "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    hub.forget()
+    yield tmp_path / "hf-home" / "hub"
+    hub.forget()

@@ -14,50 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from hub_server import HubServer
+
+from tests.models.hub_server import REPO, TOKEN, hf_env, hub_llava, server  # noqa: F401 (fixtures)
 
 from icl.models import hub
 from icl.models.hub import HubError, parse_ref
 from icl.models.weights import WeightsError, resolve_weights
-from icl.models.vlm.tiny import build_llava
 from icl.run.__main__ import main
 
-TOKEN = "hf_icltestSECRETtoken1234567890"
-REPO = "org/tiny"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def llava(tmp_path_factory):
-    """Two tiny LLaVA folders (other seeds: other weights), the contents of commits A and B."""
-    base = tmp_path_factory.mktemp("tiny-llava")
-    return build_llava(base / "a", seed=0), build_llava(base / "b", seed=1)
-
-
-@pytest.fixture
-def server(llava):
-    """A fresh Hub per test: org/tiny with main at commit A (plus a pickle the default patterns
-    leave out), org/private readable with TOKEN only."""
-    srv = HubServer(token=TOKEN).start()
-    srv.a = srv.commit_folder(REPO, llava[0], extra={"pytorch_model.bin": b"pickled", "README.md": b"# tiny"},
-                              tags=("v1",))
-    srv.commit_folder("org/private", llava[0], private=True)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def hf_env(tmp_path, monkeypatch, server):
-    """HF_ENDPOINT at the test Hub, the user's cache (HF_HOME) in tmp_path, online, no token."""
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN",
-                 "HUGGING_FACE_HUB_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    hub.forget()
-    yield tmp_path / "hf-home" / "hub"
-    hub.forget()
 
 
 def _vlicl(out: Path, data: Path, weights: str) -> list[str]:
@@ -116,25 +81,25 @@ def test_a_family_that_names_a_pickle_gets_it(hf_env, server):
     assert path.name == "pytorch_model.bin" and path.read_bytes() == b"pickled"
 
 
-def test_subpath_and_tag(hf_env, server, llava):
-    sub = server.commit(REPO, {f"llm/{p.name}": p.read_bytes() for p in llava[1].iterdir()} | {"x.json": b"{}"})
+def test_subpath_and_tag(hf_env, server, hub_llava):
+    sub = server.commit(REPO, {f"llm/{p.name}": p.read_bytes() for p in hub_llava[1].iterdir()} | {"x.json": b"{}"})
     folder = resolve_weights("lvm", f"hf:{REPO}@{sub}/llm", "config.json").parent
     assert folder.name == "llm" and hub.snapshot_of(folder).files == tuple(
-        sorted(f"llm/{p.name}" for p in llava[1].iterdir()))
+        sorted(f"llm/{p.name}" for p in hub_llava[1].iterdir()))
     tagged = resolve_weights("hf-vlm", f"hf:{REPO}@v1", "config.json").parent
     assert tagged.name == server.a  # the tag still names commit A
     file = resolve_weights("painter", f"hf:{REPO}@v1/pytorch_model.bin", "painter_vit_large.pth")
     assert file.name == "pytorch_model.bin" and hub.snapshot_of(file).files == ("pytorch_model.bin",)
 
 
-def test_pinned_revision_survives_a_moved_branch(hf_env, server, llava):
-    server.commit_folder(REPO, llava[1])  # main: A -> B
+def test_pinned_revision_survives_a_moved_branch(hf_env, server, hub_llava):
+    server.commit_folder(REPO, hub_llava[1])  # main: A -> B
     folder = resolve_weights("hf-vlm", f"hf:{REPO}@{server.a}", "config.json").parent
     assert folder.name == server.a
-    assert (folder / "model.safetensors").read_bytes() == (llava[0] / "model.safetensors").read_bytes()
+    assert (folder / "model.safetensors").read_bytes() == (hub_llava[0] / "model.safetensors").read_bytes()
 
 
-def test_branch_moved_changes_the_identity(hf_env, server, llava):
+def test_branch_moved_changes_the_identity(hf_env, server, hub_llava):
     from icl.run.config import ModelSpec
     from icl.run.models import make_model
 
@@ -148,7 +113,7 @@ def test_branch_moved_changes_the_identity(hf_env, server, llava):
             hub.snapshot_of(hf_env / "models--org--tiny" / "snapshots" / server.a).files))}
     assert first.identity["args"]["weights"] == f"hf:{REPO}@{server.a}"  # never the branch name alone
     assert model(f"hf:{REPO}@{server.a}").model_id == first.model_id  # the same commit: the same model
-    b = server.commit_folder(REPO, llava[1])
+    b = server.commit_folder(REPO, hub_llava[1])
     moved = model(f"hf:{REPO}")
     assert moved.model_id != first.model_id and list(moved.identity["weights"]) == [f"hf:{REPO}@{b}"]
 
@@ -223,9 +188,9 @@ def _hand_made_cache(cache: Path, folder: Path, repo: str, commit: str) -> Path:
     return snap
 
 
-def test_a_prepopulated_cache_is_read_offline(tmp_path, monkeypatch, llava):
+def test_a_prepopulated_cache_is_read_offline(tmp_path, monkeypatch, hub_llava):
     commit = "0123456789abcdef0123456789abcdef01234567"
-    snap = _hand_made_cache(tmp_path / "hub-cache", llava[0], "lab/handmade", commit)
+    snap = _hand_made_cache(tmp_path / "hub-cache", hub_llava[0], "lab/handmade", commit)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: any request would fail
@@ -252,17 +217,6 @@ def test_the_token_is_sent_and_never_written(hf_env, server, monkeypatch, tmp_pa
     assert leaks == []
     ident, stored = _model(out)
     assert stored == ident and list(ident["weights"]) == [f"hf:org/private@{server.repos['org/private'].refs['main']}"]
-
-
-def test_prefetch_downloads_prints_and_runs_nothing(hf_env, server, tmp_path, capsys):
-    out = tmp_path / "run"
-    args = _vlicl(out, tmp_path / "data", f"hf:{REPO}") + ["--prefetch"]
-    assert main(args) == 0, capsys.readouterr().err
-    printed = capsys.readouterr().out
-    assert f"hf:{REPO}@{server.a}  7 files" in printed and "MiB" in printed
-    assert "HF_HUB_OFFLINE=1 python -m icl.run vlicl" in printed and "--prefetch" not in printed
-    assert (hf_env / "models--org--tiny" / "snapshots" / server.a / "model.safetensors").is_file()
-    assert not out.exists()  # nothing ran
 
 
 # --- acceptance: the command line, online then offline -----------------------------------------
