@@ -241,8 +241,9 @@ def _download(ref: HubRef, revision: str, allow: list[str]) -> str:
                                  ignore_patterns=list(IGNORE_PATTERNS), cache_dir=cache_dir(),
                                  endpoint=endpoint(), local_files_only=is_offline)
     except errors.IncompleteSnapshotError:
+        why = "HF_HUB_OFFLINE is set" if is_offline else f"the Hub ({endpoint() or 'huggingface.co'}) cannot be reached"
         raise HubError(f"{ref.text}: the cached snapshot (revision {revision}) lacks files this model needs "
-                       f"and HF_HUB_OFFLINE is set; {_prefetch_hint(ref)}") from None
+                       f"and {why}; {_prefetch_hint(ref)}") from None
     except errors.LocalEntryNotFoundError:
         if is_offline:
             raise HubError(f"{ref.text}: not in the Hugging Face cache ({cache_dir()}) and HF_HUB_OFFLINE is set; "
