@@ -25,27 +25,23 @@ def unicode_problem(text: str) -> str:
 
 def bad_text(value: Any, path: str = "") -> Optional[tuple[str, str]]:
     """The first string (a key or a value) of parsed JSON ``value`` that is not valid Unicode:
-    ``(where, why)`` with ``where`` as ``field 'a'[2]['b']`` relative to ``value`` (``key of
-    ...`` for a key); None when every string is valid."""
+    ``(where, why)``, ``where`` the path to it from ``value`` (``question``, ``image[1]``,
+    ``support.cat.images[0]``; a key: the path of its object, ``key <key>`` appended); None when
+    every string is valid."""
     if isinstance(value, str):
         why = unicode_problem(value)
-        return (path or "value", why) if why else None
+        return (path, why) if why else None
     if isinstance(value, dict):
         for k, v in value.items():
-            inner = f"{path}[{_shown(k)}]" if path else f"field {_shown(k)}"
-            if isinstance(k, str) and unicode_problem(k):
-                return (f"a key of {path or 'the object'} ({_shown(k)})", unicode_problem(k))
-            found = bad_text(v, inner)
+            key = str(k)
+            if unicode_problem(key):
+                return (f"{path} key {ascii(key)}".strip(), unicode_problem(key))
+            found = bad_text(v, f"{path}.{key}" if path else key)
             if found:
                 return found
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            found = bad_text(v, f"{path}[{i}]" if path else f"element {i}")
+            found = bad_text(v, f"{path}[{i}]")
             if found:
                 return found
     return None
-
-
-def _shown(key: Any) -> str:
-    """``repr`` of a key with lone surrogates kept as escapes (printable and encodable)."""
-    return ascii(key) if isinstance(key, str) and unicode_problem(key) else repr(key)

@@ -145,7 +145,7 @@ def validate(task: str, kind: str, records: Any, where: str, text_only: bool = F
         _need(rec, (), at)
         bad = bad_text(rec)  # text that is not Unicode fails here, naming the field, never at a write
         if bad:
-            _fail(at, f"{bad[0]}: {bad[1]}")
+            _fail(at, f"field {bad[0]!r}: {bad[1]}")
         rec = dict(rec)
         rec["id"] = str(rec.get("id", i))
         at = f"{where} record {i} (id {rec['id']})"
