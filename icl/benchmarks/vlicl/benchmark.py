@@ -10,9 +10,7 @@ built-in procedural versions (:mod:`icl.benchmarks.vlicl.builtin`; always for ``
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -34,6 +32,7 @@ from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUD
                                         PER_CLASS, TASKS, get_task)
 from icl.models.requests import ChatRequest, GenerationRequest
 from icl.report.schema import Metric, ResultsSpec
+from icl.report.tables import csv_text
 
 VARIANTS = ("image", "text", "real_names")
 PARSE = ("legacy", "lenient", "both")
@@ -473,18 +472,18 @@ class VLICL(Benchmark):
     # -- reproducibility ------------------------------------------------------------------------
     def episodes_csv(self) -> str:
         """Every episode's support list as CSV (``task, seed, shots, query_id, rank, support_id,
-        protocol``): byte-identical whenever the plan is."""
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["task", "seed", "shots", "query_id", "rank", "support_id", "protocol"])
+        protocol``): byte-identical whenever the plan is. Written by the one table writer
+        (:func:`icl.report.tables.csv_text`): a release id a spreadsheet would run as a formula
+        (``=``, ``+``, ``-``, ``@``, ...) gets a leading ``'``."""
+        rows: list = []
         seen = set()
         for item in self.items():
             task, seed, shots, qid = item.payload
             if (task, seed, shots, qid) in seen:
                 continue
             seen.add((task, seed, shots, qid))
-            w.writerows(support_rows(self.episode(item), self.protocol))
-        return buf.getvalue()
+            rows.extend(support_rows(self.episode(item), self.protocol))
+        return csv_text(rows, ["task", "seed", "shots", "query_id", "rank", "support_id", "protocol"])
 
     def prompt_text(self, item: Item) -> str:
         """The item's prompt as text (see :func:`~icl.benchmarks.vlicl.predictions.prompt_text`)."""

@@ -171,3 +171,25 @@ def test_lone_surrogate_names_file_record_and_field(release: Path, tmp_path: Pat
     path.write_text(json.dumps(recs, indent=1))
     with pytest.raises(RecordError, match=r"record 2: field 'image\[1\]': not valid Unicode: a lone surrogate U\+DCFF"):
         load_published(root, "clevr")
+
+
+def test_episodes_csv_escapes_formula_ids(release: Path, tmp_path: Path) -> None:
+    """Release ids a spreadsheet would run as formulas are written with a leading ``'`` in
+    episodes.csv (the one table writer's rule); numbers are left as they are."""
+    import csv
+    import io
+
+    root = _copy(release, tmp_path)
+    bad = ["=HYPERLINK(\"http://x\")", "+1+2", "-3", "@SUM(A1)"]
+
+    def ids(recs):
+        for i, rec in enumerate(recs):
+            rec["id"] = f"{bad[i % 4]}{i}"
+
+    _edit(root, "clevr", "query", ids)
+    _edit(root, "clevr", "support", ids)
+    bench = VLICL({"data_root": str(root), "tasks": ("clevr",), "shots": (2,), "seeds": (0,)})
+    rows = list(csv.DictReader(io.StringIO(bench.episodes_csv())))
+    assert {r["query_id"] for r in rows} == {"'" + f"{b}{i}" for i, b in enumerate(bad[:3])}  # three queries
+    assert {r["support_id"][:2] for r in rows} <= {"'" + b[0] for b in bad} and len(rows) == 6
+    assert all(r["seed"] == "0" and r["shots"] == "2" for r in rows)
