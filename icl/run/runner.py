@@ -299,6 +299,17 @@ def recorded_judges(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(label=label, judge_id=meta["judge_id"], identity=meta.get("judge"))]
 
 
+def recorded_models(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(label, model id)`` of a finished run's models in the run's own order (``model_order``;
+    results.json writes its ``models`` map with sorted keys), so that rescore, export and merge
+    draw tables and figures as the run did. A results.json without ``model_order`` (written
+    before it was recorded) gives the map's order."""
+    models = meta["models"]
+    order = [label for label in meta.get("model_order") or () if label in models]
+    order += [label for label in models if label not in order]
+    return [(label, models[label]["model_id"]) for label in order]
+
+
 def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
            judges: Sequence[Mapping[str, Any]], store: Store, run_id: str, stats: ExecStats,
            artifacts: Mapping[str, str], timings: dict[str, float], identities: Mapping[str, Any], device: str,
@@ -394,6 +405,7 @@ def _meta(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Se
         config=config.resolved(), command=config.command, device=device,
         models={label: dict(model_id=mid, identity=identities.get(mid), **roles.get(label, {}))
                 for label, mid in models},
+        model_order=[label for label, _ in models],  # ``models`` is written with sorted keys
         not_applicable=not_applicable, stopped_models=dict(stats.stopped),
         data=bench.data_origin(),
         judges=[dict(j) for j in judges],  # ``judge``/``judge_id``: the first, as earlier versions read them
@@ -487,7 +499,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     t0 = time.perf_counter()
     bench = open_benchmark(config)
     items, shard = _planned(bench, config)
-    models = [(label, m["model_id"]) for label, m in meta["models"].items()]
+    models = recorded_models(meta)
     judges = recorded_judges(meta)
     stats = ExecStats()
     with writable(config.out_dir, config.store_path), \
@@ -560,7 +572,7 @@ def export(run_dir: Path, command: Optional[list[str]] = None) -> Path:
     meta, config = _recorded_run(run_dir, "export")
     bench = open_benchmark(config)
     items, _ = _planned(bench, config)
-    models = [(label, m["model_id"]) for label, m in meta["models"].items()]
+    models = recorded_models(meta)
     roles = {label: {k: m[k] for k in ("serves", "reference") if k in m} for label, m in meta["models"].items()}
     with writable(config.out_dir, config.store_path), \
             FolderLock(config.out_dir, command or ["python", "-m", "icl.run", "export", str(run_dir)]), \
