@@ -204,7 +204,7 @@ def writable(out: Path, store: Path) -> Iterator[None]:
     except sqlite3.OperationalError as exc:
         text = str(exc).lower()
         code = (errno.ENOSPC if "full" in text else errno.EROFS if "readonly" in text
-                else errno.EACCES if "unable to open" in text else None)
+                else errno.EACCES if "unable to open" in text else _io_error() if "disk i/o error" in text else None)
         if code is None:
             raise
         raise OutputWriteError(store, OSError(code, str(exc))) from None
@@ -214,6 +214,16 @@ def writable(out: Path, store: Path) -> Iterator[None]:
         if not is_user_fixable(exc):
             raise
         raise OutputWriteError(Path(exc.filename) if exc.filename else out, exc) from None
+
+
+def _io_error() -> int:
+    """What SQLite's "disk I/O error" most likely was: a write past the process's file size limit
+    (``ulimit -f``: SQLite reports EFBIG as an I/O error, not as a full disk) when one is set,
+    else an I/O error of the device."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return errno.EFBIG if soft != resource.RLIM_INFINITY else errno.EIO
 
 
 def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
