@@ -5,6 +5,7 @@ run computes nothing; the plugin passes ``check_benchmark``; the spatial judge r
 
 import csv
 import json
+import math
 
 import numpy as np
 import pytest
@@ -81,12 +82,38 @@ def test_requests_interleave_references_vis_and_instruction():
         items["synthetic/ti-medium/syn002"].payload.n_vis + 1
 
 
-def test_failure_scores_one_everywhere():
+def test_failed_generation_is_skipped_by_default_as_the_reference_does():
+    """shim0114/VIF-Bench judge.py (commit 6682f269) judges only tasks with an image::
+
+        g = find_generated(args.generated_dir, t["id"])
+        if g is None:
+            missing += 1
+            continue
+
+    and common.py ``write_scores`` averages only the saved responses (``if not p.exists():
+    continue``). Our default ``--failed skip`` leaves a failed generation out of every mean (NaN,
+    counted under ``failed``); ``--failed score1`` is the named alternative (1 everywhere, in the
+    means). The report says which rule the run used."""
+    from icl.benchmarks.vif import tables
+
     bench = VIF(VIF.fast_config())
+    assert bench.config["failed"] == "skip"
     item = next(iter(bench.items()))
     s = bench.score_failure(item, "error")
-    assert s["average"] == 1.0 and s["failed"] == 1.0 and s["scene_coherence"] == 1.0
+    assert s["failed"] == 1.0 and math.isnan(s["average"]) and math.isnan(s["scene_coherence"])
     assert bench.score(item, "not an image")["failed"] == 1.0
+    ok = {**{c: 8.0 for c in CRITERIA}, "average": 8.0, "failed": 0.0, "judge_parsed": 1.0}
+    rows = [{"model": "m", "key": "a", "variant": "visual", **ok},
+            {"model": "m", "key": "b", "variant": "visual", **s}]
+    cell = tables.judged_items(rows)
+    assert [r["average"] for r in cell][0] == 8.0 and math.isnan(cell[1]["average"])
+    assert "left out of the means" in bench.report({"criteria": []}) and "--failed skip" in bench.report({})
+    one = VIF({**VIF.fast_config(), "failed": "score1"})
+    s1 = one.score_failure(item, "error")
+    assert s1["average"] == 1.0 and s1["failed"] == 1.0 and s1["scene_coherence"] == 1.0
+    assert "--failed score1" in one.report({})
+    with pytest.raises(ValueError, match="failed"):
+        VIF({"failed": "zero"})
 
 
 def test_spatial_judge_sees_marks_and_refuses_release_data():
