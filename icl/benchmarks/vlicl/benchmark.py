@@ -30,8 +30,8 @@ from icl.benchmarks.vlicl.reference import FAMILIES, format_answer, reference_re
 from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
 from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table, query_of,
                                           rank_intervals, rank_table, summary_table)
-from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_PROMPT, JUDGE_TWICE, MANY_SHOTS,
-                                        PER_CLASS, TASKS, get_task)
+from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_TWICE, MANY_SHOTS,
+                                        PER_CLASS, TASKS, get_task, judge_prompt)
 from icl.models.requests import ChatRequest, GenerationRequest
 from icl.report.schema import Metric, ResultsSpec
 
@@ -51,7 +51,7 @@ class VLICL(Benchmark):
 
     name = "vlicl"
     protocol = "vlicl-1"
-    scorer_version = "2"  # 2: TextOCR keep-dots metric
+    scorer_version = "3"  # 2: TextOCR keep-dots metric; 3: open_t2i_mi asks the reference code's judge question
     request_types = (ChatRequest, GenerationRequest)
     # results.csv: accuracy in % per (task, setting, shots), a query's seeds resampled together
     results_spec = ResultsSpec(task="task", subset=SETTING, shots="shots", cluster="query", data="task", metrics=(
@@ -257,7 +257,7 @@ class VLICL(Benchmark):
         task = item.payload[0]
         if TASKS[task].direction == I2T or not _is_image(response):
             return ()
-        return [ChatRequest.user(f"{item.key}/judge{i}", response, JUDGE_PROMPT.format(concept=c),
+        return [ChatRequest.user(f"{item.key}/judge{i}", response, judge_prompt(task).format(concept=c),
                                  max_new_tokens=JUDGE_TOKENS, min_new_tokens=1)
                 for i, c in enumerate(self.concepts(item))]
 

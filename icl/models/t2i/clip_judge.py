@@ -44,7 +44,10 @@ from icl.models.weights import WeightsError
 PRESENCE_PROMPT = "Decide whether the image contains the following concept: {concept}. Answer with 'yes' or 'no'."
 CHOICE_PROMPT = "Which one of these does the image show: {labels}? Answer with exactly one of them."
 LABEL_SEPARATOR = " | "
-_PRESENCE = re.compile(r"following concept:\s*(.+?)\.\s*Answer with 'yes' or 'no'", re.S)
+# PRESENCE_PROMPT, or VL-ICL's open_t2i_mi question without "the following concept:"
+# (icl/benchmarks/vlicl/tasks.py JUDGE_PROMPT_OPEN_MI)
+_PRESENCE = re.compile(r"Decide whether the image contains (?:the following concept:\s*)?(.+?)\.\s*"
+                       r"Answer with 'yes' or 'no'", re.S)
 _CHOICE = re.compile(r"Which one of these does the image show:\s*(.+?)\?\s*Answer with exactly one of them", re.S)
 DEFAULT_THRESHOLD = {"clip": 0.25, "siglip": 0.5}
 _NUMBERED = re.compile(r"Answer from the following options:\s*(.+?)\.\s*Answer the number only", re.S)
