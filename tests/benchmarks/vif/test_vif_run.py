@@ -256,3 +256,26 @@ def test_a_tiny_multi_image_generator_through_the_runner(tmp_path, tiny_janus, c
     capsys.readouterr()
     assert main(args) == 0
     assert "0 items computed" in capsys.readouterr().out
+
+
+def test_a_judge_that_cannot_serve_vif_is_refused_before_any_generation(tmp_path, capsys):
+    """``clip-judge`` judges one image per request; vif's judge request shows the references, the VI
+    images and the output: refused at once (``Adapter.would_refuse`` on ``Benchmark.judge_probe``),
+    exit 2 with one line, before the output folder exists. A broken judge folder likewise."""
+    from tiny_t2i import build_clip
+
+    clip = build_clip(tmp_path / "clip")
+    capsys.readouterr()  # the build's own output
+    out = tmp_path / "out"
+    assert main(["vif", "--fast", "--out", str(out), "--no-progress", "--no-plots",
+                 "--judge", f"clip-judge:weights={clip}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot judge benchmark 'vif'" in err and "judges one" in err
+    assert not out.exists()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "no-such-model"}')
+    assert main(["vif", "--fast", "--out", str(out), "--no-progress", "--no-plots",
+                 "--judge", f"hf-vlm:weights={broken}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be loaded" in err and not out.exists()
