@@ -46,6 +46,14 @@ FAST_POOL = max(MANY_SHOTS)  # records are cheap: images are drawn only when sho
 JUDGE_TOKENS = 5  # the reference judge's budget
 
 
+# why a variant leaves tasks out (named in report.md; an error when --tasks names them)
+VARIANT_WHY = {
+    "text": "have no text version (neither the release nor the reference code's utils/utils.py "
+            "load_text_data names a folder for them)",
+    "real_names": "have no real class names (only open_mi's MiniImageNet classes have them)",
+}
+
+
 class VLICL(Benchmark):
     """VL-ICL Bench: six image-to-text and four text-to-image few-shot tasks, shot curves."""
 
@@ -93,6 +101,7 @@ class VLICL(Benchmark):
             raise ValueError("vlicl: --prompt-style reference reproduces the reference code's image-to-text prompt; "
                              "it has no text-only or chain-of-thought layout (use --prompt-style chat)")
         self.absent: list[str] = []  # tasks asked for (or by default) whose release folder is missing
+        self.not_in_variant: list[str] = []  # tasks the variant has no version of (VARIANT_WHY)
         self.judge_name: Optional[str] = None  # set by check_judge
         if any(s < 0 for s in c["shots"]) or list(c["shots"]) != sorted(set(c["shots"])):
             raise ValueError(f"vlicl: shots must be distinct non-negative and increasing, got {c['shots']}")
@@ -120,10 +129,14 @@ class VLICL(Benchmark):
         on the release, the asked (or by default all) tasks whose folder is present."""
         if getattr(self, "_task_ids", None) is None:
             tasks = list(self.config["tasks"]) or list(TASKS)
-            if self.config["variant"] == "text":
-                tasks = [t for t in tasks if TASKS[t].has_text]
-            elif self.config["variant"] == "real_names":
-                tasks = [t for t in tasks if t == "open_mi"]
+            variant = self.config["variant"]
+            keep = {"text": lambda t: TASKS[t].has_text, "real_names": lambda t: t == "open_mi"}.get(variant)
+            if keep is not None:
+                self.not_in_variant = [t for t in tasks if not keep(t)]
+                tasks = [t for t in tasks if keep(t)]
+                if self.config["tasks"] and self.not_in_variant:
+                    raise ValueError(f"vlicl: --variant {variant}: {', '.join(self.not_in_variant)} "
+                                     f"{VARIANT_WHY[variant]}; leave them out of --tasks")
             if self.release:
                 assert self.data_root is not None
                 if not self.data_root.is_dir():
@@ -388,16 +401,23 @@ class VLICL(Benchmark):
     def origin_lines(self) -> list[str]:
         """Where the data came from: built-in (generator version) or the release (folder, digest)."""
         if not self.release:
-            return [f"- data: built-in procedural data (generator digests: "
+            return self._variant_lines() + [f"- data: built-in procedural data (generator digests: "
                     f"{', '.join(f'{t} `{self.data(t).digest[:16]}`' for t in self.task_ids())}); not the benchmark's "
                     "real data"]
-        lines = [f"- data: the published release at `{self.data_root}`"]
+        lines = self._variant_lines() + [f"- data: the published release at `{self.data_root}`"]
         lines += [f"  - {t}: `{self.data(t).origin}`, SHA-256 `{self.data(t).digest}`" for t in self.task_ids()]
         if self.absent:
             text = self.config["variant"] == "text"  # name the text folders looked for
             absent = [f"{t} (no {' or '.join(TASKS[t].text_folders)})" if text else t for t in self.absent]
             lines.append(f"- absent from the release (not run): {', '.join(absent)}")
         return lines
+
+    def _variant_lines(self) -> list[str]:
+        self.task_ids()
+        if not self.not_in_variant:
+            return []
+        variant = self.config["variant"]
+        return [f"- not run with --variant {variant}: {', '.join(self.not_in_variant)} ({VARIANT_WHY[variant]})"]
 
     def check_judge(self, judges: Any, asked: Optional[Sequence[type]] = None) -> None:
         """Refuse a judge that cannot judge this data: the built-in ``vlicl-judge`` recognises only

@@ -239,3 +239,23 @@ def test_two_models_get_paired_comparisons(driver) -> None:
     # matching: both answer "no" (the pairs are same/diff, one each: the tie goes to the last)
     assert all(r["difference"] == 0 for r in paired if r["task"] == "matching_mi")
     assert {r["model"] for r in tables["ranks"]} == {"copy-last", "frequent-answer"}
+
+
+def test_variants_name_the_tasks_they_leave_out() -> None:
+    """``--variant text`` has no version of fast_count_t2i / fast_attr_t2i (ys-zong/VL-ICL
+    utils/utils.py ``load_text_data`` reads only ``['open_mi_captioned', 'open_fvqa_captioned',
+    'math_induction_text', 'math_induction_text_interleaved', 'clevr_simple_text', 'cobsat_text',
+    'open_t2i_mi_text', 'matching_mi_text', 'matching_mi_2_text']`` besides its NLP sets; the release
+    publishes three *_text folders), nor textocr: named with the reason when --tasks asks for them
+    (one line), and listed in report.md when the default task list drops them."""
+    with pytest.raises(ValueError, match=r"--variant text: fast_count_t2i, fast_attr_t2i have no text version "
+                                         r"\(neither the release nor the reference code"):
+        VLICL({"fast": True, "variant": "text", "tasks": ("clevr", "fast_count_t2i", "fast_attr_t2i")}).task_ids()
+    with pytest.raises(ValueError, match="--variant real_names: clevr have no real class names"):
+        VLICL({"fast": True, "variant": "real_names", "tasks": ("open_mi", "clevr")}).task_ids()
+    bench = VLICL({"fast": True, "variant": "text"})
+    assert "fast_count_t2i" not in bench.task_ids()
+    line = bench.origin_lines()[0]
+    assert line.startswith("- not run with --variant text:") and "fast_count_t2i" in line and "fast_attr_t2i" in line
+    assert "textocr" in line and "load_text_data" in line
+    assert not any("not run with" in x for x in VLICL({"fast": True}).origin_lines())
