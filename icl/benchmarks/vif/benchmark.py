@@ -27,6 +27,7 @@ from icl.benchmarks.vif.schema import SCHEMA, Task, load_release, read_image, re
 from icl.benchmarks.vif.spatial import placement
 from icl.benchmarks.vif.synthetic import SyntheticImages
 from icl.benchmarks.vif.texts import ti_text
+from icl.data.images import max_pixels_default
 from icl.data.seeds import derive_seed
 from icl.models.requests import ChatRequest, GenerationRequest
 from icl.report.schema import Metric, ResultsSpec
@@ -81,8 +82,9 @@ class VIF(Benchmark):
     thread_safe_scoring = True
     options = (
         Option("variants", VARIANTS, "visual and/or text variants (comma list)", comma_list),
-        Option("size", 1024, "output side in pixels (the source forces 1024 x 1024)", int),
-        Option("vi_size", 512, "side of the rendered VI images", int),
+        Option("size", 1024, "output side in pixels (the source forces 1024 x 1024; at most the image cap, "
+               "40 MP: 6324)", int),
+        Option("vi_size", 512, "side of the rendered VI images (at most the image cap, like size)", int),
         Option("synthetic", False, "run the built-in synthetic tasks (always with --fast)", flag),
         Option("synthetic_tasks", 16, "how many synthetic tasks", int),
         Option("tasks", (), "task ids to run (comma list; default all)", comma_list),
@@ -112,6 +114,12 @@ class VIF(Benchmark):
         for k, lo in (("size", 16), ("vi_size", 16), ("synthetic_tasks", 1), ("judge_tokens", 1)):
             if c[k] < lo:
                 raise ValueError(f"vif: {k} must be >= {lo}, got {c[k]}")
+        cap = max_pixels_default()  # the image inputs' cap (icl.data.images): outputs get the same
+        for k in ("size", "vi_size"):
+            if c[k] * c[k] > cap:
+                raise ValueError(f"vif: {k} {c[k]} asks for {c[k] * c[k]:,} pixels per image, over the image cap of "
+                                 f"{cap:,} that image inputs have (icl.data.images; ICL_MAX_IMAGE_PIXELS raises it): "
+                                 f"at most {math.isqrt(cap)}")
         self._data: Optional[SyntheticImages | ReleaseImages] = None
 
     @property

@@ -279,3 +279,24 @@ def test_a_judge_that_cannot_serve_vif_is_refused_before_any_generation(tmp_path
                  "--judge", f"hf-vlm:weights={broken}"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot be loaded" in err and not out.exists()
+
+
+def test_size_is_bounded_by_the_image_cap(tmp_path, capsys, monkeypatch):
+    """``--size 30000`` would allocate 30000² x 3 bytes per image (and more in float): bounded by the
+    cap of image inputs (icl.data.images ``DEFAULT_MAX_PIXELS`` 40,000,000, ``ICL_MAX_IMAGE_PIXELS``),
+    refused in one line before anything runs."""
+    from icl.data.images import DEFAULT_MAX_PIXELS
+
+    monkeypatch.delenv("ICL_MAX_IMAGE_PIXELS", raising=False)
+    assert DEFAULT_MAX_PIXELS == 40_000_000
+    with pytest.raises(ValueError, match=r"vif: size 30000 asks for 900,000,000 pixels .* at most 6324"):
+        VIF({"size": 30000})
+    with pytest.raises(ValueError, match="vi_size 7000"):
+        VIF({"vi_size": 7000})
+    assert VIF({"size": 6324}).config["size"] == 6324
+    out = tmp_path / "out"
+    assert main(["vif", "--fast", "--size", "30000", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "over the image cap" in err and not out.exists()
+    monkeypatch.setenv("ICL_MAX_IMAGE_PIXELS", str(7000 * 7000))
+    assert VIF({"vi_size": 7000}).config["vi_size"] == 7000
