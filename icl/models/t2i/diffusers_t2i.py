@@ -105,11 +105,30 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
     def records(self) -> list:
         return self.recorder.records
 
+    def check_folder(self, folder: Any) -> None:
+        """The folder's ``model_index.json`` names this adapter's pipeline class (``Auto*``
+        loaders take any); a WeightsError naming the folder and both classes otherwise."""
+        if self.pipeline_class.startswith("Auto"):
+            return
+        try:
+            found = json.loads((folder / "model_index.json").read_text(encoding="utf-8")).get("_class_name")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise WeightsError(f"{self.name}: {folder}/model_index.json cannot be read ({type(exc).__name__}: "
+                               f"{exc}); expected a {self.pipeline_class} folder") from None
+        if found != self.pipeline_class:
+            raise WeightsError(f"{self.name}: {folder} holds a {found or 'unnamed'} pipeline (model_index.json "
+                               f"_class_name); {self.name} loads a {self.pipeline_class} folder "
+                               "(docs/generators.md lists the official folders)")
+
+    def check_loadable(self) -> None:
+        self.check_folder(self.folder)
+
     def load(self, device: str) -> None:
         import diffusers
 
         folder = self.folder
         self.device = device
+        self.check_folder(folder)
         loader = getattr(diffusers, self.pipeline_class)
         try:
             pipe = loader.from_pretrained(folder, dtype=torch_dtype(self.precision), local_files_only=True,
@@ -257,6 +276,9 @@ class QwenImageEdit(DiffusersGenerator):
     def components(self, folder: Any) -> dict[str, Any]:
         from icl.models.t2i.qwen_processor import load_processor
 
+        if not (folder / "processor").is_dir():
+            raise WeightsError(f"{self.name}: {folder} has no processor/ folder; {self.name} loads a "
+                               f"{self.pipeline_class} folder (docs/generators.md lists the official folders)")
         return {"processor": load_processor(folder / "processor")}  # no torchvision (qwen_processor)
 
     def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
