@@ -333,8 +333,8 @@ def failed_note(mode: str) -> str:
     if mode == "score1":
         return ("A failed generation scores 1 on every criterion and stays in the means (--failed score1, not the "
                 "source's rule).")
-    return ("A failed generation is left out of the means and counted under `failed` (--failed skip, the source's rule: "
-            "its judge.py judges only tasks with an image).")
+    return ("A failed generation is left out of the means and counted under `failed` (--failed skip, the "
+            "source's rule: its judge.py judges only tasks with an image).")
 
 
 def _is_image(x: Any) -> bool:
