@@ -106,7 +106,7 @@ class Benchmark(ABC):
     """Base class of every benchmark plugin (see the module docstring)."""
 
     name: ClassVar[str] = "benchmark"
-    protocol: ClassVar[str] = "benchmark-0"  # PROTOCOL.md version of its pinned choices
+    protocol: ClassVar[str] = "benchmark-0"  # docs/protocol.md version of its pinned choices
     scorer_version: ClassVar[str] = "0"
     request_types: ClassVar[tuple[type, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()

@@ -25,7 +25,7 @@ from icl.benchmarks.vlicl.episodes import (COT_TOKENS, MAX_NEW_TOKENS, Episode, 
                                            generation_request, inputs, request_seed, support_rows)
 from icl.benchmarks.vlicl.plots import efficiency_front, shot_curves
 from icl.benchmarks.vlicl.predictions import prediction_files, prompt_text
-from icl.benchmarks.vlicl.records import TaskData, check_real_names, load_published, present_tasks
+from icl.benchmarks.vlicl.records import TaskData, check_real_names, load_published, missing_folders, present_tasks
 from icl.benchmarks.vlicl.reference import FAMILIES, format_answer, reference_request
 from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
 from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table, query_of,
@@ -141,13 +141,15 @@ class VLICL(Benchmark):
                 assert self.data_root is not None
                 if not self.data_root.is_dir():
                     raise ValueError(f"vlicl: data_root {self.data_root} is not a folder")
-                tasks, self.absent = present_tasks(self.data_root, tasks, self.config["variant"] == "text")
+                text_only = self.config["variant"] == "text"
+                tasks, self.absent = present_tasks(self.data_root, tasks, text_only)
                 if self.config["tasks"] and self.absent:
                     raise ValueError(f"vlicl: the release at {self.data_root} has no folder for "
-                                     f"{', '.join(self.absent)} (asked for with --tasks)")
+                                     f"{missing_folders(self.absent, text_only)} "
+                                     "(asked for with --tasks)")
                 if not tasks:
-                    raise ValueError(f"vlicl: no VL-ICL task folder under {self.data_root} "
-                                     f"(looked for {', '.join(self.absent)})")
+                    raise ValueError(f"vlicl: no VL-ICL task folder under {self.data_root} (looked for "
+                                     f"{missing_folders(self.absent, text_only)})")
             self._task_ids: Optional[list[str]] = tasks
         return list(self._task_ids or [])
 
