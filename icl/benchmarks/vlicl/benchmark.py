@@ -23,13 +23,13 @@ from icl.benchmarks.vlicl.episodes import (COT_TOKENS, MAX_NEW_TOKENS, Episode, 
                                            generation_request, inputs, request_seed, support_rows)
 from icl.benchmarks.vlicl.plots import efficiency_front, shot_curves
 from icl.benchmarks.vlicl.predictions import prediction_files, prompt_text
-from icl.benchmarks.vlicl.records import TaskData, check_real_names, load_published, present_tasks
+from icl.benchmarks.vlicl.records import TaskData, check_real_names, load_published, missing_folders, present_tasks
 from icl.benchmarks.vlicl.reference import FAMILIES, format_answer, reference_request
 from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
 from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table, query_of,
                                           rank_intervals, rank_table, summary_table)
-from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_PROMPT, JUDGE_TWICE, MANY_SHOTS,
-                                        PER_CLASS, TASKS, get_task)
+from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_TWICE, MANY_SHOTS,
+                                        PER_CLASS, TASKS, get_task, judge_prompt)
 from icl.models.requests import ChatRequest, GenerationRequest
 from icl.report.schema import Metric, ResultsSpec
 from icl.report.tables import csv_text
@@ -45,12 +45,20 @@ FAST_POOL = max(MANY_SHOTS)  # records are cheap: images are drawn only when sho
 JUDGE_TOKENS = 5  # the reference judge's budget
 
 
+# why a variant leaves tasks out (named in report.md; an error when --tasks names them)
+VARIANT_WHY = {
+    "text": "have no text version (neither the release nor the reference code's utils/utils.py "
+            "load_text_data names a folder for them)",
+    "real_names": "have no real class names (only open_mi's MiniImageNet classes have them)",
+}
+
+
 class VLICL(Benchmark):
     """VL-ICL Bench: six image-to-text and four text-to-image few-shot tasks, shot curves."""
 
     name = "vlicl"
     protocol = "vlicl-1"
-    scorer_version = "2"  # 2: TextOCR keep-dots metric
+    scorer_version = "3"  # 2: TextOCR keep-dots metric; 3: open_t2i_mi asks the reference code's judge question
     request_types = (ChatRequest, GenerationRequest)
     # results.csv: accuracy in % per (task, setting, shots), a query's seeds resampled together
     results_spec = ResultsSpec(task="task", subset=SETTING, shots="shots", cluster="query", data="task", metrics=(
@@ -92,6 +100,7 @@ class VLICL(Benchmark):
             raise ValueError("vlicl: --prompt-style reference reproduces the reference code's image-to-text prompt; "
                              "it has no text-only or chain-of-thought layout (use --prompt-style chat)")
         self.absent: list[str] = []  # tasks asked for (or by default) whose release folder is missing
+        self.not_in_variant: list[str] = []  # tasks the variant has no version of (VARIANT_WHY)
         self.judge_name: Optional[str] = None  # set by check_judge
         if any(s < 0 for s in c["shots"]) or list(c["shots"]) != sorted(set(c["shots"])):
             raise ValueError(f"vlicl: shots must be distinct non-negative and increasing, got {c['shots']}")
@@ -119,21 +128,27 @@ class VLICL(Benchmark):
         on the release, the asked (or by default all) tasks whose folder is present."""
         if getattr(self, "_task_ids", None) is None:
             tasks = list(self.config["tasks"]) or list(TASKS)
-            if self.config["variant"] == "text":
-                tasks = [t for t in tasks if TASKS[t].has_text]
-            elif self.config["variant"] == "real_names":
-                tasks = [t for t in tasks if t == "open_mi"]
+            variant = self.config["variant"]
+            keep = {"text": lambda t: TASKS[t].has_text, "real_names": lambda t: t == "open_mi"}.get(variant)
+            if keep is not None:
+                self.not_in_variant = [t for t in tasks if not keep(t)]
+                tasks = [t for t in tasks if keep(t)]
+                if self.config["tasks"] and self.not_in_variant:
+                    raise ValueError(f"vlicl: --variant {variant}: {', '.join(self.not_in_variant)} "
+                                     f"{VARIANT_WHY[variant]}; leave them out of --tasks")
             if self.release:
                 assert self.data_root is not None
                 if not self.data_root.is_dir():
                     raise ValueError(f"vlicl: data_root {self.data_root} is not a folder")
-                tasks, self.absent = present_tasks(self.data_root, tasks, self.config["variant"] == "text")
+                text_only = self.config["variant"] == "text"
+                tasks, self.absent = present_tasks(self.data_root, tasks, text_only)
                 if self.config["tasks"] and self.absent:
                     raise ValueError(f"vlicl: the release at {self.data_root} has no folder for "
-                                     f"{', '.join(self.absent)} (asked for with --tasks)")
+                                     f"{missing_folders(self.absent, text_only)} "
+                                     "(asked for with --tasks)")
                 if not tasks:
-                    raise ValueError(f"vlicl: no VL-ICL task folder under {self.data_root} "
-                                     f"(looked for {', '.join(self.absent)})")
+                    raise ValueError(f"vlicl: no VL-ICL task folder under {self.data_root} (looked for "
+                                     f"{missing_folders(self.absent, text_only)})")
             self._task_ids: Optional[list[str]] = tasks
         return list(self._task_ids or [])
 
@@ -256,7 +271,7 @@ class VLICL(Benchmark):
         task = item.payload[0]
         if TASKS[task].direction == I2T or not _is_image(response):
             return ()
-        return [ChatRequest.user(f"{item.key}/judge{i}", response, JUDGE_PROMPT.format(concept=c),
+        return [ChatRequest.user(f"{item.key}/judge{i}", response, judge_prompt(task).format(concept=c),
                                  max_new_tokens=JUDGE_TOKENS, min_new_tokens=1)
                 for i, c in enumerate(self.concepts(item))]
 
@@ -387,16 +402,23 @@ class VLICL(Benchmark):
     def origin_lines(self) -> list[str]:
         """Where the data came from: built-in (generator version) or the release (folder, digest)."""
         if not self.release:
-            return [f"- data: built-in procedural data (generator digests: "
+            return self._variant_lines() + [f"- data: built-in procedural data (generator digests: "
                     f"{', '.join(f'{t} `{self.data(t).digest[:16]}`' for t in self.task_ids())}); not the benchmark's "
                     "real data"]
-        lines = [f"- data: the published release at `{self.data_root}`"]
+        lines = self._variant_lines() + [f"- data: the published release at `{self.data_root}`"]
         lines += [f"  - {t}: `{self.data(t).origin}`, SHA-256 `{self.data(t).digest}`" for t in self.task_ids()]
         if self.absent:
             text = self.config["variant"] == "text"  # name the text folders looked for
             absent = [f"{t} (no {' or '.join(TASKS[t].text_folders)})" if text else t for t in self.absent]
             lines.append(f"- absent from the release (not run): {', '.join(absent)}")
         return lines
+
+    def _variant_lines(self) -> list[str]:
+        self.task_ids()
+        if not self.not_in_variant:
+            return []
+        variant = self.config["variant"]
+        return [f"- not run with --variant {variant}: {', '.join(self.not_in_variant)} ({VARIANT_WHY[variant]})"]
 
     def check_judge(self, judges: Any, asked: Optional[Sequence[type]] = None) -> None:
         """Refuse a judge that cannot judge this data: the built-in ``vlicl-judge`` recognises only

@@ -204,13 +204,22 @@ def validate(task: str, kind: str, records: Any, where: str, text_only: bool = F
 QUERY_ONLY = PER_CLASS
 
 
+def folder_names(task: str, text_only: bool = False) -> tuple[str, ...]:
+    """The folder names ``task`` may have in a release: the task's own name, or for the text-only
+    variant its text folders (the published name, then the reference code's internal one)."""
+    return get_task(task).text_folders if text_only else (task,)
+
+
+def missing_folders(tasks: Any, text_only: bool = False) -> str:
+    """``"clevr (clevr_text/query.json), …"``: the folders a user must provide for ``tasks``."""
+    return ", ".join(f"{t} ({' or '.join(f'{n}/query.json' for n in folder_names(t, text_only))})" for t in tasks)
+
+
 def release_folder(root: Path | str, task: str, text_only: bool = False) -> Optional[Path]:
     """The folder of ``task`` in the release at ``root`` (None when absent). The text-only variant
     takes the first present of the task's text folders (the published name, then the reference
     code's internal one)."""
-    spec = get_task(task)
-    names = spec.text_folders if text_only else (task,)
-    for name in names:
+    for name in folder_names(task, text_only):
         if (Path(root) / name / "query.json").is_file():
             return Path(root) / name
     return None

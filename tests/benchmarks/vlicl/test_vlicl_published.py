@@ -174,3 +174,20 @@ def test_text_records_keeping_image_paths_show_their_text(published_release: Pat
     item = next(iter(bench.items()))
     (turn,) = bench.request(item).messages
     assert turn.content[-1] == records[0]["question"] and not bench.request(item).images
+
+
+def test_text_variant_names_the_text_folders_the_release_lacks(published_release: Path, tmp_path: Path,
+                                                              capsys) -> None:
+    """A release with the image folders only: ``--variant text`` names the folders to provide
+    (``clevr_text``, ``operator_induction_text``; docs/vlicl.md), not the task names alone."""
+    root = tmp_path / "release"
+    for task in ("clevr", "operator_induction"):
+        shutil.copytree(published_release / task, root / task)
+    assert _run(["--data-root", str(root), "--out", str(tmp_path / "out"), "--variant", "text"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "clevr (clevr_text/query.json or clevr_simple_text/query.json)" in err[0]
+    assert "operator_induction (operator_induction_text/query.json or math_induction_text/query.json)" in err[0]
+    assert _run(["--data-root", str(root), "--out", str(tmp_path / "out"), "--variant", "text",
+                 "--tasks", "clevr"]) == 2
+    assert "no folder for clevr (clevr_text/query.json" in capsys.readouterr().err

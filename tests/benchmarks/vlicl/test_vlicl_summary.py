@@ -24,7 +24,7 @@ def test_worked_example() -> None:
 
 
 # (per-shot accuracies from Tables 16-29, shot grid, Table 2/3 zero-shot, peak, |efficiency| with the sign
-# recomputed; the extracted text of Tables 2/3 lost the signs, see seeds/README.md)
+# recomputed; the extracted text of Tables 2/3 lost the signs, docs/protocol.md §3.3)
 PAPER_ROWS = [
     ("OpenFlamingo-9B open_mi (T16)", [0.00, 39.50, 58.17, 51.17, 54.50], FIVE, (0.0, 58.2, 46.2)),
     ("IDEFICS-9B open_mi (T16)", [0.00, 22.00, 52.00, 53.83, 59.17], FIVE, (0.0, 59.2, 42.1)),
