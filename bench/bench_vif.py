@@ -47,13 +47,13 @@ def test_render_tasks_per_second():
 def test_parse_answers_per_second():
     full = {"text_instruction_following": 7, "reference_consistency": 8, "visual_instruction_adherence": 5,
             "visual_instruction_cleanliness": 9, "scene_coherence": 6, "visual_quality": 8,
-            "instruction_scores": [5, 6], "marks_visible": False}
+            "boxes_left": 0, "marks_visible": False}
     answers = ["Reasoning: fine.\n" + json.dumps(full),
                str(full).replace("False", "False,"),  # Python literal with a trailing comma: repaired
                "Text Instruction Following: 7.\nReference Consistency: 8.\nVision Instruction Adherence: 5.\n"
                "Visual Instruction Residue: 9.\nScene Coherence: 6.\nVisual Quality: 8."] * 1000
     t0 = time.perf_counter()
-    verdicts = [parse(a, 2) for a in answers]
+    verdicts = [parse(a) for a in answers]
     seconds = time.perf_counter() - t0
     assert all(v.invalid == 0 for v in verdicts)
     report(f"vif judge parsing: {len(answers) / seconds:,.0f} answers/s")

@@ -83,8 +83,9 @@ def test_in_tree_kernels_load_as_icl_kernels() -> None:
     module = kernels_module("palette")
     assert module.__name__ == "icl.kernels.palette"
     assert Path(module.__file__).resolve().parent == ROOT / "kernels"
-    assert "kernels" not in sys.modules or not str(getattr(sys.modules["kernels"], "__file__", "") or "").startswith(
-        str(ROOT))
+    top = sys.modules.get("kernels")  # Hugging Face's, when transformers imported it; never ours
+    if top is not None:
+        assert ROOT / "kernels" not in Path(getattr(top, "__file__", None) or "/").resolve().parents
 
 
 @pytest.mark.parametrize("how", ["in-process", "python -c from the root"])

@@ -269,6 +269,37 @@ class Benchmark(ABC):
             raise ValueError(f"benchmark {self.name!r} takes {self.max_judges} judge(s); got {len(names)} "
                              f"({', '.join(names)}): give one --judge")
 
+    def judge_probe(self, items: Sequence[Item], asked: Optional[Sequence[type]] = None) -> list[Any]:
+        """Judge requests about a stand-in answer (a black image, or a short text) of the first
+        planned item of each request type some model is asked (``asked``; None: every type): what
+        the run's judges will be asked, built before any generation so the runner can refuse a
+        judge that cannot take them (``Adapter.would_refuse``). Empty when nothing is judged."""
+        import numpy as np
+
+        from icl.models.requests import ChatRequest
+
+        wanted = [t for t in self.request_types if asked is None or t in asked]
+        out: list[Any] = []
+        seen: set[type] = set()
+        for item in items:
+            if len(seen) == len(wanted):
+                break
+            try:
+                kind = self.request_type(item)
+                if kind in seen or kind not in wanted:
+                    continue
+                request = self.request(item)
+            except Exception:  # a data error: the run reports it per item; probe the next one
+                continue
+            seen.add(kind)
+            if issubclass(kind, ChatRequest):
+                stand_in: Any = "a stand-in answer"
+            else:
+                h, w = getattr(request, "size", None) or (64, 64)
+                stand_in = np.zeros((min(int(h), 64), min(int(w), 64), 3), np.uint8)
+            out += list(self.judge_requests(item, stand_in))
+        return out
+
     def result_files(self, rows: Sequence[Mapping[str, Any]],
                      answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:
         """Per-run files written after scoring (name -> text; e.g. per-item predictions), from the

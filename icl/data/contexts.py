@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
 import os
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
@@ -112,13 +111,12 @@ _HEADER = [f.name for f in fields(ContextRow)]
 
 
 def context_csv_bytes(rows: Iterable[ContextRow]) -> bytes:
-    """The CSV text (header + rows in the given order, ``\\n`` line ends) as UTF-8 bytes."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(_HEADER)
-    for row in rows:
-        writer.writerow(astuple(row))
-    return buf.getvalue().encode("utf-8")
+    """The CSV text (header + rows in the given order, ``\\n`` line ends) as UTF-8 bytes, by the
+    one table writer (:func:`icl.report.tables.csv_text`: a cell a spreadsheet would run as a
+    formula gets a leading ``'``)."""
+    from icl.report.tables import csv_text
+
+    return csv_text([astuple(row) for row in rows], _HEADER).encode("utf-8")
 
 
 def write_context_csv(rows: Iterable[ContextRow], path: str | Path) -> str:

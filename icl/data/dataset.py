@@ -25,6 +25,7 @@ from typing import Any, Iterable
 import cv2
 import numpy as np
 
+from icl._text import bad_text
 from icl.data.images import (ImageError, check_complete, check_size, decode_image, display_path, load_npy,
                              read_header, read_npy_header)
 
@@ -237,7 +238,7 @@ def _read_json(path: Path, sample_id: str | None) -> Any:
         if st.st_size > _JSON_MAX_BYTES:
             raise DataError(f"JSON file of {st.st_size:,} bytes, over the limit of {_JSON_MAX_BYTES:,}", path=path,
                             sample_id=sample_id)
-        return json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise DataError(f"cannot read JSON ({exc.strerror or exc})", path=path, sample_id=sample_id,
                         cause=type(exc).__name__) from None
@@ -247,6 +248,11 @@ def _read_json(path: Path, sample_id: str | None) -> Any:
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, and int digit-limit errors
         raise DataError(f"cannot read JSON ({str(exc)[:200]})", path=path, sample_id=sample_id,
                         cause=type(exc).__name__) from None
+    bad = bad_text(value)  # "\ud800" is legal JSON but no Unicode: named here, not at a write
+    if bad:
+        raise DataError(f"field {bad[0] or '(the document)'!r}: {bad[1]}", path=path, sample_id=sample_id,
+                        cause="UnicodeError")
+    return value
 
 
 def _check_size(arr: np.ndarray, hw: tuple[int, int], path: Path, sample_id: str, what: str) -> None:

@@ -7,6 +7,11 @@ visual benchmark's ``scenes-a``, ``scenes-b`` and ``photos``: ``icl.benchmarks.v
 directory ``{root}/{name}`` holding ``meta.json``, or ``name`` itself as a path to such a
 directory. The data root is ``root``, else ``$ICL_DATA_ROOT``, else ``~/.cache/icl/data``.
 
+A dataset on disk is named by its ``meta.json`` ``name`` (the pattern ``[A-Za-z0-9][A-Za-z0-9._-]*``,
+checked by the loader), and its folder carries that name (docs/data-format.md): a folder whose
+name differs from its ``meta.json`` name is refused with a :class:`DataError` naming both, since
+the name enters seeds and context lists and the folder's name would otherwise stand for it.
+
 A folder named like a converter's output (``icl.data.convert.OUTPUTS``: ``suim``, ``cdd-haze``,
 ...) counts only with its completion manifest (:func:`converted_complete`): a conversion that
 was killed or failed, or a folder written by hand under such a name without
@@ -22,6 +27,7 @@ from typing import Callable
 
 from icl.data.dataset import DataError, Dataset, load_dataset
 from icl.data.digest import manifest_summary
+from icl.data.images import display_path
 
 Factory = Callable[[Path, bool], Dataset]  # (data root, fast) -> Dataset
 
@@ -96,7 +102,13 @@ def get_dataset(name: str, root: str | Path | None = None, fast: bool = False) -
             if candidate.name in converted_names() and not converted_complete(candidate):
                 raise DataError(f"dataset {name!r} is an incomplete conversion (no completion manifest): rerun "
                                 f"python -m icl.data convert", path=candidate)
-            return load_dataset(candidate)
+            ds = load_dataset(candidate)
+            if ds.meta.name != candidate.name:
+                raise DataError(f"meta.json names the dataset {ds.meta.name!r}, its folder is named "
+                                f"'{display_path(candidate.name)}': a dataset's folder carries its meta.json name "
+                                f"(docs/data-format.md); rename the folder, or the name (which enters seeds and "
+                                f"context lists)", path=candidate / "meta.json")
+            return ds
     raise DataError(
         f"unknown dataset {name!r}: not registered ({', '.join(sorted(_FACTORIES))}) and no meta.json "
         f"under {base / name}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Optional, Sequence
 
 from icl.models.requests import AnalogyRequest
 
@@ -67,6 +67,17 @@ class Adapter(ABC):
     def load(self, device: str) -> None:
         """Load weights onto ``device`` ("cpu", "cuda", "cuda:1", ...). Called once before predict."""
         self.device = device
+
+    def check_loadable(self) -> None:
+        """A cheap check, without loading the weights, that :meth:`load` can read this instance's
+        files (configuration, processor); raises ``WeightsError`` or ``ValueError`` in one line. The
+        runner calls it for every judge before any generation (default: nothing to check)."""
+
+    def would_refuse(self, request: Any) -> Optional[str]:
+        """Why this adapter would refuse ``request`` (one line), decided without a model; None
+        when it may take it. The runner asks it about a stand-in judge request of the run before
+        any generation, so a judge that cannot judge the benchmark is refused at once."""
+        return None
 
     @abstractmethod
     def predict(self, requests: Sequence[Any]) -> list[Any]:

@@ -9,7 +9,7 @@ uint8 image (``round(255 * x)`` is exact for every level in both dtypes).
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Optional, Sequence
 
 import cv2
 import numpy as np
@@ -127,10 +127,16 @@ class BuiltinDataJudge(Adapter):
     def answer(self, request: ChatRequest) -> str:
         """The judge's answer to one question about a built-in image."""
 
+    def would_refuse(self, request: Any) -> Optional[str]:
+        if isinstance(request, ChatRequest) and request.id.startswith(self.prefix):
+            return None
+        what = getattr(request, "id", type(request).__name__)
+        return (f"{self.name} judges only {self.data}, not request {what!r}: judge release data with a "
+                "vision-language model (--judge hf-vlm:... or openai:...)")
+
     def predict(self, requests: Sequence[ChatRequest]) -> list[str]:
         for req in requests:
-            if not (isinstance(req, ChatRequest) and req.id.startswith(self.prefix)):
-                raise ValueError(f"{self.name} judges only {self.data}, not request "
-                                 f"{getattr(req, 'id', type(req).__name__)!r}: judge release data with a "
-                                 "vision-language model (--judge hf-vlm:... or openai:...)")
+            why = self.would_refuse(req)
+            if why is not None:
+                raise ValueError(why)
         return [self.answer(r) for r in requests]

@@ -334,6 +334,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not argv:  # a bare command asks what it can do
         print(_usage(), file=sys.stderr)
         return 2
+    bad = non_utf8_argument(argv)
+    if bad:  # before anything starts: such text cannot enter results.json, the store or a report
+        print(f"icl.run: {bad}", file=sys.stderr)
+        return 2
     _start_declared_helpers(argv)  # first: before the imports below
     from icl.run.atomic import OutputWriteError
     from icl.run.guard import sigterm_as_interrupt
@@ -352,6 +356,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("icl.run: interrupted; finished batches are kept in the store, rerun the same command to resume",
               file=sys.stderr)
         return 130
+
+
+def non_utf8_argument(argv: Sequence[str]) -> str:
+    """Why an argument of ``argv`` is refused (one line naming it), or "" when every one is text.
+    Bytes that are not UTF-8 (in ``--out``, a model argument, a dataset name, ...) reach Python as
+    lone surrogates (``surrogateescape``), which no file icl writes can hold."""
+    from icl._text import unicode_problem
+
+    for i, arg in enumerate(argv):
+        if not unicode_problem(arg):
+            continue
+        name, value = f"argument {i + 1}", arg
+        if arg.startswith("--") and "=" in arg:
+            name, value = arg.split("=", 1)
+        elif i > 0 and argv[i - 1].startswith("-") and not arg.startswith("-"):
+            name = argv[i - 1]
+        raw = os.fsencode(value)
+        try:
+            raw.decode("utf-8")
+            why = unicode_problem(value)  # a surrogate passed as such (from Python), not as bytes
+        except UnicodeDecodeError as exc:
+            why = f"not UTF-8 (byte 0x{raw[exc.start]:02x} at position {exc.start})"
+        shown = raw.decode("utf-8", "backslashreplace")  # undecodable bytes as \xNN
+        return f"{name} '{shown}': {why}; give paths, models and names as UTF-8 text"
+    return ""
 
 
 #: arguments with which a command runs no benchmark (help, version, listing)

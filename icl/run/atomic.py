@@ -48,6 +48,8 @@ _ADVICE = {
                                           "(finished results are kept)"),
     errno.EFBIG: ("file too large (file size limit)", "raise the file size limit (ulimit -f) or write less, "
                                                       "then rerun (finished results are kept)"),
+    errno.EIO: ("disk I/O error", "check the disk (free space, the file size limit ulimit -f, the device), then "
+                                  "rerun (finished results are kept)"),
 }
 
 

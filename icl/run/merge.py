@@ -12,6 +12,12 @@ stores is refused) and the runner's own :func:`icl.run.runner.finish` writes the
 
 OUT is new, or an earlier merge (or unsharded run) of the same run: merging again copies
 nothing twice and rewrites the same files. The shard folders are only read.
+
+The merged folder equals the unsharded run's file for file (tables, figures, per-run files),
+except what records a process rather than the results: the lock, the store's run ids,
+results.json's provenance and measurements (and report.md / report.html, which show them), and
+in ``samples.jsonl`` each line's ``compute`` (measured by the shard that computed the item), the
+one field of that file allowed to differ; merge says so when it writes one.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from icl.run.errors import ConfigError
 from icl.run.files import claim_folder, write_artifacts
 from icl.run.lock import LOCK_NAME, FolderLock
 from icl.run.runner import (Outcome, _absolute, _applicable, _plan, _run_store, finish, open_benchmark,
-                            print_summary, recorded_judges, writable)
+                            print_summary, recorded_judges, recorded_models, writable)
+from icl.run.samples import SAMPLES
 from icl.store import ComputeRecord, Failure, Store, StoreError
 from icl.store.copy import open_read_only
 
@@ -93,7 +100,7 @@ def merge(out: Path, shard_dirs: Sequence[Path], stdout: Optional[TextIO] = None
                           f"({recorded.get('items')} items, SHA-256 {recorded.get('sha256')}): the data or icl changed "
                           f"since; merge with the data and icl the shards ran with")
     meta = shards[0].meta
-    models = [(label, m["model_id"]) for label, m in meta["models"].items()]
+    models = recorded_models(meta)  # the run's order: tables and figures as the unsharded run draws them
     roles = {label: {k: m[k] for k in ("serves", "reference") if k in m} for label, m in meta["models"].items()}
     judges = recorded_judges(meta)
     _check_complete(bench, items, shards, models, [j["judge_id"] for j in judges] or [""], roles)
@@ -123,6 +130,9 @@ def merge(out: Path, shard_dirs: Sequence[Path], stdout: Optional[TextIO] = None
     present = sum(sum(c.present.values()) for c in copied)
     print(f"merged {len(shards)} shards into {out}: {added} rows copied, {present} already there; "
           f"{t_copy - t_plan:.2f} s copying", file=stdout)
+    if (out / SAMPLES).is_file():
+        print(f"{SAMPLES} equals the unsharded run's but for each line's compute, the one field allowed to differ "
+              f"(measured by the shard that computed the item; docs/runs.md)", file=stdout)
     return outcome
 
 

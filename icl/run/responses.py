@@ -14,6 +14,7 @@ from typing import Any, Optional
 import cv2
 import numpy as np
 
+from icl._text import unicode_problem
 from icl.models.requests import ChatRequest
 
 MAX_OUTPUT_PIXELS = 64 * 2**20  # an answer larger than this is refused, whatever the request
@@ -97,8 +98,14 @@ def decode_png(body: bytes) -> np.ndarray:
 
 
 def to_text(output: Any) -> str:
+    """A text answer as it is; one that is not valid Unicode (a lone surrogate, which a server's
+    legal JSON escape ``"\\ud800"`` decodes to and no file or database can hold) is invalid: it
+    fails that item only (the run's per-item failure policy; a rerun asks again)."""
     if not isinstance(output, str):
         raise InvalidOutput(f"expected a str answer, got {type(output).__name__}")
+    bad = unicode_problem(output)
+    if bad:
+        raise InvalidOutput(f"the text answer is {bad}")
     return output
 
 

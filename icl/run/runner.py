@@ -43,6 +43,7 @@ from icl.run.files import DEFAULT_STORE, claim_folder, start_plots, write_artifa
 from icl.run.lock import FolderLock
 from icl.models import hub
 from icl.run.models import RunModel, make_model, resolve_device
+from icl.models.weights import WeightsError
 from icl.run import shard as S
 from icl.run.samples import SAMPLES, log_samples, write_samples
 from icl.store import Failure, Score, ScoreKey, Store, StoreError
@@ -137,6 +138,25 @@ def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunM
     return models, judges
 
 
+def _check_judges(bench: Benchmark, items: Sequence[Item], models: Sequence[RunModel],
+                  judges: Sequence[RunModel]) -> None:
+    """Before any generation (one line, exit 2): every judge's files read (``check_loadable``), and
+    every judge takes what the run will ask it (``Benchmark.judge_probe``: the judge requests of a
+    stand-in answer; ``Adapter.would_refuse``); a run whose answers need a judge has one."""
+    asked = tuple(t for t in bench.request_types if any(m.serves(t) for m in models))
+    probe = bench.judge_probe(items, asked)
+    if probe and not judges:
+        raise ConfigError(f"benchmark {bench.name!r} scores its answers with a judge: give --judge")
+    for j in judges:
+        try:
+            j.adapter.check_loadable()
+        except (WeightsError, ValueError, OSError) as exc:
+            raise ConfigError(f"judge {j.label!r}: {exc}") from None
+        why = next((w for w in map(j.adapter.would_refuse, probe) if w), None)
+        if why is not None:
+            raise ConfigError(f"judge {j.label!r} cannot judge benchmark {bench.name!r}: {why}")
+
+
 def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> Outcome:
     """Run ``config``; prints the summary (stdout) and failures (stderr); returns the outcome."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
@@ -150,6 +170,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     _start_helpers(config, bench, device)  # before the planning: their imports overlap it
     items, extra = _planned(bench, config)
     models, judges = _models(config, bench, device)
+    _check_judges(bench, items, models, judges)
     out = config.out_dir
     # a cluster that cannot be joined: one line before anything is written
     judge_workers = config.judge_workers if judges else None
@@ -206,7 +227,7 @@ def writable(out: Path, store: Path) -> Iterator[None]:
     except sqlite3.OperationalError as exc:
         text = str(exc).lower()
         code = (errno.ENOSPC if "full" in text else errno.EROFS if "readonly" in text
-                else errno.EACCES if "unable to open" in text else None)
+                else errno.EACCES if "unable to open" in text else _io_error() if "disk i/o error" in text else None)
         if code is None:
             raise
         raise OutputWriteError(store, OSError(code, str(exc))) from None
@@ -216,6 +237,16 @@ def writable(out: Path, store: Path) -> Iterator[None]:
         if not is_user_fixable(exc):
             raise
         raise OutputWriteError(Path(exc.filename) if exc.filename else out, exc) from None
+
+
+def _io_error() -> int:
+    """What SQLite's "disk I/O error" most likely was: a write past the process's file size limit
+    (``ulimit -f``: SQLite reports EFBIG as an I/O error, not as a full disk) when one is set,
+    else an I/O error of the device."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return errno.EFBIG if soft != resource.RLIM_INFINITY else errno.EIO
 
 
 def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: str, models: list[RunModel],
@@ -299,6 +330,17 @@ def recorded_judges(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
     label = (ModelSpec(spec["name"], dict(spec.get("args") or {})).label if isinstance(spec, Mapping)
              else identity.get("adapter") or "judge")
     return [dict(label=label, judge_id=meta["judge_id"], identity=meta.get("judge"))]
+
+
+def recorded_models(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(label, model id)`` of a finished run's models in the run's own order (``model_order``;
+    results.json writes its ``models`` map with sorted keys), so that rescore, export and merge
+    draw tables and figures as the run did. A results.json without ``model_order`` (written
+    before it was recorded) gives the map's order."""
+    models = meta["models"]
+    order = [label for label in meta.get("model_order") or () if label in models]
+    order += [label for label in models if label not in order]
+    return [(label, models[label]["model_id"]) for label in order]
 
 
 def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
@@ -396,6 +438,7 @@ def _meta(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Se
         config=config.resolved(), command=config.command, device=device,
         models={label: dict(model_id=mid, identity=identities.get(mid), **roles.get(label, {}))
                 for label, mid in models},
+        model_order=[label for label, _ in models],  # ``models`` is written with sorted keys
         not_applicable=not_applicable, stopped_models=dict(stats.stopped),
         data=bench.data_origin(),
         judges=[dict(j) for j in judges],  # ``judge``/``judge_id``: the first, as earlier versions read them
@@ -489,7 +532,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     t0 = time.perf_counter()
     bench = open_benchmark(config)
     items, shard = _planned(bench, config)
-    models = [(label, m["model_id"]) for label, m in meta["models"].items()]
+    models = recorded_models(meta)
     judges = recorded_judges(meta)
     stats = ExecStats()
     with writable(config.out_dir, config.store_path), \
@@ -562,7 +605,7 @@ def export(run_dir: Path, command: Optional[list[str]] = None) -> Path:
     meta, config = _recorded_run(run_dir, "export")
     bench = open_benchmark(config)
     items, _ = _planned(bench, config)
-    models = [(label, m["model_id"]) for label, m in meta["models"].items()]
+    models = recorded_models(meta)
     roles = {label: {k: m[k] for k in ("serves", "reference") if k in m} for label, m in meta["models"].items()}
     with writable(config.out_dir, config.store_path), \
             FolderLock(config.out_dir, command or ["python", "-m", "icl.run", "export", str(run_dir)]), \

@@ -200,3 +200,20 @@ def test_image_removed_after_opening(tiny):
     with pytest.raises(DataError, match="missing image") as err:
         ds.load("a0")
     assert err.value.sample_id == "a0" and err.value.path.endswith("images/a0.png")
+
+
+def test_lone_surrogate_in_json_names_file_and_field(tiny):
+    """``"\\ud800"`` is legal JSON but no Unicode: a DataError naming the file and the field, for
+    meta.json (the dataset) and an annotation (its sample only)."""
+    root, _ = tiny
+    (root / "paired" / "removed" / "a1.json").write_text('{"box": [2, 1, 6, 5], "note": "\\udcff"}')
+    with pytest.raises(DataError, match=r"field 'note': not valid Unicode: a lone surrogate U\+DCFF at character 0 "
+                                        r"\(sample 'a1', file '.*a1.json'\)") as err:
+        load_dataset(root).load("a1")
+    assert err.value.sample_id == "a1"
+    raw = json.loads((root / "meta.json").read_text())
+    raw["description"] = "made \ud800 by hand"
+    (root / "meta.json").write_text(json.dumps(raw))
+    with pytest.raises(DataError, match=r"field 'description': not valid Unicode: a lone surrogate U\+D800 "
+                                        r"at character 5 \(file '.*meta.json'\)"):
+        load_dataset(root)

@@ -47,3 +47,42 @@ def test_read_only_disk_is_one_line(small_disk, builtin_root):
     assert proc.returncode == 2, proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
     assert "Traceback" not in proc.stderr and "read-only" in line and str(small_disk) in line
+
+
+def _limited(limit, args, cwd):
+    """``python -m icl.run ARGS`` under a file size limit of ``limit`` bytes (``ulimit -f``; SIGXFSZ
+    ignored, so a write past it fails with EFBIG, which SQLite reports as "disk I/O error")."""
+    import resource
+    import signal
+
+    def limit_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run([sys.executable, "-m", "icl.run", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, preexec_fn=limit_files, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.mark.slow
+def test_file_size_limit_is_one_line_in_run_rescore_and_merge(tmp_path, builtin_root):
+    """A write past ``ulimit -f`` gave raw "disk I/O error" tracebacks (SQLite's word for EFBIG) in
+    run, rescore and merge; now one line naming the store and the limit, exit 2."""
+    import shutil
+
+    from icl.run.__main__ import main
+
+    args = ["vibe", "--fast", "--tasks", "flip", "--datasets", "scenes-a", "--limit", "2", "--models", "identity",
+            "--data-root", str(builtin_root), "--no-plots", "--no-progress", "--device", "cpu"]
+    assert main([*args, "--out", str(tmp_path / "run")]) == 0
+    for i in range(2):
+        assert main([*args, "--shard", f"{i}/2", "--out", str(tmp_path / f"s{i}")]) == 0
+    shutil.copytree(tmp_path / "run", tmp_path / "again")
+    for name, command in (("run", [*args, "--out", str(tmp_path / "new")]),
+                          ("rescore", ["rescore", str(tmp_path / "again")]),
+                          ("merge", ["merge", str(tmp_path / "merged"), str(tmp_path / "s0"), str(tmp_path / "s1")])):
+        proc = _limited(20_000, command, tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (name, proc.stderr)
+        (line,) = proc.stderr.strip().splitlines()
+        assert "store.sqlite: file too large (file size limit); raise the file size limit (ulimit -f)" in line, name
+    with sqlite3.connect(tmp_path / "again" / "store.sqlite") as db:  # what rescore found is intact
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

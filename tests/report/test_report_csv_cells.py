@@ -63,3 +63,18 @@ def test_a_best50_sample_id_never_reaches_a_csv_as_a_formula(tmp_path):
                 assert not cell.startswith(("=", "+", "@")), (p.name, cell)
                 if cell.startswith("-"):
                     float(cell)  # only numbers may start with a minus
+
+
+def test_every_csv_icl_writes_goes_through_csv_text():
+    """One writer for every CSV (results tables, episodes.csv, contexts.csv, prompts.csv,
+    context_sensitivity.csv, ...): no other module builds a csv writer, so no CSV escapes the
+    formula rule (issue 40: episodes.csv wrote release ids starting with =, +, -, @ unescaped)."""
+    import re
+    from pathlib import Path
+
+    import icl
+
+    root = Path(icl.__file__).parent
+    writers = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                     if re.search(r"csv\.(writer|DictWriter)\(", p.read_text(encoding="utf-8")))
+    assert writers == ["report/tables.py"]

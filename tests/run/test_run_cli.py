@@ -169,3 +169,25 @@ def test_interrupt_keeps_store_and_says_how_to_resume(monkeypatch, capsys, tmp_p
     monkeypatch.setattr(runner, "run", interrupted)
     assert main(["--out", str(tmp_path)]) == 130
     assert "rerun the same command to resume" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, line", [
+    ([b"vibe", b"--fast", b"--out", b"o\xff"], "--out 'o\\xff': not UTF-8 (byte 0xff at position 1)"),
+    ([b"vibe", b"--fast", b"--models", b"oracle:x=\xfe"], "--models 'oracle:x=\\xfe': not UTF-8 (byte 0xfe at position 9)"),
+    ([b"vibe", b"--fast", b"--datasets=sc\xc3"], "--datasets 'sc\\xc3': not UTF-8 (byte 0xc3 at position 2)"),
+    ([b"merge", b"out", b"shard\xff"], "argument 3 'shard\\xff': not UTF-8"),
+])
+def test_non_utf8_argument_is_one_line(tmp_path, args, line):
+    """Bytes that are not UTF-8 in an argument (a path, a model argument, a dataset name) used to
+    give raw tracebacks (a UnicodeEncodeError writing results.json or the report); now one line
+    naming the argument, exit 2, before anything is written."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    got = subprocess.run([sys.executable.encode(), b"-m", b"icl.run", *args], capture_output=True, cwd=tmp_path,
+                         env={**__import__("os").environ, "PYTHONPATH": str(root)}, timeout=120)
+    err = got.stderr.decode()
+    assert got.returncode == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("icl.run: " + line) and "give paths, models and names as UTF-8 text" in err
+    assert list(tmp_path.iterdir()) == []  # nothing written

@@ -123,6 +123,32 @@ def test_vlicl_merged_equals_single(tmp_path):
     assert_same_run(dirs["single"], dirs["merged"])
 
 
+@pytest.mark.slow
+def test_merge_and_rescore_keep_the_run_model_order_in_plots(tmp_path, fast_data, capsys):
+    """Two models given out of alphabetical order, plots on: merge and rescore drew 39 of 41
+    figures with the models in alphabetical order (taken from results.json's sorted ``models``
+    keys), so their PNGs and SVGs differed from the unsharded run's. results.json records
+    ``model_order``, and both folders equal the run file for file, figures included."""
+    args = ["vibe", "--fast", "--data-root", str(fast_data), "--tasks", "flip,edges", "--datasets", "scenes-a",
+            "--limit", "2", "--models", "oracle,identity"]
+    dirs = sharded(tmp_path, args)
+    # samples.jsonl differs in each line's compute only (files() compares it without), and merge says so
+    assert ("samples.jsonl equals the unsharded run's but for each line's compute, the one field allowed to differ"
+            in capsys.readouterr().out)
+    single = json.loads((dirs["single"] / "results.json").read_text())
+    assert single["model_order"] == ["oracle", "identity"] and list(single["models"]) == ["identity", "oracle"]
+    figures = [n for n in files(dirs["single"]) if n.endswith((".png", ".svg")) and n.startswith("plots/")]
+    assert any(n.endswith(".svg") for n in figures) and any(n.endswith(".png") for n in figures)
+    assert_same_run(dirs["single"], dirs["merged"])
+    rescored = tmp_path / "rescored"
+    shutil.copytree(dirs["single"], rescored)
+    run_ok(["rescore", str(rescored)])
+    a, b = files(dirs["single"]), files(rescored)
+    assert sorted(a) == sorted(b)
+    assert [n for n in a if a[n] != b[n]] == []
+    assert json.loads((rescored / "results.json").read_text())["model_order"] == ["oracle", "identity"]
+
+
 class SomeFail(Adapter):
     """The query as the answer, but a wrong-shaped one for about a third of the items, chosen by
     a hash of the item (never by its place in a batch, so any sharding fails the same items)."""

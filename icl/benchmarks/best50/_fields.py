@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-
+from icl._text import unicode_problem
 
 _MESSAGE_LIMIT = 800
 # values quoted in messages: bounded in depth and length, so a hostile value cannot blow up a message
@@ -97,10 +97,9 @@ def get_str(obj: dict, name: str) -> str:
     value = _get(obj, name)
     if not isinstance(value, str) or not value:
         raise FieldError(name, f"expected a non-empty string, got {show(value)}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise FieldError(name, f"not valid Unicode (a lone surrogate at character {exc.start})") from None
+    bad = unicode_problem(value)
+    if bad:
+        raise FieldError(name, bad)
     return value
 
 

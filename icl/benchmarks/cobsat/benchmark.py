@@ -29,7 +29,10 @@ from icl.models.requests import ChatRequest, GenerationRequest
 from icl.report.schema import Metric, ResultsSpec
 
 FAST_PROMPTS = 2
-JUDGE_TOKENS = 10
+# the reference's judge budget: evaluation_icl.py judges with load_models/call_llava.py's LLaVA-1.5,
+# whose load_llava sets "max_new_tokens": 512 (temperature 0); the all-digits parse reads the whole
+# answer, so a shorter budget would read a verbose judge differently
+JUDGE_TOKENS = 512
 DEFAULT_FAMILY = "emu2"  # in both instruction tables; its image prompt is the bare interleaving
 
 
@@ -38,7 +41,7 @@ class CoBSAT(Benchmark):
 
     name = "cobsat"
     protocol = "cobsat-1"
-    scorer_version = "1"
+    scorer_version = "2"  # 2: judge answers of the reference's 512 new tokens (1: 10)
     request_types = (GenerationRequest,)
     # results.csv: accuracy in % per (task, setting, shots); a failed answer counts wrong
     results_spec = ResultsSpec(task="task", subset=SETTING, shots="shots", metrics=tuple(

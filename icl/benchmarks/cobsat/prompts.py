@@ -16,9 +16,7 @@ last), and one latent value shared by all of them.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import random
 from dataclasses import dataclass
 from functools import lru_cache
@@ -110,14 +108,11 @@ def prompt(task: str, shots: int, index: int, legacy: bool = False, seed: int = 
 def prompts_csv(prompts: Iterable[Prompt], legacy: bool) -> str:
     """``prompts.csv``: one row per prompt, text values printed through the word map, joined by
     ``|`` (the query's last); byte-identical whenever the plan is."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
+    from icl.report.tables import csv_text  # the one table writer (formula-like cells get a leading ')
+
     kind = "legacy" if legacy else "paired"
-    for p in prompts:
-        w.writerow([p.task, p.shots, p.index, "|".join(display(v) for v in p.text_values), display(p.latent_value),
-                    kind])
-    return buf.getvalue()
+    return csv_text([[p.task, p.shots, p.index, "|".join(display(v) for v in p.text_values), display(p.latent_value),
+                      kind] for p in prompts], CSV_COLUMNS)
 
 
 def sha256(text: str) -> str:

@@ -295,17 +295,13 @@ class Vibe(Benchmark):
                      answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:
         """``context_sensitivity.csv``: per swapped item and model, the output change (1 - SSIM of
         the two predictions) and both values of the task's first rank metric; its means complete
-        the ``diagnostics`` table."""
-        import csv
-        import io
+        the ``diagnostics`` table (written by the one table writer, :func:`icl.report.tables.csv_text`)."""
+        from icl.report.tables import csv_text
 
         own = {(r["model"], r["dataset"], r["task"], int(r["shots"]), r["query"]): r for r in self._own_rows}
         metric = self._rank_metric()
         changes: dict[tuple, float] = {}
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["model", "dataset", "task", "shots", "query", "donor", "output_change", "metric", "original",
-                    "swapped"])
+        table: list[list[Any]] = []
         for s in sorted(self._swapped_rows, key=lambda r: (r["model"], r["key"])):
             k = (s["model"], s["dataset"], s["task"], int(s["shots"]), s["query"])
             o = own.get(k)
@@ -316,9 +312,10 @@ class Vibe(Benchmark):
                 continue
             changes[k] = diag.output_change(validate_prediction(0, a), validate_prediction(0, b))
             m = metric[s["task"]]
-            w.writerow([*k, self._items[s["key"]].payload.donor, f"{changes[k]:.6g}", m, o.get(m, ""), s.get(m, "")])
+            table.append([*k, self._items[s["key"]].payload.donor, f"{changes[k]:.6g}", m, o.get(m, ""), s.get(m, "")])
         self._diagnostics[:] = diag.diagnostics_table(self._own_rows, self._swapped_rows, metric, changes)
-        return {"context_sensitivity.csv": buf.getvalue()} if self._swapped_rows else {}
+        columns = ["model", "dataset", "task", "shots", "query", "donor", "output_change", "metric", "original", "swapped"]
+        return {"context_sensitivity.csv": csv_text(table, columns)} if self._swapped_rows else {}
 
     def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """PSNR capped as in the aggregates (PROTOCOL §1.4: identical images score +inf); the

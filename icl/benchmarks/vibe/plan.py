@@ -73,6 +73,7 @@ def make_plan(tasks: Optional[Sequence[str]], datasets: Optional[Sequence[str]],
     """Resolve names, open datasets, split, screen samples, select contexts (for the largest
     shot count; a K-shot sample uses the first K)."""
     from icl.data import DataError
+    from icl.data.images import display_path
     from icl.data.contexts import select_contexts, split_ids
     from icl.data.registry import builtin_datasets, data_root as resolve_root, get_dataset, list_datasets
     from icl.benchmarks.vibe.tasks.registry import get_task, list_tasks
@@ -101,7 +102,7 @@ def make_plan(tasks: Optional[Sequence[str]], datasets: Optional[Sequence[str]],
         try:
             opened[name] = get_dataset(name, root=data_root, fast=fast)
         except DataError as exc:  # a dataset that fails validation is recorded and skipped
-            issues.append(DataIssue(name, exc.sample_id or "*", ("*",), exc.path, str(exc)))
+            issues.append(DataIssue(display_path(name), exc.sample_id or "*", ("*",), exc.path, str(exc)))
     k = max(shots)
     groups, rows = [], []
     filtered: dict[str, dict[str, dict[str, str]]] = {}

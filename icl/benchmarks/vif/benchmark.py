@@ -27,11 +27,15 @@ from icl.benchmarks.vif.schema import SCHEMA, Task, load_release, read_image, re
 from icl.benchmarks.vif.spatial import placement
 from icl.benchmarks.vif.synthetic import SyntheticImages
 from icl.benchmarks.vif.texts import ti_text
+from icl.data.images import max_pixels_default
 from icl.data.seeds import derive_seed
 from icl.models.requests import ChatRequest, GenerationRequest
 from icl.report.schema import Metric, ResultsSpec
 
 VARIANTS = ("visual", "ti-dense", "ti-medium", "ti-sparse")
+# what a task without a generated image scores: "skip" (the reference, shim0114/VIF-Bench judge.py
+# judges only tasks with an image) or "score1" (1 on every criterion, in every mean)
+FAILED = ("skip", "score1")
 SPATIAL_JUDGE = "vif-spatial-judge"
 # the fast run's second judge: hf-vlm on a built-in tiny random LLaVA (icl.models.vlm.tiny); its
 # answers hold no score (unparsed, NaN per criterion), it exercises the chat judge's JSON path
@@ -66,7 +70,7 @@ class VIF(Benchmark):
 
     name = "vif"
     protocol = "vif-1"
-    scorer_version = "1"
+    scorer_version = "2"  # 2: the source's hard caps (vif-rubric-2); failed generations per --failed
     request_types = (GenerationRequest,)
     # results.csv: judge scores per variant over the judge-averaged items (tables.judged_items);
     # NaN (a criterion the judge left out) is skipped as in the benchmark's own means
@@ -78,14 +82,17 @@ class VIF(Benchmark):
     thread_safe_scoring = True
     options = (
         Option("variants", VARIANTS, "visual and/or text variants (comma list)", comma_list),
-        Option("size", 1024, "output side in pixels (the source forces 1024 x 1024)", int),
-        Option("vi_size", 512, "side of the rendered VI images", int),
+        Option("size", 1024, "output side in pixels (the source forces 1024 x 1024; at most the image cap, "
+               "40 MP: 6324)", int),
+        Option("vi_size", 512, "side of the rendered VI images (at most the image cap, like size)", int),
         Option("synthetic", False, "run the built-in synthetic tasks (always with --fast)", flag),
         Option("synthetic_tasks", 16, "how many synthetic tasks", int),
         Option("tasks", (), "task ids to run (comma list; default all)", comma_list),
         Option("judge_tokens", 512, "new tokens of a judge answer", int),
         Option("human_scores", "", "CSV of human scores (model, key, criteria): judge PLCC/SRCC", str),
         Option("seed", 0, "global seed of the generation requests", int),
+        Option("failed", "skip", "a task without a generated image: skip (left out of the means and counted, as "
+               "the source's judge.py does) or score1 (1 on every criterion, kept in the means)", str, FAILED),
     )
 
     @classmethod
@@ -107,6 +114,12 @@ class VIF(Benchmark):
         for k, lo in (("size", 16), ("vi_size", 16), ("synthetic_tasks", 1), ("judge_tokens", 1)):
             if c[k] < lo:
                 raise ValueError(f"vif: {k} must be >= {lo}, got {c[k]}")
+        cap = max_pixels_default()  # the image inputs' cap (icl.data.images): outputs get the same
+        for k in ("size", "vi_size"):
+            if c[k] * c[k] > cap:
+                raise ValueError(f"vif: {k} {c[k]} asks for {c[k] * c[k]:,} pixels per image, over the image cap of "
+                                 f"{cap:,} that image inputs have (icl.data.images; ICL_MAX_IMAGE_PIXELS raises it): "
+                                 f"at most {math.isqrt(cap)}")
         self._data: Optional[SyntheticImages | ReleaseImages] = None
 
     @property
@@ -203,8 +216,8 @@ class VIF(Benchmark):
     def score(self, item: Item, response: Any, judgements: Sequence[str] = ()) -> dict[str, float]:
         task: Task = item.payload
         if not _is_image(response):
-            return _failed()
-        verdict = rubric.parse(judgements[0], task.n_vis) if judgements else None
+            return _failed(self.config["failed"])
+        verdict = rubric.parse(judgements[0]) if judgements else None
         out = {c: (verdict.scores[c] if verdict else math.nan) for c in rubric.CRITERIA}
         out.update(average=verdict.average if verdict else math.nan, failed=0.0,
                    judge_parsed=float(bool(verdict and verdict.parsed)),
@@ -219,7 +232,7 @@ class VIF(Benchmark):
         return out
 
     def score_failure(self, item: Item, reason: str) -> Optional[dict[str, float]]:
-        return _failed()
+        return _failed(self.config["failed"])
 
     # -- tables, figures, report ----------------------------------------------------------------
     def summarise(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -242,7 +255,8 @@ class VIF(Benchmark):
             return ""
         judges = sorted({r["judge"] for r in tables_.get("criteria_by_judge", [])})
         lines = [f"vif ({self.protocol}): judge scores 1-10, the mean of {len(judges)} judge(s) ({', '.join(judges)}) "
-                 "per item and criterion (average NaN while no judge gives a criterion; failed generations score 1)"]
+                 "per item and criterion (average NaN while no judge gives a criterion; failed generations: "
+                 + ("score 1, in the means)" if self.config["failed"] == "score1" else "left out of the means)")]
         lines += [f"{r['model']:<24}{r['variant']:<11}avg {_fmt(r['average'])}  adherence "
                   f"{_fmt(r['visual_instruction_adherence'])}  cleanliness {_fmt(r['visual_instruction_cleanliness'])}"
                   f"  (n={r['n']}, failed {r['failed']})" for r in rows]
@@ -255,7 +269,7 @@ class VIF(Benchmark):
         lines = ["## VIF-Bench", "", f"Protocol {self.protocol}, rubric {rubric.RUBRIC_VERSION}, data: "
                  f"{self.data.describe()}. Criteria 1-10 (TIF text instruction following, RC reference consistency, "
                  "VIA visual instruction adherence, VIC visual instruction cleanliness, SC scene coherence, VQ visual "
-                 "quality); NaN where the judge gave none. A failed generation scores 1 and stays in the means. The "
+                 f"quality); NaN where the judge gave none. {failed_note(self.config['failed'])} The "
                  f"headline averages the judges per item and criterion; judges: {judges} (`--judge` repeated for "
                  "several).", ""]
         if TINY_CHAT_JUDGE in judges:
@@ -303,12 +317,24 @@ class VIF(Benchmark):
                 "vif/rubric": hashlib.sha256((rubric.HEADER + rubric.CRITERIA_TEXT).encode()).hexdigest()}
 
 
-def _failed() -> dict[str, float]:
-    """A failed or refused generation: 1 on every criterion (PROTOCOL §5), counted as failed."""
-    out = {c: 1.0 for c in rubric.CRITERIA}
-    out.update(average=1.0, failed=1.0, judge_parsed=0.0, judge_repaired=0.0, judge_invalid=0.0, judge_capped=0.0,
-               layout_iou=0.0, centre_in_region=0.0)
+def _failed(mode: str) -> dict[str, float]:
+    """A failed or refused generation, counted as failed: with ``skip`` NaN on every score (means
+    skip NaN, so it is left out of them, as the source leaves out tasks without an image); with
+    ``score1`` 1 on every criterion (and 0 on the spatial measures), kept in the means."""
+    v, spatial = (1.0, 0.0) if mode == "score1" else (math.nan, math.nan)
+    out = {c: v for c in rubric.CRITERIA}
+    out.update(average=v, failed=1.0, judge_parsed=0.0, judge_repaired=0.0, judge_invalid=0.0, judge_capped=0.0,
+               layout_iou=spatial, centre_in_region=spatial)
     return out
+
+
+def failed_note(mode: str) -> str:
+    """The sentence report.md and the terminal summary give about failed generations."""
+    if mode == "score1":
+        return ("A failed generation scores 1 on every criterion and stays in the means (--failed score1, not the "
+                "source's rule).")
+    return ("A failed generation is left out of the means and counted under `failed` (--failed skip, the "
+            "source's rule: its judge.py judges only tasks with an image).")
 
 
 def _is_image(x: Any) -> bool:

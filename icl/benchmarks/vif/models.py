@@ -84,6 +84,7 @@ def spatial_answer(req: ChatRequest) -> str:
         "visual_instruction_cleanliness": 10 if marks == 0 else (4 if marks == 1 else 1),
         "scene_coherence": None,
         "visual_quality": None,
+        "boxes_left": marks,
         "marks_visible": marks > 0,
     }
     return json.dumps(answer)

@@ -1,16 +1,25 @@
-"""The judge rubric (``vif-rubric-1``, ours; docs/vif.md) and the tolerant parser of its answers.
+"""The judge rubric (``vif-rubric-2``; docs/vif.md) and the tolerant parser of its answers.
 
 The judge sees the original visual task (references, VI images, the task's instruction; also for
 the text variants), then the generated image, and answers six integers 1..10 as one JSON object
-with two fields the caps of PROTOCOL §5 use: ``instruction_scores`` (one integer per VI image)
-and ``marks_visible`` (instruction marks left in the output).
+with the fields the source's hard caps need. The wording is ours; the scale and the caps are the
+public judge prompt's (shim0114/VIF-Bench prompts.py ``PROMPT_CRITERIA``):
+
+- the calibration line ``Calibration: 4 = average, 6 = good, 8 = excellent, 10 = perfect.``;
+- adherence: 1 when a subject sits in the wrong coloured box (``wrong_mapping``), at most 3 when a
+  subject is clearly misplaced (``misplaced``), at most 6 when a subject leaks out of its box
+  (``leaks``);
+- cleanliness: exactly 4 when one complete box outline or drawn frame remains (``boxes_left`` 1),
+  1 when several remain (``boxes_left`` >= 2), at most 6 when any recognisable mark remains
+  (``marks_visible``).
 
 Parsing (:func:`parse`): the last JSON object of the answer; if that fails, one repair attempt
 (single quotes, trailing commas, Python literals, bare keys), and failing that the source's own
 line format ``Name: <1-10>.`` (shim0114/VIF-Bench common.py). The runner has no follow-up judge
 turn, so the repair is done here. A criterion that is missing, not an integer, or outside 1..10 is
-NaN (counted), never clamped. Caps: adherence <= the worst instruction score; cleanliness <= 6
-when marks remain visible.
+NaN (counted), never clamped. The caps are applied to the judge's scores from its flags (the
+source states them to the judge only; a judge that reports a leftover box and still scores 10
+is held to them here).
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-RUBRIC_VERSION = "vif-rubric-1"
+RUBRIC_VERSION = "vif-rubric-2"
 CRITERIA = ("text_instruction_following", "reference_consistency", "visual_instruction_adherence",
             "visual_instruction_cleanliness", "scene_coherence", "visual_quality")
 TITLES = {
@@ -35,7 +44,14 @@ TITLES = {
 # names the source's own prompt uses (shim0114/VIF-Bench prompts.py), accepted by the line fallback
 _ALIASES = {"vision instruction adherence": "visual_instruction_adherence",
             "visual instruction residue": "visual_instruction_cleanliness"}
-CLEANLINESS_CAP = 6
+# the source's hard caps and calibration (shim0114/VIF-Bench prompts.py PROMPT_CRITERIA)
+CALIBRATION = "Calibration: 4 = average, 6 = good, 8 = excellent, 10 = perfect."
+ADHERENCE_WRONG_MAPPING = 1  # "the score MUST be 1"
+ADHERENCE_MISPLACED_CAP = 3  # "MUST NOT exceed 3"
+ADHERENCE_LEAK_CAP = 6  # "MUST NOT exceed 6"
+CLEANLINESS_MARK_CAP = 6  # "the score MUST be <= 6"
+CLEANLINESS_ONE_BOX = 4  # "the score MUST be 4"
+CLEANLINESS_SEVERAL_BOXES = 1  # "the score MUST be 1"
 
 HEADER = ("You are a strict evaluator of multi-reference image generation. The generator was given the "
           "reference images and visual-instruction images below (in this order), and the instruction text. "
@@ -43,23 +59,31 @@ HEADER = ("You are a strict evaluator of multi-reference image generation. The g
           "that region; a pyramid gives a subject's facing (the apex is its front); an arrow runs from the "
           "source of wind or light (tail) in the direction it flows (head).")
 CRITERIA_TEXT = (
-    "Score the generated image on six independent criteria, each an integer from 1 (worst) to 10 (best):\n"
+    "Score the generated image on six independent criteria, each an integer from 1 (worst) to 10 (best). "
+    f"{CALIBRATION}\n"
     "1. text_instruction_following: the non-spatial clauses of the instruction text are rendered.\n"
     "2. reference_consistency: every main subject keeps its reference's identity and details; a missing or "
     "replaced subject scores 1.\n"
-    "3. visual_instruction_adherence: every visual instruction is satisfied (placement in its box, facing, "
-    "wind and light direction, pose); the score is at most the score of the worst-followed instruction.\n"
-    "4. visual_instruction_cleanliness: no boxes, arrows, pyramids, labels or drawn frames remain; at most "
-    f"{CLEANLINESS_CAP} when any instruction mark is visible.\n"
+    "3. visual_instruction_adherence: every visual instruction is satisfied (each subject tightly inside its "
+    "own coloured box, facing, wind and light direction, pose). Hard caps: a subject in the wrong coloured box "
+    f"(subjects swapped) scores exactly {ADHERENCE_WRONG_MAPPING}; a clearly misplaced subject (wrong region, "
+    f"wrong size, relative positions unlike the layout) at most {ADHERENCE_MISPLACED_CAP}; a subject leaking "
+    f"outside its box, even partly, at most {ADHERENCE_LEAK_CAP}.\n"
+    "4. visual_instruction_cleanliness: no boxes, arrows, pyramids, labels or drawn frames remain (a frame the "
+    "generator drew around a subject counts as a leftover box). Hard caps: any recognisable box outline, frame "
+    f"or mark: at most {CLEANLINESS_MARK_CAP}; exactly one complete box outline or frame: exactly "
+    f"{CLEANLINESS_ONE_BOX}; several complete ones: exactly {CLEANLINESS_SEVERAL_BOXES}.\n"
     "5. scene_coherence: one natural scene, consistent light, perspective and style; a collage or "
     "cut-and-paste composite scores at most 3.\n"
     "6. visual_quality: perceptual quality, judged on its own.\n"
-    "Also give instruction_scores, one integer 1-10 per visual-instruction image in order, and "
-    "marks_visible, true when any instruction mark remains in the generated image.\n"
+    "Also report what the caps rest on: wrong_mapping (true when a subject sits in another subject's box), "
+    "misplaced (true when a subject is clearly misplaced), leaks (true when a subject leaks outside its box), "
+    "boxes_left (how many complete box outlines or frames remain) and marks_visible (true when any "
+    "instruction mark remains).\n"
     "Answer with one JSON object and nothing else, for example:\n"
     '{"text_instruction_following": 7, "reference_consistency": 8, "visual_instruction_adherence": 5, '
     '"visual_instruction_cleanliness": 9, "scene_coherence": 7, "visual_quality": 8, '
-    '"instruction_scores": [5, 6], "marks_visible": false}')
+    '"wrong_mapping": false, "misplaced": false, "leaks": true, "boxes_left": 0, "marks_visible": false}')
 
 
 @dataclass(frozen=True)
@@ -145,9 +169,19 @@ def _last_object(spans: Sequence[str], prepare: Callable[[str], str]) -> Optiona
     return None
 
 
-def parse(text: str, n_vis: Optional[int] = None) -> Verdict:
-    """Read a judge answer (see the module docstring); ``n_vis``: VI images of the task (a list of
-    instruction scores of another length is ignored)."""
+def _cap(scores: dict[str, float], key: str, limit: float, exact: bool = False) -> int:
+    """Lower ``scores[key]`` to ``limit`` (set it, when ``exact``); 1 when that changed it."""
+    v = scores[key]
+    if math.isnan(v) or v == limit or (not exact and v < limit):
+        return 0
+    scores[key] = float(limit)
+    return 1
+
+
+def parse(text: str) -> Verdict:
+    """Read a judge answer and apply the source's hard caps (see the module docstring). A flag
+    counts only as the JSON ``true`` (``boxes_left``: a non-negative integer); anything else is
+    read as absent."""
     text = text or ""
     spans = _objects(text)
     obj = _last_object(spans, lambda span: span)
@@ -165,15 +199,21 @@ def parse(text: str, n_vis: Optional[int] = None) -> Verdict:
     scores = {c: math.nan if v is None else float(v) for c, v in valid.items()}
     invalid = sum(math.isnan(v) for v in scores.values())
     capped = 0
-    inst = obj.get("instruction_scores")
-    if isinstance(inst, list) and inst and (n_vis is None or len(inst) == n_vis):
-        worst = [s for s in map(_score, inst) if s is not None]
-        a = scores["visual_instruction_adherence"]
-        if worst and not math.isnan(a) and a > min(worst):
-            scores["visual_instruction_adherence"], capped = float(min(worst)), capped + 1
-    c = scores["visual_instruction_cleanliness"]
-    if obj.get("marks_visible") is True and not math.isnan(c) and c > CLEANLINESS_CAP:
-        scores["visual_instruction_cleanliness"], capped = float(CLEANLINESS_CAP), capped + 1
+    adh, cln = "visual_instruction_adherence", "visual_instruction_cleanliness"
+    if obj.get("wrong_mapping") is True:
+        capped += _cap(scores, adh, ADHERENCE_WRONG_MAPPING, exact=True)
+    elif obj.get("misplaced") is True:
+        capped += _cap(scores, adh, ADHERENCE_MISPLACED_CAP)
+    elif obj.get("leaks") is True:
+        capped += _cap(scores, adh, ADHERENCE_LEAK_CAP)
+    boxes = obj.get("boxes_left")
+    boxes = boxes if isinstance(boxes, int) and not isinstance(boxes, bool) and boxes >= 0 else 0
+    if boxes >= 2:
+        capped += _cap(scores, cln, CLEANLINESS_SEVERAL_BOXES, exact=True)
+    elif boxes == 1:
+        capped += _cap(scores, cln, CLEANLINESS_ONE_BOX, exact=True)
+    elif obj.get("marks_visible") is True:
+        capped += _cap(scores, cln, CLEANLINESS_MARK_CAP)
     return Verdict(scores, parsed=bool(raw), repaired=repaired and bool(raw), invalid=invalid, capped=capped)
 
 

@@ -17,6 +17,8 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from icl._text import bad_text
+
 SCHEMA = "vif-task-1"
 ROLES = ("main", "sub", "scene")
 VI_TYPES = ("layout", "orientation", "wind", "light", "pose")
@@ -276,6 +278,9 @@ def load_release(root: Path) -> list[Task]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TaskError(f"at line {n}", "record", f"not JSON ({exc.msg})") from None
+        bad = bad_text(obj)
+        if bad:
+            raise TaskError(f"at line {n} of {listing}", bad[0] or "record", bad[1])
         task = parse_task(obj, f"at line {n}")
         if task.id in seen:
             raise TaskError(task.id, "id", f"repeated at line {n}")

@@ -7,8 +7,9 @@ those six means; items are kept only when every judge of that model scored them 
 two-judge ensemble, shim0114/VIF-Bench summarize.py ``judge_scores``: per task the judges' mean,
 tasks scored by all). Every breakdown is computed on those judge-averaged items.
 
-Means skip NaN (a criterion the judge did not give); a failed generation scores 1 everywhere
-(``score_failure``) and stays in every mean. Bins: references 1, 2, 3, 4, 5+; VIs 1, 2, 3, 4+.
+Means skip NaN (a criterion the judge did not give); a failed generation is NaN everywhere
+(``--failed skip``, the default: left out of every mean, counted under ``failed``) or 1 everywhere
+(``--failed score1``: kept in every mean). Bins: references 1, 2, 3, 4, 5+; VIs 1, 2, 3, 4+.
 """
 
 from __future__ import annotations

@@ -10,9 +10,7 @@ built-in procedural versions (:mod:`icl.benchmarks.vlicl.builtin`; always for ``
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -30,10 +28,11 @@ from icl.benchmarks.vlicl.reference import FAMILIES, format_answer, reference_re
 from icl.benchmarks.vlicl.scoring import i2t_correct, judge_says_yes
 from icl.benchmarks.vlicl.summary import (SETTING, accuracy_tables, capability_table, item_key, paired_table, query_of,
                                           rank_intervals, rank_table, summary_table)
-from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_PROMPT, JUDGE_TWICE, MANY_SHOTS,
-                                        PER_CLASS, TASKS, get_task)
+from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUDGE_TWICE, MANY_SHOTS,
+                                        PER_CLASS, TASKS, get_task, judge_prompt)
 from icl.models.requests import ChatRequest, GenerationRequest
 from icl.report.schema import Metric, ResultsSpec
+from icl.report.tables import csv_text
 
 VARIANTS = ("image", "text", "real_names")
 PARSE = ("legacy", "lenient", "both")
@@ -46,12 +45,20 @@ FAST_POOL = max(MANY_SHOTS)  # records are cheap: images are drawn only when sho
 JUDGE_TOKENS = 5  # the reference judge's budget
 
 
+# why a variant leaves tasks out (named in report.md; an error when --tasks names them)
+VARIANT_WHY = {
+    "text": "have no text version (neither the release nor the reference code's utils/utils.py "
+            "load_text_data names a folder for them)",
+    "real_names": "have no real class names (only open_mi's MiniImageNet classes have them)",
+}
+
+
 class VLICL(Benchmark):
     """VL-ICL Bench: six image-to-text and four text-to-image few-shot tasks, shot curves."""
 
     name = "vlicl"
     protocol = "vlicl-1"
-    scorer_version = "2"  # 2: TextOCR keep-dots metric
+    scorer_version = "3"  # 2: TextOCR keep-dots metric; 3: open_t2i_mi asks the reference code's judge question
     request_types = (ChatRequest, GenerationRequest)
     # results.csv: accuracy in % per (task, setting, shots), a query's seeds resampled together
     results_spec = ResultsSpec(task="task", subset=SETTING, shots="shots", cluster="query", data="task", metrics=(
@@ -93,6 +100,7 @@ class VLICL(Benchmark):
             raise ValueError("vlicl: --prompt-style reference reproduces the reference code's image-to-text prompt; "
                              "it has no text-only or chain-of-thought layout (use --prompt-style chat)")
         self.absent: list[str] = []  # tasks asked for (or by default) whose release folder is missing
+        self.not_in_variant: list[str] = []  # tasks the variant has no version of (VARIANT_WHY)
         self.judge_name: Optional[str] = None  # set by check_judge
         if any(s < 0 for s in c["shots"]) or list(c["shots"]) != sorted(set(c["shots"])):
             raise ValueError(f"vlicl: shots must be distinct non-negative and increasing, got {c['shots']}")
@@ -120,10 +128,14 @@ class VLICL(Benchmark):
         on the release, the asked (or by default all) tasks whose folder is present."""
         if getattr(self, "_task_ids", None) is None:
             tasks = list(self.config["tasks"]) or list(TASKS)
-            if self.config["variant"] == "text":
-                tasks = [t for t in tasks if TASKS[t].has_text]
-            elif self.config["variant"] == "real_names":
-                tasks = [t for t in tasks if t == "open_mi"]
+            variant = self.config["variant"]
+            keep = {"text": lambda t: TASKS[t].has_text, "real_names": lambda t: t == "open_mi"}.get(variant)
+            if keep is not None:
+                self.not_in_variant = [t for t in tasks if not keep(t)]
+                tasks = [t for t in tasks if keep(t)]
+                if self.config["tasks"] and self.not_in_variant:
+                    raise ValueError(f"vlicl: --variant {variant}: {', '.join(self.not_in_variant)} "
+                                     f"{VARIANT_WHY[variant]}; leave them out of --tasks")
             if self.release:
                 assert self.data_root is not None
                 if not self.data_root.is_dir():
@@ -259,7 +271,7 @@ class VLICL(Benchmark):
         task = item.payload[0]
         if TASKS[task].direction == I2T or not _is_image(response):
             return ()
-        return [ChatRequest.user(f"{item.key}/judge{i}", response, JUDGE_PROMPT.format(concept=c),
+        return [ChatRequest.user(f"{item.key}/judge{i}", response, judge_prompt(task).format(concept=c),
                                  max_new_tokens=JUDGE_TOKENS, min_new_tokens=1)
                 for i, c in enumerate(self.concepts(item))]
 
@@ -390,16 +402,23 @@ class VLICL(Benchmark):
     def origin_lines(self) -> list[str]:
         """Where the data came from: built-in (generator version) or the release (folder, digest)."""
         if not self.release:
-            return [f"- data: built-in procedural data (generator digests: "
+            return self._variant_lines() + [f"- data: built-in procedural data (generator digests: "
                     f"{', '.join(f'{t} `{self.data(t).digest[:16]}`' for t in self.task_ids())}); not the benchmark's "
                     "real data"]
-        lines = [f"- data: the published release at `{self.data_root}`"]
+        lines = self._variant_lines() + [f"- data: the published release at `{self.data_root}`"]
         lines += [f"  - {t}: `{self.data(t).origin}`, SHA-256 `{self.data(t).digest}`" for t in self.task_ids()]
         if self.absent:
             text = self.config["variant"] == "text"  # name the text folders looked for
             absent = [f"{t} (no {' or '.join(TASKS[t].text_folders)})" if text else t for t in self.absent]
             lines.append(f"- absent from the release (not run): {', '.join(absent)}")
         return lines
+
+    def _variant_lines(self) -> list[str]:
+        self.task_ids()
+        if not self.not_in_variant:
+            return []
+        variant = self.config["variant"]
+        return [f"- not run with --variant {variant}: {', '.join(self.not_in_variant)} ({VARIANT_WHY[variant]})"]
 
     def check_judge(self, judges: Any, asked: Optional[Sequence[type]] = None) -> None:
         """Refuse a judge that cannot judge this data: the built-in ``vlicl-judge`` recognises only
@@ -475,18 +494,18 @@ class VLICL(Benchmark):
     # -- reproducibility ------------------------------------------------------------------------
     def episodes_csv(self) -> str:
         """Every episode's support list as CSV (``task, seed, shots, query_id, rank, support_id,
-        protocol``): byte-identical whenever the plan is."""
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["task", "seed", "shots", "query_id", "rank", "support_id", "protocol"])
+        protocol``): byte-identical whenever the plan is. Written by the one table writer
+        (:func:`icl.report.tables.csv_text`): a release id a spreadsheet would run as a formula
+        (``=``, ``+``, ``-``, ``@``, ...) gets a leading ``'``."""
+        rows: list = []
         seen = set()
         for item in self.items():
             task, seed, shots, qid = item.payload
             if (task, seed, shots, qid) in seen:
                 continue
             seen.add((task, seed, shots, qid))
-            w.writerows(support_rows(self.episode(item), self.protocol))
-        return buf.getvalue()
+            rows.extend(support_rows(self.episode(item), self.protocol))
+        return csv_text(rows, ["task", "seed", "shots", "query_id", "rank", "support_id", "protocol"])
 
     def prompt_text(self, item: Item) -> str:
         """The item's prompt as text (see :func:`~icl.benchmarks.vlicl.predictions.prompt_text`)."""

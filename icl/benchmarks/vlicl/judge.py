@@ -1,7 +1,8 @@
 """``vlicl-judge``: a deterministic judge for the built-in text-to-image tasks.
 
 It serves the judge's :class:`~icl.models.requests.ChatRequest` (an image and "Decide whether the
-image contains the following concept: {concept}. ...") by reading the picture back the way the
+image contains the following concept: {concept}. ...", or the reference code's open_t2i_mi
+question "Decide whether the image contains {concept}. ...") by reading the picture back the way the
 built-in generators draw it: every pixel to its nearest palette colour (``icl.ops.nearest_palette``),
 the background as the commonest border colour, objects as the 8-connected components of the rest
 (``icl.ops.connected_components``), each object's shape by matching the generator's templates in
@@ -31,7 +32,9 @@ from icl.ops import connected_components, nearest_palette
 
 MIN_IOU = 0.9
 MIN_AREA = 12
-_CONCEPT = re.compile(r"following concept:\s*(.+?)\.\s*Answer with", re.S)
+# the appendix's question ("... contains the following concept: X. Answer with ...") and the
+# reference code's open_t2i_mi question ("... contains X. Answer with ...")
+_CONCEPT = re.compile(r"image contains (?:the following concept:\s*)?(.+?)\.\s*Answer with", re.S)
 _SINGULAR = {p: s for s, p in PLURALS.items()}
 
 

@@ -27,6 +27,7 @@ from typing import Any, Optional, Protocol
 import cv2
 import numpy as np
 
+from icl._text import bad_text
 from icl.benchmarks.vlicl.tasks import I2T, PER_CLASS, get_task
 from icl.data.images import ImageError, decode_image
 
@@ -142,6 +143,9 @@ def validate(task: str, kind: str, records: Any, where: str, text_only: bool = F
     for i, rec in enumerate(records):
         at = f"{where} record {i}"
         _need(rec, (), at)
+        bad = bad_text(rec)  # text that is not Unicode fails here, naming the field, never at a write
+        if bad:
+            _fail(at, f"field {bad[0]!r}: {bad[1]}")
         rec = dict(rec)
         rec["id"] = str(rec.get("id", i))
         at = f"{where} record {i} (id {rec['id']})"

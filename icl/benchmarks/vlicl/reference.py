@@ -5,13 +5,16 @@ engine), ``utils/ICL_utils.py`` (``get_task_instruction``, ``format_answer``), a
 conversation templates it calls (``llava/conversation.py`` of LLaVA / LLaVA-NeXT:
 ``conv_llava_v1``, ``conv_qwen`` = ``qwen_1_5``). Each layout is one user turn that interleaves
 text and images exactly where the reference puts them; an image stands where the reference
-writes its image token (LLaVA ``<image>``, OpenFlamingo / Otter ``<image>``), its image element
+writes its image token (LLaVA ``<image>``, OpenFlamingo / Otter ``<image>``, InternLM-XComposer2
+``<ImageHere>``, Emu2-Chat ``[<IMG_PLH>]``), its image element
 (IDEFICS processor list, GPT-4V ``image_url``), or its path (Qwen-VL ``Picture n: <img>PATH</img>``).
 
 Rendering the request with each image replaced by that token gives, byte for byte, the
 reference's prompt string (tests: ``tests/benchmarks/vlicl/test_vlicl_reference.py``). The
 layouts that carry their own conversation wrapper (LLaVA, LLaVA-OneVision, Qwen-VL, IDEFICS,
-OpenFlamingo, Otter) are meant for ``hf-vlm`` with ``chat_template=raw`` (no second template);
+OpenFlamingo, Otter, Emu2-Chat) are meant for ``hf-vlm`` with ``chat_template=raw`` (no second
+template); ``internlm-x2`` is the query the reference hands to the model's own ``chat`` method,
+which wraps it in the model's template (an adapter applying the checkpoint's chat template);
 ``gpt4v`` is a plain chat-completions message for ``openai`` with ``detail=low``.
 """
 
@@ -106,6 +109,12 @@ def _chunked(shot: str, last: str) -> Callable[..., list[Part]]:
 openflamingo = _chunked("{question}\nAnswer: {answer}<|endofchunk|>", "{question}\nAnswer:")
 # ``otter-llama``: ``User: ...\nGPT:<answer> ...<|endofchunk|>`` per shot
 otter = _chunked("User: {question}\nGPT:<answer> {answer}<|endofchunk|>", "User: {question}\nGPT:<answer>")
+# ``internlm-x2`` (the ``'internlm-x' in engine`` branch): ``<ImageHere>`` per image, the query
+# string ``model.chat`` receives (the model's own chat wrapper is applied by its code, not VL-ICL's)
+internlm_x2 = _chunked("{question}\nAnswer: {answer}\n", "{question}\nAnswer:")
+# ``emu2-chat``: ``[<IMG_PLH>]`` per image (Emu2's image placeholder), each shot's text in brackets
+# closed by ``].``, the query's opened by ``[`` and left open; ``build_input_ids`` adds no wrapper
+emu2_chat = _chunked("[{question}\nAnswer: {answer}].", "[{question}\nAnswer:")
 
 
 def gpt4v(instruction: str, shots: Sequence[Shot], query: tuple[Sequence[np.ndarray], str]) -> list[Part]:
@@ -123,7 +132,7 @@ def gpt4v(instruction: str, shots: Sequence[Shot], query: tuple[Sequence[np.ndar
 
 FAMILIES: dict[str, Callable[..., list[Part]]] = {
     "llava": llava, "llava-onevision": llava_onevision, "qwen-vl": qwen_vl, "idefics": idefics,
-    "openflamingo": openflamingo, "otter": otter, "gpt4v": gpt4v,
+    "openflamingo": openflamingo, "otter": otter, "gpt4v": gpt4v, "internlm-x2": internlm_x2, "emu2-chat": emu2_chat,
 }
 SEPARATE_TEXT = frozenset({"gpt4v"})  # families whose text items stay separate content parts
 

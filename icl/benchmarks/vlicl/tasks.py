@@ -26,8 +26,19 @@ JUDGE_TWICE = "judge_twice"  # CoBSAT: latent and non-latent value
 COT_PROMPT = ("Let's first think step by step and analyze the relationship between the given "
               "few-shot question-answer pairs. Give reasoning rationales.")
 
-# The source's judge prompt for generated images (appendix A), with the concept filled in.
+# The source's judge prompt for generated images (appendix A), with the concept filled in; the
+# reference code asks it for cobsat (ys-zong/VL-ICL evals/eval.py llava_judge_cobsat).
 JUDGE_PROMPT = "Decide whether the image contains the following concept: {concept}. Answer with 'yes' or 'no'."
+# The reference code's question for open_t2i_mi (evals/eval.py llava_judge_open_t2i_mi), which
+# differs from the appendix; the reproduction follows the code (its trailing "\n" is layout of the
+# LLaVA prompt, left to the judge's chat template).
+JUDGE_PROMPT_OPEN_MI = "Decide whether the image contains {concept}. Answer with 'yes' or 'no'."
+
+
+def judge_prompt(task: str) -> str:
+    """The judge question of a text-to-image task (``{concept}`` to fill in): the reference code's
+    for open_t2i_mi, the appendix's for the others."""
+    return JUDGE_PROMPT_OPEN_MI if task == "open_t2i_mi" else JUDGE_PROMPT
 
 
 @dataclass(frozen=True)

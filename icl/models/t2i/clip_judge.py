@@ -44,7 +44,10 @@ from icl.models.weights import WeightsError
 PRESENCE_PROMPT = "Decide whether the image contains the following concept: {concept}. Answer with 'yes' or 'no'."
 CHOICE_PROMPT = "Which one of these does the image show: {labels}? Answer with exactly one of them."
 LABEL_SEPARATOR = " | "
-_PRESENCE = re.compile(r"following concept:\s*(.+?)\.\s*Answer with 'yes' or 'no'", re.S)
+# PRESENCE_PROMPT, or VL-ICL's open_t2i_mi question without "the following concept:"
+# (icl/benchmarks/vlicl/tasks.py JUDGE_PROMPT_OPEN_MI)
+_PRESENCE = re.compile(r"Decide whether the image contains (?:the following concept:\s*)?(.+?)\.\s*"
+                       r"Answer with 'yes' or 'no'", re.S)
 _CHOICE = re.compile(r"Which one of these does the image show:\s*(.+?)\?\s*Answer with exactly one of them", re.S)
 DEFAULT_THRESHOLD = {"clip": 0.25, "siglip": 0.5}
 _NUMBERED = re.compile(r"Answer from the following options:\s*(.+?)\.\s*Answer the number only", re.S)
@@ -179,37 +182,63 @@ class CLIPJudge(PretrainedFolder, Adapter):
         return out
 
     # -- the judge's chat interface ----------------------------------------------------------
+    @staticmethod
+    def classify(req: ChatRequest) -> tuple[str, Any]:
+        """What ``req`` asks, without a model: ``("caption", (text, options))``, ``("none", None)``
+        (an empty caption), ``("presence", (image, concept))``, ``("choice", (image, labels))``,
+        ``("numbered", (image, options))``, or ``("refused", why)``."""
+        text = " ".join(p for m in req.messages if m.role == "user" for p in m.content if isinstance(p, str))
+        images = req.images
+        options = numbered_options(text)
+        caption = _CAPTION.match(text) if options is not None and not images else None
+        if caption is not None:
+            if caption.group(1).strip():
+                return "caption", (caption.group(1)[:CAPTION_CHARS], options)
+            return "none", None
+        if len(images) != 1:
+            return "refused", f"clip-judge: request {req.id!r} shows {len(images)} images; it judges one"
+        if (found := _PRESENCE.search(text)) is not None:
+            return "presence", (images[0], found.group(1).strip())
+        if (found := _CHOICE.search(text)) is not None:
+            return "choice", (images[0], [x.strip() for x in found.group(1).split(LABEL_SEPARATOR.strip())])
+        if options is not None:
+            return "numbered", (images[0], options)
+        return "refused", (f"clip-judge: request {req.id!r} asks none of the presence, choice and "
+                           f"numbered-options questions of icl.models.t2i.clip_judge")
+
+    def would_refuse(self, request: Any) -> Optional[str]:
+        if not isinstance(request, ChatRequest):
+            return f"clip-judge: serves ChatRequest, got {type(request).__name__}"
+        kind, why = self.classify(request)
+        return why if kind == "refused" else None
+
+    def check_loadable(self) -> None:
+        from transformers import AutoConfig
+
+        try:
+            kind = AutoConfig.from_pretrained(self.folder, local_files_only=True).model_type
+        except (OSError, ValueError) as exc:
+            raise WeightsError(f"clip-judge: {self.folder}: cannot read its configuration ({type(exc).__name__}: "
+                               f"{exc})") from None
+        if kind not in DEFAULT_THRESHOLD:
+            raise WeightsError(f"clip-judge: {self.folder} holds a {kind!r} model; expected clip or siglip")
+
     def predict(self, requests: Sequence[Any]) -> list[Any]:
         if self.model is None:
             raise RuntimeError("clip-judge: call load(device) before predict")
         out: list[Any] = [None] * len(requests)
-        presence: list[tuple[int, np.ndarray, str]] = []
-        choice: list[tuple[int, np.ndarray, list[str]]] = []
-        numbered: list[tuple[int, np.ndarray, list[str]]] = []
-        captions: list[tuple[int, str, list[str]]] = []
+        work: dict[str, list[tuple[int, Any, Any]]] = {"presence": [], "choice": [], "numbered": [], "caption": []}
         for i, req in enumerate(requests):
             if not isinstance(req, ChatRequest):
                 raise ValueError(f"clip-judge: serves ChatRequest, got {type(req).__name__}")
-            text = " ".join(p for m in req.messages if m.role == "user" for p in m.content if isinstance(p, str))
-            images = req.images
-            options = numbered_options(text)
-            caption = _CAPTION.match(text) if options is not None and not images else None
-            if caption is not None:
-                if caption.group(1).strip():
-                    captions.append((i, caption.group(1)[:CAPTION_CHARS], options))  # type: ignore[arg-type]
-                else:
-                    out[i] = "none"
-            elif len(images) != 1:
-                out[i] = RequestRefused(f"clip-judge: request {req.id!r} shows {len(images)} images; it judges one")
-            elif (found := _PRESENCE.search(text)) is not None:
-                presence.append((i, images[0], found.group(1).strip()))
-            elif (found := _CHOICE.search(text)) is not None:
-                choice.append((i, images[0], [x.strip() for x in found.group(1).split(LABEL_SEPARATOR.strip())]))
-            elif options is not None:
-                numbered.append((i, images[0], options))
+            kind, what = self.classify(req)
+            if kind == "refused":
+                out[i] = RequestRefused(what)
+            elif kind == "none":
+                out[i] = "none"
             else:
-                out[i] = RequestRefused(f"clip-judge: request {req.id!r} asks none of the presence, choice and "
-                                        f"numbered-options questions of icl.models.t2i.clip_judge")
+                work[kind].append((i, *what))
+        presence, choice, numbered, captions = (work[k] for k in ("presence", "choice", "numbered", "caption"))
         for part in chunks(presence, self.batch_size):
             scores = self.presence([p[1] for p in part], [p[2] for p in part])
             for (i, _, _), s in zip(part, scores):

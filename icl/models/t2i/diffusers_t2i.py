@@ -5,7 +5,9 @@
   its slot with a sentence (run the benchmark's text-only variant).
 - ``flux-kontext``: ``FluxKontextPipeline`` (FLUX.1 Kontext [dev]); the request's one image is
   the image to edit (``image=``), as black-forest-labs/flux ``docs/image-editing.md`` and the
-  pipeline's docstring use it.
+  pipeline's docstring use it. It generates at the request's size (``height``, ``width`` and
+  ``max_area = height * width``; the pipeline would otherwise rescale to 1024 x 1024), unless the
+  model's ``height`` / ``width`` or a ``call_args`` ``max_area`` say otherwise.
 - ``qwen-image-edit``: ``QwenImageEditPlusPipeline`` (Qwen-Image-Edit-2509/2511); the request's
   images go as one list, in prompt order (``image=[img1, img2, ...]``), as the pipeline's
   docstring and QwenLM/Qwen-Image ``README.md`` (Qwen-Image-Edit-2509 usage) pass them; its
@@ -105,11 +107,30 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
     def records(self) -> list:
         return self.recorder.records
 
+    def check_folder(self, folder: Any) -> None:
+        """The folder's ``model_index.json`` names this adapter's pipeline class (``Auto*``
+        loaders take any); a WeightsError naming the folder and both classes otherwise."""
+        if self.pipeline_class.startswith("Auto"):
+            return
+        try:
+            found = json.loads((folder / "model_index.json").read_text(encoding="utf-8")).get("_class_name")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise WeightsError(f"{self.name}: {folder}/model_index.json cannot be read ({type(exc).__name__}: "
+                               f"{exc}); expected a {self.pipeline_class} folder") from None
+        if found != self.pipeline_class:
+            raise WeightsError(f"{self.name}: {folder} holds a {found or 'unnamed'} pipeline (model_index.json "
+                               f"_class_name); {self.name} loads a {self.pipeline_class} folder "
+                               "(docs/generators.md lists the official folders)")
+
+    def check_loadable(self) -> None:
+        self.check_folder(self.folder)
+
     def load(self, device: str) -> None:
         import diffusers
 
         folder = self.folder
         self.device = device
+        self.check_folder(folder)
         loader = getattr(diffusers, self.pipeline_class)
         try:
             pipe = loader.from_pretrained(folder, dtype=torch_dtype(self.precision), local_files_only=True,
@@ -151,15 +172,30 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
         """Pipeline arguments carrying the batch's input images (none for text-to-image)."""
         return {}
 
+    def size_kwargs(self, size: Optional[tuple[int, int]]) -> dict[str, Any]:
+        """``height`` / ``width`` of a pipeline call for requests of ``size``: the model's own
+        arguments when given (the image is then resized to ``size``), else none (the pipeline's
+        default resolution)."""
+        out: dict[str, Any] = {}
+        if self.height is not None:
+            out["height"] = self.height
+        if self.width is not None:
+            out["width"] = self.width
+        return out
+
     def predict(self, requests: Sequence[Any]) -> list[Any]:
         if self.pipe is None:
             raise RuntimeError(f"{self.name}: call load(device) before predict")
         checked = [check_generation(r, self.name) for r in requests]
         out: list[Any] = [self.refusal(r) for r in checked]
         live = [i for i, o in enumerate(out) if o is None]
-        for part in chunks(live, min(self.batch_size, self.most_per_call or self.batch_size)):
-            for i, image in zip(part, self._generate([checked[i] for i in part])):
-                out[i] = image
+        groups: dict[Any, list[int]] = {}  # one pipeline call takes one size
+        for i in live:
+            groups.setdefault(tuple(sorted(self.size_kwargs(checked[i].size).items())), []).append(i)
+        for group in groups.values():
+            for part in chunks(group, min(self.batch_size, self.most_per_call or self.batch_size)):
+                for i, image in zip(part, self._generate([checked[i] for i in part])):
+                    out[i] = image
         return out
 
     def _generate(self, batch: list[GenerationRequest]) -> list[np.ndarray]:
@@ -167,11 +203,7 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
 
         seeds = [seed_of(r) for r in batch]
         kwargs: dict[str, Any] = {**self.call_args, "num_inference_steps": self.steps_used,
-                                  self.guidance_arg: self.guidance_used}
-        if self.height is not None:
-            kwargs["height"] = self.height
-        if self.width is not None:
-            kwargs["width"] = self.width
+                                  self.guidance_arg: self.guidance_used, **self.size_kwargs(batch[0].size)}
         with self.recorder.batch(self.device) as done, torch.inference_mode():
             result = self.pipe(prompt=[prompt_text(r) for r in batch], generator=[cpu_generator(s) for s in seeds],
                                output_type="np", **self.image_kwargs(batch), **kwargs)
@@ -204,6 +236,28 @@ class FluxKontext(DiffusersGenerator):
     max_images = 1
     min_images = 1
 
+    def size_kwargs(self, size: Optional[tuple[int, int]]) -> dict[str, Any]:
+        """Generate at the requested size. ``FluxKontextPipeline.__call__`` rescales any
+        ``height`` x ``width`` to its ``max_area`` (1024 x 1024 by default) at the same aspect, then
+        rounds each side down to a multiple of ``2 * vae_scale_factor`` (16 for FLUX.1 Kontext):
+        so ``height``, ``width`` and ``max_area = height * width`` are passed together, each side
+        rounded down to that multiple here (logged when that changes it; the image is then
+        resized to the request's size). The model's own ``height`` / ``width`` arguments, or a
+        ``max_area`` in ``call_args``, take precedence as given."""
+        if size is None or self.height is not None or self.width is not None:
+            return super().size_kwargs(size)
+        m = 2 * int(getattr(self.pipe, "vae_scale_factor", 8))
+        h, w = (max(m, int(v) // m * m) for v in size)
+        rounded = self.__dict__.setdefault("_rounded", set())  # sizes already logged
+        if (h, w) != tuple(size) and tuple(size) not in rounded:
+            rounded.add(tuple(size))
+            log.warning("%s: requested %dx%d is generated at %dx%d (FluxKontextPipeline needs sides that are "
+                        "multiples of %d) and resized to %dx%d", self.name, size[0], size[1], h, w, m, size[0], size[1])
+        out: dict[str, Any] = {"height": h, "width": w}
+        if "max_area" not in self.call_args:
+            out["max_area"] = h * w
+        return out
+
     def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
         return {"image": [_rgb_pil(r.images[0]) for r in batch]}
 
@@ -224,6 +278,9 @@ class QwenImageEdit(DiffusersGenerator):
     def components(self, folder: Any) -> dict[str, Any]:
         from icl.models.t2i.qwen_processor import load_processor
 
+        if not (folder / "processor").is_dir():
+            raise WeightsError(f"{self.name}: {folder} has no processor/ folder; {self.name} loads a "
+                               f"{self.pipeline_class} folder (docs/generators.md lists the official folders)")
         return {"processor": load_processor(folder / "processor")}  # no torchvision (qwen_processor)
 
     def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:

@@ -131,11 +131,11 @@ class HFVisionLanguage(Adapter):
         template = self.template_file()  # its contents change answers: digested like the weights
         return (self.folder,) + ((template,) if template is not None else ())
 
-    def load(self, device: str) -> None:
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+    def _open_processor(self, folder: Path) -> None:
+        """The processor, its tokenizer and the chat template in force (what :meth:`load` reads
+        before the weights)."""
+        from transformers import AutoProcessor
 
-        folder = self.folder
-        self.device = device
         self.processor = AutoProcessor.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
         tokenizer = getattr(self.processor, "tokenizer", None)
         if tokenizer is None:
@@ -145,6 +145,28 @@ class HFVisionLanguage(Adapter):
         if not self.raw and self.template is None:
             raise WeightsError(f"hf-vlm: {folder}: no chat template (chat_template.jinja or the processor's "
                                f"chat_template); hf-vlm serves chat models only")
+
+    def check_loadable(self) -> None:
+        """The configuration, the processor and the chat template read as :meth:`load` reads
+        them, without the weights."""
+        from transformers import AutoConfig
+
+        folder = self.folder
+        try:
+            AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
+            self._open_processor(folder)
+        except WeightsError:
+            raise
+        except (OSError, ValueError, KeyError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise WeightsError(f"hf-vlm: {folder}: cannot be loaded ({type(exc).__name__}: {first})") from None
+
+    def load(self, device: str) -> None:
+        from transformers import AutoModelForImageTextToText
+
+        folder = self.folder
+        self.device = device
+        self._open_processor(folder)
         self.tokenizer.padding_side = "left"
         kwargs: dict[str, Any] = {"dtype": DTYPES[self.precision]}
         if self.attn_implementation:

@@ -81,3 +81,31 @@ def test_both_correct_scoring_and_textual_visual():
         for bad in (bench.score(item, "text", ["1", "1"]), bench.score(item, img, ["1"]),
                     bench.score_failure(item, "error")):
             assert bad["failed"] == 1.0 and bad["overall"] == 0.0 and set(bad) == set(both)
+
+
+def test_the_judge_budget_is_the_references():
+    """UW-Madison-Lee-Lab/CoBSAT (commit a787be51): ``evaluation_icl.py`` judges with
+    ``from load_models.call_llava import load_llava, eval_model as infer_llava`` (the default
+    ``--eval_mllm llava``), and ``load_models/call_llava.py`` ``load_llava`` sets the judge's
+    generation arguments::
+
+        "temperature": 0,
+        "top_p": None,
+        "num_beams": 1,
+        "max_new_tokens": 512
+
+    then reads the whole answer with ``''.join(filter(str.isdigit, response[mode]))``. A budget
+    of 10 would cut a verbose answer and change what that parse reads (below: the answer cut after
+    about ten tokens reads option 3, the whole answer 37, no option), so both questions ask for
+    512 new tokens."""
+    bench = CoBSAT({"fast": True, "prompts": 1, "tasks": "Color-I", "shots": "2"})
+    item = next(iter(bench.items()))
+    img = np.zeros((48, 48, 3), np.uint8)
+    for req in bench.judge_requests(item, img):
+        assert req.max_new_tokens == 512
+    text = CoBSAT({"fast": True, "prompts": 1, "tasks": "Color-I", "shots": "2", "gen_mode": "description"})
+    for req in text.judge_requests(next(iter(text.items())), "a red car"):
+        assert req.max_new_tokens == 512
+    verbose = "The main object in this image is option 3, a cup, though 7 could fit."
+    cut = verbose[:verbose.index(",")]  # "The main object in this image is option 3"
+    assert chosen_option(cut) == 3 and parse_answer(verbose) == 37 and chosen_option(verbose) == -1

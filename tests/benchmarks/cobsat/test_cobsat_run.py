@@ -92,3 +92,41 @@ def test_an_empty_data_root_is_one_line_and_untouched(tmp_path, capsys):
                  "--prompts", "2", "--out", str(out), "--no-progress", "--no-plots"]) == 0
     assert "built-in synthetic" in (out / "report.md").read_text().splitlines()[0]
     assert list(empty.iterdir()) == []
+
+
+def test_an_unusable_judge_is_refused_before_any_generation(tmp_path, capsys, tiny_clip):
+    """The runner checks every judge before the first generation (``icl.run.runner._check_judges``:
+    ``Adapter.check_loadable`` and ``Adapter.would_refuse`` on ``Benchmark.judge_probe``'s stand-in
+    judge requests), as vlicl refuses its built-in judge on release data: exit 2, one line, no
+    output folder (nothing generated)."""
+    from test_cobsat_data import fabricate
+
+    root = fabricate(tmp_path / "release")
+    common = ["cobsat", "--data-root", str(root), "--tasks", "Style-II", "--shots", "2", "--prompts", "1",
+              "--no-progress", "--no-plots"]
+    # the default cobsat-judge reads CoBSAT-lite drawings only
+    out = tmp_path / "out1"
+    assert main([*common, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cobsat-judge judges only CoBSAT-lite answers" in err and not out.exists()
+    # a judge folder that exists but cannot be read
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    out = tmp_path / "out2"
+    assert main([*common, "--out", str(out), "--judge", f"hf-vlm:weights={broken}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(broken) in err and "cannot be loaded" in err and not out.exists()
+    # a missing judge folder
+    out = tmp_path / "out3"
+    assert main([*common, "--out", str(out), "--judge", f"hf-vlm:weights={tmp_path / 'none'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not found" in err and not out.exists()
+    # clip-judge can answer CoBSAT's numbered questions about one image: accepted by the check
+    from icl.benchmarks.cobsat.benchmark import CoBSAT
+    from icl.models import get_model
+
+    bench = CoBSAT({"data_root": str(root), "tasks": "Style-II", "shots": "2", "prompts": 1})
+    probe = bench.judge_probe(list(bench.items()))
+    assert len(probe) == 2 and all(get_model("clip-judge", weights=str(tiny_clip)).would_refuse(r) is None
+                                   for r in probe)

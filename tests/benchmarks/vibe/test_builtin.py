@@ -115,9 +115,13 @@ def test_unknown_dataset_error(tmp_path):
 def test_dataset_on_disk_is_found_by_name(builtin_root, tmp_path):
     import shutil
 
+    import json
+
     shutil.copytree(cache_path("photos", True), tmp_path / "myphotos")
+    meta = json.loads((tmp_path / "myphotos" / "meta.json").read_text())
+    (tmp_path / "myphotos" / "meta.json").write_text(json.dumps({**meta, "name": "myphotos"}))
     ds = get_dataset("myphotos", root=tmp_path)
-    assert ds.meta.name == "photos" and len(ds) == 12
+    assert ds.meta.name == "myphotos" and len(ds) == 12  # the folder carries meta.json's name (test_registry.py)
     assert "myphotos" in list_datasets(root=tmp_path)
     assert get_dataset(str(tmp_path / "myphotos")).root == Path(tmp_path / "myphotos")
 

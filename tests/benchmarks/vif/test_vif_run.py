@@ -5,6 +5,7 @@ run computes nothing; the plugin passes ``check_benchmark``; the spatial judge r
 
 import csv
 import json
+import math
 
 import numpy as np
 import pytest
@@ -81,12 +82,38 @@ def test_requests_interleave_references_vis_and_instruction():
         items["synthetic/ti-medium/syn002"].payload.n_vis + 1
 
 
-def test_failure_scores_one_everywhere():
+def test_failed_generation_is_skipped_by_default_as_the_reference_does():
+    """shim0114/VIF-Bench judge.py (commit 6682f269) judges only tasks with an image::
+
+        g = find_generated(args.generated_dir, t["id"])
+        if g is None:
+            missing += 1
+            continue
+
+    and common.py ``write_scores`` averages only the saved responses (``if not p.exists():
+    continue``). Our default ``--failed skip`` leaves a failed generation out of every mean (NaN,
+    counted under ``failed``); ``--failed score1`` is the named alternative (1 everywhere, in the
+    means). The report says which rule the run used."""
+    from icl.benchmarks.vif import tables
+
     bench = VIF(VIF.fast_config())
+    assert bench.config["failed"] == "skip"
     item = next(iter(bench.items()))
     s = bench.score_failure(item, "error")
-    assert s["average"] == 1.0 and s["failed"] == 1.0 and s["scene_coherence"] == 1.0
+    assert s["failed"] == 1.0 and math.isnan(s["average"]) and math.isnan(s["scene_coherence"])
     assert bench.score(item, "not an image")["failed"] == 1.0
+    ok = {**{c: 8.0 for c in CRITERIA}, "average": 8.0, "failed": 0.0, "judge_parsed": 1.0}
+    rows = [{"model": "m", "key": "a", "variant": "visual", **ok},
+            {"model": "m", "key": "b", "variant": "visual", **s}]
+    cell = tables.judged_items(rows)
+    assert [r["average"] for r in cell][0] == 8.0 and math.isnan(cell[1]["average"])
+    assert "left out of the means" in bench.report({"criteria": []}) and "--failed skip" in bench.report({})
+    one = VIF({**VIF.fast_config(), "failed": "score1"})
+    s1 = one.score_failure(item, "error")
+    assert s1["average"] == 1.0 and s1["failed"] == 1.0 and s1["scene_coherence"] == 1.0
+    assert "--failed score1" in one.report({})
+    with pytest.raises(ValueError, match="failed"):
+        VIF({"failed": "zero"})
 
 
 def test_spatial_judge_sees_marks_and_refuses_release_data():
@@ -229,3 +256,47 @@ def test_a_tiny_multi_image_generator_through_the_runner(tmp_path, tiny_janus, c
     capsys.readouterr()
     assert main(args) == 0
     assert "0 items computed" in capsys.readouterr().out
+
+
+def test_a_judge_that_cannot_serve_vif_is_refused_before_any_generation(tmp_path, capsys):
+    """``clip-judge`` judges one image per request; vif's judge request shows the references, the VI
+    images and the output: refused at once (``Adapter.would_refuse`` on ``Benchmark.judge_probe``),
+    exit 2 with one line, before the output folder exists. A broken judge folder likewise."""
+    from tiny_t2i import build_clip
+
+    clip = build_clip(tmp_path / "clip")
+    capsys.readouterr()  # the build's own output
+    out = tmp_path / "out"
+    assert main(["vif", "--fast", "--out", str(out), "--no-progress", "--no-plots",
+                 "--judge", f"clip-judge:weights={clip}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot judge benchmark 'vif'" in err and "judges one" in err
+    assert not out.exists()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "no-such-model"}')
+    assert main(["vif", "--fast", "--out", str(out), "--no-progress", "--no-plots",
+                 "--judge", f"hf-vlm:weights={broken}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be loaded" in err and not out.exists()
+
+
+def test_size_is_bounded_by_the_image_cap(tmp_path, capsys, monkeypatch):
+    """``--size 30000`` would allocate 30000² x 3 bytes per image (and more in float): bounded by the
+    cap of image inputs (icl.data.images ``DEFAULT_MAX_PIXELS`` 40,000,000, ``ICL_MAX_IMAGE_PIXELS``),
+    refused in one line before anything runs."""
+    from icl.data.images import DEFAULT_MAX_PIXELS
+
+    monkeypatch.delenv("ICL_MAX_IMAGE_PIXELS", raising=False)
+    assert DEFAULT_MAX_PIXELS == 40_000_000
+    with pytest.raises(ValueError, match=r"vif: size 30000 asks for 900,000,000 pixels .* at most 6324"):
+        VIF({"size": 30000})
+    with pytest.raises(ValueError, match="vi_size 7000"):
+        VIF({"vi_size": 7000})
+    assert VIF({"size": 6324}).config["size"] == 6324
+    out = tmp_path / "out"
+    assert main(["vif", "--fast", "--size", "30000", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "over the image cap" in err and not out.exists()
+    monkeypatch.setenv("ICL_MAX_IMAGE_PIXELS", str(7000 * 7000))
+    assert VIF({"vi_size": 7000}).config["vi_size"] == 7000

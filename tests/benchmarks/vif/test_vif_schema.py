@@ -112,3 +112,12 @@ def test_corrupt_image_is_an_error_naming_the_task(tmp_path):
     (tmp_path / "refs" / "a.png").write_bytes(data[: len(data) // 2])
     with pytest.raises(TaskError, match="task t1, field references\\[0\\].file"):
         read_image(tmp_path, "refs/a.png", "t1", "references[0].file")
+
+
+def test_lone_surrogate_names_line_and_field(tmp_path):
+    """``"\\ud800"`` is legal JSON but no Unicode: the record's line, the file and the field."""
+    _release(tmp_path, [_rec(), _rec(id="t2", references=[{"file": "refs/a.png", "role": "main", "type": "d\ud800g"}])])
+    assert "\\ud800" in (tmp_path / "tasks.jsonl").read_text()
+    with pytest.raises(TaskError, match=r"task at line 2 of .*tasks.jsonl, field references\[0\].type: not valid "
+                                        r"Unicode: a lone surrogate U\+D800 at character 1"):
+        load_release(tmp_path)

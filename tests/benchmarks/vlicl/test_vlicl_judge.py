@@ -17,7 +17,7 @@ from icl.benchmarks.vlicl.builtin.draw import (BACKGROUNDS, COLOURS, NUMBER_WORD
                                                draw_objects, shape_mask)
 from icl.benchmarks.vlicl.builtin.scenes import ObjectScene
 from icl.benchmarks.vlicl.judge import VLICLJudge, holds, read_scene
-from icl.benchmarks.vlicl.tasks import JUDGE_PROMPT
+from icl.benchmarks.vlicl.tasks import JUDGE_PROMPT, JUDGE_PROMPT_OPEN_MI
 from icl.data.seeds import rng as seeded_rng
 from icl.models.registry import get_model
 from icl.models.requests import ChatRequest
@@ -81,6 +81,11 @@ def test_judge_adapter() -> None:
                          _ask(img.astype(np.float32), "cross"),
                          ChatRequest.user("x", img, "What is this?")])
     assert out == ["yes", "yes", "no", "no", "no", "no", "no"]
+    # the reference code's open_t2i_mi wording (ys-zong/VL-ICL evals/eval.py llava_judge_open_t2i_mi:
+    # f"Decide whether the image contains {result['answer']}. Answer with 'yes' or 'no'.\n") reads the same
+    mi = [ChatRequest.user("m", img, JUDGE_PROMPT_OPEN_MI.format(concept=c), max_new_tokens=5)
+          for c in ("green cross", "red cross")]
+    assert judge.predict(mi) == ["yes", "no"]
     assert set(COLOURS).isdisjoint(BACKGROUNDS)
 
 

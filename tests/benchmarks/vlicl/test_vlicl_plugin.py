@@ -115,15 +115,29 @@ def test_failures_stay_in_the_denominator() -> None:
     assert "Context overflow" in bench.report(bench.summarise(rows))
 
 
+# ys-zong/VL-ICL evals/eval.py (commit 2b77eee6), the reference code's judge questions, quoted:
+#   llava_judge_open_t2i_mi:
+#     prompt = f"Decide whether the image contains {result['answer']}. Answer with 'yes' or 'no'.\n"
+#   llava_judge_cobsat:
+#     prompt = f"Decide whether the image contains the following concept: {answer}. Answer with 'yes' or 'no'.\n"
+REFERENCE_OPEN_MI = "Decide whether the image contains {answer}. Answer with 'yes' or 'no'.\n"
+REFERENCE_COBSAT = "Decide whether the image contains the following concept: {answer}. Answer with 'yes' or 'no'.\n"
+
+
 def test_judge_requests_and_missing_judgements() -> None:
+    """The judge question follows the reference code (ys-zong/VL-ICL evals/eval.py, quoted above)
+    where it differs from the paper's appendix: open_t2i_mi is asked "Decide whether the image
+    contains {answer}. ..." (``llava_judge_open_t2i_mi``), cobsat "... contains the following
+    concept: {answer}. ..." (``llava_judge_cobsat``, the appendix's wording too); the code's
+    trailing newline is left to the chat template. Budget: ``max_new_tokens=5`` in both."""
     bench = VLICL({"fast": True, "tasks": ("cobsat", "open_t2i_mi"), "seeds": (0,), "shots": (1,)})
     for item in bench.items():
         img = np.zeros((96, 96, 3), np.uint8)
         jr = bench.judge_requests(item, img)
         q = bench.data(item.group["task"]).by_id[item.payload[3]]
         concepts = q["answer"] if item.group["task"] == "cobsat" else [q["answer"]]
-        assert [r.messages[-1].content[1] for r in jr] == [
-            f"Decide whether the image contains the following concept: {c}. Answer with 'yes' or 'no'." for c in concepts]
+        ref = REFERENCE_COBSAT if item.group["task"] == "cobsat" else REFERENCE_OPEN_MI
+        assert [r.messages[-1].content[1] for r in jr] == [ref.format(answer=c).rstrip("\n") for c in concepts]
         assert all(isinstance(r, ChatRequest) and r.images[0] is img and r.max_new_tokens == 5 for r in jr)
         assert bench.judge_requests(item, "text") == ()
         assert bench.score(item, img, ["yes"] * (len(concepts) - 1))["failed"] == 1.0
@@ -225,3 +239,23 @@ def test_two_models_get_paired_comparisons(driver) -> None:
     # matching: both answer "no" (the pairs are same/diff, one each: the tie goes to the last)
     assert all(r["difference"] == 0 for r in paired if r["task"] == "matching_mi")
     assert {r["model"] for r in tables["ranks"]} == {"copy-last", "frequent-answer"}
+
+
+def test_variants_name_the_tasks_they_leave_out() -> None:
+    """``--variant text`` has no version of fast_count_t2i / fast_attr_t2i (ys-zong/VL-ICL
+    utils/utils.py ``load_text_data`` reads only ``['open_mi_captioned', 'open_fvqa_captioned',
+    'math_induction_text', 'math_induction_text_interleaved', 'clevr_simple_text', 'cobsat_text',
+    'open_t2i_mi_text', 'matching_mi_text', 'matching_mi_2_text']`` besides its NLP sets; the release
+    publishes three *_text folders), nor textocr: named with the reason when --tasks asks for them
+    (one line), and listed in report.md when the default task list drops them."""
+    with pytest.raises(ValueError, match=r"--variant text: fast_count_t2i, fast_attr_t2i have no text version "
+                                         r"\(neither the release nor the reference code"):
+        VLICL({"fast": True, "variant": "text", "tasks": ("clevr", "fast_count_t2i", "fast_attr_t2i")}).task_ids()
+    with pytest.raises(ValueError, match="--variant real_names: clevr have no real class names"):
+        VLICL({"fast": True, "variant": "real_names", "tasks": ("open_mi", "clevr")}).task_ids()
+    bench = VLICL({"fast": True, "variant": "text"})
+    assert "fast_count_t2i" not in bench.task_ids()
+    line = bench.origin_lines()[0]
+    assert line.startswith("- not run with --variant text:") and "fast_count_t2i" in line and "fast_attr_t2i" in line
+    assert "textocr" in line and "load_text_data" in line
+    assert not any("not run with" in x for x in VLICL({"fast": True}).origin_lines())

@@ -1,8 +1,8 @@
 """``--prompt-style reference`` equals, byte for byte, what the reference code builds.
 
 The expected strings are built here by the rules of ``ys-zong/VL-ICL`` ``utils/model_inference.py``
-(``ICL_I2T_inference``: the ``qwen-vl``, ``llava``, ``flamingo``, ``otter``, ``idefics`` and
-``gpt4v`` branches), ``utils/ICL_utils.py`` (``select_demonstration``'s support dicts,
+(``ICL_I2T_inference``: the ``qwen-vl``, ``llava``, ``flamingo``, ``otter``, ``internlm-x``,
+``emu2-chat``, ``idefics`` and ``gpt4v`` branches), ``utils/ICL_utils.py`` (``select_demonstration``'s support dicts,
 ``get_task_instruction``, ``format_answer``), LLaVA's ``llava/conversation.py`` (``conv_llava_v1``:
 SeparatorStyle.TWO, ``conv_qwen``/``qwen_1_5``: CHATML) and Qwen-VL's ``tokenization_qwen.py``
 (``from_list_format``: ``Picture {n}: <img>{path}</img>\\n``), from the raw release records, not
@@ -122,6 +122,47 @@ def ref_otter(instr: str, sup: list[dict], query: dict, dataset: str) -> str:
     return input_text + f"User: {query['question']}\nGPT:<answer>"
 
 
+def ref_internlm_x2(instr: str, sup: list[dict], query: dict, dataset: str) -> str:
+    """The ``'internlm-x' in engine`` branch of ``ICL_I2T_inference`` (ys-zong/VL-ICL
+    utils/model_inference.py, commit 2b77eee6), quoted::
+
+        input_text = f"{task_instruction}\\n"
+        ...        input_text += "<ImageHere>"
+        input_text += f"{n_shot_support[i]['question']}\\nAnswer: {format_answer(...)}\\n"
+        ...        input_text += "<ImageHere>"
+        input_text += f"{query_text}\\nAnswer:"
+        predicted_answers, history = model.chat(tokenizer, query=input_text, ...)
+    """
+    input_text = f"{instr}\n"
+    for s in sup:
+        for _ in s["image"]:
+            input_text += "<ImageHere>"
+        input_text += f"{s['question']}\nAnswer: {_format_answer(s['answer'], dataset)}\n"
+    for _ in _images(query["image"]):
+        input_text += "<ImageHere>"
+    return input_text + f"{query['question']}\nAnswer:"
+
+
+def ref_emu2_chat(instr: str, sup: list[dict], query: dict, dataset: str) -> str:
+    """The ``'emu2-chat' in engine`` branch (same file), quoted::
+
+        input_text = f"{task_instruction}\\n"
+        ...        input_text += "[<IMG_PLH>]"
+        input_text += f"[{n_shot_support[i]['question']}\\nAnswer: {format_answer(...)}]."
+        ...        input_text += "[<IMG_PLH>]"
+        input_text += f"[{query_text}\\nAnswer:"
+        inputs = model.build_input_ids(text=[input_text], tokenizer=tokenizer, image=images)
+    """
+    input_text = f"{instr}\n"
+    for s in sup:
+        for _ in s["image"]:
+            input_text += "[<IMG_PLH>]"
+        input_text += f"[{s['question']}\nAnswer: {_format_answer(s['answer'], dataset)}]."
+    for _ in _images(query["image"]):
+        input_text += "[<IMG_PLH>]"
+    return input_text + f"[{query['question']}\nAnswer:"
+
+
 def ref_idefics(instr: str, sup: list[dict], query: dict, dataset: str) -> list[Any]:
     prompts: list[Any] = [f"You are a helpful assistant.\n{instr}\n"]
     for s in sup:
@@ -188,6 +229,21 @@ def test_qwen_vl(release: Path) -> None:
 def test_base_interleaved(release: Path, family: str, ref: Any) -> None:
     for req, task, instr, sup, query, refs in _cases(release, family):
         assert render(req, lambda i, _: "<image>") == ref(instr, sup, query, task)
+
+
+@pytest.mark.parametrize("family,token,ref", [("internlm-x2", "<ImageHere>", ref_internlm_x2),
+                                              ("emu2-chat", "[<IMG_PLH>]", ref_emu2_chat)])
+def test_internlm_x2_and_emu2_chat(release: Path, family: str, token: str, ref: Any) -> None:
+    """The two engines of ``ICL_I2T_inference`` that had no layout here (ref_internlm_x2 and
+    ref_emu2_chat quote their branches): each image written as the engine's placeholder
+    (InternLM-XComposer2 ``<ImageHere>``; Emu2 ``[<IMG_PLH>]``, "the image placeholder which will
+    be replaced by image embeddings" in BAAI's Emu2 README) gives the reference's string."""
+    n = 0
+    for req, task, instr, sup, query, refs in _cases(release, family):
+        assert len(req.messages) == 1 and req.max_new_tokens == 15 and req.min_new_tokens == 1
+        assert render(req, lambda i, _: token) == ref(instr, sup, query, task)
+        n += 1
+    assert n > 100
 
 
 def test_idefics(release: Path) -> None:

@@ -152,3 +152,44 @@ def test_real_names_need_their_field(release: Path, tmp_path: Path) -> None:
     from icl.run.__main__ import main
     assert main(["vlicl", "--data-root", str(root), "--variant", "real_names", "--shots", "1", "--seeds", "0",
                  "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+
+
+def test_lone_surrogate_names_file_record_and_field(release: Path, tmp_path: Path) -> None:
+    """``"\\ud800"`` is legal JSON but no Unicode: the record fails with one line naming the file,
+    the record and the field (it used to crash with a UnicodeEncodeError at the first write)."""
+    root = _copy(release, tmp_path)
+    path = root / "clevr" / "query.json"
+    recs = json.loads(path.read_text())
+    recs[1]["question"] = "how many \ud800 cubes?"
+    path.write_text(json.dumps(recs, indent=1))  # ensure_ascii: written as the escape \ud800
+    assert "\\ud800" in path.read_text()
+    with pytest.raises(RecordError, match=r"clevr/query.json record 1: field 'question': not valid Unicode: "
+                                          r"a lone surrogate U\+D800 at character 9"):
+        load_published(root, "clevr")
+    recs[1]["question"] = "fine"
+    recs[2]["image"] = ["ok.png", "\udcff.png"]  # nested: the list element is named
+    path.write_text(json.dumps(recs, indent=1))
+    with pytest.raises(RecordError, match=r"record 2: field 'image\[1\]': not valid Unicode: a lone surrogate U\+DCFF"):
+        load_published(root, "clevr")
+
+
+def test_episodes_csv_escapes_formula_ids(release: Path, tmp_path: Path) -> None:
+    """Release ids a spreadsheet would run as formulas are written with a leading ``'`` in
+    episodes.csv (the one table writer's rule); numbers are left as they are."""
+    import csv
+    import io
+
+    root = _copy(release, tmp_path)
+    bad = ["=HYPERLINK(\"http://x\")", "+1+2", "-3", "@SUM(A1)"]
+
+    def ids(recs):
+        for i, rec in enumerate(recs):
+            rec["id"] = f"{bad[i % 4]}{i}"
+
+    _edit(root, "clevr", "query", ids)
+    _edit(root, "clevr", "support", ids)
+    bench = VLICL({"data_root": str(root), "tasks": ("clevr",), "shots": (2,), "seeds": (0,)})
+    rows = list(csv.DictReader(io.StringIO(bench.episodes_csv())))
+    assert {r["query_id"] for r in rows} == {"'" + f"{b}{i}" for i, b in enumerate(bad[:3])}  # three queries
+    assert {r["support_id"][:2] for r in rows} <= {"'" + b[0] for b in bad} and len(rows) == 6
+    assert all(r["seed"] == "0" and r["shots"] == "2" for r in rows)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from tiny_t2i import build_clip, build_siglip
 
-from icl.benchmarks.vlicl.tasks import JUDGE_PROMPT
+from icl.benchmarks.vlicl.tasks import JUDGE_PROMPT, JUDGE_PROMPT_OPEN_MI
 from icl.models import get_model
 from icl.models.requests import ChatRequest
 from icl.models.t2i.clip_judge import PRESENCE_PROMPT, CLIPJudge, choice_request, presence_request
@@ -67,6 +67,9 @@ def test_chat_interface_answers_both_questions_and_refuses_others(judge):
             ChatRequest.user("two", imgs[0], imgs[1], PRESENCE_PROMPT.format(concept="red star"))]
     out = judge.predict(reqs)
     assert out[:2] == ["yes" if s >= judge.cut else "no" for s in scores]
+    # VL-ICL's open_t2i_mi question (the reference code's wording, without "the following concept:")
+    mi = ChatRequest.user("mi", imgs[0], JUDGE_PROMPT_OPEN_MI.format(concept="red star"), max_new_tokens=5)
+    assert judge.predict([mi]) == out[:1]
     assert out[2] == LABELS[judge.nearest([imgs[0]], [LABELS])[0]]
     assert isinstance(out[3], RequestRefused) and "'odd'" in str(out[3])
     assert isinstance(out[4], RequestRefused) and "2 images" in str(out[4])

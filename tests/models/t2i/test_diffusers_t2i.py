@@ -119,3 +119,21 @@ def test_an_image_is_what_the_pipeline_makes_for_that_seed(sd):
         ref = sd.pipe(prompt=req.prompt[0], generator=torch.Generator().manual_seed(req.seed), num_inference_steps=2,
                       output_type="np").images[0]
     assert np.array_equal(ours, to_size(ref, req.size))
+
+
+def test_a_folder_of_another_pipeline_names_the_folder_and_the_class(sd_folder, tmp_path, capsys):
+    """A Stable Diffusion folder (model_index.json ``_class_name`` StableDiffusionPipeline) given to
+    ``qwen-image-edit`` or ``flux-kontext`` is refused naming the folder, the class it holds and the
+    class expected (it used to reach huggingface_hub as a repo id: "Repo id must be in the form ..."),
+    at load and, for a judge or a run, before anything runs (``check_loadable``)."""
+    from icl.models.weights import WeightsError
+
+    for name, expected in (("qwen-image-edit", "QwenImageEditPlusPipeline"), ("flux-kontext", "FluxKontextPipeline")):
+        model = get_model(name, weights=str(sd_folder))
+        for call in (model.check_loadable, lambda: model.load("cpu")):
+            with pytest.raises(WeightsError) as err:
+                call()
+            msg = str(err.value)
+            assert str(sd_folder) in msg and "StableDiffusionPipeline" in msg and expected in msg
+            assert "Repo id" not in msg and "\n" not in msg
+    get_model("diffusers-t2i", weights=str(sd_folder)).check_loadable()  # AutoPipeline takes any

@@ -93,3 +93,45 @@ def test_reference_prompt_through_hf_vlm_raw(tmp_path, tiny_folders, capsys):
     preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert {p["key"].split("/")[3] for p in preds} == {"direct+reference:llava"}
     assert "prompt style reference (llava)" in (out / "report.md").read_text()
+
+
+class _FirstAnswerBroken:
+    """The model behind the chat server: its first answer holds a lone surrogate (as a byte-level
+    tokenizer's broken UTF-8 can give), the others are plain."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+
+    def predict(self, requests):
+        out = []
+        for _ in requests:
+            self.answered += 1
+            out.append("3 \ud800 cubes" if self.answered == 1 else "3")
+        return out
+
+
+def test_lone_surrogate_answer_fails_that_item_only(tmp_path, capsys):
+    """A server's legal ``"\\ud800"`` escape in one answer used to abort the whole run with a raw
+    UnicodeEncodeError from the store write (and every rerun the same). It fails that item only: the
+    run completes with every other answer kept, and a rerun asks that item alone again."""
+    from vlm_chat_server import ChatServer
+
+    out = tmp_path / "o"
+    model = _FirstAnswerBroken()
+    with ChatServer(model, lifetime_s=120) as srv:
+        args = ["vlicl", "--fast", "--models", f"openai:model=tiny,base_url={srv.base_url},api_key_env=ICL_NO_KEY",
+                "--tasks", "clevr", "--seeds", "0", "--shots", "0,1", "--queries", "3", "--out", str(out),
+                "--data-root", str(tmp_path / "data"), "--no-plots", "--no-progress"]
+        assert main(args) == 1  # some items failed: the run completed
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "not valid Unicode: a lone surrogate U+D800 at character 2" in err
+        assert srv.received == 6
+        samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+        assert sorted(s["status"] for s in samples) == ["failed"] + ["ok"] * 5
+        (bad,) = [s for s in samples if s["status"] == "failed"]
+        assert bad["reason"] == "invalid" and "lone surrogate U+D800" in bad["error"]
+        acc = [r for r in _rows(out / "results.csv") if r["metric"] == "accuracy"]
+        assert sum(int(r["n_failed"]) for r in acc) == 1  # the item's shot count, once
+        # the rerun sends the failed item alone again; its new answer completes the run
+        assert main(args) == 0, capsys.readouterr().err
+        assert srv.received == 7 and "1 items computed, 5 already in the store" in capsys.readouterr().out

@@ -5,6 +5,10 @@ together are answered in one batched ``predict`` call (as vLLM batches concurren
 Fault injection: ``server.fail_next(429, 500, ...)`` answers the next requests with those
 statuses (with ``marker=``, only requests whose body contains that text); ``server.delay_s`` holds every request that long before answering. The server stops
 on ``close()`` (or leaving the ``with`` block) and, whatever happens, after ``lifetime_s``.
+
+Answers are JSON with every non-ASCII character escaped (``json.dumps``' default), so any text
+the model gives travels as legal JSON, a lone surrogate as the escape ``\\ud800`` (FastAPI's own
+``JSONResponse`` cannot encode one).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any, Optional
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from icl.models import ChatRequest, ContextOverflowError, Message
 from icl.models.vlm.prompt import decode_data_url
@@ -97,7 +101,7 @@ class ChatServer:
                 return fault[0]
         return None
 
-    async def _complete(self, request: Request) -> JSONResponse:
+    async def _complete(self, request: Request) -> Response:
         self.received += 1
         self.authorizations.append(request.headers.get("authorization", ""))
         self.in_flight += 1
@@ -107,7 +111,7 @@ class ChatServer:
         finally:
             self.in_flight -= 1
 
-    async def _answer(self, request: Request) -> JSONResponse:
+    async def _answer(self, request: Request) -> Response:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         raw = (await request.body()).decode()
@@ -121,9 +125,10 @@ class ChatServer:
         if isinstance(answer, ContextOverflowError):
             return JSONResponse({"error": {"message": f"This model's maximum context length is exceeded: {answer}",
                                            "code": "context_length_exceeded"}}, status_code=400)
-        return JSONResponse({"id": chat.id, "object": "chat.completion", "model": body.get("model"),
-                             "choices": [{"index": 0, "finish_reason": "stop",
-                                          "message": {"role": "assistant", "content": answer}}]})
+        return Response(json.dumps({"id": chat.id, "object": "chat.completion", "model": body.get("model"),
+                                    "choices": [{"index": 0, "finish_reason": "stop",
+                                                 "message": {"role": "assistant", "content": answer}}]}),
+                        media_type="application/json")
 
     async def _submit(self, chat: ChatRequest) -> Any:
         if self._worker is None:
