@@ -113,6 +113,9 @@ def parse_ref(text: str) -> HubRef:
     grammar = "expected hf:ORG/NAME[@REVISION][/SUBPATH]"
     if not is_hub_ref(text):
         raise HubError(f"{text!r} is not a Hub reference ({grammar})")
+    if text == DEFAULT:
+        raise HubError(f"{text!r} stands for a family's official weights (expand_default) and is not "
+                       f"a repository ({grammar})")
     m = _REF.fullmatch(text)
     if m is None:
         raise HubError(f"{text!r}: {grammar} (ORG and NAME: letters, digits, '-', '_', '.', "
@@ -294,3 +297,97 @@ def _selected(root: Path, allow: list[str]) -> tuple[str, ...]:
 
     present = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
     return tuple(filter_repo_objects(present, allow_patterns=allow, ignore_patterns=list(IGNORE_PATTERNS)))
+
+
+# --- official weights: ``weights=hf:default`` ------------------------------------------------
+DEFAULT = "hf:default"
+
+
+@dataclass(frozen=True)
+class Official:
+    """Where a family's authors publish its weights. ``ref`` (an ``hf:`` reference at ``main``:
+    the identity pins the commit it resolves to) is what ``weights=hf:default`` means; None when
+    the weights are not on the Hub (or no single checkpoint is the family's), with ``where``
+    saying where they live. ``files``: pickles the family loads (downloaded beside the default
+    patterns); ``source``: the README or model card that names the repository."""
+
+    ref: Optional[str]
+    source: str
+    where: str = ""
+    files: tuple[str, ...] = ()
+
+
+# One table: (family, argument) -> Official. docs/models.md "Official weights" lists the same rows
+# (tests/models/test_hub_defaults.py compares them).
+OFFICIAL: dict[tuple[str, str], Official] = {
+    ("hf-vlm", "weights"): Official(None, "", "any transformers vision-language folder (no single official "
+                                    "checkpoint): name one, e.g. weights=hf:llava-hf/llava-1.5-7b-hf"),
+    ("lvm", "weights"): Official("hf:Emma02/LVM_ckpts", "ytongbai/LVM README.md, 'Models'"),
+    ("lvm", "vqgan_weights"): Official("hf:Emma02/vqvae_ckpts", "ytongbai/LVM README.md, 'Models'",
+                                       files=("pytorch_model.bin",)),
+    ("delvm", "weights"): Official(None, "ggjy/DeLVM README.md", "LLaMA-1b-hf on OneDrive / Baidu Disk, "
+                                   "llama_300m_hf.zip as a GitHub release (ggjy/DeLVM README); put the folder at "
+                                   "$ICL_WEIGHTS_DIR/delvm/llm/ or pass weights=PATH"),
+    ("delvm", "vqgan_weights"): Official(None, "ggjy/DeLVM README.md", "the open-muse VQGAN folder, not named by the "
+                                         "DeLVM README (not verified); LVM's is hf:Emma02/vqvae_ckpts"),
+    ("painter", "weights"): Official("hf:BAAI/Painter/painter_vit_large.pth", "baaivision/Painter Painter/README.md"),
+    ("seggpt", "weights"): Official("hf:BAAI/seggpt-vit-large", "baaivision/Painter SegGPT/SegGPT_inference/README.md "
+                                    "(original BAAI/SegGPT seggpt_vit_large.pth); transformers port BAAI/seggpt-vit-large"),
+    ("mae-vqgan", "weights"): Official(None, "amirbar/visual_prompting README.md", "checkpoint-1000.pth on Google Drive "
+                                       "(amirbar/visual_prompting README, 'Pretrained Models'); put it at "
+                                       "$ICL_WEIGHTS_DIR/mae-vqgan/ or pass weights=PATH"),
+    ("mae-vqgan", "vqgan_weights"): Official(None, "amirbar/visual_prompting README.md", "taming-transformers' "
+                                             "vqgan_imagenet_f16_1024 last.ckpt on heibox.uni-heidelberg.de (linked "
+                                             "from the amirbar/visual_prompting README); pass vqgan_weights=PATH"),
+    ("prompt-diffusion", "weights"): Official("hf:zhendongw/prompt-diffusion-diffusers",
+                                              "Zhendong-Wang/Prompt-Diffusion README.md, 'Hugging Face Diffusers Suport'"),
+    ("sd-vicl", "weights"): Official(None, "", "SD-VICL's authors published no code or weights (which Stable "
+                                     "Diffusion they used: not verified); pass a Stable Diffusion 1.x/2.x folder, "
+                                     "e.g. weights=hf:stable-diffusion-v1-5/stable-diffusion-v1-5"),
+    ("visualcloze", "weights"): Official("hf:VisualCloze/VisualClozePipeline-384",
+                                         "lzyhha/VisualCloze README.md; diffusers' VisualClozePipeline docs"),
+    ("diffusers-t2i", "weights"): Official(None, "", "any diffusers text-to-image pipeline (no single official "
+                                           "checkpoint): name one from docs/generators.md, e.g. "
+                                           "weights=hf:stable-diffusion-v1-5/stable-diffusion-v1-5"),
+    ("janus", "weights"): Official("hf:deepseek-community/Janus-Pro-1B",
+                                   "deepseek-ai/Janus README.md (deepseek-ai/Janus-Pro-1B, DeepSeek's own format); "
+                                   "transformers-format conversion deepseek-community/Janus-Pro-1B"),
+    ("flux-kontext", "weights"): Official("hf:black-forest-labs/FLUX.1-Kontext-dev",
+                                          "black-forest-labs/flux docs/image-editing.md"),
+    ("qwen-image-edit", "weights"): Official("hf:Qwen/Qwen-Image-Edit-2509", "QwenLM/Qwen-Image README.md"),
+    ("clip-judge", "weights"): Official("hf:openai/clip-vit-large-patch14",
+                                        "Hub repositories duplicated from openai/clip-vit-large-patch14"),
+    ("tiny-chat-judge", "weights"): Official(None, "", "built in: random tiny weights made by icl, no download"),
+    ("cobsat-judge", "weights"): Official(None, "", "weight-free (reads CoBSAT-lite drawings)"),
+    ("vif-spatial-judge", "weights"): Official(None, "", "weight-free (IoU of the generated layout)"),
+    ("openai", "weights"): Official(None, "", "an HTTP API (model=, base_url=): no weights"),
+    ("openai-images", "weights"): Official(None, "", "an HTTP API (model=, base_url=): no weights"),
+}
+
+
+def official(family: str, argument: str = "weights") -> Official:
+    """The table entry of ``family``'s ``argument``; :class:`HubError` for a family not in it."""
+    entry = OFFICIAL.get((family, argument))
+    if entry is None:
+        known = sorted({f for f, _ in OFFICIAL})
+        raise HubError(f"{family}: no official {argument} known for this model (hf:default is defined for "
+                       f"{', '.join(known)}); name the repository, hf:ORG/NAME[@REVISION][/SUBPATH]")
+    return entry
+
+
+def expand_default(text: Any, family: str, argument: str = "weights") -> Any:
+    """``hf:default`` -> the family's official reference (any other value unchanged); a family
+    whose weights are not on the Hub raises :class:`HubError`, one line saying where they are."""
+    if text != DEFAULT:
+        return text
+    entry = official(family, argument)
+    if entry.ref is None:
+        raise HubError(f"{family}: {argument}=hf:default: no Hub default; {entry.where}")
+    parse_ref(entry.ref)  # the table goes through the one parser
+    return entry.ref
+
+
+def downloads_allowed() -> bool:
+    """``ICL_HUB_DEFAULTS=1``: a model given no weights (and none under ``$ICL_WEIGHTS_DIR``)
+    loads its family's official Hub weights, as with ``weights=hf:default``."""
+    return os.environ.get("ICL_HUB_DEFAULTS", "").strip().lower() in ("1", "true", "yes", "on")

@@ -36,19 +36,29 @@ def weights_dir(model: str) -> Optional[Path]:
 
 
 def resolve_weights(model: str, weights: Optional[PathLike], filename: str,
-                    patterns: Optional[Sequence[str]] = None) -> Path:
+                    patterns: Optional[Sequence[str]] = None, argument: str = "weights") -> Path:
     """The weight file (or ``from_pretrained`` folder) ``model`` loads: ``weights`` when given
     (a file, or a folder holding ``filename``; ``hf:ORG/NAME[@REVISION][/SUBPATH]`` is resolved
     to its snapshot in the Hugging Face cache, downloading the files ``patterns`` select, default
     :data:`icl.models.hub.DEFAULT_PATTERNS`, and ``filename``), else
-    ``$ICL_WEIGHTS_DIR/<model>/<filename>``. Raises :class:`WeightsError` naming the file and
-    where to put it; checks a ``.sha256`` beside a file."""
+    ``$ICL_WEIGHTS_DIR/<model>/<filename>``. ``hf:default`` is the family's official Hub
+    reference (:data:`icl.models.hub.OFFICIAL`, keyed by ``model`` and ``argument``), also used
+    when nothing else is given and ``ICL_HUB_DEFAULTS=1`` allows the download. Raises
+    :class:`WeightsError` naming the file and where to put it; checks a ``.sha256`` beside a file."""
+    from icl.models import hub
+
     candidates: list[Path] = []
     snap = None
+    entry = hub.OFFICIAL.get((model, argument))
+    if weights is None and entry is not None and entry.ref is not None and hub.downloads_allowed():
+        base = weights_dir(model)
+        if base is None or not (base / filename).exists():
+            weights = hub.DEFAULT
+    weights = hub.expand_default(weights, model, argument)
     if isinstance(weights, str) and weights.startswith("hf:"):
-        from icl.models import hub
-
-        snap = hub.resolve(weights, patterns, also=(filename,))
+        # the official repository's pickles the family loads (LVM's VQGAN pytorch_model.bin)
+        extra = entry.files if entry is not None and entry.ref == weights else ()
+        snap = hub.resolve(weights, patterns, also=(filename, *extra))
         p = snap.path
         candidates = [p / filename, p] if p.is_dir() else [p]
     elif weights is not None:
@@ -71,9 +81,13 @@ def resolve_weights(model: str, weights: Optional[PathLike], filename: str,
     where = (f"--model-arg weights=PATH (a file, or a folder holding {filename}) or "
              f"$ICL_WEIGHTS_DIR/{model}/{filename}")
     tried = ", ".join(str(c) for c in candidates) or "nothing (no weights argument, ICL_WEIGHTS_DIR unset)"
+    if entry is not None and entry.ref is not None:
+        hub_hint = (f"{argument}=hf:default (the official {entry.ref}; ICL_HUB_DEFAULTS=1 uses it when nothing "
+                    f"is given) or another Hub repository ({argument}=hf:ORG/NAME[@REVISION][/SUBPATH])")
+    else:
+        hub_hint = f"name its Hub repository ({argument}=hf:ORG/NAME[@REVISION][/SUBPATH])"
     raise WeightsError(f"{model}: weights {filename!r} not found (tried {tried}); put the official file "
-                       f"at {where}, or name its Hub repository (weights=hf:ORG/NAME[@REVISION][/SUBPATH]); "
-                       f"docs/models.md says where they are published")
+                       f"at {where}, or {hub_hint}; docs/models.md says where they are published")
 
 
 def verify_sidecar(path: Path) -> None:

@@ -142,6 +142,12 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
     if unknown:
         raise ConfigError(f"model {spec.name!r} has no argument(s) {', '.join(unknown)}; it takes: "
                           f"{', '.join(sorted(set(params) | set(RUNNER_MODEL_ARGS)))}")
+    # weights=hf:default is the family's official repository (icl.models.hub.OFFICIAL): expanded
+    # here, so the identity records that repository at the commit it resolves to
+    try:
+        args = {k: hub.expand_default(v, spec.name, k) for k, v in args.items()}
+    except WeightsError as exc:
+        raise ConfigError(f"model {spec.name!r}: {exc}") from None
     try:
         adapter = get_model(spec.name, **args)
     except ConfigError:

@@ -205,7 +205,7 @@ class LVM(TorchAdapter):
 
     def model_files(self) -> Sequence[Path]:
         return (resolve_weights(self.name, self.weights, LLM_DIR),
-                resolve_weights(self.name, self.vqgan_weights, VQGAN_DIR))
+                resolve_weights(self.name, self.vqgan_weights, VQGAN_DIR, argument="vqgan_weights"))
 
     def build(self) -> nn.Module:
         llm_dir, vq_dir = self.model_files()

@@ -131,7 +131,7 @@ class MAEVQGAN(TorchAdapter):
 
     def _vqgan_file(self) -> Optional[Path]:
         if self.vqgan_weights is not None:
-            return resolve_weights(self.name, self.vqgan_weights, VQGAN_FILE)
+            return resolve_weights(self.name, self.vqgan_weights, VQGAN_FILE, argument="vqgan_weights")
         main = resolve_weights(self.name, self.weights, OFFICIAL_FILE)
         beside = main.parent / VQGAN_FILE
         return beside if beside.is_file() else None

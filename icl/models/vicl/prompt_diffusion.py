@@ -87,7 +87,7 @@ class PromptDiffusion(Adapter):
         if self.controlnet is None:
             control = base / "controlnet"
         elif is_hub_ref(self.controlnet):  # its own Hub reference, resolved like any weights
-            found = resolve_weights(self.name, str(self.controlnet), "config.json")  # one model folder
+            found = resolve_weights(self.name, str(self.controlnet), "config.json", argument="controlnet")  # one model folder
             control = found.parent if found.is_file() else found
         else:
             control = Path(self.controlnet).expanduser()
