@@ -1,6 +1,6 @@
 """``python -m icl.data``: list datasets, generate built-ins, validate a dataset directory, convert a
 public release (``convert NAME RAW_DIR OUT_DIR``, or every recognised release with ``convert all
-RAW_ROOT OUT_DIR``; docs/datasets.md)."""
+RAW_ROOT OUT_DIR``; docs/datasets.md), fetch published data by name (``fetch NAME``)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,23 @@ def main(argv: list[str] | None = None) -> int:
     p_conv.add_argument("out_dir", help="where the datasets go (one directory each; usually the data root); "
                         "never the raw folder, inside it or around it")
     p_conv.add_argument("--seed", type=int, default=0, help="global seed of the random choices (default: 0)")
+    p_fetch = sub.add_parser("fetch", help="published data by name: a Hub release into the Hugging Face cache, "
+                             "unpacked and checked; for a release published elsewhere, where to get it")
+    p_fetch.add_argument("name", help="vlicl (VL-ICL, its text variants too), or one of the visual benchmark's "
+                         "releases (instructions only)")
+    p_fetch.add_argument("--out", help="where the unpacked release goes (default <data root>/NAME); pass it as "
+                         "--data-root")
     args = parser.parse_args(argv)
 
+    if args.command == "fetch":
+        from icl.data.fetch import FetchError, fetch
+
+        try:
+            fetch(args.name, args.out)
+        except FetchError as exc:
+            print(f"fetch: {exc}", file=sys.stderr)
+            return 1
+        return 0
     if args.command == "convert":
         return _convert(args.name, args.raw_dir, args.out_dir, args.seed)
 

@@ -58,7 +58,8 @@ class Request:
 
 
 class HubServer:
-    """``commit(repo, files, branch=...)`` adds a commit and moves the branch to it."""
+    """``commit(repo, files, branch=...)`` adds a commit and moves the branch to it; a dataset
+    repository is named ``datasets/ORG/NAME``."""
 
     def __init__(self, token: Optional[str] = None):
         self.token = token
@@ -97,13 +98,14 @@ class HubServer:
                 headers["X-Repo-Commit"] = commit
             return JSONResponse({"error": message}, status_code=status, headers=headers)
 
-        def lookup(request: HTTPRequest, org: str, name: str, rev: str):
-            """(repo_id, commit, files) or an error response."""
+        def lookup(request: HTTPRequest, org: str, name: str, rev: str, kind: str = ""):
+            """(repo_id, commit, files) or an error response; ``kind`` "datasets/" for a dataset
+            repository (held under the key ``datasets/ORG/NAME``)."""
             auth = request.headers.get("authorization", "")
             ok = server.token is not None and auth == f"Bearer {server.token}"
             server.requests.append(Request(request.method, request.url.path, ok))
             repo_id = f"{org}/{name}"
-            repo = server.repos.get(repo_id)
+            repo = server.repos.get(kind + repo_id)
             if repo is None or (repo.private and not ok):  # the Hub hides a private repository: 401
                 return error(401 if repo is not None else 404, "RepoNotFound", f"Repository {repo_id} not found")
             commit = rev if rev in repo.commits else repo.refs.get(rev)
@@ -112,18 +114,19 @@ class HubServer:
             return repo_id, commit, repo.commits[commit]
 
         @app.get("/api/models/{org}/{name}/revision/{rev:path}")
-        def repo_info(request: HTTPRequest, org: str, name: str, rev: str):
-            found = lookup(request, org, name, rev)
+        def repo_info(request: HTTPRequest, org: str, name: str, rev: str, kind: str = ""):
+            found = lookup(request, org, name, rev, kind)
             if isinstance(found, Response):
                 return found
             repo_id, commit, files = found
-            return {"id": repo_id, "modelId": repo_id, "sha": commit, "private": server.repos[repo_id].private,
+            return {"id": repo_id, "modelId": repo_id, "sha": commit, "private": server.repos[kind + repo_id].private,
                     "siblings": [{"rfilename": p} for p in sorted(files)], "tags": [], "downloads": 0, "likes": 0}
 
         @app.get("/api/models/{org}/{name}/tree/{rev}")
         @app.get("/api/models/{org}/{name}/tree/{rev}/{sub:path}")
-        def tree(request: HTTPRequest, org: str, name: str, rev: str, sub: str = "", recursive: bool = False):
-            found = lookup(request, org, name, rev)
+        def tree(request: HTTPRequest, org: str, name: str, rev: str, sub: str = "", recursive: bool = False,
+                 kind: str = ""):
+            found = lookup(request, org, name, rev, kind)
             if isinstance(found, Response):
                 return found
             _, _, files = found
@@ -140,8 +143,8 @@ class HubServer:
             return out
 
         @app.api_route("/{org}/{name}/resolve/{rev}/{path:path}", methods=["GET", "HEAD"])
-        def resolve(request: HTTPRequest, org: str, name: str, rev: str, path: str):
-            found = lookup(request, org, name, rev)
+        def resolve(request: HTTPRequest, org: str, name: str, rev: str, path: str, kind: str = ""):
+            found = lookup(request, org, name, rev, kind)
             if isinstance(found, Response):
                 return found
             _, commit, files = found
@@ -165,6 +168,21 @@ class HubServer:
                 return Response(status_code=status, headers=headers)
             return Response(content=body, status_code=status, headers=headers,
                             media_type="application/octet-stream")
+
+        # datasets (snapshot_download(repo_type="dataset")): the same answers under /api/datasets/
+        # and /datasets/
+        @app.get("/api/datasets/{org}/{name}/revision/{rev:path}")
+        def dataset_info(request: HTTPRequest, org: str, name: str, rev: str):
+            return repo_info(request, org, name, rev, "datasets/")
+
+        @app.get("/api/datasets/{org}/{name}/tree/{rev}")
+        @app.get("/api/datasets/{org}/{name}/tree/{rev}/{sub:path}")
+        def dataset_tree(request: HTTPRequest, org: str, name: str, rev: str, sub: str = "", recursive: bool = False):
+            return tree(request, org, name, rev, sub, recursive, "datasets/")
+
+        @app.api_route("/datasets/{org}/{name}/resolve/{rev}/{path:path}", methods=["GET", "HEAD"])
+        def dataset_resolve(request: HTTPRequest, org: str, name: str, rev: str, path: str):
+            return resolve(request, org, name, rev, path, "datasets/")
 
         return app
 

@@ -1,0 +1,130 @@
+"""``python -m icl.data fetch``: VL-ICL from the Hub of our own (tests/models/hub_server.py), a
+fabricated release in its published layout (tests/benchmarks/vlicl/conftest.py
+``make_published_release``, each task's images zipped as query.zip / support.zip beside its JSON),
+online and then offline from the cache; the visual benchmark's releases print instructions only."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks.vlicl.conftest import make_published_release
+from tests.models.hub_server import HubServer
+
+from icl.data import fetch as fetch_mod
+from icl.data.__main__ import main
+from icl.data.fetch import HUB_RELEASES, FetchError, fetch
+
+
+def _published_files(root: Path) -> dict[str, bytes]:
+    """The release as the Hub holds it: {task}/query.json, support.json, and the images of
+    {task}/query/ and {task}/support/ zipped (unzip -d {task} puts them back)."""
+    files: dict[str, bytes] = {}
+    for task in sorted(p for p in root.iterdir() if p.is_dir()):
+        for f in sorted(task.glob("*.json")):
+            files[f"{task.name}/{f.name}"] = f.read_bytes()
+        for split in ("query", "support"):
+            members = sorted(p for p in (task / split).rglob("*") if p.is_file()) if (task / split).is_dir() else []
+            if members:
+                buf = io.BytesIO()
+                with zipfile.ZipFile(buf, "w") as z:
+                    for m in members:
+                        z.write(m, m.relative_to(task).as_posix())
+                files[f"{task.name}/{split}.zip"] = buf.getvalue()
+    files["unzip.sh"] = b"# unzip each task's support.zip and query.zip into it\n"
+    return files
+
+
+@pytest.fixture
+def vlicl_hub(tmp_path, monkeypatch):
+    release = make_published_release(tmp_path / "made")
+    srv = HubServer().start()
+    rel = HUB_RELEASES["vlicl"]
+    commit = srv.commit(f"datasets/{rel.repo}", _published_files(release))
+    monkeypatch.setitem(HUB_RELEASES, "vlicl", fetch_mod.HubRelease(**{**rel.__dict__, "commit": commit}))
+    monkeypatch.setenv("HF_ENDPOINT", srv.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    yield srv, commit, release
+    srv.stop()
+
+
+def test_fetch_vlicl_online_then_offline_from_the_cache(vlicl_hub, tmp_path, monkeypatch, capsys):
+    srv, commit, release = vlicl_hub
+    out = tmp_path / "data" / "vlicl"
+    assert main(["fetch", "vlicl", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"ys-zong/VL-ICL@{commit}" in printed and f"--data-root {out}" in printed
+    assert (tmp_path / "hf-home" / "hub" / "datasets--ys-zong--VL-ICL" / "snapshots" / commit).is_dir()
+    # unpacked as unzip.sh does: the images back where the records name them
+    for p in release.rglob("*.png"):
+        assert (out / p.relative_to(release)).read_bytes() == p.read_bytes()
+    manifest = json.loads((out / "fetch-manifest.json").read_text())
+    assert manifest["commit"] == commit and manifest["repo"] == "ys-zong/VL-ICL"
+    assert manifest["counts"]["tasks"]["clevr"] == {"query": 3, "support": 10}
+    assert manifest["counts"]["tasks"]["clevr_text"] == {"query": 3, "support": 10}  # the text variant too
+    assert manifest["counts"]["images"] == len(list(release.rglob("*.png")))
+    # offline: from the cache, no request, the same counts
+    asked = len(srv.requests)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["fetch", "vlicl", "--out", str(out)]) == 0
+    assert len(srv.requests) == asked
+    assert json.loads((out / "fetch-manifest.json").read_text())["counts"] == manifest["counts"]
+    # offline into a new folder: unpacked from the cache alone
+    again = tmp_path / "elsewhere"
+    assert fetch("vlicl", again, io.StringIO()) == again and len(srv.requests) == asked
+    # the benchmark reads it as a local release
+    from icl.benchmarks.vlicl.records import load_published
+
+    assert len(load_published(again, "open_mi").queries) == 3
+
+
+def test_offline_without_the_cache_is_one_line(vlicl_hub, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["fetch", "vlicl", "--out", str(tmp_path / "x")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "HF_HUB_OFFLINE" in err and "\n" not in err
+
+
+def test_a_release_missing_an_image_is_refused(vlicl_hub, tmp_path, monkeypatch):
+    srv, commit, release = vlicl_hub
+    files = _published_files(release)
+    files.pop("clevr/query.zip")
+    bad = srv.commit("datasets/ys-zong/VL-ICL", files)
+    rel = HUB_RELEASES["vlicl"]
+    monkeypatch.setitem(HUB_RELEASES, "vlicl", fetch_mod.HubRelease(**{**rel.__dict__, "commit": bad}))
+    with pytest.raises(FetchError, match="clevr.*missing after unpacking"):
+        fetch("vlicl", tmp_path / "bad", io.StringIO())
+
+
+@pytest.mark.parametrize("name", sorted(fetch_mod.ELSEWHERE))
+def test_the_visual_releases_print_where_to_get_them_and_download_nothing(name, capsys, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing may be asked
+    assert main(["fetch", name]) == 0
+    out = capsys.readouterr().out
+    e = fetch_mod.ELSEWHERE[name]
+    assert e.where in out and e.licence in out and f"python -m icl.data convert {name} RAW_DIR OUT_DIR" in out
+    assert "samples" in out and "nothing was downloaded" in out
+
+
+def test_elsewhere_lists_the_converters_and_the_docs_rows():
+    from icl.data.convert import list_converters
+
+    assert sorted(fetch_mod.ELSEWHERE) == list_converters()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "datasets.md").read_text(encoding="utf-8")
+    for name, e in fetch_mod.ELSEWHERE.items():
+        row = next(line for line in docs.splitlines() if line.startswith(f"| `{name}` |"))
+        assert e.where.split(";")[0] in row and e.licence in row, name
+
+
+def test_unknown_and_unpublished_names_are_one_line(capsys):
+    assert main(["fetch", "nope"]) == 1
+    assert "vlicl" in capsys.readouterr().err
+    assert main(["fetch", "best50"]) == 1
+    assert "not published" in capsys.readouterr().err
