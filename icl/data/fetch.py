@@ -255,7 +255,7 @@ def validate_vlicl(root: Path) -> dict[str, Any]:
     the records load and validate (``load_published``), and every image they name exists (paths
     relative to the release root, confined to it). Returns the counts (records per folder and
     file, distinct images)."""
-    from icl.benchmarks.vlicl.records import FileImages, RecordError, image_list, load_published, present_tasks
+    from icl.benchmarks.vlicl.records import FileImages, RecordError, load_published, present_tasks
     from icl.benchmarks.vlicl.tasks import TASKS
 
     files = FileImages(Path(root))
