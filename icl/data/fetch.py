@@ -66,9 +66,9 @@ ALIASES = {"vl-icl": "vlicl", "vlicl-text": "vlicl"}
 
 # Not on the Hub, or not as a dataset icl reads (what was looked for, docs/datasets.md):
 NOT_PUBLISHED = {
-    "best50": "the best50 package is not published on the Hub as a dataset (not found); pass its folder with "
+    "best50": "the best50 package is not known to icl as a Hub dataset (not verified either way); pass its folder with "
               "--data-root (docs/datasets.md)",
-    "cobsat": "CoBSAT's images are not published as a Hub dataset (not found); VL-ICL's release holds the cobsat "
+    "cobsat": "CoBSAT's images are not known to icl as a Hub dataset (not verified either way); VL-ICL's release holds the cobsat "
               "task (python -m icl.data fetch vlicl), the full CoBSAT dataset comes from its authors' repository "
               "(docs/cobsat.md)",
     "vif": "VIF-Bench is on the Hub (shim0114/VIF-Bench) with pre-rendered images whose layout files icl has no "

@@ -127,4 +127,4 @@ def test_unknown_and_unpublished_names_are_one_line(capsys):
     assert main(["fetch", "nope"]) == 1
     assert "vlicl" in capsys.readouterr().err
     assert main(["fetch", "best50"]) == 1
-    assert "not published" in capsys.readouterr().err
+    assert "not verified" in capsys.readouterr().err
