@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence, TextIO
 
-from icl.run.config import RunConfig
+from icl.run.config import RunConfig, parse_models
 from icl.run.errors import ConfigError
 
 CHECK_FILE = "check.json"
@@ -285,7 +285,8 @@ def _offline() -> Iterator[None]:
 
 def _fix(check: str, message: str) -> str:
     """The fix of a problem, from what it is."""
-    if "HF_HUB_OFFLINE" in message or "not in the Hugging Face cache" in message or "cached snapshot" in message:
+    if any(w in message for w in ("HF_HUB_OFFLINE", "never downloads", "not in the Hugging Face cache",
+                                  "cached snapshot")):
         return ("the weights need a download: run the same command with --prefetch where the network is reachable "
                 "(same HF_HOME / HF_HUB_CACHE), then the run")
     if check == "checkpoint":
@@ -325,7 +326,12 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     problems: list[Problem] = []
     warnings: list[str] = []
 
+    user_offline = hub.offline()
+
     def add(check: str, where: str, message: str) -> None:
+        if not user_offline:  # the check's own offline mode, not the user's
+            message = message.replace("and HF_HUB_OFFLINE is set", "(--check never downloads)")
+            message = message.replace("HF_HUB_OFFLINE is set", "--check never downloads")
         problems.append(Problem(check, where, message, _fix(check, message)))
 
     _absolute_paths(config)
@@ -391,7 +397,10 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         except StoreError as exc:
             add("output", "store", str(exc))
     try:
-        judge_ids = tuple(j.model_id for j in judges) or ("",)
+        # a judge left out for a problem above still scores every answer: counted, nothing stored of it
+        named = len(config.judges or [s for j in bench.default_judges for s in parse_models(j)])
+        judge_ids = (tuple(j.model_id for j in judges) + tuple(f"(unavailable judge {i})"
+                                                               for i in range(named - len(judges)))) or ("",)
         stored_ids = _stored_ids(store, models, identity_device is not None, warnings)
         cells, total_remaining, total_stored, disk = [], 0, 0, REPORT_BYTES
         logs = log_samples(config.log_samples, len(items) * len(models))
@@ -422,7 +431,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     finally:
         if store is not None:
             store.close()
-    report["plan"] = dict(items=len(items), models=len(models), judges=len(judges), planned=total_stored +
+    report["plan"] = dict(items=len(items), models=len(models), judges=named, planned=total_stored +
                           total_remaining, stored=total_stored, remaining=total_remaining, cells=cells,
                           **({"shard": extra["shard"]} if "shard" in extra else {}))
     report["models"] = list(entries.values())

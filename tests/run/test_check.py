@@ -20,7 +20,7 @@ import pytest
 
 from icl.run.__main__ import main
 from icl.run.check import CHECK_FILE
-from icl.store import Store
+from tests.models.hub_server import REPO, hf_env, hub_llava, server  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "benchmarks" / "cobsat"))
@@ -210,3 +210,21 @@ def test_check_of_every_fast_run(tmp_path, fast_data, monkeypatch):
         report = json.loads((tmp_path / f"{name}-fast" / CHECK_FILE).read_text())
         assert report["runnable"] and report["plan"]["remaining"] > 0, name
         assert not (tmp_path / f"{name}-fast" / "store.sqlite").exists()
+
+
+def test_hub_weights_not_in_the_cache_need_a_download_and_nothing_is_downloaded(hf_env, server, tmp_path):
+    """``hf:`` references resolve from the Hugging Face cache only: one not there is a problem
+    whose fix is ``--prefetch``; after it, the same check is runnable."""
+    out = tmp_path / "run"
+    args = ["vlicl", "--fast", "--models", "hf-vlm", "--model-arg", f"weights=hf:{REPO}", "--tasks", "clevr",
+            "--seeds", "0", "--shots", "0,1", "--queries", "2", "--out", str(out), "--data-root",
+            str(tmp_path / "data"), "--no-plots", "--no-progress", "--device", "cpu"]
+    assert main([*args, "--check"]) == 2
+    (problem,) = _report(out)["problems"]
+    assert problem["check"] == "models" and f"hf:{REPO}" in problem["message"]
+    assert "--check never downloads" in problem["message"] and "--prefetch" in problem["fix"]
+    assert not (hf_env / "models--org--tiny" / "snapshots").exists()  # nothing came down
+    assert main([*args, "--prefetch"]) == 0
+    assert main([*args, "--check"]) == 0
+    report = _report(out)
+    assert report["runnable"] and report["models"][0]["params"] > 0 and report["plan"]["remaining"] > 0
