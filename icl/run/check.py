@@ -22,8 +22,9 @@ What it looks at, through the run's own planning (:mod:`icl.run.runner`):
 6. cost: the time per item the store holds for each model identity, times the items remaining.
 
 A real run performs the checkpoint checks (4) too, after the models are instantiated and before
-any is loaded (:func:`checkpoint_problems`), and plans its work with the same function, so what
-``--check`` reports is what the run does.
+any is loaded (:func:`checkpoint_problems`), for the models it will load (:func:`to_load`: those
+with work left), and plans its work with the same function, so what ``--check`` reports is what
+the run does.
 """
 
 from __future__ import annotations
@@ -268,6 +269,43 @@ def checkpoint_problems(models: Sequence[Any]) -> list[tuple[str, str]]:
     return out
 
 
+def pending_work(store: Any, bench: Any, items: Sequence[Any], models: Sequence[Any], judge_ids: Sequence[str],
+                 stored_ids: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """Per model label its :class:`icl.run.plan.ModelWork` against ``store`` (a read-only
+    :class:`icl.store.Store`, or None: nothing stored), each model's scores looked up under
+    ``stored_ids.get(model_id, model_id)``: what ``--check`` reports and what the run checks
+    the checkpoints of (a model with nothing left to do is never loaded)."""
+    from icl.run.plan import model_work
+
+    out = {}
+    for m in models:
+        mid = (stored_ids or {}).get(m.model_id, m.model_id)
+        done = ((lambda j, mid=mid: store.done(bench.name, bench.protocol, mid, j, bench.scorer_version))
+                if store is not None else (lambda j: set()))
+        out[m.label] = model_work(bench, items, m.serves, judge_ids, done)
+    return out
+
+
+def to_load(store_path: Path, bench: Any, items: Sequence[Any], models: Sequence[Any],
+            judges: Sequence[Any]) -> list[Any]:
+    """The models and judges a run will load: those with work left in the store at
+    ``store_path`` (read-only), and the judges when any model has."""
+    from icl.store import Store, StoreError
+
+    store = None
+    try:
+        store = Store(store_path, readonly=True) if Path(store_path).is_file() else None
+    except StoreError:  # the run itself reports it when it opens the store
+        pass
+    try:
+        work = pending_work(store, bench, items, models, tuple(j.model_id for j in judges))
+    finally:
+        if store is not None:
+            store.close()
+    busy = [m for m in models if work[m.label].todo]
+    return busy + (list(judges) if busy else [])
+
+
 # --- the check ---------------------------------------------------------------------------------
 @contextmanager
 def _offline() -> Iterator[None]:
@@ -316,7 +354,6 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     from icl.run.files import folder_refusal
     from icl.run.lock import FolderLock
     from icl.run.models import resolve_device
-    from icl.run.plan import model_work
     from icl.run.runner import _absolute_paths, _check_judges, _models, _planned, open_benchmark
     from icl.run.samples import log_samples
     from icl.store import Store, StoreError
@@ -404,11 +441,9 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         stored_ids = _stored_ids(store, models, identity_device is not None, warnings)
         cells, total_remaining, total_stored, disk = [], 0, 0, REPORT_BYTES
         logs = log_samples(config.log_samples, len(items) * len(models))
+        works = pending_work(store, bench, items, models, judge_ids, stored_ids)
         for m in models:
-            mid = stored_ids.get(m.model_id, m.model_id)
-            work = model_work(bench, items, m.serves, judge_ids,
-                              (lambda j, mid=mid: store.done(bench.name, bench.protocol, mid, j, bench.scorer_version))
-                              if store is not None else (lambda j: set()))
+            mid, work = stored_ids.get(m.model_id, m.model_id), works[m.label]
             for task, (planned, stored) in work.cells.items():
                 cells.append(dict(task=task, model=m.label, model_id=m.model_id, planned=planned, stored=stored,
                                   remaining=planned - stored))

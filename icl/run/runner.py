@@ -189,13 +189,15 @@ def _check_judges(bench: Benchmark, items: Sequence[Item], models: Sequence[RunM
             report(f"judge {j.label}", f"judge {j.label!r} cannot judge benchmark {bench.name!r}: {why}")
 
 
-def _check_checkpoints(models: Sequence[RunModel]) -> None:
-    """Before any model is loaded (one line, exit 2): every checkpoint's safetensors headers
-    read, and a transformers family's architecture compared with them
-    (:func:`icl.run.check.checkpoint_problems`, what ``--check`` lists)."""
-    from icl.run.check import checkpoint_problems
+def _check_checkpoints(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[RunModel],
+                       judges: Sequence[RunModel]) -> None:
+    """Before any model is loaded (one line, exit 2): the checkpoint of every model and judge the
+    run will load (work left in the store) read, its safetensors headers and a transformers
+    family's architecture against them (:func:`icl.run.check.checkpoint_problems`, what
+    ``--check`` lists)."""
+    from icl.run.check import checkpoint_problems, to_load
 
-    found = checkpoint_problems(models)
+    found = checkpoint_problems(to_load(config.store_path, bench, items, models, judges))
     if found:
         more = f" (and {len(found) - 1} more: python -m icl.run ... --check lists them)" if len(found) > 1 else ""
         raise ConfigError(f"{found[0][0]}: {found[0][1]}{more}")
@@ -215,7 +217,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     items, extra = _planned(bench, config)
     models, judges = _models(config, bench, device)
     _check_judges(bench, items, models, judges)
-    _check_checkpoints([*models, *judges])
+    _check_checkpoints(config, bench, items, models, judges)
     out = config.out_dir
     # a cluster that cannot be joined: one line before anything is written
     judge_workers = config.judge_workers if judges else None
