@@ -280,8 +280,11 @@ def pending_work(store: Any, bench: Any, items: Sequence[Any], models: Sequence[
     out = {}
     for m in models:
         mid = (stored_ids or {}).get(m.model_id, m.model_id)
-        done = ((lambda j, mid=mid: store.done(bench.name, bench.protocol, mid, j, bench.scorer_version))
-                if store is not None else (lambda j: set()))
+        def done(judge_id: str, mid: str = mid) -> set[str]:
+            if store is None:
+                return set()
+            return store.done(bench.name, bench.protocol, mid, judge_id, bench.scorer_version)
+
         out[m.label] = model_work(bench, items, m.serves, judge_ids, done)
     return out
 
@@ -394,7 +397,8 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     except ConfigError as exc:
         add("plan", "benchmark", str(exc))
         return _finish(report, problems, warnings, t0)
-    items, extra = [], {}
+    items: list[Any] = []
+    extra: dict[str, Any] = {}
     try:
         items, extra = _planned(bench, config)
     except ConfigError as exc:
@@ -541,7 +545,7 @@ def _duration(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
-def _table(rows: list[tuple[str, ...]], right: tuple[int, ...]) -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]], right: tuple[int, ...]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  " + "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
             .rstrip() for r in rows]
@@ -553,9 +557,10 @@ def render(report: dict[str, Any]) -> str:
              f"device {report['device'].get('used', report['device']['declared'])}"
              + ("" if report["device"].get("seen", True) else " (as declared)")]
     plan = report.get("plan")
-    rows = [("task", "model", "planned", "stored", "remaining")]
+    rows: list[tuple[str, ...]] = [("task", "model", "planned", "stored", "remaining")]
     if plan:
-        rows += [(c["task"], c["model"], str(c["planned"]), str(c["stored"]), str(c["remaining"])) for c in plan["cells"]]
+        rows += [(c["task"], c["model"], str(c["planned"]), str(c["stored"]), str(c["remaining"]))
+                 for c in plan["cells"]]
         rows.append(("all", f"{plan['models']} model(s), {plan['judges']} judge(s)", str(plan["planned"]),
                      str(plan["stored"]), str(plan["remaining"])))
     lines += _table(rows, right=(2, 3, 4))
