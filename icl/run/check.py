@@ -392,6 +392,8 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
             add("device", "--device", str(exc))
             device = "cpu"
     report["device"].update(used=device, seen=identity_device is None)
+    if config.ray:
+        warnings.append(f"--ray {config.ray}: the cluster is not joined by --check (the run joins it first)")
     try:
         bench = open_benchmark(config)
     except ConfigError as exc:
@@ -401,7 +403,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     extra: dict[str, Any] = {}
     try:
         items, extra = _planned(bench, config)
-    except ConfigError as exc:
+    except (ConfigError, OSError) as exc:  # what the run stops at (an OSError: a file the loading could not read)
         add("data", config.benchmark, str(exc))
     for where, message, path in bench.data_failures():
         add("data", where, message + (f" ({path})" if path and str(path) not in message else ""))
