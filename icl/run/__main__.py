@@ -10,9 +10,11 @@
     python -m icl.run vibe --shard 0/4 --out runs/vibe.0   # shard 0 of 4 (counted from 0)
     python -m icl.run merge runs/vibe runs/vibe.0 runs/vibe.1 runs/vibe.2 runs/vibe.3
     python -m icl.run vibe --list            # tasks, datasets, models
+    python -m icl.run vibe --models ... --check   # everything the run decides before a model call (no GPU)
 
 BENCHMARK defaults to ``vibe``. Exit status: 0 everything computed, 1 some items failed, 2 a usage
-or configuration error (one line, no traceback), 130 interrupted (finished batches are kept).
+or configuration error (one line, no traceback), 130 interrupted (finished batches are kept);
+with --check: 0 runnable, 2 problems (all listed).
 """
 
 from __future__ import annotations
@@ -96,6 +98,10 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
                         "(default 2)")
     p.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, WARNING, ERROR)")
     p.add_argument("--list", action="store_true", help="list the benchmark's tasks, datasets and models, then exit")
+    p.add_argument("--check", action="store_true", default=None,
+                   help="check the run without running it: plan and resume counts, data, weights, checkpoints "
+                        "against their architecture, disk, lock, cost; every problem listed, check.json written, "
+                        "exit 0 (runnable) or 2 (no GPU needed; docs/runs.md 'Before a long run')")
     p.add_argument("--prefetch", action="store_true",
                    help="download the Hub weights (weights=hf:...) of the models and judges into the Hugging Face "
                         "cache, print their commits and sizes and the offline command line, then exit")
@@ -163,7 +169,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 _COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap",
                 "plots", "progress", "trace_memory", "fast", "shard", "ray", "workers", "judge_workers",
-                "gpus_per_worker", "worker_retries", "log_samples")
+                "gpus_per_worker", "worker_retries", "log_samples", "check")
 
 
 def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
@@ -248,7 +254,8 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
                      trace_memory=boolean("trace_memory", False), shard=shard, ray=None if ray is None else str(ray),
                      workers=workers, judge_workers=judge_workers, gpus_per_worker=per_worker or 1,
-                     worker_retries=retries, log_samples=log_samples, command=list(argv))
+                     worker_retries=retries, log_samples=log_samples, check=boolean("check", False),
+                     command=list(argv))
 
 
 def parse_judges(value: Any, where: Any = None) -> list[ModelSpec]:
@@ -328,8 +335,9 @@ def _split(argv: list[str]) -> tuple[Optional[str], list[str]]:
     return None, argv
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point; returns the exit status."""
+def main(argv: Optional[Sequence[str]] = None, *, free_space: Any = None) -> int:
+    """Entry point; returns the exit status. ``free_space``: how ``--check`` reads a folder's free
+    bytes (default :func:`icl.run.check.disk_free`; tests give a small disk)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:  # a bare command asks what it can do
         print(_usage(), file=sys.stderr)
@@ -345,7 +353,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         with sigterm_as_interrupt():  # SIGTERM stops like Ctrl-C: finished batches are kept
-            return _main(argv)
+            return _main(argv, free_space)
     except (ConfigError, LockError, OutputWriteError) as exc:
         print(f"icl.run: {exc}", file=sys.stderr)
         return 2
@@ -408,7 +416,7 @@ def _start_declared_helpers(argv: list[str]) -> None:
         _helpers.warm(pool, guess=True)
 
 
-def _main(argv: list[str]) -> int:
+def _main(argv: list[str], free_space: Any = None) -> int:
     from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
 
     typed = ["python", "-m", "icl.run", *argv]  # recorded in results.json as the user typed it
@@ -429,7 +437,7 @@ def _main(argv: list[str]) -> int:
         print(f"icl {icl.__version__}")
         return 0
     if name is None and known.fast and not known.help and not known.list:
-        return _fast_all(rest, list_benchmarks(), typed)
+        return _fast_all(rest, list_benchmarks(), typed, free_space)
     name = name or DEFAULT_BENCHMARK
     try:
         cls = get_benchmark(name)
@@ -454,6 +462,10 @@ def _main(argv: list[str]) -> int:
         from icl.run.prefetch import prefetch
 
         return prefetch(config, typed, sys.stdout)
+    if config.check:
+        from icl.run.check import check
+
+        return check(config, sys.stdout, free_space)
     # Device evaluation runs OpenMP regions from two threads at once (torch's runtime and
     # icl._C's); idle teams spinning by default steal the cores the other needs.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -463,7 +475,7 @@ def _main(argv: list[str]) -> int:
     return run(config).exit_code
 
 
-def _fast_all(rest: list[str], names: list[str], typed: list[str]) -> int:
+def _fast_all(rest: list[str], names: list[str], typed: list[str], free_space: Any = None) -> int:
     """``--fast`` without a benchmark: every registered benchmark's smoke run, one summary. A
     plugin benchmark that cannot be imported is skipped with one line (the others run)."""
     from icl.benchmarks.registry import get_benchmark
@@ -489,6 +501,14 @@ def _fast_all(rest: list[str], names: list[str], typed: list[str]) -> int:
             config.out = args.out / config.run_name
         configs.append(config)
     names = [n for n in names if n not in broken]
+    if configs and configs[0].check:  # --check of every benchmark's smoke run
+        from icl.run.check import check
+
+        worst = 0
+        for name, config in zip(names, configs):
+            print(f"== {name} ==")
+            worst = max(worst, check(config, sys.stdout, free_space))
+        return max(worst, 2 if broken else 0)
     lines, worst, ran = [], 0, []
     for name, config in zip(names, configs):
         print(f"== {name} ==")

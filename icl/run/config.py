@@ -151,6 +151,8 @@ class RunConfig:
     judge_workers: Optional[int] = None  # Ray workers of the judge (None: the judge runs in this process)
     gpus_per_worker: int = 1  # GPUs each model worker sees (a model spread over them with device_map)
     worker_retries: int = 2  # resends of a batch whose worker died, before its items fail
+    # --check (``check = true`` in run.toml): check the run, run nothing (icl.run.check); never in results.json
+    check: bool = False
     command: Optional[list[str]] = None
     # this run is the whole process (one benchmark from the command line): its printed time and
     # results.json's startup_s include the interpreter's start and imports

@@ -40,6 +40,7 @@ from icl.run import responses as R
 from icl.run.compute import CallCost, ComputeMeter, call_costs
 from icl.run.device import ScorePipeline, tensor_requests
 from icl.run.guard import ItemOutcome, ModelGuard, check_stop
+from icl.run.plan import model_work
 from icl.run.models import RunModel
 from icl.store import Failure, Response, Score, ScoreKey, Store
 
@@ -155,23 +156,14 @@ class Engine:
 
         b = self.bench
         pending = []
-        for m in self.models:
-            done = {j: self.store.done(b.name, b.protocol, m.model_id, j, b.scorer_version) for j in self.judge_ids}
-            todo, skipped = [], {}
-            for it in items:
-                if not m.serves(b.request_type(it)):  # asked only for what it serves
-                    kind = f"{b.item_kind(it)} ({b.request_type(it).__name__})"
-                    skipped[kind] = skipped.get(kind, 0) + 1
-                    continue
-                unscored = tuple(j for j in self.judge_ids if it.key not in done[j])
-                self.stats.skipped += len(self.judge_ids) - len(unscored)  # counts are scores (item x judge)
-                if unscored:
-                    todo.append(it)
-                    if len(unscored) < len(self.judge_ids):
-                        self._unscored[(m.model_id, it.key)] = unscored
-            if skipped:
-                self.stats.not_applicable[m.label] = skipped
-            pending.append(todo)
+        for m in self.models:  # the work left: icl.run.plan, the computation --check reports
+            work = model_work(b, items, m.serves, self.judge_ids,
+                              lambda j, m=m: self.store.done(b.name, b.protocol, m.model_id, j, b.scorer_version))
+            self.stats.skipped += work.skipped  # counts are scores (item x judge)
+            self._unscored.update({(m.model_id, k): v for k, v in work.unscored.items()})
+            if work.not_applicable:
+                self.stats.not_applicable[m.label] = work.not_applicable
+            pending.append(work.todo)
         try:
             with tqdm(total=sum(map(len, pending)), unit="item", file=sys.stderr, disable=not self.progress,
                       dynamic_ncols=True) as bar:

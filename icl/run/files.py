@@ -48,13 +48,22 @@ def claim_folder(out: Path, benchmark: str) -> None:
     no symbolic link anywhere under it, no other benchmark's run (its results.json, or a run
     its store.sqlite records for this folder); then remove stale temporary files. Call it
     while holding the folder's lock."""
+    why = folder_refusal(out, benchmark)
+    if why is not None:
+        raise ConfigError(why)
+    remove_stale_temporaries(out)
+
+
+def folder_refusal(out: Path, benchmark: str) -> Optional[str]:
+    """Why :func:`claim_folder` would refuse ``out`` for ``benchmark`` (None: it would not);
+    reads only (``--check`` asks it too)."""
     for root, dirs, names in os.walk(out):  # links to folders are listed, never entered
         for name in sorted(dirs + names):
             p = Path(root) / name
             if p.is_symlink():
-                raise ConfigError(f"output folder {out} holds a symbolic link {p.relative_to(out)} (to "
-                                  f"{os.readlink(p)}); icl never writes through links: remove it or choose "
-                                  f"another output folder (--out)")
+                return (f"output folder {out} holds a symbolic link {p.relative_to(out)} (to "
+                        f"{os.readlink(p)}); icl never writes through links: remove it or choose "
+                        f"another output folder (--out)")
     others = set()
     try:
         recorded = json.loads((out / "results.json").read_text(encoding="utf-8"))
@@ -65,9 +74,9 @@ def claim_folder(out: Path, benchmark: str) -> None:
     others |= stored_benchmarks(out / DEFAULT_STORE, out)  # runs of this folder (a shared store may hold others)
     others.discard(benchmark)
     if others:
-        raise ConfigError(f"output folder {out} holds a {', '.join(sorted(others))} run; every benchmark needs its "
-                          f"own output folder: choose another --out (--fast gives each benchmark its own sub-folder)")
-    remove_stale_temporaries(out)
+        return (f"output folder {out} holds a {', '.join(sorted(others))} run; every benchmark needs its "
+                f"own output folder: choose another --out (--fast gives each benchmark its own sub-folder)")
+    return None
 
 
 @contextmanager

@@ -101,11 +101,7 @@ class FolderLock:
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                holder = _read_holder(self.path)
-                who = (f"process {holder.get('pid')} ({' '.join(map(str, holder.get('command', [])))[:200]}, "
-                       f"on {holder.get('host')}, since {holder.get('started')})" if holder else "another process")
-                raise LockError(self.folder, f"output folder {self.folder} is in use by {who}; wait for that run "
-                                             f"to finish, or choose another output folder", holder) from None
+                raise self._in_use() from None
             raise LockError(self.folder, f"cannot lock output folder {self.folder}: {exc.strerror or exc}; "
                                          f"the filesystem may not support locks (use a local folder)") from None
         record = json.dumps({"pid": os.getpid(), "command": self.command, "host": socket.gethostname(),
@@ -117,6 +113,48 @@ class FolderLock:
             pass  # the record is a hint for others' messages; the lock itself is held
         self._fd = fd
         return self
+
+    def _in_use(self) -> LockError:
+        """The error of a folder another process holds, naming it (its record in the lock file)."""
+        holder = _read_holder(self.path)
+        who = (f"process {holder.get('pid')} ({' '.join(map(str, holder.get('command', [])))[:200]}, "
+               f"on {holder.get('host')}, since {holder.get('started')})" if holder else "another process")
+        return LockError(self.folder, f"output folder {self.folder} is in use by {who}; wait for that run "
+                                      f"to finish, or choose another output folder", holder)
+
+    def probe(self) -> Optional[LockError]:
+        """Whether the folder could be locked now, without locking it or writing anything (``--check``):
+        None when no process holds the lock (or there is no lock file yet), else the
+        :class:`LockError` :meth:`acquire` would raise, naming the holder."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return LockError(self.folder, f"cannot lock output folder {self.folder}: its lock file {self.path} "
+                                              f"is a symbolic link; icl never writes through links: remove the link "
+                                              f"or choose another output folder")
+            return LockError(self.folder, f"cannot lock output folder {self.folder}: {exc.strerror or exc} "
+                                          f"({self.path}); check the path and its permissions")
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"a file with {st.st_nlink} hard links"
+                return LockError(self.folder, f"cannot lock output folder {self.folder}: its lock file {self.path} "
+                                              f"is {what}; icl never writes through links: remove it or choose "
+                                              f"another output folder")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    return self._in_use()
+                return LockError(self.folder, f"cannot lock output folder {self.folder}: {exc.strerror or exc}; "
+                                              f"the filesystem may not support locks (use a local folder)")
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
 
     def release(self) -> None:
         """Release the lock (closing the descriptor drops the flock)."""

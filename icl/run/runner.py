@@ -111,50 +111,96 @@ def _planned(bench: Benchmark, config: RunConfig) -> tuple[list[Item], dict[str,
     return mine, dict(shard=S.describe(items, mine, *config.shard))
 
 
-def _models(config: RunConfig, bench: Benchmark, device: str) -> tuple[list[RunModel], list[RunModel]]:
+def _raise_first(problems: Optional[list[tuple[str, str]]]) -> Callable[[str, str], None]:
+    """How a planning step reports a problem: raised as a ConfigError (one line, a run), or
+    appended to ``problems`` as (where, message) and the step goes on (``--check`` lists them all)."""
+    def report(where: str, message: str) -> None:
+        if problems is None:
+            raise ConfigError(message)
+        problems.append((where, message))
+    return report
+
+
+def _models(config: RunConfig, bench: Benchmark, device: str, problems: Optional[list[tuple[str, str]]] = None,
+            identity_device: Optional[str] = None) -> tuple[list[RunModel], list[RunModel]]:
+    """The run's models and judges, instantiated (not loaded). A problem raises ConfigError, or
+    with ``problems`` is listed there and the model left out (``--check``). ``identity_device``:
+    the device the identities are computed for (``--check`` of a declared CUDA device on a
+    machine without one computes them for the CPU and matches the store's CUDA identities)."""
+    report = _raise_first(problems)
     specs = config.models if config.models is not None else [s for m in bench.default_models
                                                              for s in parse_models(m)]
     if not specs:
-        raise ConfigError(f"benchmark {bench.name!r} has no default models: give --models")
+        report("models", f"benchmark {bench.name!r} has no default models: give --models")
     labels = [s.label for s in specs]
     if len(set(labels)) != len(labels):
-        raise ConfigError(f"--models lists {next(x for x in labels if labels.count(x) > 1)!r} twice")
-    models = [make_model(s, device, config.dtype, bench.request_types, bench.name) for s in specs]
+        report("models", f"--models lists {next(x for x in labels if labels.count(x) > 1)!r} twice")
+    where = identity_device or device
+    models = []
+    for s in specs:
+        try:
+            models.append(make_model(s, where, config.dtype, bench.request_types, bench.name))
+        except ConfigError as exc:
+            report(f"model {s.label}", str(exc))
     judge_specs = config.judges or [s for j in bench.default_judges for s in parse_models(j)]
     try:  # the benchmark refuses judges that cannot judge its data (or more judges than it takes)
         asked = tuple(t for t in bench.request_types if any(m.serves(t) for m in models))
         bench.check_judge(tuple(j.name for j in judge_specs), asked)
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        report("judges", str(exc))
     from icl.models.requests import ChatRequest
 
-    judges = [make_model(j, device, None, (ChatRequest,), bench.name) for j in judge_specs]
+    judges = []
+    for j in judge_specs:
+        try:
+            judges.append(make_model(j, where, None, (ChatRequest,), bench.name))
+        except ConfigError as exc:
+            report(f"judge {j.label}", f"judge {j.label!r}: {exc}" if problems is not None else str(exc))
     seen: dict[str, str] = {}
     for j in judges:  # one judge twice would score the same answers twice under one key
         if j.model_id in seen:
-            raise ConfigError(f"--judge lists {j.label!r} twice" + (f" (the same model as {seen[j.model_id]!r})"
-                                                                    if seen[j.model_id] != j.label else ""))
+            report(f"judge {j.label}", f"--judge lists {j.label!r} twice" + (
+                f" (the same model as {seen[j.model_id]!r})" if seen[j.model_id] != j.label else ""))
         seen[j.model_id] = j.label
     return models, judges
 
 
 def _check_judges(bench: Benchmark, items: Sequence[Item], models: Sequence[RunModel],
-                  judges: Sequence[RunModel]) -> None:
+                  judges: Sequence[RunModel], problems: Optional[list[tuple[str, str]]] = None,
+                  judge_named: bool = False) -> None:
     """Before any generation (one line, exit 2): every judge's files read (``check_loadable``), and
     every judge takes what the run will ask it (``Benchmark.judge_probe``: the judge requests of a
-    stand-in answer; ``Adapter.would_refuse``); a run whose answers need a judge has one."""
+    stand-in answer; ``Adapter.would_refuse``); a run whose answers need a judge has one. With
+    ``problems`` every problem is listed there instead (``--check``; ``judge_named``: a judge was
+    named but left out for a problem already listed)."""
+    report = _raise_first(problems)
     asked = tuple(t for t in bench.request_types if any(m.serves(t) for m in models))
     probe = bench.judge_probe(items, asked)
-    if probe and not judges:
-        raise ConfigError(f"benchmark {bench.name!r} scores its answers with a judge: give --judge")
+    if probe and not judges and not judge_named:
+        report("judges", f"benchmark {bench.name!r} scores its answers with a judge: give --judge")
     for j in judges:
         try:
             j.adapter.check_loadable()
         except (WeightsError, ValueError, OSError) as exc:
-            raise ConfigError(f"judge {j.label!r}: {exc}") from None
+            report(f"judge {j.label}", f"judge {j.label!r}: {exc}")
+            continue
         why = next((w for w in map(j.adapter.would_refuse, probe) if w), None)
         if why is not None:
-            raise ConfigError(f"judge {j.label!r} cannot judge benchmark {bench.name!r}: {why}")
+            report(f"judge {j.label}", f"judge {j.label!r} cannot judge benchmark {bench.name!r}: {why}")
+
+
+def _check_checkpoints(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[RunModel],
+                       judges: Sequence[RunModel]) -> None:
+    """Before any model is loaded (one line, exit 2): the checkpoint of every model and judge the
+    run will load (work left in the store) read, its safetensors headers and a transformers
+    family's architecture against them (:func:`icl.run.check.checkpoint_problems`, what
+    ``--check`` lists)."""
+    from icl.run.check import checkpoint_problems, to_load
+
+    found = checkpoint_problems(to_load(config.store_path, bench, items, models, judges))
+    if found:
+        more = f" (and {len(found) - 1} more: python -m icl.run ... --check lists them)" if len(found) > 1 else ""
+        raise ConfigError(f"{found[0][0]}: {found[0][1]}{more}")
 
 
 def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> Outcome:
@@ -171,6 +217,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     items, extra = _planned(bench, config)
     models, judges = _models(config, bench, device)
     _check_judges(bench, items, models, judges)
+    _check_checkpoints(config, bench, items, models, judges)
     out = config.out_dir
     # a cluster that cannot be joined: one line before anything is written
     judge_workers = config.judge_workers if judges else None

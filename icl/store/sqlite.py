@@ -172,10 +172,26 @@ class StoreError(RuntimeError):
 
 class Store:
     """A results database at ``path`` (created with its parent folder if absent; with
-    ``create=False`` a missing store is a :class:`StoreError` and nothing is created)."""
+    ``create=False`` a missing store is a :class:`StoreError` and nothing is created).
 
-    def __init__(self, path: Union[str, os.PathLike], timeout: float = 60.0, *, create: bool = True):
+    ``readonly=True`` (``--check``) opens an existing store for reading only: nothing is
+    created, migrated or written, and no ``-wal``/``-shm`` file is added beside it (a store
+    without them is opened ``immutable``; one a live or killed run left them to is read through
+    them, ``mode=ro``). Its writing methods then fail (SQLite: "attempt to write a readonly
+    database")."""
+
+    def __init__(self, path: Union[str, os.PathLike], timeout: float = 60.0, *, create: bool = True,
+                 readonly: bool = False):
         self.path = Path(path)
+        self.readonly = readonly
+        if readonly:
+            self._conn = _open_readonly(self.path, timeout)
+            found = self._schema_version()
+            if found is not None and found > SCHEMA_VERSION:
+                self._conn.close()
+                raise StoreError(f"{self.path}: store schema version {found}, this icl reads up to version "
+                                 f"{SCHEMA_VERSION}")
+            return
         if create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         elif not self.path.is_file():
@@ -201,6 +217,20 @@ class Store:
                 if stmt.strip():
                     self._conn.execute(stmt)
             self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def model_seconds(self, model_id: str) -> tuple[int, float, float]:
+        """(measured items, their model seconds, their scoring seconds) over every stored ``ok``
+        score of ``model_id`` answered by a model call (``model_s`` > 0; answers reused from the
+        store cost nothing): what an item of this model identity cost before."""
+        row = self._conn.execute("SELECT COUNT(*), COALESCE(SUM(model_s), 0), COALESCE(SUM(score_s), 0) FROM scores "
+                                 "WHERE model_id=? AND status='ok' AND model_s > 0", (model_id,)).fetchone()
+        return int(row[0]), float(row[1]), float(row[2])
+
+    def answer_bytes(self, model_id: str) -> tuple[int, int]:
+        """(stored ``ok`` answers of ``model_id``, their bytes): the size an answer of it takes."""
+        row = self._conn.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(body)), 0) FROM responses "
+                                 "WHERE model_id=? AND status='ok'", (model_id,)).fetchone()
+        return int(row[0]), int(row[1])
 
     def _migrate(self, found: int) -> None:
         """Bring a store of version ``found`` to :data:`SCHEMA_VERSION` in one transaction:
@@ -407,6 +437,22 @@ class Store:
         return [r[0] for r in self._conn.execute("SELECT run_id FROM runs ORDER BY started")]
 
 
+def _open_readonly(path: Path, timeout: float) -> sqlite3.Connection:
+    """A read-only connection to the store at ``path`` (:class:`Store`, ``readonly=True``)."""
+    if not path.is_file():
+        raise StoreError(f"{path}: no store there (it is not created here)")
+    live = any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
+    # without -wal/-shm (a closed store) mode=ro would leave both behind: immutable reads the file as it is
+    query = "mode=ro" if live else "mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?{query}", uri=True, timeout=timeout,
+                               isolation_level=None, check_same_thread=False)
+        conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: cannot be read as a store ({exc})") from None
+    return conn
+
+
 def stored_benchmarks(path: Union[str, os.PathLike], out: Union[str, os.PathLike, None] = None) -> set[str]:
     """The benchmarks whose runs wrote into the store at ``path`` (each run's recorded config),
     only those whose output folder was ``out`` when given; read without writing anything, and
@@ -415,13 +461,13 @@ def stored_benchmarks(path: Union[str, os.PathLike], out: Union[str, os.PathLike
     if not p.is_file():
         return set()
     try:
-        conn = sqlite3.connect(f"{p.absolute().as_uri()}?mode=ro", uri=True, timeout=10)
+        conn = _open_readonly(p, 10)
         try:
             rows = conn.execute("SELECT DISTINCT json_extract(info, '$.config.benchmark'), "
                                 "json_extract(info, '$.config.out') FROM runs").fetchall()
         finally:
             conn.close()
-    except sqlite3.Error:  # not a store, or an older one without runs: nothing to compare
+    except (sqlite3.Error, StoreError):  # not a store, or an older one without runs: nothing to compare
         return set()
     wanted = None if out is None else os.path.abspath(out)
     return {b for b, o in rows if isinstance(b, str)

@@ -77,3 +77,21 @@ def test_unusable_folder_is_a_lock_error(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(LockError, match="cannot lock output folder"):
         FolderLock(tmp_path / "file" / "out").acquire()
+
+
+def test_probe_names_the_holder_without_taking_or_writing(tmp_path):
+    """``FolderLock.probe`` (``--check``): None for a free folder (nothing created), the holder's
+    LockError for a held one; the lock file's record is left as the holder wrote it."""
+    folder = tmp_path / "out"
+    assert FolderLock(folder).probe() is None and not folder.exists()
+    holder = _start(folder)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        record = (folder / LOCK_NAME).read_bytes()
+        err = FolderLock(folder).probe()
+        assert isinstance(err, LockError) and f"process {holder.pid}" in str(err) and err.holder["pid"] == holder.pid
+        assert (folder / LOCK_NAME).read_bytes() == record
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert FolderLock(folder).probe() is None

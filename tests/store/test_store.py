@@ -221,3 +221,23 @@ def test_final_and_judge_answers_follow_the_numbered_steps(tmp_path):
         assert set(store.final_answers(["q", "unknown"], "m")) == {"q"}
         found = store.judge_answers(["q"], "m", "judge")["q"]
         assert [r.body if r else None for r in found] == ["verdict 0", "verdict 2", None, "verdict 10"]
+
+
+def test_readonly_store_reads_and_writes_nothing(tmp_path):
+    """``Store(readonly=True)`` (``--check``): the scores read as the run reads them, the file's
+    bytes and mtime unchanged, no -wal/-shm left beside it, a write refused, a missing store
+    not created."""
+    path = tmp_path / "s.sqlite"
+    key = ScoreKey("b", "p1", "item", "m", "", "1")
+    with Store(path) as s:
+        s.write_batch(scores=[Score(key, "ok", {"acc": 1.0}, None, None, 0.5, 0.25, "r")])
+    before = (path.read_bytes(), path.stat().st_mtime_ns, sorted(p.name for p in tmp_path.iterdir()))
+    with Store(path, readonly=True) as ro:
+        assert ro.done("b", "p1", "m", "", "1") == {"item"}
+        assert ro.model_seconds("m") == (1, 0.5, 0.25)
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            ro.write_batch(scores=[Score(key, "failed", {}, "x", "error", 0.0, 0.0, "r")])
+    assert (path.read_bytes(), path.stat().st_mtime_ns, sorted(p.name for p in tmp_path.iterdir())) == before
+    with pytest.raises(StoreError, match="no store there"):
+        Store(tmp_path / "none.sqlite", readonly=True)
+    assert not (tmp_path / "none.sqlite").exists()

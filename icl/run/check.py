@@ -1,0 +1,609 @@
+"""``--check``: everything a run decides before its first model call, and nothing that needs a GPU or
+a forward pass. Every problem is listed at once, each with its fix; one table is printed,
+``check.json`` is written into the output folder (the only file written: the store is opened
+read-only when it exists, the output folder's lock is probed, never taken) and the exit status
+is 0 (runnable) or 2 (problems).
+
+What it looks at, through the run's own planning (:mod:`icl.run.runner`):
+
+1. the plan: benchmark x tasks x shots x models, per (task, model) the planned scores (item x
+   judge), those already stored for that model identity (a resume) and those remaining
+   (:func:`icl.run.plan.model_work`, the computation the engine runs);
+2. data: the benchmark's own loading (``items()``, ``data_failures()``), every failure listed;
+3. models and judges: instantiated as the run does (weights resolved: local paths exist, ``hf:``
+   references from the Hugging Face cache only, a reference not there is reported as needing a
+   download), configurations and processors read (``check_loadable``), judges able to judge;
+4. checkpoints: the safetensors headers (never a tensor) of every weight file: a truncated file
+   fails; for transformers families (``hf-vlm``) the architecture of ``config.json`` is built on
+   the ``meta`` device and its parameter names and shapes compared with the checkpoint's, so a
+   checkpoint of another architecture fails;
+5. resources: parameters and bytes at the chosen precision per model, the disk the outputs need
+   against the free space, the output folder's lock and its earlier runs;
+6. cost: the time per item the store holds for each model identity, times the items remaining.
+
+A real run performs the checkpoint checks (4) too, after the models are instantiated and before
+any is loaded (:func:`checkpoint_problems`), for the models it will load (:func:`to_load`: those
+with work left), and plans its work with the same function, so what ``--check`` reports is what
+the run does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, Sequence, TextIO
+
+from icl.run.config import RunConfig, parse_models
+from icl.run.errors import ConfigError
+
+CHECK_FILE = "check.json"
+EXIT_OK, EXIT_PROBLEMS = 0, 2
+BYTES_PER_PARAM = {"fp32": 4, "fp16": 2, "bf16": 2}
+# An answer's bytes when the store holds none of the model's yet: a PNG image answer, a text answer
+IMAGE_ANSWER_BYTES, TEXT_ANSWER_BYTES = 256 * 1024, 2 * 1024
+REPORT_BYTES = 16 * 1024 * 1024  # tables, report.md / .html, plots, results.json
+# adapters whose architecture is built on the meta device and compared with the checkpoint:
+# class (anywhere in the adapter's MRO) -> the transformers auto class it loads with
+ARCHITECTURES = {"icl.models.vlm.hf.HFVisionLanguage": "AutoModelForImageTextToText"}
+UNKNOWN_COST = "unknown (no stored compute; run once or --calibrate N)"
+
+FreeSpace = Callable[[Path], int]
+
+
+@dataclass
+class Problem:
+    """One thing that stops the run: which check found it, where, what, and the fix."""
+
+    check: str
+    where: str
+    message: str
+    fix: str
+
+
+@dataclass
+class Checkpoint:
+    """What the safetensors headers of a model's weights say."""
+
+    files: int = 0
+    params: int = 0
+    stored_bytes: int = 0
+    dtypes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def disk_free(path: Path) -> int:
+    """Free bytes on the filesystem that holds ``path`` (or, while it does not exist, its nearest
+    existing parent)."""
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p.parent != p:
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
+# --- checkpoints -------------------------------------------------------------------------------
+def _safetensors_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path] if path.suffix == ".safetensors" else []
+    if path.is_dir():
+        from icl.models.hub import IGNORE_PATTERNS
+
+        ignored = [re.compile(p.replace(".", r"\.").replace("*", ".*")) for p in IGNORE_PATTERNS]
+        return sorted(f for f in path.rglob("*.safetensors") if not any(i.fullmatch(f.name) for i in ignored))
+    return []
+
+
+def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """``{name: (dtype, shape)}`` of a safetensors file, from its header only (``safe_open``
+    checks that the header's offsets cover the file: a truncated file raises ValueError)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), "np") as f:
+            out = {}
+            for key in f.keys():
+                s = f.get_slice(key)
+                out[key] = (str(s.get_dtype()), tuple(int(d) for d in s.get_shape()))
+            return out
+    except Exception as exc:  # SafetensorError (truncated, not a safetensors file), OSError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path}: not a complete safetensors file ({first}); the file is truncated or damaged: "
+                         f"download or copy it again") from None
+
+
+def architecture_class(adapter: Any) -> Optional[str]:
+    """The transformers auto class ``adapter`` loads its architecture with (:data:`ARCHITECTURES`)."""
+    for cls in type(adapter).__mro__:
+        name = ARCHITECTURES.get(f"{cls.__module__}.{cls.__qualname__}")
+        if name:
+            return name
+    return None
+
+
+def _key_renamer(model: Any) -> Callable[[str], tuple[str, bool]]:
+    """How transformers renames a checkpoint key while loading ``model`` (its conversion mapping:
+    legacy layouts); returns (name, converted: a tensor transform beyond a rename applies)."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming
+
+        transforms = get_model_conversion_mapping(model)
+    except Exception:  # another transformers version: names compared as they are
+        return lambda key: (key, False)
+
+    def rename(key: str) -> tuple[str, bool]:
+        converted = False
+        for t in transforms:
+            try:
+                new, pattern = t.rename_source_key(key)
+            except Exception:
+                continue
+            if pattern is not None:
+                converted = converted or not isinstance(t, WeightRenaming)
+                key = new
+        return key, converted
+
+    return rename
+
+
+def _forgiven(model: Any, attribute: str) -> list[re.Pattern]:
+    """Key patterns a transformers model declares it may lack or not use (tied weights, ignored keys)."""
+    out = []
+    for module in model.modules():
+        value = getattr(module, attribute, None) or ()
+        for p in (value.keys() if isinstance(value, dict) else value):
+            try:
+                out.append(re.compile(str(p)))
+            except re.error:
+                out.append(re.compile(re.escape(str(p))))
+    return out
+
+
+def compare_architecture(folder: Path, auto_class: str, present: dict[str, tuple[str, tuple[int, ...]]]
+                         ) -> tuple[list[str], list[str]]:
+    """Build ``auto_class`` from ``folder``'s config.json on the meta device (no memory, no
+    weights) and compare its parameter names and shapes with the checkpoint's (``present``);
+    returns (problems, notes)."""
+    import torch
+    import transformers
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
+    with torch.device("meta"):
+        model = getattr(transformers, auto_class).from_config(config)
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    rename = _key_renamer(model)
+    prefix = f"{model.base_model_prefix}." if getattr(model, "base_model_prefix", "") else ""
+    found: dict[str, tuple[int, ...]] = {}
+    converted = 0
+    for key, (_, shape) in present.items():
+        name, changed = rename(key)
+        if changed:
+            converted += 1
+            continue
+        if name not in expected and prefix and prefix + name in expected:
+            name = prefix + name  # a base model's checkpoint under a model with a head
+        found[name] = shape
+    tied = _forgiven(model, "_tied_weights_keys") + _forgiven(model, "_keys_to_ignore_on_load_missing")
+    ignored = _forgiven(model, "_keys_to_ignore_on_load_unexpected")
+    missing = [k for k in expected if k not in found and not any(p.search(k) for p in tied)]
+    unexpected = [k for k in found if k not in expected and not any(p.search(k) for p in ignored)]
+    shapes = [f"{k}: checkpoint {list(found[k])}, architecture {list(expected[k])}"
+              for k in expected if k in found and found[k] != expected[k]]
+    problems, notes = [], []
+    if converted and (missing or shapes):
+        notes.append(f"{converted} checkpoint tensors are converted while loading (not compared)")
+        missing = []
+    if missing or shapes:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} of its {len(expected)} parameters missing (first: {missing[0]})")
+        if shapes:
+            parts.append(f"{len(shapes)} shapes differ (first: {shapes[0]})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} tensors it does not have (first: {unexpected[0]})")
+        problems.append(f"{folder}: the checkpoint does not fit the architecture its config.json declares "
+                        f"({type(model).__name__}, {getattr(config, 'model_type', '?')}): {'; '.join(parts)}")
+    elif unexpected:
+        notes.append(f"{len(unexpected)} checkpoint tensors unused by {type(model).__name__} (first: "
+                     f"{unexpected[0]})")
+    return problems, notes
+
+
+def inspect_weights(adapter: Any) -> Checkpoint:
+    """The safetensors headers of every weight file ``adapter`` reports, and for a transformers
+    family its architecture against the checkpoint (:func:`compare_architecture`)."""
+    out = Checkpoint()
+    try:
+        paths = [Path(p) for p in adapter.weight_files()]
+    except Exception as exc:  # resolved before by make_model: rarely reached
+        out.problems.append(str(exc))
+        return out
+    headers: dict[Path, dict[str, tuple[str, tuple[int, ...]]]] = {}
+    for path in paths:
+        for f in _safetensors_files(path):
+            try:
+                headers[f] = read_header(f)
+            except ValueError as exc:
+                out.problems.append(str(exc))
+                continue
+            out.files += 1
+            out.stored_bytes += f.stat().st_size
+            for dtype, shape in headers[f].values():
+                out.params += math.prod(shape)
+                if dtype not in out.dtypes:
+                    out.dtypes.append(dtype)
+    auto = architecture_class(adapter)
+    if auto is not None and not out.problems:
+        folder = Path(adapter.folder)
+        present = {k: v for f, h in headers.items() if f.parent == folder for k, v in h.items()}
+        if not present:
+            out.problems.append(f"{folder}: no *.safetensors weights beside config.json (the run loads those)")
+        else:
+            try:
+                problems, notes = compare_architecture(folder, auto, present)
+            except Exception as exc:  # the configuration does not build an architecture
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                problems, notes = [f"{folder}: config.json does not build an architecture ({type(exc).__name__}: "
+                                   f"{first})"], []
+            out.problems += problems
+            out.notes += notes
+    return out
+
+
+def checkpoint_problems(models: Sequence[Any]) -> list[tuple[str, str]]:
+    """(where, message) of every model's and judge's checkpoint (:func:`inspect_weights`); the
+    run calls this before loading any model, ``--check`` lists the same."""
+    out = []
+    for m in models:
+        for message in inspect_weights(m.adapter).problems:
+            out.append((f"model {m.label}", message))
+    return out
+
+
+def pending_work(store: Any, bench: Any, items: Sequence[Any], models: Sequence[Any], judge_ids: Sequence[str],
+                 stored_ids: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """Per model label its :class:`icl.run.plan.ModelWork` against ``store`` (a read-only
+    :class:`icl.store.Store`, or None: nothing stored), each model's scores looked up under
+    ``stored_ids.get(model_id, model_id)``: what ``--check`` reports and what the run checks
+    the checkpoints of (a model with nothing left to do is never loaded)."""
+    from icl.run.plan import model_work
+
+    out = {}
+    for m in models:
+        mid = (stored_ids or {}).get(m.model_id, m.model_id)
+        def done(judge_id: str, mid: str = mid) -> set[str]:
+            if store is None:
+                return set()
+            return store.done(bench.name, bench.protocol, mid, judge_id, bench.scorer_version)
+
+        out[m.label] = model_work(bench, items, m.serves, judge_ids, done)
+    return out
+
+
+def to_load(store_path: Path, bench: Any, items: Sequence[Any], models: Sequence[Any],
+            judges: Sequence[Any]) -> list[Any]:
+    """The models and judges a run will load: those with work left in the store at
+    ``store_path`` (read-only), and the judges when any model has."""
+    from icl.store import Store, StoreError
+
+    store = None
+    try:
+        store = Store(store_path, readonly=True) if Path(store_path).is_file() else None
+    except StoreError:  # the run itself reports it when it opens the store
+        pass
+    try:
+        work = pending_work(store, bench, items, models, tuple(j.model_id for j in judges))
+    finally:
+        if store is not None:
+            store.close()
+    busy = [m for m in models if work[m.label].todo]
+    return busy + (list(judges) if busy else [])
+
+
+# --- the check ---------------------------------------------------------------------------------
+@contextmanager
+def _offline() -> Iterator[None]:
+    """Hub references resolve from the Hugging Face cache only: a check never downloads."""
+    before = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = before
+
+
+def _fix(check: str, message: str) -> str:
+    """The fix of a problem, from what it is."""
+    if any(w in message for w in ("HF_HUB_OFFLINE", "never downloads", "not in the Hugging Face cache",
+                                  "cached snapshot")):
+        return ("the weights need a download: run the same command with --prefetch where the network is reachable "
+                "(same HF_HOME / HF_HUB_CACHE), then the run")
+    if check == "checkpoint":
+        if "not a complete safetensors file" in message:
+            return "download or copy the weight file again (its size must match its header)"
+        return "point weights= at the checkpoint of the architecture config.json declares (or the config.json of "\
+               "these weights)"
+    if check == "data":
+        return "restore the missing or unreadable files of the release (docs/data-format.md), or leave that "\
+               "dataset or task out (--datasets / --tasks)"
+    if check == "judges":
+        return "give a judge that is present and can judge this benchmark: --judge NAME[:weights=PATH]"
+    if check == "models":
+        return "fix the model's arguments or weights (--models NAME:weights=PATH; docs/models.md)"
+    if check == "output":
+        return "wait for that run to finish, or choose another output folder (--out)"
+    if check == "disk":
+        return "free disk space, or choose an output folder (--out) and store (--store) on a larger disk"
+    if check == "device":
+        return "use --device cpu or auto"
+    return "see the message"
+
+
+def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict[str, Any]:
+    """Check ``config`` (see the module docstring); returns what check.json holds."""
+    from icl.models import hub
+    from icl.run.files import folder_refusal
+    from icl.run.lock import FolderLock
+    from icl.run.models import resolve_device
+    from icl.run.runner import _absolute_paths, _check_judges, _models, _planned, open_benchmark
+    from icl.run.samples import log_samples
+    from icl.store import Store, StoreError
+
+    t0 = time.perf_counter()
+    free_space = free_space or disk_free
+    problems: list[Problem] = []
+    warnings: list[str] = []
+
+    user_offline = hub.offline()
+
+    def add(check: str, where: str, message: str) -> None:
+        if not user_offline:  # the check's own offline mode, not the user's
+            message = message.replace("and HF_HUB_OFFLINE is set", "(--check never downloads)")
+            message = message.replace("HF_HUB_OFFLINE is set", "--check never downloads")
+        problems.append(Problem(check, where, message, _fix(check, message)))
+
+    _absolute_paths(config)
+    hub.forget()
+    out, store_path = config.out_dir, config.store_path
+    report: dict[str, Any] = dict(benchmark=config.benchmark, out=str(out), store=str(store_path),
+                                  command=config.command, device=dict(declared=config.device))
+    # the device: CUDA as declared (a login node has none), a warning says so
+    identity_device = None
+    try:
+        device = resolve_device(config.device)
+    except ConfigError as exc:
+        if re.fullmatch(r"cuda(:\d+)?", config.device):
+            device, identity_device = config.device, "cpu"
+            warnings.append(f"--device {config.device} checked as declared, not as seen ({exc}); model identities "
+                            f"are matched against the store's CUDA ones")
+        else:
+            add("device", "--device", str(exc))
+            device = "cpu"
+    report["device"].update(used=device, seen=identity_device is None)
+    if config.ray:
+        warnings.append(f"--ray {config.ray}: the cluster is not joined by --check (the run joins it first)")
+    try:
+        bench = open_benchmark(config)
+    except ConfigError as exc:
+        add("plan", "benchmark", str(exc))
+        return _finish(report, problems, warnings, t0)
+    items: list[Any] = []
+    extra: dict[str, Any] = {}
+    try:
+        items, extra = _planned(bench, config)
+    except (ConfigError, OSError) as exc:  # what the run stops at (an OSError: a file the loading could not read)
+        add("data", config.benchmark, str(exc))
+    for where, message, path in bench.data_failures():
+        add("data", where, message + (f" ({path})" if path and str(path) not in message else ""))
+    found: list[tuple[str, str]] = []
+    with _offline():
+        models, judges = _models(config, bench, device, found, identity_device)
+    named_judges = any(w.startswith("judge ") for w, _ in found)
+    for m in models:  # what load() reads before the weights
+        try:
+            m.adapter.check_loadable()
+        except Exception as exc:
+            found.append((f"model {m.label}", f"model {m.label!r}: {exc}"))
+    _check_judges(bench, items, models, judges, found, judge_named=named_judges)
+    for where, message in found:
+        add("judges" if where.startswith("judge") else "models", where, message)
+    # checkpoints and resources per model
+    entries: dict[str, dict[str, Any]] = {}
+    for role, m in [("model", m) for m in models] + [("judge", j) for j in judges]:
+        ckpt = inspect_weights(m.adapter)
+        for message in ckpt.problems:
+            add("checkpoint", f"{role} {m.label}", message)
+        precision = getattr(m.adapter, "precision", None)
+        per = BYTES_PER_PARAM.get(precision) if isinstance(precision, str) else None
+        entries[m.label] = dict(label=m.label, role=role, model_id=m.model_id, adapter=m.identity["adapter"],
+                                precision=precision, weight_files=ckpt.files, params=ckpt.params or None,
+                                checkpoint_dtypes=ckpt.dtypes, stored_bytes=ckpt.stored_bytes or None,
+                                bytes=(ckpt.params * per if per and ckpt.params else ckpt.stored_bytes or None),
+                                notes=ckpt.notes)
+    # the store, read-only: the resume, the cost, the size of an answer
+    store = None
+    if store_path.is_file():
+        try:
+            store = Store(store_path, readonly=True)
+        except StoreError as exc:
+            add("output", "store", str(exc))
+    try:
+        # a judge left out for a problem above still scores every answer: counted, nothing stored of it
+        named = len(config.judges or [s for j in bench.default_judges for s in parse_models(j)])
+        judge_ids = (tuple(j.model_id for j in judges) + tuple(f"(unavailable judge {i})"
+                                                               for i in range(named - len(judges)))) or ("",)
+        stored_ids = _stored_ids(store, models, identity_device is not None, warnings)
+        cells, total_remaining, total_stored, disk = [], 0, 0, REPORT_BYTES
+        logs = log_samples(config.log_samples, len(items) * len(models))
+        works = pending_work(store, bench, items, models, judge_ids, stored_ids)
+        for m in models:
+            mid, work = stored_ids.get(m.model_id, m.model_id), works[m.label]
+            for task, (planned, stored) in work.cells.items():
+                cells.append(dict(task=task, model=m.label, model_id=m.model_id, planned=planned, stored=stored,
+                                  remaining=planned - stored))
+            e = entries[m.label]
+            e.update(planned=work.served * len(judge_ids), stored=work.skipped, remaining=work.remaining,
+                     items_remaining=len(work.todo), not_applicable=work.not_applicable)
+            total_remaining += work.remaining
+            total_stored += work.skipped
+            seen, body = store.answer_bytes(mid) if store is not None else (0, 0)
+            images = not any(issubclass(t, _chat()) for t in bench.request_types if m.serves(t))
+            per_answer = body / seen if seen else (IMAGE_ANSWER_BYTES if images else TEXT_ANSWER_BYTES)
+            disk += int(len(work.todo) * per_answer * (2 if logs and images else 1))
+            n, model_s, score_s = store.model_seconds(mid) if store is not None else (0, 0.0, 0.0)
+            if n:
+                per_item = (model_s + score_s) / n
+                e.update(seconds_per_item=per_item, measured_items=n, estimated_s=per_item * len(work.todo),
+                         estimate=_duration(per_item * len(work.todo)))
+            else:
+                e.update(seconds_per_item=None, measured_items=0, estimated_s=None, estimate=UNKNOWN_COST)
+    finally:
+        if store is not None:
+            store.close()
+    report["plan"] = dict(items=len(items), models=len(models), judges=named, planned=total_stored +
+                          total_remaining, stored=total_stored, remaining=total_remaining, cells=cells,
+                          **({"shard": extra["shard"]} if "shard" in extra else {}))
+    report["models"] = list(entries.values())
+    # the output folder: its lock, its earlier runs, the disk
+    holder = FolderLock(out).probe()
+    if holder is not None:
+        add("output", str(out), str(holder))
+    if out.is_dir():
+        why = folder_refusal(out, bench.name)
+        if why is not None:
+            add("output", str(out), why)
+    report["lock"] = dict(held=holder is not None, holder=getattr(holder, "holder", None))
+    report["resume"] = dict(store_exists=store_path.is_file(), stored=total_stored, remaining=total_remaining)
+    free = int(free_space(out))
+    report["disk"] = dict(path=str(out), needed_bytes=disk, free_bytes=free)
+    if disk > free:
+        add("disk", str(out), f"the outputs need about {_size(disk)} ({total_remaining} scores to compute, the "
+                              f"store, samples and reports) and {out} has {_size(free)} free")
+    return _finish(report, problems, warnings, t0)
+
+
+def _chat() -> type:
+    from icl.models.requests import ChatRequest
+
+    return ChatRequest
+
+
+def _stored_ids(store: Any, models: Sequence[Any], declared_cuda: bool, warnings: list[str]) -> dict[str, str]:
+    """Model id -> the id its scores are stored under. The same id, except for a CUDA device
+    checked as declared: the identity holds the GPU's name, which only the store knows; a stored
+    identity equal but for a CUDA device stands for it."""
+    if store is None or not declared_cuda:
+        return {}
+    stored = store.models()
+    out = {}
+    for m in models:
+        mine = {k: v for k, v in m.identity.items() if k != "device"}
+        match = [mid for mid, (_, ident) in stored.items() if str(ident.get("device", "")).startswith("cuda")
+                 and {k: v for k, v in ident.items() if k != "device"} == mine]
+        if match:
+            out[m.model_id] = match[-1]
+            if len(match) > 1:
+                warnings.append(f"model {m.label}: the store holds it for {len(match)} CUDA devices; the resume "
+                                f"counted is that of {stored[match[-1]][1].get('device')}")
+    return out
+
+
+def _finish(report: dict[str, Any], problems: list[Problem], warnings: list[str], t0: float) -> dict[str, Any]:
+    report.setdefault("plan", None)
+    report.setdefault("models", [])
+    report["problems"] = [asdict(p) for p in problems]
+    report["warnings"] = warnings
+    report["runnable"] = not problems
+    report["exit_code"] = EXIT_OK if not problems else EXIT_PROBLEMS
+    report["elapsed_s"] = time.perf_counter() - t0
+    return report
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _duration(s: float) -> str:
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def _table(rows: Sequence[tuple[str, ...]], right: tuple[int, ...]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+            .rstrip() for r in rows]
+
+
+def render(report: dict[str, Any]) -> str:
+    """The terminal text of a check: the plan table, the models, every problem with its fix."""
+    lines = [f"icl.run --check {report['benchmark']}: output {report['out']}, store {report['store']}, "
+             f"device {report['device'].get('used', report['device']['declared'])}"
+             + ("" if report["device"].get("seen", True) else " (as declared)")]
+    plan = report.get("plan")
+    rows: list[tuple[str, ...]] = [("task", "model", "planned", "stored", "remaining")]
+    if plan:
+        rows += [(c["task"], c["model"], str(c["planned"]), str(c["stored"]), str(c["remaining"]))
+                 for c in plan["cells"]]
+        rows.append(("all", f"{plan['models']} model(s), {plan['judges']} judge(s)", str(plan["planned"]),
+                     str(plan["stored"]), str(plan["remaining"])))
+    lines += _table(rows, right=(2, 3, 4))
+    rows = [("model", "role", "params", "bytes", "estimated time")]
+    for e in report["models"]:
+        rows.append((e["label"], e["role"] + (f" {e['precision']}" if e.get("precision") else ""),
+                     f"{e['params']:,}" if e.get("params") else "-", _size(e["bytes"]) if e.get("bytes") else "-",
+                     e.get("estimate") or "-"))
+    lines += _table(rows, right=(2, 3))
+    disk = report.get("disk")
+    if disk:
+        lines.append(f"disk: about {_size(disk['needed_bytes'])} needed, {_size(disk['free_bytes'])} free under "
+                     f"{disk['path']}")
+    for w in report["warnings"]:
+        lines.append(f"warning: {w}")
+    if report["problems"]:
+        lines.append(f"{len(report['problems'])} problem(s):")
+        for i, p in enumerate(report["problems"], 1):
+            lines.append(f"  {i}. [{p['check']}] {p['where']}: {p['message']}")
+            lines.append(f"     fix: {p['fix']}")
+    lines.append(f"{'runnable' if report['runnable'] else 'NOT runnable'} (exit {report['exit_code']}); "
+                 f"checked in {report['elapsed_s']:.1f} s")
+    return "\n".join(lines)
+
+
+def check(config: RunConfig, stdout: Optional[TextIO] = None, free_space: Optional[FreeSpace] = None) -> int:
+    """``--check``: :func:`preflight`, its table on ``stdout``, ``check.json`` in the output
+    folder; returns the exit status (0 runnable, 2 problems)."""
+    from icl.run.atomic import OutputWriteError, write_text
+
+    stdout = stdout or sys.stdout
+    report = preflight(config, free_space)
+    path = config.out_dir / CHECK_FILE
+    report["check_file"] = str(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
+    except (OSError, OutputWriteError) as exc:
+        report["problems"].append(asdict(Problem("output", str(path), f"cannot write {CHECK_FILE}: {exc}",
+                                                 _fix("disk", ""))))
+        report["runnable"], report["exit_code"] = False, EXIT_PROBLEMS
+    print(render(report), file=stdout)
+    print(f"check.json: {path}", file=stdout)
+    return report["exit_code"]

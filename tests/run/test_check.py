@@ -1,0 +1,230 @@
+"""``--check`` (icl.run.check): one check lists every problem a run would meet before its first
+model call, with its fix, writes only ``check.json`` and exits 0 or 2; its counts are the run's.
+
+Real everything: tiny LLaVA / Idefics3 checkpoints (``icl.models.vlm.tiny``,
+``tests/models/vlm/tiny_vlm.py``), a fabricated CoBSAT release (``tests/benchmarks/cobsat``), the
+real SQLite store and a FolderLock held by another process. Only the free space is injected
+(``main(..., free_space=...)``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from icl.run.__main__ import main
+from icl.run.check import CHECK_FILE
+from tests.models.hub_server import REPO, hf_env, hub_llava, server  # noqa: F401 (fixtures)
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "benchmarks" / "cobsat"))
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """A good tiny LLaVA, the same with its safetensors cut in half, and the LLaVA folder holding an
+    Idefics3 checkpoint (another architecture: keys and shapes differ)."""
+    from icl.models.vlm.tiny import build_llava
+    from tests.models.vlm.tiny_vlm import build_idefics3
+
+    root = tmp_path_factory.mktemp("check-ckpt")
+    llava = build_llava(root / "llava", max_positions=1024)
+    trunc = root / "truncated"
+    shutil.copytree(llava, trunc)
+    data = (trunc / "model.safetensors").read_bytes()
+    (trunc / "model.safetensors").write_bytes(data[: len(data) // 2])
+    other = root / "other"
+    shutil.copytree(llava, other)
+    shutil.copy(build_idefics3(root / "idefics3") / "model.safetensors", other / "model.safetensors")
+    return dict(llava=llava, truncated=trunc, other=other, none=root / "no-such-judge")
+
+
+@pytest.fixture
+def release(tmp_path):
+    """A CoBSAT release missing the images of one object (``datasets/style_car``)."""
+    from test_cobsat_data import fabricate
+
+    root = fabricate(tmp_path / "release")
+    shutil.rmtree(root / "datasets" / "style_car")
+    return root
+
+
+@pytest.fixture
+def held(tmp_path):
+    """A live FolderLock on ``tmp_path/out`` held by another process (the real lock)."""
+    out = tmp_path / "out"
+    code = ("import sys; from icl.run.lock import FolderLock; "
+            f"FolderLock({str(out)!r}, ['python', '-m', 'icl.run', 'cobsat', '(the other run)']).acquire(); "
+            "print('held', flush=True); sys.stdin.read()")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        yield out, proc.pid
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+def _report(out: Path) -> dict:
+    return json.loads((out / CHECK_FILE).read_text())
+
+
+def test_one_check_lists_all_six_problems(checkpoints, release, held, capsys):
+    out, pid = held
+    c = checkpoints
+    args = ["cobsat", "--data-root", str(release), "--gen-mode", "description", "--family", "qwen", "--tasks",
+            "Style-II", "--shots", "2", "--prompts", "3", "--no-progress", "--out", str(out), "--device", "cpu",
+            "--models", f"hf-vlm:weights={c['truncated']},hf-vlm:weights={c['other']},hf-vlm:weights={c['llava']}",
+            "--judge", f"hf-vlm:weights={c['none']}", "--check"]
+    t0 = time.perf_counter()
+    code = main(args, free_space=lambda path: 1000)
+    elapsed = time.perf_counter() - t0
+    printed = capsys.readouterr().out
+    assert code == 2 and elapsed < 5, elapsed
+    report = _report(out)
+    problems = report["problems"]
+    by = {(p["check"], p["where"]): p for p in problems}
+    # 1. the dataset missing files: the prompt that needs a car image, naming the file
+    data = [p for p in problems if p["check"] == "data"]
+    assert len(data) == 1 and "style_car" in data[0]["message"] and "restore" in data[0]["fix"]
+    # 2. the judge whose weights are absent
+    judge = by[("judges", f"judge hf-vlm[weights={c['none']}]")]
+    assert "not found" in judge["message"] and "--judge" in judge["fix"]
+    # 3. the truncated safetensors file (its header does not cover the file)
+    trunc = by[("checkpoint", f"model hf-vlm[weights={c['truncated']}]")]
+    assert "not a complete safetensors file" in trunc["message"] and str(c["truncated"]) in trunc["message"]
+    # 4. the checkpoint of another architecture: names and shapes against LLaVA built on the meta device
+    other = by[("checkpoint", f"model hf-vlm[weights={c['other']}]")]
+    assert "does not fit the architecture" in other["message"] and "LlavaForConditionalGeneration" in other["message"]
+    assert "missing" in other["message"] and "shapes differ" in other["message"]
+    # 5. the output folder another live run holds, naming its process
+    lock = by[("output", str(out))]
+    assert f"process {pid}" in lock["message"] and "(the other run)" in lock["message"]
+    # 6. the disk too small for the outputs
+    disk = by[("disk", str(out))]
+    assert "1000 B free" in disk["message"] and report["disk"]["free_bytes"] == 1000
+    assert len(problems) == 6 and report["runnable"] is False and report["exit_code"] == 2
+    # every problem printed with its fix, in one listing
+    assert "6 problem(s):" in printed and printed.count("fix: ") == 6 and "NOT runnable (exit 2)" in printed
+    # the good model is still planned and measured; nothing but check.json was written
+    good = next(m for m in report["models"] if m["label"] == f"hf-vlm[weights={c['llava']}]")
+    assert good["params"] > 0 and good["bytes"] == 4 * good["params"] and good["remaining"] == 2
+    assert report["lock"]["held"] and report["lock"]["holder"]["pid"] == pid
+    assert sorted(p.name for p in out.iterdir()) == [".icl.lock", CHECK_FILE]
+
+
+def _cobsat_fast(out: Path) -> list[str]:
+    return ["cobsat", "--fast", "--tasks", "Color-I,Texture-II", "--shots", "0,2", "--prompts", "2", "--out", str(out),
+            "--no-progress", "--no-plots", "--device", "cpu"]
+
+
+def _run_counts(out: Path) -> dict:
+    return json.loads((out / "results.json").read_text())["counts"]
+
+
+def test_a_clean_plan_checks_runnable_and_counts_what_the_run_computes(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main([*_cobsat_fast(out), "--check"]) == 0
+    report = _report(out)
+    assert report["runnable"] and report["problems"] == [] and not (out / "store.sqlite").exists()
+    assert sorted(p.name for p in out.iterdir()) == [CHECK_FILE]
+    plan = report["plan"]
+    assert plan["stored"] == 0 and plan["remaining"] == plan["planned"] == 8
+    assert {(c["task"], c["planned"]) for c in plan["cells"]} == {("Color-I", 4), ("Texture-II", 4)}
+    assert report["models"][0]["estimate"].startswith("unknown (no stored compute")
+    assert "runnable (exit 0)" in capsys.readouterr().out
+    # the run then computes exactly what the check counted
+    assert main(_cobsat_fast(out)) == 0
+    counts = _run_counts(out)
+    assert counts["computed"] == plan["remaining"] and counts["skipped"] == plan["stored"]
+    assert counts["planned"] == plan["planned"]
+
+
+def test_after_a_run_the_check_reports_the_resume_and_writes_nothing_to_the_store(tmp_path):
+    out = tmp_path / "out"
+    assert main(_cobsat_fast(out)) == 0
+    store = out / "store.sqlite"
+    before = (store.read_bytes(), store.stat().st_mtime_ns, sorted(p.name for p in out.iterdir()))
+    assert main([*_cobsat_fast(out), "--check"]) == 0
+    report = _report(out)
+    assert report["plan"]["stored"] == report["plan"]["planned"] == 8 and report["plan"]["remaining"] == 0
+    assert all(c["remaining"] == 0 for c in report["plan"]["cells"])
+    assert report["resume"] == dict(store_exists=True, stored=8, remaining=0)
+    # the cost of this model identity comes from the compute the store holds
+    model = report["models"][0]
+    assert model["measured_items"] == 8 and model["seconds_per_item"] > 0 and model["estimated_s"] == 0
+    # the store untouched: same bytes, same mtime, no -wal/-shm left beside it; only check.json added
+    assert (store.read_bytes(), store.stat().st_mtime_ns) == before[:2]
+    assert sorted(p.name for p in out.iterdir()) == sorted(before[2] + [CHECK_FILE])
+    # and the run agrees: nothing to compute
+    assert main(_cobsat_fast(out)) == 0
+    assert _run_counts(out)["computed"] == 0 and _run_counts(out)["skipped"] == 8
+
+
+def test_check_key_of_run_toml(tmp_path):
+    out = tmp_path / "out"
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("check = true\n")
+    assert main([*_cobsat_fast(out), "--config", str(cfg)]) == 0
+    assert _report(out)["runnable"] and not (out / "store.sqlite").exists()
+
+
+def test_declared_cuda_is_checked_as_declared(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible: --device cuda is seen, not only declared")
+    out = tmp_path / "out"
+    args = [a if a != "cpu" else "cuda" for a in _cobsat_fast(out)]
+    assert main([*args, "--check"]) == 0
+    report = _report(out)
+    assert report["device"] == dict(declared="cuda", used="cuda", seen=False)
+    assert any("checked as declared, not as seen" in w for w in report["warnings"])
+
+
+def test_the_run_refuses_a_truncated_checkpoint_before_loading(tmp_path, checkpoints, capsys):
+    out = tmp_path / "out"
+    code = main(["cobsat", "--fast", "--gen-mode", "description", "--family", "qwen", "--tasks", "Color-I",
+                 "--shots", "0", "--prompts", "1", "--no-progress", "--out", str(out), "--device", "cpu",
+                 "--models", f"hf-vlm:weights={checkpoints['truncated']}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "not a complete safetensors file" in err
+    assert not (out / "store.sqlite").exists()
+
+
+@pytest.mark.slow
+def test_check_of_every_fast_run(tmp_path, fast_data, monkeypatch):
+    monkeypatch.setenv("ICL_DATA_ROOT", str(fast_data))
+    assert main(["--fast", "--check", "--out", str(tmp_path), "--no-progress"]) == 0
+    from icl.benchmarks.registry import list_benchmarks
+
+    for name in list_benchmarks():
+        report = json.loads((tmp_path / f"{name}-fast" / CHECK_FILE).read_text())
+        assert report["runnable"] and report["plan"]["remaining"] > 0, name
+        assert not (tmp_path / f"{name}-fast" / "store.sqlite").exists()
+
+
+def test_hub_weights_not_in_the_cache_need_a_download_and_nothing_is_downloaded(hf_env, server, tmp_path):
+    """``hf:`` references resolve from the Hugging Face cache only: one not there is a problem
+    whose fix is ``--prefetch``; after it, the same check is runnable."""
+    out = tmp_path / "run"
+    args = ["vlicl", "--fast", "--models", "hf-vlm", "--model-arg", f"weights=hf:{REPO}", "--tasks", "clevr",
+            "--seeds", "0", "--shots", "0,1", "--queries", "2", "--out", str(out), "--data-root",
+            str(tmp_path / "data"), "--no-plots", "--no-progress", "--device", "cpu"]
+    assert main([*args, "--check"]) == 2
+    (problem,) = _report(out)["problems"]
+    assert problem["check"] == "models" and f"hf:{REPO}" in problem["message"]
+    assert "--check never downloads" in problem["message"] and "--prefetch" in problem["fix"]
+    assert not (hf_env / "models--org--tiny" / "snapshots").exists()  # nothing came down
+    assert main([*args, "--prefetch"]) == 0
+    assert main([*args, "--check"]) == 0
+    report = _report(out)
+    assert report["runnable"] and report["models"][0]["params"] > 0 and report["plan"]["remaining"] > 0
