@@ -47,10 +47,12 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("-h", "--help", action="store_true", help="show this help (with the benchmark's options)")
     p.add_argument("--version", action="store_true", help="print the icl version and exit")
     p.add_argument("--fast", action="store_true", help="the benchmark's smoke run on built-in data (seconds)")
-    p.add_argument("--models", help="comma-separated models, each NAME or NAME:key=value,key=value "
-                                    "(default: the benchmark's baselines)")
+    p.add_argument("--models", help="comma-separated models, each NAME or NAME:key=value,key=value; a value "
+                                    "that starts with {, [, \" or ' runs to its matching close, commas "
+                                    "included (default: the benchmark's baselines)")
     p.add_argument("--model-arg", action="append", default=[], metavar="[MODEL:]KEY=VALUE",
-                   help="a model argument (JSON scalar or string); repeatable; without MODEL: every model")
+                   help="a model argument (JSON scalar, string, or a JSON object/list kept as text, e.g. "
+                        "call_args={\"a\":1,\"b\":2}); repeatable; without MODEL: every model")
     p.add_argument("--judge", action="append", default=None, metavar="NAME[:key=value,...]",
                    help="judge model for benchmarks scored by one; repeatable (or a comma list) for benchmarks "
                         "that take several judges (vif: the headline averages them)")
