@@ -97,6 +97,9 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
                    help="times a batch whose worker died is sent to another worker before its items fail "
                         "(default 2)")
     p.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, WARNING, ERROR)")
+    p.add_argument("--profile", type=Path, metavar="FILE",
+                   help="write a cProfile of the whole command to FILE (pstats: python -m pstats FILE); "
+                        "also for rescore, export and merge")
     p.add_argument("--list", action="store_true", help="list the benchmark's tasks, datasets and models, then exit")
     p.add_argument("--prefetch", action="store_true",
                    help="download the Hub weights (weights=hf:...) of the models and judges into the Hugging Face "
@@ -331,8 +334,45 @@ def _split(argv: list[str]) -> tuple[Optional[str], list[str]]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point; returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Entry point; returns the exit status. ``--profile FILE`` (anywhere, taken out before the
+    command is read, so not recorded in results.json) runs the command under :mod:`cProfile` and
+    writes its pstats to FILE: ``python -m cProfile -m icl.run`` writes nothing, as the process
+    ends with ``os._exit`` (:func:`leave`)."""
+    argv, profile = take_profile(list(sys.argv[1:] if argv is None else argv))
+    if profile is None:
+        return _checked_main(argv)
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        return _checked_main(argv)
+    finally:
+        prof.disable()
+        prof.dump_stats(str(profile))
+        print(f"icl.run: profile written to {profile} (python -m pstats {profile})", file=sys.stderr)
+
+
+def take_profile(argv: list[str]) -> tuple[list[str], Optional[Path]]:
+    """``argv`` less ``--profile FILE`` / ``--profile=FILE``, and FILE (None without; the last one
+    wins)."""
+    rest: list[str] = []
+    profile: Optional[Path] = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--profile" and i + 1 < len(argv):
+            profile, i = Path(argv[i + 1]), i + 2
+            continue
+        if arg.startswith("--profile="):
+            profile = Path(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, profile
+
+
+def _checked_main(argv: list[str]) -> int:
     if not argv:  # a bare command asks what it can do
         print(_usage(), file=sys.stderr)
         return 2
