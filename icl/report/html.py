@@ -2,7 +2,9 @@
 
 Nothing is fetched: figures are inline SVG, qualitative grids PNG data URIs, there is no script,
 and a Content-Security-Policy forbids any external load, so the file reads the same offline and
-in ten years. Everything that came from the user (item keys, model labels, table cells, failure
+in ten years. The one exception to self-containment is the gallery of a generating run
+(:mod:`icl.report.gallery`): its thumbnails are files beside the page (``gallery/``), loaded
+lazily from the page's own origin. Everything that came from the user (item keys, model labels, table cells, failure
 messages) goes through :func:`html.escape`; inline SVGs are matplotlib's own output (text
 escaped by its writer), with their ids prefixed so that several figures share one document.
 
@@ -21,6 +23,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from icl.report.gallery import gallery_html
 from icl.report.plots import LOWER_IS_BETTER, METRIC_UNITS, metric_label
 
 #: rows of one table shown in the page (the CSV beside it holds all)
@@ -31,7 +34,8 @@ OPEN_ROWS = 40
 MAX_FAILURES = 1000
 #: marks the pages icl writes: an index is only ever rewritten over one of these
 GENERATOR = '<meta name="generator" content="icl report">'
-_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+#: images: data URIs (figures) and the page's own origin (the gallery's thumbnails beside it)
+_CSP = "default-src 'none'; img-src data: 'self'; style-src 'unsafe-inline'"
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px 40px;color:#111}
@@ -43,6 +47,10 @@ td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}.scro
 figure{margin:10px 0 18px}figcaption{font-size:12px;color:#555}svg.fig{max-width:100%;height:auto}
 img.grid{max-width:100%;image-rendering:pixelated}pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:11px}
 nav a{margin-right:10px}.note{color:#555;font-size:12px}
+table.gallery td{max-width:520px}img.thumb{margin:2px;border:1px solid #ccc;vertical-align:middle}
+.ptext{display:inline-block;max-width:420px;margin:2px 4px;white-space:pre-wrap;font-size:12px}
+.answer{display:inline-block;vertical-align:top;margin:2px 6px 6px 0;max-width:260px;font-size:12px}
+.answer.bad{background:#fbeeee}.model{font-weight:600}.verdict{color:#333;white-space:pre-wrap;word-break:break-word}
 """
 
 
@@ -94,6 +102,9 @@ def report_html(benchmark: str, tables: Mapping[str, Sequence[Mapping[str, Any]]
         sections.append(("figures", "Figures", "".join(f[1] for f in other_figs)))
     if qual_figs:
         sections.append(("qualitative", "Qualitative examples", "".join(f[1] for f in qual_figs)))
+    gallery = gallery_html(out)
+    if gallery:
+        sections.append(("gallery", "Gallery", gallery))
     if diag:
         sections.append(("diagnostics", "Diagnostics", "".join(_table_section(n, tables[n], files.get(n), info)
                                                               for n in diag)))

@@ -49,10 +49,12 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("-h", "--help", action="store_true", help="show this help (with the benchmark's options)")
     p.add_argument("--version", action="store_true", help="print the icl version and exit")
     p.add_argument("--fast", action="store_true", help="the benchmark's smoke run on built-in data (seconds)")
-    p.add_argument("--models", help="comma-separated models, each NAME or NAME:key=value,key=value "
-                                    "(default: the benchmark's baselines)")
+    p.add_argument("--models", help="comma-separated models, each NAME or NAME:key=value,key=value; a value "
+                                    "that starts with {, [, \" or ' runs to its matching close, commas "
+                                    "included (default: the benchmark's baselines)")
     p.add_argument("--model-arg", action="append", default=[], metavar="[MODEL:]KEY=VALUE",
-                   help="a model argument (JSON scalar or string); repeatable; without MODEL: every model")
+                   help="a model argument (JSON scalar, string, or a JSON object/list kept as text, e.g. "
+                        "call_args={\"a\":1,\"b\":2}); repeatable; without MODEL: every model")
     p.add_argument("--judge", action="append", default=None, metavar="NAME[:key=value,...]",
                    help="judge model for benchmarks scored by one; repeatable (or a comma list) for benchmarks "
                         "that take several judges (vif: the headline averages them)")
@@ -97,6 +99,9 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
                    help="times a batch whose worker died is sent to another worker before its items fail "
                         "(default 2)")
     p.add_argument("--log-level", default="WARNING", help="logging level (DEBUG, INFO, WARNING, ERROR)")
+    p.add_argument("--profile", type=Path, metavar="FILE",
+                   help="write a cProfile of the whole command to FILE (pstats: python -m pstats FILE); "
+                        "also for rescore, export and merge")
     p.add_argument("--list", action="store_true", help="list the benchmark's tasks, datasets and models, then exit")
     p.add_argument("--check", action="store_true", default=None,
                    help="check the run without running it: plan and resume counts, data, weights, checkpoints "
@@ -337,8 +342,45 @@ def _split(argv: list[str]) -> tuple[Optional[str], list[str]]:
 
 def main(argv: Optional[Sequence[str]] = None, *, free_space: Any = None) -> int:
     """Entry point; returns the exit status. ``free_space``: how ``--check`` reads a folder's free
-    bytes (default :func:`icl.run.check.disk_free`; tests give a small disk)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    bytes (default :func:`icl.run.check.disk_free`; tests give a small disk). ``--profile FILE`` (anywhere, taken out before the
+    command is read, so not recorded in results.json) runs the command under :mod:`cProfile` and
+    writes its pstats to FILE: ``python -m cProfile -m icl.run`` writes nothing, as the process
+    ends with ``os._exit`` (:func:`leave`)."""
+    argv, profile = take_profile(list(sys.argv[1:] if argv is None else argv))
+    if profile is None:
+        return _checked_main(argv, free_space)
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        return _checked_main(argv, free_space)
+    finally:
+        prof.disable()
+        prof.dump_stats(str(profile))
+        print(f"icl.run: profile written to {profile} (python -m pstats {profile})", file=sys.stderr)
+
+
+def take_profile(argv: list[str]) -> tuple[list[str], Optional[Path]]:
+    """``argv`` less ``--profile FILE`` / ``--profile=FILE``, and FILE (None without; the last one
+    wins)."""
+    rest: list[str] = []
+    profile: Optional[Path] = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--profile" and i + 1 < len(argv):
+            profile, i = Path(argv[i + 1]), i + 2
+            continue
+        if arg.startswith("--profile="):
+            profile = Path(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, profile
+
+
+def _checked_main(argv: list[str], free_space: Any = None) -> int:
     if not argv:  # a bare command asks what it can do
         print(_usage(), file=sys.stderr)
         return 2

@@ -3,7 +3,10 @@
 A model is given as ``NAME`` or ``NAME:key=value,key=value`` (``--models painter:weights=/p/x.pth,
 dtype=bf16,copy-target``: a comma followed by ``key=`` continues the arguments of the model before
 it) and/or with ``--model-arg NAME:key=value`` (repeatable). Values are read as JSON scalars when
-they parse (``3``, ``0.5``, ``true``, ``null``), else kept as strings.
+they parse (``3``, ``0.5``, ``true``, ``null``), else kept as strings. Quoting rule: a value that
+starts with ``{``, ``[``, ``"`` or ``'`` runs to its matching close, commas included
+(``sd:call_args={"guidance_rescale":0.7,"eta":0.5},steps=4``); a value in quotes is the string
+inside them (``x="3"`` is the string ``3``, ``x='a,b'`` is ``a,b``).
 """
 
 from __future__ import annotations
@@ -41,7 +44,15 @@ def _show(v: Any) -> str:
 
 
 def parse_value(text: str) -> Any:
-    """A model-argument value: a JSON scalar when it parses, else the string itself."""
+    """A model-argument value: the string inside quotes (``"..."`` or ``'...'``), a JSON scalar when
+    it parses, else the string itself (a JSON object or list stays text: its adapter reads it)."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        if text[0] == '"':
+            try:
+                return str(json.loads(text))
+            except ValueError:
+                pass
+        return text[1:-1]
     try:
         value = json.loads(text)
     except ValueError:
@@ -50,12 +61,46 @@ def parse_value(text: str) -> Any:
 
 
 _ARG = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_CLOSE = {"{": "}", "[": "]", '"': '"', "'": "'"}
+
+
+def split_models(text: str) -> list[str]:
+    """The comma-separated parts of a model list, a value that starts with ``{``, ``[``, ``"`` or
+    ``'`` (right after ``=``) kept whole up to its matching close (JSON nesting and quotes inside
+    it honoured)."""
+    parts: list[str] = []
+    stack: list[str] = []  # the closers still open, innermost last
+    start, i = 0, 0
+    while i < len(text):
+        c = text[i]
+        if stack and stack[-1] in "\"'":  # inside a quoted string
+            if c == "\\" and stack[-1] == '"':
+                i += 1
+            elif c == stack[-1]:
+                stack.pop()
+        elif stack:  # inside a JSON object or list
+            if c in '{["':
+                stack.append(_CLOSE[c])
+            elif c in "}]":
+                if c != stack[-1]:
+                    raise ConfigError(f"model list {text!r}: {c!r} at {i} closes {stack[-1]!r}")
+                stack.pop()
+        elif c == ",":
+            parts.append(text[start:i])
+            start = i + 1
+        elif c in _CLOSE and i and text[i - 1] == "=":
+            stack.append(_CLOSE[c])
+        i += 1
+    if stack:
+        raise ConfigError(f"model list {text!r}: unclosed {stack[0]!r} (a value that starts with {{, [, \" or ' "
+                          f"runs to its matching close)")
+    return parts + [text[start:]]
 
 
 def parse_models(text: str) -> list[ModelSpec]:
-    """``"a,b:x=1,y=2,c"`` -> [a, b(x=1, y=2), c]."""
+    """``"a,b:x=1,y=2,c"`` -> [a, b(x=1, y=2), c]; see the module's quoting rule."""
     specs: list[tuple[str, dict[str, Any]]] = []
-    for part in (p.strip() for p in text.split(",")):
+    for part in (p.strip() for p in split_models(text)):
         if not part:
             continue
         if _ARG.match(part) and specs:  # continues the previous model's arguments

@@ -30,7 +30,8 @@ Dropping ``compute``, two runs of the same plan give byte-identical files; resul
 (:func:`stable_digest`), so it too is the same for both. PNG names are a hash
 of the item key and model id (never the raw key: no path leaves ``samples/``). The folder's
 ``.samples-manifest.json`` lists the files this module wrote; it replaces those and never a file of
-another origin.
+another origin. A run whose requests generate images gets its gallery (``gallery/``, shown in
+report.html) written here too (:mod:`icl.report.gallery`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from icl.benchmarks.base import Benchmark, Item
+from icl.report.gallery import write_gallery
 from icl.report.tables import jsonable
 from icl.run.atomic import atomic_open, write_bytes, write_text
 from icl.run.errors import ConfigError
@@ -54,6 +56,8 @@ MANIFEST = ".samples-manifest.json"
 AUTO_LIMIT = 100_000  # planned items x models: --log-samples defaults on below, off from here
 CHUNK = 256  # items read from the store at a time
 _GENERATION_COMPUTE = ("latency_s", "peak_bytes", "memory")
+_GALLERY_KEYS = ("item", "group", "model", "judge", "status", "reason", "error", "request", "answer", "metrics",
+                 "judge_answers")
 
 
 def log_samples(setting: Optional[bool], planned: int) -> bool:
@@ -235,12 +239,17 @@ def write_samples(out: Path, bench: Benchmark, items: Sequence[Item], models: Se
     requests: dict[str, dict] = {}
     keys = {label: {it.key for it in mine} for label, mine in applicable.items()}
     digest = hashlib.sha256()  # of the lines without their compute: equal for two runs of a plan
+    generated: list[dict[str, Any]] = []  # the lines of generated images, for the gallery
     with atomic_open(out / SAMPLES, "w") as f:
         for line in _lines(bench, items, models, list(judges) or [None], store, keys, images, requests):
             line = jsonable(line)
             f.write(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n")
             digest.update(_stable_text(line).encode())
+            if line["request"]["type"] == "GenerationRequest":
+                generated.append({k: line[k] for k in _GALLERY_KEYS})
     images.close()
+    by_key = {it.key: it for it in items}
+    write_gallery(out, generated, lambda key: bench.request(by_key[key], False))
     request_text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in requests.values())
     write_text(out / REQUESTS, request_text)
     return {SAMPLES: digest.hexdigest(), REQUESTS: hashlib.sha256(request_text.encode()).hexdigest()}

@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shutil
-import subprocess
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -22,6 +20,8 @@ import cv2
 import numpy as np
 import pytest
 
+from _browser import CHROMIUM, browse
+
 from icl.report.aggregate import Aggregate, TaskSpec
 from icl.report.html import GENERATOR, html_table, index_html, inline_svg, report_html, write_index
 from icl.report.plots import task_plot
@@ -29,7 +29,6 @@ from icl.run.config import ModelSpec, RunConfig
 from icl.run.runner import run
 from icl.store import Failure
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "report_fast.png"
 
 
@@ -62,20 +61,6 @@ class _Dom(HTMLParser):
             self._figure = None
 
 
-def _browse(page: Path, tmp: Path) -> tuple[str, list[str], np.ndarray]:
-    """Open ``page`` in headless Chromium: its DOM after loading, the console lines, the screenshot."""
-    shot = tmp / "shot.png"
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-           f"--user-data-dir={tmp / 'profile'}", "--window-size=1280,1600", f"--screenshot={shot}", "--dump-dom",
-           "--enable-logging=stderr", "--v=0", page.as_uri()]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
-    image = cv2.imread(str(shot))
-    assert image is not None, f"no screenshot: {done.stderr[-2000:]}"
-    return done.stdout, console, image
-
-
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium; "
                                              ".ci/run installs it when run as root)")
 def test_fast_report_opens_in_chromium(builtin_root, tmp_path):
@@ -87,7 +72,7 @@ def test_fast_report_opens_in_chromium(builtin_root, tmp_path):
     assert run(config).exit_code == 0
     page = out / "report.html"
     t0 = time.perf_counter()
-    dom, console, image = _browse(page, tmp_path)
+    dom, console, image = browse(page, tmp_path)
     browse_s = time.perf_counter() - t0
 
     assert console == [], console  # no script, no blocked load, no error of any kind

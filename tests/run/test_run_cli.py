@@ -1,4 +1,5 @@
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,27 @@ def test_non_utf8_argument_is_one_line(tmp_path, args, line):
     assert got.returncode == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith("icl.run: " + line) and "give paths, models and names as UTF-8 text" in err
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_profile_writes_pstats_through_the_real_exit(tmp_path, builtin_root):
+    """``python -m cProfile -m icl.run`` writes nothing (the CLI ends with os._exit); ``--profile
+    FILE`` does, in the process that runs the command, and is not recorded as part of it."""
+    import pstats
+    import subprocess
+    import sys
+
+    prof, out = tmp_path / "run.pstats", tmp_path / "out"
+    cmd = [sys.executable, "-m", "icl.run", "vibe", "--fast", "--tasks", "edges", "--limit", "1", "--shots", "1",
+           "--models", "identity", "--no-plots", "--no-progress", "--data-root", str(builtin_root), "--out", str(out),
+           "--profile", str(prof)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"profile written to {prof}" in done.stderr
+    stats = pstats.Stats(str(prof))
+    files = {f for f, _line, _name in stats.stats}  # type: ignore[attr-defined]
+    assert any(f.endswith("icl/run/runner.py") for f in files) and stats.total_tt > 0  # type: ignore[attr-defined]
+    assert "--profile" not in json.loads((out / "results.json").read_text())["command"]
+    from icl.run.__main__ import take_profile
+
+    assert take_profile(["a", "--profile=p", "b", "--profile", "q"]) == (["a", "b"], Path("q"))
+    assert take_profile(["a", "--profile"]) == (["a", "--profile"], None)  # argparse says what is missing

@@ -23,6 +23,29 @@ def test_model_specs_parse_names_and_arguments():
         parse_models("painter:weights")
 
 
+
+def test_quoted_values_keep_their_commas():
+    """A value that starts with {, [, " or ' runs to its matching close: a call_args with two keys fits
+    inside --models, and the adapter gets both."""
+    from icl.models import get_model
+
+    text = ('flux-kontext:call_args={"max_area": 4, "max_sequence_length": [48, "a,}"][0]},steps=2,'
+            "note='a,b',tag=\"3\",path=/p/x[1].pth, copy-target")
+    specs = parse_models(text)
+    assert [s.name for s in specs] == ["flux-kontext", "copy-target"]
+    args = specs[0].args
+    assert args["call_args"] == '{"max_area": 4, "max_sequence_length": [48, "a,}"][0]}'
+    assert args["steps"] == 2 and args["note"] == "a,b" and args["tag"] == "3" and args["path"] == "/p/x[1].pth"
+    specs = parse_models('flux-kontext:call_args={"max_area": 4, "max_sequence_length": 48},steps=2')
+    model = get_model("flux-kontext", **specs[0].args)
+    assert model.call_args == {"max_area": 4, "max_sequence_length": 48}
+    # the same rule through --model-arg (one value parser)
+    more = apply_model_args(parse_models("a"), ['a:x="1,2"', "y='q'", 'z={"k": [1, 2]}'])
+    assert more[0].args == {"x": "1,2", "y": "q", "z": '{"k": [1, 2]}'}
+    for bad, match in [('a:x={"k": 1', "unclosed '}'"), ("a:x='b,c", "unclosed"), ('a:x={"k": [1}', "closes ']'")]:
+        with pytest.raises(ConfigError, match=match):
+            parse_models(bad)
+
 def test_run_toml_with_flags_overriding_it(tmp_path, builtin_root, capsys):
     cfg = tmp_path / "run.toml"
     cfg.write_text('models = "oracle,identity"\nfast = true\nplots = false\nprogress = false\n'

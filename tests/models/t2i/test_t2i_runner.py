@@ -63,7 +63,7 @@ def test_janus_generates_and_judges_vlicl_t2i(tmp_path, janus_folder, capsys):
 def test_diffusers_t2i_on_the_text_only_variant(tmp_path, sd_folder, capsys):
     out = tmp_path / "sd"
     model = f"diffusers-t2i:weights={sd_folder},steps=2,batch_size=4"
-    args = ["vlicl", "--fast", "--models", model, "--tasks", T2I, "--variant", "text", "--seeds", "0",
+    args = ["vlicl", "--fast", "--models", model, "--tasks", "open_t2i_mi,cobsat", "--variant", "text", "--seeds", "0",
             "--shots", "0,2", "--queries", "2", "--out", str(out), "--data-root", str(tmp_path / "data"),
             "--no-plots", "--no-progress"]
     _run(args, capsys)
@@ -74,4 +74,8 @@ def test_diffusers_t2i_on_the_text_only_variant(tmp_path, sd_folder, capsys):
     assert ident["adapter"] == "diffusers-t2i" and "cpu_offload" not in ident["args"]
     assert meta["counts"]["failed"] == 0 and meta["counts"]["computed"] == 2 * 2 * 2
     _generation_records(out, 2, 7.5, 4)  # StableDiffusionPipeline's default guidance_scale
+    gallery = json.loads((out / "gallery" / "gallery.json").read_text())  # the images in report.html
+    assert {t["task"] for t in gallery["tasks"]} == {"open_t2i_mi", "cobsat"}
+    assert all(m["image"] for t in gallery["tasks"] for it in t["items"] for m in it["models"])
+    assert 'loading="lazy" src="gallery/' in (out / "report.html").read_text()
     assert "0 items computed" in _run(args, capsys)
