@@ -27,13 +27,15 @@ identity records is the commit the model loads, even if the branch moves meanwhi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence, Union
 from urllib.parse import unquote
 
 from icl.models.weights import WeightsError
@@ -224,7 +226,11 @@ def resolve(ref: Union[str, HubRef], patterns: Optional[Sequence[str]] = None,
     if COMMIT.fullmatch(commit) is None:  # the cache's layout: snapshots/<commit>
         raise HubError(f"{ref.text}: the cache returned {first}, not a snapshots/<commit> folder")
     _refuse_code(ref, Path(first))
+    # online: what will come down (sizes and hashes from the Hub's tree listing), checked against
+    # the cache's free space before any weight downloads, and the new files' hashes after
+    fresh = [] if offline() else _to_download(ref, commit, allow)
     root = Path(_download(ref, commit, allow))
+    _verify(ref, commit, root, fresh)
     files = _selected(root, allow)
     if not files:
         raise HubError(f"{ref.text} (commit {commit}): no file matches {', '.join(allow)}"
@@ -232,7 +238,112 @@ def resolve(ref: Union[str, HubRef], patterns: Optional[Sequence[str]] = None,
     snap = HubSnapshot(ref=ref, commit=commit, root=root, files=files)
     with _lock:
         _resolved[key] = snap
+        # the pinned text resolves to this snapshot too: an adapter re-resolving its pinned
+        # reference (icl.run.models.make_model pins it) asks the Hub nothing more in this process
+        _resolved.setdefault((snap.pinned, wanted), snap)
     return snap
+
+
+# --- before and after a download: space, sizes, hashes -----------------------------------------
+
+def free_space(path: Path) -> int:
+    """Free bytes on the disk holding ``path`` (its nearest existing folder). Tests replace it."""
+    for p in (path, *path.parents):
+        try:
+            return shutil.disk_usage(p).free
+        except OSError:
+            continue
+    return 0
+
+
+@dataclass(frozen=True)
+class _Remote:
+    """One file of a repository's tree listing: its path, size and hash (``sha256`` for an LFS
+    file, else the git blob id ``oid``); ``blob``: its name in the cache's ``blobs/`` (the ETag)."""
+
+    path: str
+    size: int
+    sha256: Optional[str]
+    oid: str
+
+    @property
+    def blob(self) -> str:
+        return self.sha256 or self.oid
+
+
+def _to_download(ref: HubRef, commit: str, allow: list[str]) -> list[_Remote]:
+    """The files ``allow`` selects at ``commit`` that the cache does not hold yet; refuses (one
+    line) when their total size exceeds the free space of the cache's disk."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+    from huggingface_hub.utils import filter_repo_objects
+
+    try:
+        tree = [f for f in HfApi(endpoint=endpoint()).list_repo_tree(ref.repo_id, recursive=True, revision=commit)
+                if isinstance(f, RepoFile)]
+    except Exception as exc:  # noqa: BLE001 - any failure to list: one line, as a download failure
+        raise HubError(f"{ref.text}: cannot list the files of {ref.repo_id}@{commit} "
+                       f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    by_path = {f.path: f for f in tree}
+    chosen = filter_repo_objects(sorted(by_path), allow_patterns=allow, ignore_patterns=list(IGNORE_PATTERNS))
+    blobs = cache_dir() / ("models--" + ref.repo_id.replace("/", "--")) / "blobs"
+    wanted = [_Remote(p, int(by_path[p].size or 0), by_path[p].lfs.sha256 if by_path[p].lfs else None,
+                      by_path[p].blob_id) for p in chosen]
+    fresh = [r for r in wanted if not (blobs / r.blob).is_file()]
+    need = sum({r.blob: r.size for r in fresh}.values())  # a blob shared by two paths downloads once
+    if need:
+        cache = cache_dir()
+        free = free_space(cache)
+        if free < need:
+            raise HubError(f"{ref.text} (commit {commit}): {len(fresh)} files to download need {_mib(need)}, "
+                           f"the disk of {cache} has {_mib(free)} free; free space or set HF_HUB_CACHE elsewhere")
+    return fresh
+
+
+def _verify(ref: HubRef, commit: str, root: Path, fresh: Sequence[_Remote]) -> None:
+    """The files just downloaded against the Hub's listing: SHA-256 of an LFS file (the client
+    checks sizes only), the git blob id of any other. A mismatch removes the file from the cache
+    (the next run downloads it again) and raises one line naming it."""
+    for r in fresh:
+        path = root / r.path
+        if not path.is_file():
+            continue  # not downloaded (a pattern of the tree matched nothing the client fetched)
+        digest = _sha256(path) if r.sha256 else _git_blob_id(path)
+        expected = r.sha256 or r.oid
+        if digest != expected:
+            blob = path.resolve()
+            for p in (path, blob):
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
+            kind = "SHA-256" if r.sha256 else "git blob id"
+            raise HubError(f"{ref.text} (commit {commit}): {r.path} is corrupt: its {kind} is {digest}, the Hub "
+                           f"lists {expected}; removed from the cache, run again to download it anew")
+
+
+def _chunks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            yield chunk
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    for chunk in _chunks(path):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def _git_blob_id(path: Path) -> str:
+    h = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
+    for chunk in _chunks(path):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
 
 
 def _download(ref: HubRef, revision: str, allow: list[str]) -> str:

@@ -191,6 +191,7 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
     # a Hub reference stands in the identity at the commit it resolved to: a branch name alone
     # never identifies weights (it moves), and hf:ORG/NAME and hf:ORG/NAME@<that commit> are one model
     bound = {k: (hub.pinned(v) or v) if hub.is_hub_ref(v) else v for k, v in bound.items()}
+    _pin_adapter(adapter, spec.name, factory, set(weights))
     identity = dict(adapter=adapter.name, cls=f"{type(adapter).__module__}.{type(adapter).__qualname__}",
                     version=str(adapter.version), precision=adapter.precision, device=device_kind(device),
                     args=bound, weights=weights)
@@ -199,6 +200,30 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
         identity["files"] = files
     model_id = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
     return RunModel(spec, adapter, identity, model_id, float(timeout) if timeout else None)
+
+
+def _pin_adapter(adapter: Adapter, family: str, factory: Any, loaded: set[str]) -> None:
+    """Each Hub reference the adapter holds (an argument kept under its own name, as every
+    built-in adapter keeps ``weights``, ``vqgan_weights``, ``controlnet``) is replaced by the
+    reference pinned to the commit this run resolved, so an adapter pickled to a Ray worker (a
+    process that resolves afresh) loads exactly the commit the identity records, even if the
+    branch moved meanwhile. An argument left None that resolved to the family's official
+    weights (``ICL_HUB_DEFAULTS=1``: the identity's ``weights`` names them) is pinned the same way."""
+    for name in _parameters(factory):
+        value = getattr(adapter, name, None)
+        if value is None:
+            entry = hub.OFFICIAL.get((family, name))
+            value = entry.ref if entry is not None else None
+            if value is None or hub.pinned(value) not in loaded:
+                continue
+        if not hub.is_hub_ref(value):
+            continue
+        pinned = hub.pinned(value)
+        if pinned is not None and pinned != value:
+            try:
+                setattr(adapter, name, pinned)
+            except AttributeError:  # a read-only property: left as given
+                pass
 
 
 def privilege_granted(adapter: Adapter) -> bool:

@@ -55,6 +55,7 @@ class Request:
     method: str
     path: str
     authorized: bool  # carried the server's token
+    range: str = ""  # its Range header
 
 
 class HubServer:
@@ -65,6 +66,11 @@ class HubServer:
         self.token = token
         self.repos: dict[str, Repo] = {}
         self.requests: list[Request] = []
+        # faults, by file path: ``drop`` (a GET of the whole file sends half its bytes and closes
+        # the connection, once per path listed), ``corrupt`` (bytes served instead of the file's,
+        # with the file's headers: ETag, size and listing unchanged)
+        self.drop: set[str] = set()
+        self.corrupt: dict[str, bytes] = {}
         self._thread: Optional[threading.Thread] = None
         self.app = self._app()
 
@@ -103,7 +109,7 @@ class HubServer:
             repository (held under the key ``datasets/ORG/NAME``)."""
             auth = request.headers.get("authorization", "")
             ok = server.token is not None and auth == f"Bearer {server.token}"
-            server.requests.append(Request(request.method, request.url.path, ok))
+            server.requests.append(Request(request.method, request.url.path, ok, request.headers.get("range", "")))
             repo_id = f"{org}/{name}"
             repo = server.repos.get(kind + repo_id)
             if repo is None or (repo.private and not ok):  # the Hub hides a private repository: 401
@@ -166,6 +172,11 @@ class HubServer:
             if request.method == "HEAD":
                 headers["Content-Length"] = str(len(body))
                 return Response(status_code=status, headers=headers)
+            if path in server.corrupt:
+                body = server.corrupt[path][len(data) - len(body):]
+            if path in server.drop and status == 200:
+                server.drop.discard(path)
+                return _Dropped(body, headers)
             return Response(content=body, status_code=status, headers=headers,
                             media_type="application/octet-stream")
 
@@ -209,6 +220,22 @@ class HubServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+class _Dropped(Response):
+    """A response announcing the whole body (Content-Length) that sends its first half and then
+    fails, so uvicorn closes the connection mid-file (the client sees an incomplete body)."""
+
+    def __init__(self, body: bytes, headers: dict[str, str]):
+        super().__init__(status_code=200)
+        self.body, self.fields = body, headers
+
+    async def __call__(self, scope, receive, send):
+        headers = [(k.lower().encode(), v.encode()) for k, v in self.fields.items()]
+        headers.append((b"content-length", str(len(self.body)).encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body[:len(self.body) // 2], "more_body": True})
+        raise ConnectionAbortedError("dropped mid-file by the test Hub")
 
 
 # --- fixtures ----------------------------------------------------------------------------------

@@ -255,3 +255,78 @@ def test_vlicl_runs_from_the_hub_then_offline_from_the_cache(hf_env, server, tmp
     shutil.rmtree(hf_env)  # the cache gone: offline now fails before running, naming the reference
     done = _cli(_vlicl(tmp_path / "gone", tmp_path / "data", f"hf:{REPO}"), {**env, "HF_HUB_OFFLINE": "1"})
     assert done.returncode != 0 and f"hf:{REPO}: not in the Hugging Face cache" in done.stderr
+
+
+# --- safety: disk space, interrupted and corrupt downloads -------------------------------------
+
+def test_a_download_larger_than_the_free_space_is_refused_before_it_starts(hf_env, server, monkeypatch):
+    monkeypatch.setattr(hub, "free_space", lambda path: 1000)
+    with pytest.raises(HubError) as err:
+        hub.resolve(f"hf:{REPO}")
+    msg = str(err.value)
+    assert "\n" not in msg and "files to download need" in msg and "0.0 MiB free" in msg and str(hf_env) in msg
+    assert not list(hf_env.glob("models--org--tiny/snapshots/*/model.safetensors"))
+    monkeypatch.setattr(hub, "free_space", lambda path: 10 * 2**30)
+    snap = hub.resolve(f"hf:{REPO}")
+    hub.forget()
+    monkeypatch.setattr(hub, "free_space", lambda path: 0)  # everything cached: nothing to download, no refusal
+    assert hub.resolve(f"hf:{REPO}").files == snap.files
+
+
+def test_an_interrupted_download_resumes_with_a_range_request(hf_env, server, hub_llava, monkeypatch):
+    from huggingface_hub import constants
+
+    # the client writes what it receives in chunks of DOWNLOAD_CHUNK_SIZE (10 MB): smaller chunks,
+    # so the half of the tiny file received before the drop is written and resumed from
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 4096)
+    server.drop.add("model.safetensors")  # the first GET sends half the file and closes the connection
+    snap = hub.resolve(f"hf:{REPO}")
+    data = (hub_llava[0] / "model.safetensors").read_bytes()
+    assert (snap.root / "model.safetensors").read_bytes() == data
+    gets = [r for r in server.requests if r.method == "GET" and r.path.endswith("/model.safetensors")]
+    assert len(gets) == 2 and gets[0].range == "" and gets[1].range.startswith("bytes=")
+    start = int(gets[1].range[len("bytes="):].rstrip("-"))
+    assert 0 < start <= len(data) // 2  # from where the first attempt stopped, not from 0
+
+
+def test_a_corrupt_lfs_file_is_refused_and_removed(hf_env, server, hub_llava):
+    data = (hub_llava[0] / "model.safetensors").read_bytes()
+    server.corrupt["model.safetensors"] = bytes(b ^ 0xFF for b in data)  # same size, other SHA-256
+    with pytest.raises(HubError) as err:
+        hub.resolve(f"hf:{REPO}")
+    msg = str(err.value)
+    assert "\n" not in msg and "model.safetensors is corrupt: its SHA-256" in msg and "run again" in msg
+    assert not list(hf_env.glob("models--org--tiny/snapshots/*/model.safetensors"))
+    assert not list(hf_env.glob("models--org--tiny/blobs/*")) or all(
+        p.read_bytes() != server.corrupt["model.safetensors"] for p in hf_env.glob("models--org--tiny/blobs/*"))
+    server.corrupt.clear()  # served right again: the next run downloads it anew
+    hub.forget()
+    assert (hub.resolve(f"hf:{REPO}").root / "model.safetensors").read_bytes() == data
+
+
+# --- Ray workers: the adapter carries the pinned commit ----------------------------------------
+
+def test_a_pickled_adapter_loads_the_recorded_commit_after_the_branch_moved(hf_env, server, hub_llava):
+    import pickle
+
+    from icl.run.config import ModelSpec
+    from icl.run.models import make_model
+
+    model = make_model(ModelSpec("hf-vlm", {"weights": f"hf:{REPO}"}), "cpu")
+    assert model.adapter.weights == f"hf:{REPO}@{server.a}"  # the adapter holds the pinned reference
+    shipped = pickle.dumps(model.adapter)
+    b = server.commit_folder(REPO, hub_llava[1])  # main moves on while the run goes
+    hub.forget()  # a Ray worker: another process, nothing resolved yet
+    worker = pickle.loads(shipped)
+    assert worker.folder.name == server.a != b
+    assert (worker.folder / "model.safetensors").read_bytes() == (hub_llava[0] / "model.safetensors").read_bytes()
+    assert hub.snapshot_of(worker.folder).commit == server.a
+
+
+def test_the_pinned_reference_asks_the_hub_nothing_more_in_the_same_process(hf_env, server):
+    from icl.run.config import ModelSpec
+    from icl.run.models import make_model
+
+    model = make_model(ModelSpec("hf-vlm", {"weights": f"hf:{REPO}"}), "cpu")
+    asked = len(server.requests)
+    assert model.adapter.folder.name == server.a and len(server.requests) == asked
