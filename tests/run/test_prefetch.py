@@ -1,8 +1,13 @@
 """``--prefetch`` (icl.run.prefetch): a run's Hub weights downloaded into the Hugging Face cache
-from the test Hub (tests/models/hub_server.py), with the offline command line; nothing runs."""
+from the test Hub (tests/models/hub_server.py), with the offline command line; nothing runs. Its
+data: a missing VL-ICL release fetched from the Hub (tests/data/test_fetch.py's fabricated one),
+the fetch command named without --data-root, a release not on the Hub said so."""
 
 from __future__ import annotations
 
+import shlex
+
+from tests.data.test_fetch import vlicl_hub  # noqa: F401 (fixture)
 from tests.models.hub_server import REPO, hf_env, hub_llava, server  # noqa: F401 (fixtures)
 
 from icl.run.__main__ import main
@@ -29,3 +34,41 @@ def test_prefetch_without_hub_weights_says_so(tmp_path, capsys):
     args = ["vlicl", "--fast", "--models", "copy-last", "--out", str(tmp_path / "o"), "--prefetch"]
     assert main(args) == 0, capsys.readouterr().err
     assert "nothing to prefetch" in capsys.readouterr().out
+
+
+# --- the run's data ----------------------------------------------------------------------------
+
+def test_prefetch_fetches_a_missing_vlicl_release_then_the_offline_run_reads_it(vlicl_hub, tmp_path, monkeypatch,
+                                                                                capsys):
+    srv, commit, _ = vlicl_hub
+    data, out = tmp_path / "data" / "vlicl", tmp_path / "run"
+    args = ["vlicl", "--models", "copy-last", "--tasks", "clevr", "--seeds", "0", "--shots", "0,1", "--queries", "2",
+            "--data-root", str(data), "--out", str(out), "--no-plots", "--no-progress"]
+    assert main(args + ["--prefetch"]) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert f"data: --data-root {data} is missing: python -m icl.data fetch vlicl --out {data}" in printed
+    assert f"ys-zong/VL-ICL@{commit}" in printed and (data / "fetch-manifest.json").is_file()
+    assert not out.exists()  # nothing ran
+    line = printed.strip().splitlines()[-1]
+    assert line == "HF_HUB_OFFLINE=1 " + shlex.join(["python", "-m", "icl.run", *args])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    asked = len(srv.requests)
+    assert main(args) == 0, capsys.readouterr().err
+    assert len(srv.requests) == asked and (out / "results.json").is_file()
+
+
+def test_prefetch_without_a_data_root_names_the_fetch_command(tmp_path, capsys):
+    args = ["vlicl", "--models", "copy-last", "--tasks", "clevr", "--out", str(tmp_path / "o"), "--prefetch"]
+    assert main(args) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert "--data-root, not given here; python -m icl.data fetch vlicl --out DIR downloads it (ys-zong/VL-ICL@" in printed
+    assert "nothing to prefetch" in printed
+
+
+def test_prefetch_of_a_release_not_on_the_hub_says_so(tmp_path, capsys):
+    args = ["cobsat", "--models", "copy-last", "--out", str(tmp_path / "o"), "--data-root", str(tmp_path / "none"),
+            "--prefetch"]
+    code = main(args)
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "data: cobsat: CoBSAT's images are not known to icl as a Hub dataset" in printed.out
