@@ -405,7 +405,11 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         items, extra = _planned(bench, config)
     except (ConfigError, OSError) as exc:  # what the run stops at (an OSError: a file the loading could not read)
         add("data", config.benchmark, str(exc))
-    for where, message, path in bench.data_failures():
+    try:
+        failures = bench.data_failures()
+    except (ValueError, LookupError, OSError) as exc:  # the plan itself failed: reported once, above
+        failures = [] if any(p.message == str(exc) for p in problems) else [(config.benchmark, str(exc), None)]
+    for where, message, path in failures:
         add("data", where, message + (f" ({path})" if path and str(path) not in message else ""))
     found: list[tuple[str, str]] = []
     with _offline():
