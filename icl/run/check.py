@@ -469,15 +469,21 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
             n, model_s, score_s = store.model_seconds(mid) if store is not None else (0, 0.0, 0.0)
             if n:
                 per_item = (model_s + score_s) / n
-                e.update(seconds_per_item=per_item, measured_items=n, estimated_s=per_item * len(work.todo),
-                         estimate=_duration(per_item * len(work.todo)))
+                load_s = (store.load_seconds(mid, m.label) or 0.0) if work.todo else 0.0
+                seconds = load_s + per_item * len(work.todo)
+                e.update(seconds_per_item=per_item, measured_items=n, load_s=load_s, estimated_s=seconds,
+                         estimate=_duration(seconds))
             else:
-                e.update(seconds_per_item=None, measured_items=0, estimated_s=None, estimate=UNKNOWN_COST)
+                e.update(seconds_per_item=None, measured_items=0, load_s=None, estimated_s=None,
+                         estimate=UNKNOWN_COST)
     finally:
         if store is not None:
             store.close()
+    busy = [e for e in entries.values() if e["role"] == "model" and e.get("items_remaining")]
+    known = all(e.get("estimated_s") is not None for e in busy)
     report["plan"] = dict(items=len(items), models=len(models), judges=named, planned=total_stored +
                           total_remaining, stored=total_stored, remaining=total_remaining, cells=cells,
+                          estimated_s=sum(e["estimated_s"] for e in busy) if known else None,
                           **({"shard": extra["shard"]} if "shard" in extra else {}))
     report["models"] = list(entries.values())
     # the output folder: its lock, its earlier runs, the disk

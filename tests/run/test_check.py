@@ -228,3 +228,42 @@ def test_hub_weights_not_in_the_cache_need_a_download_and_nothing_is_downloaded(
     assert main([*args, "--check"]) == 0
     report = _report(out)
     assert report["runnable"] and report["models"][0]["params"] > 0 and report["plan"]["remaining"] > 0
+
+
+COST_FACTOR = 3  # docs/runs.md "Before a long run": the time estimate against the following run
+
+
+@pytest.mark.slow
+def test_the_time_estimate_from_stored_compute_is_within_a_factor_of_the_following_run(tmp_path):
+    """A first run (tiny LLaVA on vlicl --fast, seed 0: 72 items) fills the store with its
+    compute; the check of another plan sharing that store (seeds 1, 2) estimates its time from
+    it (load + seconds per item x items), and the following real run's ``execute_s`` (loading,
+    answering, scoring) is within :data:`COST_FACTOR` of it. Each run is its own process, as real
+    runs are (a warm process would make the second run faster than the first's items)."""
+    from icl.models.vlm.tiny import build_llava
+
+    tiny = build_llava(tmp_path / "tiny", max_positions=2048)
+    store = tmp_path / "store.sqlite"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def run(out: Path, seeds: str, *extra: str) -> None:
+        args = ["vlicl", "--fast", "--models", f"hf-vlm:weights={tiny}", "--seeds", seeds, "--shots", "0,1,2",
+                "--queries", "4", "--out", str(out), "--store", str(store), "--no-plots", "--no-progress", "--device",
+                "cpu", "--data-root", str(tmp_path / "data"), *extra]
+        proc = subprocess.run([sys.executable, "-m", "icl.run", *args], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    run(tmp_path / "first", "0")
+    run(tmp_path / "next", "1,2", "--check")
+    report = _report(tmp_path / "next")
+    model = report["models"][0]
+    assert model["measured_items"] > 50 and model["items_remaining"] == 2 * model["measured_items"]
+    assert model["load_s"] > 0
+    estimate = report["plan"]["estimated_s"]
+    assert estimate == model["estimated_s"] > 0
+    run(tmp_path / "next", "1,2")
+    real = json.loads((tmp_path / "next" / "results.json").read_text())["timings"]["execute_s"]
+    ratio = estimate / real
+    print(f"estimated {estimate:.3f} s, ran {real:.3f} s: ratio {ratio:.2f}")
+    assert 1 / COST_FACTOR <= ratio <= COST_FACTOR, (estimate, real)
