@@ -186,7 +186,7 @@ def test_declared_cuda_is_checked_as_declared(tmp_path):
     args = [a if a != "cpu" else "cuda" for a in _cobsat_fast(out)]
     assert main([*args, "--check"]) == 0
     report = _report(out)
-    assert report["device"] == dict(declared="cuda", used="cuda", seen=False)
+    assert report["device"] == dict(declared="cuda", used="cuda", seen=False, memory=None)
     assert any("checked as declared, not as seen" in w for w in report["warnings"])
 
 
