@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,53 @@ def test_every_other_readme_command_runs_as_written(tmp_path):
         proc = run(shlex.split(cmd)[1:])
         assert proc.returncode == 0, f"{cmd}\n{proc.stdout[-1500:]}\n{proc.stderr[-3000:]}"
         assert proc.stdout.strip(), cmd
+
+
+# --- --check of every README command line (issue 38) ------------------------------------------
+NOT_A_RUN = ("python -m icl.run rescore ", "python -m icl.run merge ", "python -m icl.run export ")
+NOT_A_RUN_FLAGS = {"--list", "--help", "-h", "--version"}
+# the lines NEEDS_WHAT_CI_LACKS names: what their --check reports missing (exit 2, or a usage error)
+CHECK_FINDS_MISSING = {
+    "python -m icl.run vibe --models painter:weights=/w/painter.pth,dtype=bf16,copy-target --shots 1,3":
+        "/w/painter.pth",
+    "python -m icl.run vibe --models my-model --model-arg my-model:temperature=0.5": "my-model",
+    "python -m icl.run vibe --config run.toml --device cuda": "run.toml",
+    "python -m icl.run vibe --tasks segmentation,depth --models oracle,my-model --shots 1,3 --limit 50":
+        "my-model",
+    "python -m icl.run vibe --device cuda --dtype bf16": "no converted vibe dataset",
+}
+
+
+def check_commands() -> list[str]:
+    """The README's run command lines (not rescore / merge / export, nor --list / --help)."""
+    return [c for c in _all_commands() if not c.startswith(NOT_A_RUN) and not NOT_A_RUN_FLAGS & set(shlex.split(c))]
+
+
+@pytest.mark.slow
+def test_check_of_every_readme_command(stand_ins, tmp_path, monkeypatch, capsys):
+    """``--check`` of every README run command (the stand-ins of the tests above in place of its
+    placeholders) exits 0 in seconds, writing nothing but check.json; each line
+    :data:`NEEDS_WHAT_CI_LACKS` names exits 2 (or a usage error, 2) naming what it lacks."""
+    from icl.run.__main__ import main
+
+    commands = check_commands()
+    assert len(commands) >= 12 and set(CHECK_FINDS_MISSING) <= set(NEEDS_WHAT_CI_LACKS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ICL_DATA_ROOT", str(tmp_path / "d"))
+    monkeypatch.setenv("MY_KEY", "sk-readme-test")
+    slow = []
+    for cmd in commands:
+        argv = _substitute(cmd, stand_ins)[3:]
+        extra = ["--check", "--no-progress"] if "--check" not in argv else ["--no-progress"]
+        t0 = time.perf_counter()
+        code = main([*argv, *extra])
+        elapsed = time.perf_counter() - t0
+        printed = capsys.readouterr()
+        if cmd in NEEDS_WHAT_CI_LACKS:
+            if cmd in CHECK_FINDS_MISSING:
+                assert code == 2 and CHECK_FINDS_MISSING[cmd] in printed.out + printed.err, f"{cmd}\n{printed}"
+            continue
+        assert code == 0, f"{cmd}\n{printed.out[-3000:]}\n{printed.err[-3000:]}"
+        assert "runnable (exit 0)" in printed.out, cmd
+        slow += [(cmd, elapsed)] if elapsed > 30 else []
+    assert not slow, slow

@@ -259,6 +259,89 @@ def inspect_weights(adapter: Any) -> Checkpoint:
     return out
 
 
+# --- memory --------------------------------------------------------------------------------------
+CONTEXT_TOKENS = 4096  # the tokens per request the estimate assumes (a long ICL prompt), at most the model's own
+
+
+def _config_json(adapter: Any) -> Optional[dict[str, Any]]:
+    """The transformers ``config.json`` beside ``adapter``'s weights (its ``folder``), or None."""
+    folder = getattr(adapter, "folder", None)
+    if folder is None:
+        return None
+    path = Path(folder) / "config.json"
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _first(config: dict[str, Any], *names: str) -> Optional[int]:
+    for n in names:
+        v = config.get(n)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+def memory_estimate(adapter: Any, weight_bytes: Optional[int], bytes_per_value: int) -> dict[str, Any]:
+    """The estimated peak device memory of ``adapter`` per batch size (docs/runs.md "Before a long
+    run"): ``peak(B) = W + B x A``, W the weights' bytes at the chosen precision and A one
+    request's activations, from the language model's ``config.json`` (``text_config`` when
+    nested): ``A = b x T x (2 x L x h_kv + 4 x h + 2 x I)``: the key/value cache of every layer
+    (``2 L h_kv`` values per token) and the working set of one layer at a time (hidden state,
+    its norm, the attention output and query: ``4 h``; the MLP's gate and up projections:
+    ``2 I``), ``b`` the bytes of a value at the precision, ``T`` the tokens of a request
+    (the adapter's ``max_context``, else ``min(max_position_embeddings,`` :data:`CONTEXT_TOKENS`
+    ``)``), ``h`` the hidden size, ``L`` the layers, ``h_kv = h x kv heads / heads``, ``I`` the
+    MLP's intermediate size (4 h when not given). Without such a configuration A is unknown and
+    the estimate is W alone (``basis`` says which)."""
+    out: dict[str, Any] = dict(weights_bytes=weight_bytes, activation_bytes_per_request=None, tokens=None,
+                               basis="weights only (no transformers config.json: activations not estimated)")
+    config = _config_json(adapter)
+    text = config.get("text_config", config) if isinstance(config, dict) else None
+    if isinstance(text, dict):
+        h = _first(text, "hidden_size", "d_model", "n_embd")
+        layers = _first(text, "num_hidden_layers", "n_layer", "num_layers")
+        if h and layers:
+            heads = _first(text, "num_attention_heads", "n_head") or 1
+            kv = _first(text, "num_key_value_heads") or heads
+            inter = _first(text, "intermediate_size", "n_inner") or 4 * h
+            positions = _first(text, "max_position_embeddings", "n_positions") or CONTEXT_TOKENS
+            context = getattr(adapter, "max_context", None)
+            tokens = int(context) if isinstance(context, int) and context > 0 else min(positions, CONTEXT_TOKENS)
+            act = bytes_per_value * tokens * (2 * layers * (h * kv // heads) + 4 * h + 2 * inter)
+            out.update(activation_bytes_per_request=act, tokens=tokens,
+                       basis=f"weights + batch x activations (T={tokens} tokens, h={h}, L={layers}, I={inter})")
+    batch = getattr(adapter, "batch_size", 1)
+    sizes = sorted({1, batch if isinstance(batch, int) and batch > 0 else 1})
+    out["batch_size"] = sizes[-1]
+    out["peak_bytes"] = {str(b): peak_bytes(out, b) for b in sizes}
+    return out
+
+
+def peak_bytes(estimate: dict[str, Any], batch: int) -> Optional[int]:
+    """``W + batch x A`` of a :func:`memory_estimate` (A taken as 0 when unknown)."""
+    if estimate.get("weights_bytes") is None:
+        return None
+    return int(estimate["weights_bytes"] + batch * (estimate.get("activation_bytes_per_request") or 0))
+
+
+def free_device_memory(device: str) -> Optional[dict[str, int]]:
+    """``{"free_bytes", "total_bytes"}`` of the CUDA ``device`` (``torch.cuda.mem_get_info``) when
+    CUDA is visible, else None."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        free, total = torch.cuda.mem_get_info(torch.device(device))
+        return dict(free_bytes=int(free), total_bytes=int(total))
+    except Exception:  # a driver that does not answer: not reported
+        return None
+
+
 def checkpoint_problems(models: Sequence[Any]) -> list[tuple[str, str]]:
     """(where, message) of every model's and judge's checkpoint (:func:`inspect_weights`); the
     run calls this before loading any model, ``--check`` lists the same."""
@@ -391,7 +474,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         else:
             add("device", "--device", str(exc))
             device = "cpu"
-    report["device"].update(used=device, seen=identity_device is None)
+    report["device"].update(used=device, seen=identity_device is None, memory=free_device_memory(device))
     if config.ray:
         warnings.append(f"--ray {config.ray}: the cluster is not joined by --check (the run joins it first)")
     try:
@@ -405,7 +488,11 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         items, extra = _planned(bench, config)
     except (ConfigError, OSError) as exc:  # what the run stops at (an OSError: a file the loading could not read)
         add("data", config.benchmark, str(exc))
-    for where, message, path in bench.data_failures():
+    try:
+        failures = bench.data_failures()
+    except (ValueError, LookupError, OSError) as exc:  # the plan itself failed: reported once, above
+        failures = [] if any(p.message == str(exc) for p in problems) else [(config.benchmark, str(exc), None)]
+    for where, message, path in failures:
         add("data", where, message + (f" ({path})" if path and str(path) not in message else ""))
     found: list[tuple[str, str]] = []
     with _offline():
@@ -432,6 +519,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
                                 checkpoint_dtypes=ckpt.dtypes, stored_bytes=ckpt.stored_bytes or None,
                                 bytes=(ckpt.params * per if per and ckpt.params else ckpt.stored_bytes or None),
                                 notes=ckpt.notes)
+        entries[m.label]["memory"] = memory_estimate(m.adapter, entries[m.label]["bytes"], per or 4)
     # the store, read-only: the resume, the cost, the size of an answer
     store = None
     if store_path.is_file():
@@ -465,15 +553,21 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
             n, model_s, score_s = store.model_seconds(mid) if store is not None else (0, 0.0, 0.0)
             if n:
                 per_item = (model_s + score_s) / n
-                e.update(seconds_per_item=per_item, measured_items=n, estimated_s=per_item * len(work.todo),
-                         estimate=_duration(per_item * len(work.todo)))
+                load_s = (store.load_seconds(mid, m.label) or 0.0) if work.todo else 0.0
+                seconds = load_s + per_item * len(work.todo)
+                e.update(seconds_per_item=per_item, measured_items=n, load_s=load_s, estimated_s=seconds,
+                         estimate=_duration(seconds))
             else:
-                e.update(seconds_per_item=None, measured_items=0, estimated_s=None, estimate=UNKNOWN_COST)
+                e.update(seconds_per_item=None, measured_items=0, load_s=None, estimated_s=None,
+                         estimate=UNKNOWN_COST)
     finally:
         if store is not None:
             store.close()
+    busy = [e for e in entries.values() if e["role"] == "model" and e.get("items_remaining")]
+    known = all(e.get("estimated_s") is not None for e in busy)
     report["plan"] = dict(items=len(items), models=len(models), judges=named, planned=total_stored +
                           total_remaining, stored=total_stored, remaining=total_remaining, cells=cells,
+                          estimated_s=sum(e["estimated_s"] for e in busy) if known else None,
                           **({"shard": extra["shard"]} if "shard" in extra else {}))
     report["models"] = list(entries.values())
     # the output folder: its lock, its earlier runs, the disk
@@ -566,12 +660,17 @@ def render(report: dict[str, Any]) -> str:
         rows.append(("all", f"{plan['models']} model(s), {plan['judges']} judge(s)", str(plan["planned"]),
                      str(plan["stored"]), str(plan["remaining"])))
     lines += _table(rows, right=(2, 3, 4))
-    rows = [("model", "role", "params", "bytes", "estimated time")]
+    rows = [("model", "role", "params", "bytes", "peak memory (batch)", "estimated time")]
     for e in report["models"]:
+        peaks = (e.get("memory") or {}).get("peak_bytes") or {}
+        peak = ", ".join(f"{_size(v)} ({b})" for b, v in peaks.items() if v is not None) or "-"
         rows.append((e["label"], e["role"] + (f" {e['precision']}" if e.get("precision") else ""),
                      f"{e['params']:,}" if e.get("params") else "-", _size(e["bytes"]) if e.get("bytes") else "-",
-                     e.get("estimate") or "-"))
-    lines += _table(rows, right=(2, 3))
+                     peak, e.get("estimate") or "-"))
+    lines += _table(rows, right=(2, 3, 4))
+    memory = report["device"].get("memory")
+    if memory:
+        lines.append(f"device memory: {_size(memory['free_bytes'])} free of {_size(memory['total_bytes'])}")
     disk = report.get("disk")
     if disk:
         lines.append(f"disk: about {_size(disk['needed_bytes'])} needed, {_size(disk['free_bytes'])} free under "

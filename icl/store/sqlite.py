@@ -226,6 +226,14 @@ class Store:
                                  "WHERE model_id=? AND status='ok' AND model_s > 0", (model_id,)).fetchone()
         return int(row[0]), float(row[1]), float(row[2])
 
+    def load_seconds(self, model_id: str, label: str) -> Optional[float]:
+        """The seconds the latest run that scored ``model_id`` took to load it (its ``load``
+        compute record, under the run's ``label`` of the model), or None when none is stored."""
+        row = self._conn.execute("SELECT wall_s FROM compute WHERE stage='load' AND model=? AND run_id IN "
+                                 "(SELECT DISTINCT run_id FROM scores WHERE model_id=?) ORDER BY run_id DESC LIMIT 1",
+                                 (label, model_id)).fetchone()
+        return float(row[0]) if row else None
+
     def answer_bytes(self, model_id: str) -> tuple[int, int]:
         """(stored ``ok`` answers of ``model_id``, their bytes): the size an answer of it takes."""
         row = self._conn.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(body)), 0) FROM responses "

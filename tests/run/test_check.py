@@ -186,7 +186,7 @@ def test_declared_cuda_is_checked_as_declared(tmp_path):
     args = [a if a != "cpu" else "cuda" for a in _cobsat_fast(out)]
     assert main([*args, "--check"]) == 0
     report = _report(out)
-    assert report["device"] == dict(declared="cuda", used="cuda", seen=False)
+    assert report["device"] == dict(declared="cuda", used="cuda", seen=False, memory=None)
     assert any("checked as declared, not as seen" in w for w in report["warnings"])
 
 
@@ -228,3 +228,102 @@ def test_hub_weights_not_in_the_cache_need_a_download_and_nothing_is_downloaded(
     assert main([*args, "--check"]) == 0
     report = _report(out)
     assert report["runnable"] and report["models"][0]["params"] > 0 and report["plan"]["remaining"] > 0
+
+
+COST_FACTOR = 3  # docs/runs.md "Before a long run": the time estimate against the following run
+
+
+@pytest.mark.slow
+def test_the_time_estimate_from_stored_compute_is_within_a_factor_of_the_following_run(tmp_path):
+    """A first run (tiny LLaVA on vlicl --fast, seed 0: 72 items) fills the store with its
+    compute; the check of another plan sharing that store (seeds 1, 2) estimates its time from
+    it (load + seconds per item x items), and the following real run's ``execute_s`` (loading,
+    answering, scoring) is within :data:`COST_FACTOR` of it. Each run is its own process, as real
+    runs are (a warm process would make the second run faster than the first's items)."""
+    from icl.models.vlm.tiny import build_llava
+
+    tiny = build_llava(tmp_path / "tiny", max_positions=2048)
+    store = tmp_path / "store.sqlite"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def run(out: Path, seeds: str, *extra: str) -> None:
+        args = ["vlicl", "--fast", "--models", f"hf-vlm:weights={tiny}", "--seeds", seeds, "--shots", "0,1,2",
+                "--queries", "4", "--out", str(out), "--store", str(store), "--no-plots", "--no-progress", "--device",
+                "cpu", "--data-root", str(tmp_path / "data"), *extra]
+        proc = subprocess.run([sys.executable, "-m", "icl.run", *args], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    run(tmp_path / "first", "0")
+    run(tmp_path / "next", "1,2", "--check")
+    report = _report(tmp_path / "next")
+    model = report["models"][0]
+    assert model["measured_items"] > 50 and model["items_remaining"] == 2 * model["measured_items"]
+    assert model["load_s"] > 0
+    estimate = report["plan"]["estimated_s"]
+    assert estimate == model["estimated_s"] > 0
+    run(tmp_path / "next", "1,2")
+    real = json.loads((tmp_path / "next" / "results.json").read_text())["timings"]["execute_s"]
+    ratio = estimate / real
+    print(f"estimated {estimate:.3f} s, ran {real:.3f} s: ratio {ratio:.2f}")
+    assert 1 / COST_FACTOR <= ratio <= COST_FACTOR, (estimate, real)
+
+
+MEMORY_FACTOR = 4  # docs/runs.md "Before a long run": the peak memory estimate against the measured peak
+
+
+def _measured_peak(run) -> int:
+    """The peak of torch's CPU allocations while ``run()`` runs (the profiler's per-op memory,
+    summed in the order the ops end)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    current = peak = 0
+    for e in sorted((e for e in prof.events() if e.self_cpu_memory_usage), key=lambda e: e.time_range.end):
+        current += e.self_cpu_memory_usage
+        peak = max(peak, current)
+    return peak
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["llava", "idefics3", "gemma3"])
+def test_the_memory_estimate_is_within_a_factor_of_the_measured_peak(family, tmp_path):
+    """The tiny checkpoint of each hf-vlm family, loaded and generating for a batch of 2 requests
+    of T = max_context tokens on the CPU: the peak of torch's allocations (weights included) is
+    within :data:`MEMORY_FACTOR` of ``W + 2 x A`` (icl.run.check.memory_estimate). Measured
+    ratios: 0.82 (LLaVA), 0.82-0.94 (Idefics3), 0.52-0.58 (Gemma 3)."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from icl.models.vlm.hf import HFVisionLanguage
+    from icl.models.vlm.tiny import build_llava
+    from icl.run.check import inspect_weights, memory_estimate, peak_bytes
+    from tests.models.vlm import tiny_vlm
+
+    build = build_llava if family == "llava" else getattr(tiny_vlm, f"build_{family}")
+    weights = build(tmp_path / family, max_positions=1024)
+    tokens, batch = 256, 2
+    adapter = HFVisionLanguage(weights=str(weights), max_context=tokens)
+    estimate = memory_estimate(adapter, inspect_weights(adapter).params * 4, 4)
+    assert estimate["tokens"] == tokens and estimate["activation_bytes_per_request"] > 0
+
+    def generate() -> None:
+        model = AutoModelForImageTextToText.from_pretrained(weights, dtype=torch.float32)
+        ids = torch.randint(5, model.config.get_text_config().vocab_size, (batch, tokens - 4))
+        with torch.inference_mode():
+            model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False)
+
+    measured = _measured_peak(generate)
+    ratio = peak_bytes(estimate, batch) / measured
+    print(f"{family}: estimated {peak_bytes(estimate, batch)} B, measured {measured} B: ratio {ratio:.2f}")
+    assert 1 / MEMORY_FACTOR <= ratio <= MEMORY_FACTOR
+
+
+def test_the_check_reports_the_memory_estimate(tmp_path):
+    out = tmp_path / "out"
+    assert main([*_cobsat_fast(out), "--check"]) == 0
+    report = _report(out)
+    memory = report["models"][0]["memory"]
+    assert set(memory) >= {"weights_bytes", "activation_bytes_per_request", "peak_bytes", "basis", "batch_size"}
+    assert "memory" in report["device"]  # None without a visible CUDA device
