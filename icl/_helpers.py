@@ -312,7 +312,7 @@ class _Helper:
                 continue
             try:
                 self.busy = True
-                _send(self.send, message, _JOB)
+                self._put(message)
                 answer = self._answer(label)
                 self.busy = False
             except (OSError, EOFError, ValueError) as exc:  # ValueError: a closed pipe
@@ -334,6 +334,22 @@ class _Helper:
                 future.set_result(value)
             else:
                 future.set_exception(value if isinstance(value, BaseException) else HelperError(value))
+
+    def _put(self, message: bytes) -> None:
+        """Write a job frame; a helper that takes none of it for ``ICL_HELPER_SILENCE_S`` (a
+        stopped one, with the pipe full) is :class:`_Stuck`."""
+        silence = _seconds("ICL_HELPER_SILENCE_S", SILENCE_S)
+        fd = self.send.fileno()
+        os.set_blocking(fd, False)
+        data = memoryview(_HEADER.pack(_MAGIC, _JOB, len(message)) + message)
+        while data:
+            _, ready, _ = select.select([], [fd], [], silence)
+            if not ready:
+                raise _Stuck(f"took none of its job for {silence:g} s (stopped or frozen?)")
+            try:
+                data = data[os.write(fd, data):]
+            except BlockingIOError:
+                continue
 
     def _answer(self, label: str) -> bytes:
         """The answer to the job just sent; a helper silent for ``ICL_HELPER_SILENCE_S`` (a

@@ -163,10 +163,15 @@ class Plots:
         return published(self.out, self._stage, paths) if self._parts else []
 
     def abandon(self) -> None:
+        """Nothing published; the figure helpers are given 2 s, then killed (a run that stops
+        on SIGTERM never waits for a stuck helper), so nothing still writes into the staging
+        folder when it is removed; a figure not started is not drawn here."""
         for part in self._parts:
             try:
-                if hasattr(part, "result"):
-                    part.result()  # nothing may still write into the staging folder
+                if hasattr(part, "settle"):
+                    part.settle(2.0)
+                elif hasattr(part, "result"):
+                    part.result()
             except Exception:
                 pass
         self._parts = []
