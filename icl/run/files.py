@@ -114,7 +114,9 @@ def provenance() -> dict[str, Any]:
     for name in ("transformers", "diffusers"):
         if name in sys.modules:  # recorded when a model used them
             info["packages"][name] = getattr(sys.modules[name], "__version__", None)
-    torch = sys.modules.get("torch")
+    from icl._modules import imported
+
+    torch = imported("torch")  # not one still being imported by another thread
     if torch is not None:
         cuda = dict(torch=torch.__version__, cuda=torch.version.cuda)
         if torch.cuda.is_initialized():
