@@ -428,6 +428,10 @@ def _meta(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Se
     """results.json of a finished run, less the provenance and tables; writes the per-sample log
     and the benchmark's per-run files on the way (their digests are in it)."""
     compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
+    if extra and isinstance(extra.get("shard"), dict):  # what merge checks the shard's store against
+        extra = {**extra, "shard": {**extra["shard"], "content_sha256": S.content_sha256(
+            store, bench.name, bench.protocol, bench.scorer_version, [it.key for it in items],
+            [mid for _, mid in models])}}
     if log_samples(config.log_samples, len(items) * len(models)):  # per-sample log (icl.run.samples)
         t_samples = time.perf_counter()
         artifacts = {**artifacts, **write_samples(config.out_dir, bench, items, models, judges, store,
