@@ -43,6 +43,27 @@ DEFAULT_STORE = "store.sqlite"
 COMMON_COLUMNS = {"results": COLUMNS, "comparisons": COMPARISON_COLUMNS}
 
 
+INCOMPLETE = "INCOMPLETE"
+
+
+@contextmanager
+def replacing(out: Path, command: Optional[Sequence[str]]) -> Iterator[None]:
+    """Around the writing of a run's output files (a run's, a ``rescore``'s, a ``merge``'s):
+    ``out/INCOMPLETE`` says so first, naming the command, and is removed only once the last
+    file (report.html) is in place. A writer cut short (a signal, a full disk, a kill) leaves it:
+    the folder then holds files of two runs (a new results.json beside the old report.html),
+    and says so; rerunning the command finishes the set (and removes one left by another)."""
+    marker = out / INCOMPLETE
+    out.mkdir(parents=True, exist_ok=True)
+    words = " ".join(command or ["python -m icl.run"])
+    write_text(marker, f"This folder's output files are being replaced by: {words}\n"
+                       f"(started {time.strftime('%Y-%m-%d %H:%M:%S')}). While this file is here, they are not one "
+                       f"set: results.json, the tables, the figures, report.md and report.html may come from "
+                       f"different runs. Run the same command again to finish them.\n")
+    yield
+    marker.unlink(missing_ok=True)
+
+
 def claim_folder(out: Path, benchmark: str) -> None:
     """Make ``out`` ready for ``benchmark``'s files, or raise :class:`ConfigError` (one line):
     no symbolic link anywhere under it, no other benchmark's run (its results.json, or a run

@@ -40,7 +40,7 @@ from icl.run import shard as S
 from icl.run.config import RunConfig
 from icl.run.engine import ExecStats
 from icl.run.errors import ConfigError
-from icl.run.files import claim_folder, write_artifacts
+from icl.run.files import INCOMPLETE, claim_folder, replacing, write_artifacts
 from icl.run.lock import LOCK_NAME, FolderLock
 from icl.run.runner import (Outcome, _absolute, _applicable, _plan, _run_store, finish, open_benchmark,
                             print_summary, recorded_judges, recorded_models, writable)
@@ -125,11 +125,12 @@ def merge(out: Path, shard_dirs: Sequence[Path], stdout: Optional[TextIO] = None
                                               merged=[str(s.folder) for s in shards]))
                 _record_shard_runs(store, bench, shards, run_id)
                 stats = _stats(shards)
-                outcome = finish(config, bench, items, models, judges, store, run_id, stats,
-                                 write_artifacts(bench, out), dict(plan_s=t_plan - t0, merge_s=t_copy - t_plan),
-                                 identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
-                                 device=meta.get("device", "cpu"), t0=t0, roles=roles,
-                                 extra=dict(merged=_provenance(shards)))
+                with replacing(out, config.command):  # INCOMPLETE until every file is written
+                    outcome = finish(config, bench, items, models, judges, store, run_id, stats,
+                                     write_artifacts(bench, out), dict(plan_s=t_plan - t0, merge_s=t_copy - t_plan),
+                                     identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
+                                     device=meta.get("device", "cpu"), t0=t0, roles=roles,
+                                     extra=dict(merged=_provenance(shards)))
     print_summary(bench, outcome, stdout, stderr)
     added = sum(sum(c.added.values()) for c in copied)
     present = sum(sum(c.present.values()) for c in copied)
@@ -164,6 +165,9 @@ def _read_shard(folder: Path) -> Shard:
                           f"ends; run it again to finish it)") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"merge: {path}: not a run's results.json ({type(exc).__name__}: {exc})") from None
+    if (folder / INCOMPLETE).exists():
+        raise ConfigError(f"merge: {folder} holds {INCOMPLETE}: writing its files was cut short (they are not one "
+                          f"set); run the command it names again to finish the shard")
     if not isinstance(meta.get("shard"), dict):
         raise ConfigError(f"merge: {folder} is not a shard (its run had no --shard I/N); merge joins the shards "
                           f"of one run")

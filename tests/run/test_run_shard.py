@@ -406,3 +406,10 @@ def test_shards_of_an_older_icl_merge_with_warnings(best50, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "computed by icl version 0.0.1, this is" in err
     assert err.count("records no digest of its store's content") == 3
+
+
+def test_a_shard_whose_files_were_cut_short_is_refused(best50, tmp_path, capsys):
+    s1 = tmp_path / "s1"
+    shutil.copytree(best50["s1"], s1)
+    (s1 / "INCOMPLETE").write_text("This folder's output files are being replaced by: ...\n")
+    refused(capsys, [str(tmp_path / "out"), str(best50["s0"]), str(s1), str(best50["s2"])], "INCOMPLETE", "cut short")
