@@ -19,10 +19,13 @@ Importing this module imports Ray; the runner imports it only for ``--ray``.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
+from contextlib import contextmanager
 import weakref
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import ray
 import ray.exceptions
@@ -50,15 +53,38 @@ def connect(address: str, workers: Optional[int], gpus: bool) -> str:
                                   logging_level="WARNING")
     if join is None:
         local = workers if workers else (_visible_gpus() if gpus else 1) or 1
-        ray.init(address="local", num_cpus=local, object_store_memory=LOCAL_OBJECT_STORE,
-                 _node_ip_address="127.0.0.1", **common)
+        with _our_signals():
+            ray.init(address="local", num_cpus=local, object_store_memory=LOCAL_OBJECT_STORE,
+                     _node_ip_address="127.0.0.1", **common)
         return f"a local Ray instance ({local} CPU workers)" if not gpus else "a local Ray instance"
     try:
-        ray.init(address=join, **common)
+        with _our_signals():
+            ray.init(address=join, **common)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise ConfigError(f"--ray {address}: cannot join the Ray cluster at {join!r} "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
     return f"the Ray cluster at {join}"
+
+
+@contextmanager
+def _our_signals() -> Iterator[None]:
+    """``ray.init`` installs Ray's own SIGTERM handlers (Python's ``sys.exit(15)`` and its core
+    worker's crash dump): SLURM's SIGTERM at a time-out or preemption then ended the run with
+    exit 1 and a stack dump instead of icl's clean stop. The run's handlers (the stop flag of
+    :func:`icl.run.guard.stop_on_signals`) are put back as soon as it returns; a SIGTERM while
+    Ray starts stops the run as an interruption (exit 130)."""
+    main = threading.current_thread() is threading.main_thread()
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if main else {}
+    try:
+        yield
+    except SystemExit as exc:
+        if exc.code == signal.SIGTERM:  # Ray's handler, while it was in place
+            raise KeyboardInterrupt("signal SIGTERM") from None
+        raise
+    finally:
+        for s, handler in saved.items():
+            if handler is not None:
+                signal.signal(s, handler)
 
 
 def _reachable(flag: str, address: str) -> None:

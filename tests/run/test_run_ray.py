@@ -264,3 +264,48 @@ def test_an_adapter_that_cannot_be_sent_stops_its_model_with_one_line(cluster, t
         "model 'unpicklable' failed to load on worker (not sent): the adapter cannot be sent to a Ray worker "
         "(TypeError: cannot pickle '_thread.lock' object)")
     assert out.stats.model_calls == 0
+
+
+@pytest.mark.slow  # a driver starting its own local Ray instance, twice
+@pytest.mark.parametrize("whom", ["driver", "process group"])
+def test_sigterm_stops_a_ray_run_cleanly_with_130(tmp_path, builtin_root, whom):
+    """SLURM's SIGTERM (time-out, preemption) to the driver, or to every process of the job step
+    (the local Ray instance's raylet and GCS too): icl's clean stop, exit 130 within seconds,
+    one line and no crash dump; the batches committed before are kept."""
+    site = tmp_path / "site"
+    dist = site / "icl_ray_term-0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: icl-ray-term\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[icl.models]\nslow-oracle = tests.run._kill_adapter:SlowOracle\n")
+    log = tmp_path / "answered.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "ICL_TEST_KILL_MARKER")}
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), ICL_TEST_COUNT_LOG=str(log), ICL_TEST_SLEEP="0.3")
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "icl.run", "best50", "--fast", "--models", "slow-oracle", "--out", str(out),
+           "--data-root", str(builtin_root), "--no-plots", "--no-progress", "--ray", "auto", "--workers", "1"]
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, as a job step's
+    try:
+        deadline = time.time() + 120
+        while len(score_rows(out / "store.sqlite")) < 2 * BATCH and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        start = time.monotonic()
+        if whom == "driver":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("SIGTERM did not end the --ray run within 30 s")
+        took = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    assert took < 10, took
+    assert "icl.run: interrupted" in err and "SIGTERM received" not in err and "Traceback" not in err, err[-3000:]
+    assert len(score_rows(out / "store.sqlite")) >= 2 * BATCH  # what finished is kept
+    assert not (out / "results.json").exists()
