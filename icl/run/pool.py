@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -36,6 +37,21 @@ from icl.run.guard import ERROR, ItemOutcome, ModelGuard, check_stop
 LOCAL_OBJECT_STORE = 512 * 2**20  # bytes; a local instance spills to disk beyond it
 DEFAULT_RETRIES = 2
 _WAIT_S = 0.1
+#: seconds between heartbeats asked of a worker running a batch, and the silence after which it
+#: is taken for stopped and killed (``ICL_WORKER_SILENCE_S``)
+BEAT_S = 5.0
+SILENCE_S = 60.0
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise ConfigError(f"{name}: expected a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise ConfigError(f"{name}: expected a positive number of seconds, got {raw!r}")
+    return value
 START_TIMEOUT_S = 300.0
 CONNECT_TIMEOUT_S = 10.0  # how often a driver waiting for a worker looks at the stop flag
 
@@ -137,6 +153,12 @@ class ModelWorker:
         self.load_error: Optional[str] = None
 
     def pid(self) -> int:
+        return os.getpid()
+
+    @ray.method(concurrency_group="beat")
+    def beat(self) -> int:
+        """Answered beside a running batch (its own thread): a worker that does not answer is
+        stopped or frozen, not busy."""
         return os.getpid()
 
     def predict(self, model_id: str, adapter: list, label: str, timeout_s: float, requests: list) -> Answer:
@@ -251,7 +273,8 @@ class RayPool:
         # workers import what the driver imports and see icl's settings (caches, data roots) as
         # they are when the run starts
         env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("ICL_")}
-        self._actor = ray.remote(ModelWorker).options(num_cpus=0 if gpus else 1, num_gpus=per if gpus else 0,
+        self._actor = ray.remote(concurrency_groups={"beat": 1})(ModelWorker).options(
+                                                      num_cpus=0 if gpus else 1, num_gpus=per if gpus else 0,
                                                       max_restarts=0, max_concurrency=1,
                                                       runtime_env={"env_vars": env} if env else None)
         self.actors: list[Any] = [self._actor.remote(self.device) for _ in range(self.size)]
@@ -262,6 +285,7 @@ class RayPool:
             raise ConfigError(f"--ray: {self.size} workers did not start within {START_TIMEOUT_S:g} s on "
                               f"{self.where}") from None
         self.generation = [0] * self.size
+        self._up: list[Any] = [None] * self.size  # per slot: a replacing worker's start, until it is up
         self._live: weakref.WeakSet[Ticket] = weakref.WeakSet()  # sent, not yet answered (dropped ones vanish)
         self._next = 0
         self._adapters: dict[str, list] = {}
@@ -320,8 +344,7 @@ class RayPool:
         if ticket.error is not None:
             return Answer([], load_error=ticket.error, worker="(not sent)")
         while True:
-            while not ray.wait([ticket.ref], timeout=_WAIT_S)[0]:
-                check_stop()
+            self._wait(ticket)
             try:
                 answer = ray.get(ticket.ref)
                 self._done(ticket)
@@ -340,6 +363,39 @@ class RayPool:
                 self._done(ticket)
                 return _failed(ticket.n, f"Ray worker error: {type(exc).__name__}: {str(exc)[:500]}")
 
+    def _wait(self, ticket: Ticket) -> None:
+        """Until the batch is answered (or its worker is gone), looking at the stop flag; its
+        worker is asked for a heartbeat every :data:`BEAT_S` meanwhile, and one that answers none
+        for ``ICL_WORKER_SILENCE_S`` (stopped, frozen) is killed (one line): the batch then goes
+        to another worker as a dead worker's would."""
+        silence = _seconds("ICL_WORKER_SILENCE_S", SILENCE_S)
+        every = min(BEAT_S, silence / 3)
+        alive = time.monotonic()
+        ping: Any = None
+        asked = 0.0
+        while not ray.wait([ticket.ref], timeout=_WAIT_S)[0]:
+            check_stop()
+            now = time.monotonic()
+            up = self._up[ticket.slot]
+            if up is not None:  # a new worker still starting (up to START_TIMEOUT_S): not silent yet
+                if ray.wait([up], timeout=0)[0] or now - alive > START_TIMEOUT_S:
+                    self._up[ticket.slot] = None
+                alive = now
+                continue
+            if ping is None:
+                if now - alive >= every:
+                    ping, asked = self.actors[ticket.slot].beat.remote(), now
+            elif ray.wait([ping], timeout=0)[0]:
+                ping, alive = None, now
+            elif now - asked > silence and self.generation[ticket.slot] == ticket.generation:
+                print(f"icl.run: Ray worker {ticket.slot} answered no heartbeat for {silence:g} s (stopped or "
+                      f"frozen?); killed it, its batches go to another worker", file=sys.stderr, flush=True)
+                try:
+                    ray.kill(self.actors[ticket.slot], no_restart=True)
+                except Exception:  # already gone
+                    pass
+                ping, alive = None, now
+
     def _done(self, ticket: Ticket) -> None:
         ticket.ref = None
 
@@ -352,6 +408,7 @@ class RayPool:
         except Exception:  # already gone
             pass
         self.actors[slot] = self._actor.remote(self.device)
+        self._up[slot] = self.actors[slot].pid.remote()
         self.generation[slot] += 1
         self.replaced += 1
 

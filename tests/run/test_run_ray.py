@@ -42,10 +42,12 @@ WORKERS = 2
 def cluster(tmp_path_factory):
     """A local Ray instance (2 CPUs); the workers see this module's marker and log paths."""
     tmp = tmp_path_factory.mktemp("ray")
-    paths = dict(ICL_TEST_KILL_MARKER=str(tmp / "kill-a-worker"), ICL_TEST_COUNT_LOG=str(tmp / "answered.log"))
+    paths = dict(ICL_TEST_KILL_MARKER=str(tmp / "kill-a-worker"), ICL_TEST_COUNT_LOG=str(tmp / "answered.log"),
+                 ICL_TEST_STOP_MARKER=str(tmp / "stop-a-worker"))
     saved = {k: os.environ.get(k) for k in paths}
     os.environ.update(paths)  # inherited by the raylet, so by every worker
     register_model("dies-once", "tests.run._adapters:DiesOnce")
+    register_model("stops-once", "tests.run._adapters:StopsOnce")
     address = os.environ.pop("RAY_ADDRESS", None)
     from icl.run.pool import connect
 
@@ -57,6 +59,7 @@ def cluster(tmp_path_factory):
         if address is not None:
             os.environ["RAY_ADDRESS"] = address
         unregister_model("dies-once")
+        unregister_model("stops-once")
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -75,7 +78,7 @@ def clean_best50(tmp_path_factory, builtin_root):
 
 
 def _config(bench: str, out: Path, data: Path, models=None, ray_address=None) -> RunConfig:
-    options = {"ks": (1, 8), "limit": 12} if bench == "best50" and models and models[0].name == "dies-once" else {}
+    options = {"ks": (1, 8), "limit": 12} if bench == "best50" and models and models[0].name in ("dies-once", "stops-once") else {}
     return RunConfig(benchmark=bench, fast=True, data_root=data, out=out, plots=False, progress=False,
                      models=models, options=options, ray=ray_address, workers=WORKERS if ray_address else None)
 
@@ -139,6 +142,31 @@ def test_a_killed_worker_changes_nothing(cluster, clean_best50, tmp_path, builti
     assert spread.exit_code == 0 and not spread.failures and spread.stats.computed == clean_best50[1].stats.computed
     _same(clean_best50[0], out)
     assert _ray_meta(out)["replaced_workers"] == 1
+
+
+def test_a_stopped_worker_is_killed_and_replaced(cluster, clean_best50, tmp_path, builtin_root, monkeypatch, capfd):
+    """A worker SIGSTOPped mid-batch answers no heartbeat: after ICL_WORKER_SILENCE_S it is killed
+    (one line), its batches go to the other worker, a new one replaces it; results unchanged
+    (once: the driver waited for it forever)."""
+    monkeypatch.setenv("ICL_WORKER_SILENCE_S", "3")
+    marker = cluster["ICL_TEST_STOP_MARKER"]
+    marker.write_text("")
+    out = tmp_path / "ray"
+    result: list = []
+    t = threading.Thread(target=lambda: result.append(run(
+        _config("best50", out, builtin_root, [ModelSpec("stops-once")], "auto"),
+        open(os.devnull, "w"), open(os.devnull, "w"))), daemon=True)
+    t.start()
+    t.join(120)
+    assert result, "the driver still waits for the stopped worker after 120 s"
+    assert not marker.exists() and Path(f"{marker}.taken").exists()  # a worker took it and stopped
+    outcome = result[0]
+    assert outcome.exit_code == 0 and not outcome.failures
+    assert outcome.stats.computed == clean_best50[1].stats.computed
+    clean = (clean_best50[0] / "results.csv").read_text().replace("dies-once", "stops-once")
+    assert (out / "results.csv").read_text() == clean  # the same model under another name: the same table
+    assert _ray_meta(out)["replaced_workers"] == 1
+    assert capfd.readouterr().err.count("answered no heartbeat for 3 s") == 1
 
 
 def _answered(log: Path) -> list[str]:
