@@ -356,6 +356,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("icl.run: interrupted; finished batches are kept in the store, rerun the same command to resume",
               file=sys.stderr)
         return 130
+    except Exception as exc:
+        if type(exc).__name__ == "RayLost" and type(exc).__module__ == "icl.run.pool":  # without importing Ray
+            print(f"icl.run: --ray: {exc}", file=sys.stderr)
+            return 1
+        raise
 
 
 def non_utf8_argument(argv: Sequence[str]) -> str:

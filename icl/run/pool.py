@@ -103,6 +103,28 @@ def _our_signals() -> Iterator[None]:
                 signal.signal(s, handler)
 
 
+class RayLost(RuntimeError):
+    """The local Ray instance this run started lost a process it cannot run without (its raylet,
+    its GCS): the run stops with one line (exit 1); the batches committed are kept."""
+
+
+def _local_dead() -> Optional[str]:
+    """Which process of the local Ray instance this process started has ended ("raylet (pid
+    123, exit -9)"), or None (all alive, or a cluster joined: its processes are not ours)."""
+    node = getattr(getattr(ray, "_private", None), "worker", None)
+    node = getattr(node, "_global_node", None)
+    if node is None or not getattr(node, "head", False):
+        return None
+    for kind, infos in list(getattr(node, "all_processes", {}).items()):
+        if kind not in ("raylet", "gcs_server"):
+            continue
+        for info in infos:
+            code = info.process.poll()
+            if code is not None:
+                return f"{kind} (pid {info.process.pid}, exit {code})"
+    return None
+
+
 def _reachable(flag: str, address: str) -> None:
     """One line at once for an address nothing listens on (Ray itself retries for minutes)."""
     import socket
@@ -352,6 +374,7 @@ class RayPool:
                 return _writable(answer)
             except (RayActorError, ActorDiedError, ActorUnavailableError) as exc:
                 self._done(ticket)
+                self._check_local()  # a worker lost with its raylet: nothing to resend it to
                 why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
                 self._replace(ticket.slot, ticket.generation)
                 ticket.deaths += 1
@@ -362,6 +385,18 @@ class RayPool:
             except RayError as exc:  # a worker that cannot even run the call
                 self._done(ticket)
                 return _failed(ticket.n, f"Ray worker error: {type(exc).__name__}: {str(exc)[:500]}")
+
+    def _check_local(self) -> None:
+        """:class:`RayLost` when the local instance's raylet or GCS has ended (SIGKILL, out of
+        memory), before any call that would need it: Ray's own reaction is to end the process
+        with exit 1 and no word. A stop signal that came with it (SLURM's SIGTERM to the whole
+        job step) wins: an interruption, exit 130."""
+        dead = _local_dead()
+        if dead is not None:
+            time.sleep(0.2)  # a SIGTERM sent to the whole process group reaches this process too
+            check_stop()
+            raise RayLost(f"the local Ray instance's {dead} has ended; the batches committed are kept in the "
+                          f"store, rerun the same command to resume")
 
     def _wait(self, ticket: Ticket) -> None:
         """Until the batch is answered (or its worker is gone), looking at the stop flag; its
@@ -375,6 +410,7 @@ class RayPool:
         asked = 0.0
         while not ray.wait([ticket.ref], timeout=_WAIT_S)[0]:
             check_stop()
+            self._check_local()
             now = time.monotonic()
             up = self._up[ticket.slot]
             if up is not None:  # a new worker still starting (up to START_TIMEOUT_S): not silent yet

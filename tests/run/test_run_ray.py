@@ -294,12 +294,9 @@ def test_an_adapter_that_cannot_be_sent_stops_its_model_with_one_line(cluster, t
     assert out.stats.model_calls == 0
 
 
-@pytest.mark.slow  # a driver starting its own local Ray instance, twice
-@pytest.mark.parametrize("whom", ["driver", "process group"])
-def test_sigterm_stops_a_ray_run_cleanly_with_130(tmp_path, builtin_root, whom):
-    """SLURM's SIGTERM (time-out, preemption) to the driver, or to every process of the job step
-    (the local Ray instance's raylet and GCS too): icl's clean stop, exit 130 within seconds,
-    one line and no crash dump; the batches committed before are kept."""
+def _own_instance_driver(tmp_path: Path, builtin_root: Path) -> tuple[subprocess.Popen, Path]:
+    """A driver subprocess starting its own local Ray instance (in its own process group, as a
+    job step's), once two batches are committed."""
     site = tmp_path / "site"
     dist = site / "icl_ray_term-0.0.dist-info"
     dist.mkdir(parents=True)
@@ -313,11 +310,22 @@ def test_sigterm_stops_a_ray_run_cleanly_with_130(tmp_path, builtin_root, whom):
            "--data-root", str(builtin_root), "--no-plots", "--no-progress", "--ray", "auto", "--workers", "1"]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # its own process group, as a job step's
+    deadline = time.time() + 120
+    while len(score_rows(out / "store.sqlite")) < 2 * BATCH and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        raise AssertionError(proc.stderr.read()[-2000:])
+    return proc, out
+
+
+@pytest.mark.slow  # a driver starting its own local Ray instance, twice
+@pytest.mark.parametrize("whom", ["driver", "process group"])
+def test_sigterm_stops_a_ray_run_cleanly_with_130(tmp_path, builtin_root, whom):
+    """SLURM's SIGTERM (time-out, preemption) to the driver, or to every process of the job step
+    (the local Ray instance's raylet and GCS too): icl's clean stop, exit 130 within seconds,
+    one line and no crash dump; the batches committed before are kept."""
+    proc, out = _own_instance_driver(tmp_path, builtin_root)
     try:
-        deadline = time.time() + 120
-        while len(score_rows(out / "store.sqlite")) < 2 * BATCH and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.05)
-        assert proc.poll() is None, proc.stderr.read()[-2000:]
         start = time.monotonic()
         if whom == "driver":
             proc.send_signal(signal.SIGTERM)
@@ -337,3 +345,33 @@ def test_sigterm_stops_a_ray_run_cleanly_with_130(tmp_path, builtin_root, whom):
     assert "icl.run: interrupted" in err and "SIGTERM received" not in err and "Traceback" not in err, err[-3000:]
     assert len(score_rows(out / "store.sqlite")) >= 2 * BATCH  # what finished is kept
     assert not (out / "results.json").exists()
+
+
+@pytest.mark.slow  # a driver starting its own local Ray instance
+def test_losing_the_local_raylet_is_one_line(tmp_path, builtin_root):
+    """The local instance's raylet killed (SIGKILL, as the OOM killer would): one line of icl's,
+    exit 1, the committed batches kept (once: exit 1 and no word, Ray ending the process)."""
+    proc, out = _own_instance_driver(tmp_path, builtin_root)
+    try:
+        raylets = []
+        for pid in os.listdir("/proc"):
+            try:
+                if pid.isdigit() and os.getpgid(int(pid)) == proc.pid and \
+                        b"raylet" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]:
+                    raylets.append(int(pid))
+            except OSError:
+                pass
+        assert len(raylets) == 1, raylets
+        os.kill(raylets[0], signal.SIGKILL)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the driver did not end within 60 s of losing its raylet")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, err[-3000:]
+    assert f"icl.run: --ray: the local Ray instance's raylet (pid {raylets[0]}, exit -9) has ended" in err, err[-3000:]
+    assert "rerun the same command to resume" in err and "Traceback" not in err
+    assert len(score_rows(out / "store.sqlite")) >= 2 * BATCH
