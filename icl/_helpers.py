@@ -29,6 +29,13 @@ interpreter start and imports overlap the run's own work, and :func:`submit` han
   in the caller, as the same type where it can be pickled (else :class:`HelperError` with the
   helper's traceback).
 
+- A busy helper (warming up, running a job) sends a heartbeat every :data:`HEARTBEAT_S`, and
+  every message is a checked frame. A helper silent for ``ICL_HELPER_SILENCE_S`` (stopped,
+  frozen), one that takes none of a job's input for as long, writes corrupt framing, or runs one
+  job past ``ICL_HELPER_DEADLINE_S`` is killed with one line on standard error, and its jobs run
+  in the caller. Waiting for a helper looks at the run's stop flag (:mod:`icl.run.guard`), so
+  SIGTERM ends a run waiting for a stuck helper. Jobs run in the caller one at a time.
+
 ``ICL_HELPERS``: ``0`` runs every job in the calling process.
 """
 
