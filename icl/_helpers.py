@@ -29,6 +29,13 @@ interpreter start and imports overlap the run's own work, and :func:`submit` han
   in the caller, as the same type where it can be pickled (else :class:`HelperError` with the
   helper's traceback).
 
+- A busy helper (warming up, running a job) sends a heartbeat every :data:`HEARTBEAT_S`, and
+  every message is a checked frame. A helper silent for ``ICL_HELPER_SILENCE_S`` (stopped,
+  frozen), one that takes none of a job's input for as long, writes corrupt framing, or runs one
+  job past ``ICL_HELPER_DEADLINE_S`` is killed with one line on standard error, and its jobs run
+  in the caller. Waiting for a helper looks at the run's stop flag (:mod:`icl.run.guard`), so
+  SIGTERM ends a run waiting for a stuck helper. Jobs run in the caller one at a time.
+
 ``ICL_HELPERS``: ``0`` runs every job in the calling process.
 """
 
@@ -40,19 +47,34 @@ import json
 import os
 import pickle
 import queue
+import select
+import signal
 import struct
 import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Union, cast
 
 from icl._parse import parse_bool
 
 ENV = "ICL_HELPERS"
-_HEADER = struct.Struct(">Q")
+#: a frame: magic, kind, length of the payload (a helper's answers stream is checked frame by frame)
+_HEADER = struct.Struct(">4sBQ")
+_MAGIC = b"iclH"
+_JOB, _ANSWER, _BEAT, _HELLO = 0, 1, 2, 3
+_MAX_FRAME = 1 << 30  # a larger length is corrupt framing, never a real answer
+#: seconds between a busy helper's heartbeats, and a helper's silence (no heartbeat, no answer)
+#: after which it is taken for stuck (stopped, frozen) and killed: ``ICL_HELPER_SILENCE_S``
+HEARTBEAT_S = 0.5
+SILENCE_S = 30.0
+#: seconds one job may take in a helper before the helper is killed and the job runs here:
+#: ``ICL_HELPER_DEADLINE_S``
+DEADLINE_S = 3600.0
+_POLL_S = 0.1  # how often a caller waiting for a helper looks at the run's stop flag
 
 Target = Union[Callable[..., Any], str]
 
@@ -122,8 +144,9 @@ class Job:
     """A submitted job: :meth:`result` waits for it (running it here when no helper could)."""
 
     def __init__(self, target: Target, args: tuple[Any, ...], kwargs: dict[str, Any],
-                 future: "Optional[Future[Any]]") -> None:
+                 future: "Optional[Future[Any]]", pool: "Optional[HelperPool]" = None) -> None:
         self._target, self._args, self._kwargs, self._future = target, args, kwargs, future
+        self._pool = pool
 
     @property
     def remote(self) -> bool:
@@ -135,12 +158,81 @@ class Job:
         return self._future is None or self._future.done()
 
     def result(self) -> Any:
+        """The job's value: waits for its helper (a SIGTERM or Ctrl-C of the run still stops
+        the wait, :func:`icl.run.guard.check_stop`), or runs it here when no helper could."""
         if self._future is not None:
             try:
-                return self._future.result()
+                return _wait(self._future)
             except HelperLost:
                 pass
-        return _resolve(self._target)(*self._args, **self._kwargs)
+        return _here(self._target, self._args, self._kwargs)
+
+    def settle(self, timeout_s: float) -> None:
+        """For a job whose value is no longer wanted (a run that stops): wait at most
+        ``timeout_s`` for its helper, then kill the pool's helpers if it is still running
+        (nothing of it may go on writing files); never runs it here."""
+        if self._future is None or self._future.done():
+            return
+        try:
+            self._future.result(timeout=timeout_s)
+        except FutureTimeout:
+            if self._pool is not None:
+                self._pool.kill()
+        except BaseException:  # its error does not matter any more
+            pass
+
+
+def _check_stop() -> None:
+    """The run's stop flag (SIGTERM, SIGINT: :mod:`icl.run.guard`), looked at from the main
+    thread only, and only when the runner is loaded (this module never imports it)."""
+    guard = sys.modules.get("icl.run.guard")
+    if guard is not None and threading.current_thread() is threading.main_thread():
+        guard.check_stop()
+
+
+def _wait(future: "Future[Any]") -> Any:
+    while True:
+        try:
+            return future.result(timeout=_POLL_S)
+        except FutureTimeout:
+            _check_stop()
+
+
+_here_lock = threading.RLock()
+
+
+def _here(target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A job run in this process, one at a time: two threads falling back at once (a killed
+    LPIPS helper's jobs, waited for by the scoring thread and the main thread) would import the
+    job's module concurrently, and one of them would see ``torch`` partially initialised."""
+    while not _here_lock.acquire(timeout=_POLL_S):
+        _check_stop()
+    try:
+        return _resolve(target)(*args, **kwargs)
+    finally:
+        _here_lock.release()
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}: expected a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise ValueError(f"{name}: expected a positive number of seconds, got {raw!r}")
+    return value
+
+
+def _say(line: str) -> None:
+    """One line on standard error (a helper that had to be killed)."""
+    try:
+        sys.stderr.write(line.rstrip() + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 #: the environment of a forking pool's helpers: one thread each (a process forked while other
@@ -160,16 +252,62 @@ def _boot_argv(nice: int, warm_up: str, siblings: list[tuple[int, int]]) -> list
     return [sys.executable, "-c", _BOOT, json.dumps(path), str(nice), warm_up, json.dumps(siblings)]
 
 
+class _Stuck(RuntimeError):
+    """A helper that is alive but not answering (no heartbeat, a job past its deadline) or
+    whose answers stream is corrupt: it is killed."""
+
+
+class _Frames:
+    """The frames a helper writes (its answers stream), each read within a time limit."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.fd, self.buf = stream, stream.fileno(), bytearray()
+
+    def _fill(self, n: int, silence_s: float) -> bool:
+        """At least ``n`` bytes buffered; False when nothing came for ``silence_s``."""
+        while len(self.buf) < n:
+            ready, _, _ = select.select([self.fd], [], [], silence_s)
+            if not ready:
+                return False
+            chunk = os.read(self.fd, max(1 << 16, n - len(self.buf)))
+            if not chunk:
+                raise EOFError("end of stream")
+            self.buf += chunk
+        return True
+
+    def next(self, silence_s: float) -> Optional[tuple[int, bytes]]:
+        """``(kind, payload)``, or None when the helper sent nothing for ``silence_s``."""
+        if not self._fill(_HEADER.size, silence_s):
+            return None
+        magic, kind, size = _HEADER.unpack_from(self.buf)
+        if magic != _MAGIC or kind not in (_ANSWER, _BEAT, _HELLO) or size > _MAX_FRAME:
+            raise _Stuck(f"wrote corrupt framing into its answers ({bytes(self.buf[:16])!r})")
+        if not self._fill(_HEADER.size + size, silence_s):
+            return None
+        payload = bytes(self.buf[_HEADER.size:_HEADER.size + size])
+        del self.buf[:_HEADER.size + size]
+        return kind, payload
+
+
 class _Helper:
-    """One helper process (``proc``; None for one forked by another helper) and the thread that
-    feeds it jobs from its pool's queue, one at a time, through ``send`` and ``answers``."""
+    """One helper process (``proc``; None for one forked by another helper, whose pid its
+    first frame says) and the thread that feeds it jobs from its pool's queue, one at a time,
+    through ``send`` and ``answers``, watching its heartbeats."""
 
     def __init__(self, jobs: "queue.Queue[Optional[tuple[bytes, Future[Any], str]]]", send: Any, answers: Any,
-                 proc: "Optional[subprocess.Popen[bytes]]") -> None:
-        self.jobs, self.send, self.answers, self.proc = jobs, send, answers, proc
+                 proc: "Optional[subprocess.Popen[bytes]]", name: str = "") -> None:
+        self.jobs, self.send, self.answers, self.proc, self.name = jobs, send, answers, proc, name
+        self.pid: Optional[int] = proc.pid if proc is not None else None
+        self.frames = _Frames(answers)
         self.busy = False  # a job sent, its answer not yet read
+        self.killed = False
         self.thread = threading.Thread(target=self._feed, name="icl-helper", daemon=True)
         self.thread.start()
+
+    @property
+    def who(self) -> str:
+        kind = f"{self.name} helper process" if self.name else "helper process"
+        return f"{kind} {self.pid}" if self.pid is not None else f"forked {kind}"
 
     def _feed(self) -> None:
         while True:
@@ -181,12 +319,17 @@ class _Helper:
                 continue
             try:
                 self.busy = True
-                _send(self.send, message)
-                answer = _receive(self.answers)
+                self._put(message)
+                answer = self._answer(label)
                 self.busy = False
             except (OSError, EOFError, ValueError) as exc:  # ValueError: a closed pipe
-                who = f"helper process {self.proc.pid}" if self.proc is not None else "forked helper process"
-                future.set_exception(HelperLost(f"{who} ended: {exc}"))
+                future.set_exception(HelperLost(f"{self.who} ended: {exc}"))
+                self._drain()
+                return
+            except _Stuck as exc:  # alive but of no use: killed, its jobs run in the caller (one line)
+                self.kill()
+                _say(f"icl: {self.who} {exc}; killed it, its jobs run in this process")
+                future.set_exception(HelperLost(f"{self.who} {exc}"))
                 self._drain()
                 return
             try:
@@ -198,6 +341,54 @@ class _Helper:
                 future.set_result(value)
             else:
                 future.set_exception(value if isinstance(value, BaseException) else HelperError(value))
+
+    def _put(self, message: bytes) -> None:
+        """Write a job frame; a helper that takes none of it for ``ICL_HELPER_SILENCE_S`` (a
+        stopped one, with the pipe full) is :class:`_Stuck`."""
+        silence = _seconds("ICL_HELPER_SILENCE_S", SILENCE_S)
+        fd = self.send.fileno()
+        os.set_blocking(fd, False)
+        data = memoryview(_HEADER.pack(_MAGIC, _JOB, len(message)) + message)
+        while data:
+            _, ready, _ = select.select([], [fd], [], silence)
+            if not ready:
+                raise _Stuck(f"took none of its job for {silence:g} s (stopped or frozen?)")
+            try:
+                data = data[os.write(fd, data):]
+            except BlockingIOError:
+                continue
+
+    def _answer(self, label: str) -> bytes:
+        """The answer to the job just sent; a helper silent for ``ICL_HELPER_SILENCE_S`` (a
+        busy helper beats every :data:`HEARTBEAT_S`) or still at it after
+        ``ICL_HELPER_DEADLINE_S`` is :class:`_Stuck`."""
+        silence, deadline = _seconds("ICL_HELPER_SILENCE_S", SILENCE_S), _seconds("ICL_HELPER_DEADLINE_S", DEADLINE_S)
+        start = time.monotonic()
+        while True:
+            frame = self.frames.next(silence)
+            if frame is None:
+                raise _Stuck(f"sent no heartbeat for {silence:g} s (stopped or frozen?)")
+            kind, payload = frame
+            if kind == _ANSWER:
+                return payload
+            if kind == _HELLO and self.pid is None:
+                self.pid = int(payload)
+            if time.monotonic() - start > deadline:
+                raise _Stuck(f"ran job {label} past its deadline of {deadline:g} s")
+
+    def kill(self) -> None:
+        """SIGKILL (a stopped process too), and the pipes closed."""
+        self.killed = True
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for stream in (self.send, self.answers):
+            try:
+                stream.close()
+            except OSError:
+                pass
 
     def _drain(self) -> None:
         """This helper is gone: the jobs still queued run in the caller (:class:`Job`)."""
@@ -223,8 +414,9 @@ class HelperPool:
     """``size`` helper processes sharing one queue of jobs (started on construction, each first
     running ``warm_up``; with ``fork``, all but the first forked from it once warm)."""
 
-    def __init__(self, size: int, warm_up: Optional[str] = None, nice: int = 0, fork: bool = False) -> None:
-        self.pid = os.getpid()
+    def __init__(self, size: int, warm_up: Optional[str] = None, nice: int = 0, fork: bool = False,
+                 name: str = "") -> None:
+        self.pid, self.name = os.getpid(), name
         self.jobs: "queue.Queue[Optional[tuple[bytes, Future[Any], str]]]" = queue.Queue()
         self.helpers: list[_Helper] = []
         fork = fork and hasattr(os, "fork")  # POSIX: elsewhere every helper starts fresh
@@ -237,14 +429,14 @@ class HelperPool:
                 proc = subprocess.Popen(_boot_argv(nice, warm_up or "", kept if pipes else []),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
                                         pass_fds=[fd for pair in kept for fd in pair] if pipes else (), env=env)
-                self.helpers.append(_Helper(self.jobs, proc.stdin, proc.stdout, proc))
+                self.helpers.append(_Helper(self.jobs, proc.stdin, proc.stdout, proc, name))
         except OSError:  # no process could start: the jobs run in the caller (or in those that did)
             pass
         for (jobs_r, jobs_w), (answers_r, answers_w) in pipes:
             os.close(jobs_r)  # the first helper holds them now (or nobody, and the pipes read as closed)
             os.close(answers_w)
             if self.helpers:
-                self.helpers.append(_Helper(self.jobs, os.fdopen(jobs_w, "wb"), os.fdopen(answers_r, "rb"), None))
+                self.helpers.append(_Helper(self.jobs, os.fdopen(jobs_w, "wb"), os.fdopen(answers_r, "rb"), None, name))
             else:
                 os.close(jobs_w)
                 os.close(answers_r)
@@ -259,12 +451,13 @@ class HelperPool:
             return Job(target, args, kwargs, None)
         future: Future[Any] = Future()
         self.jobs.put((message, future, ":".join(address)))
-        return Job(target, args, kwargs, future)
+        return Job(target, args, kwargs, future, self)
 
     def close(self) -> None:
         """Stop the helpers: each ends at the end of its input once its job is answered; one
         without a job is stopped at once (it may still be warming up: importing torch, for
-        a run that ended early, e.g. on a usage error)."""
+        a run that ended early, e.g. on a usage error); one still busy after 2 s is killed
+        (a stopped helper would never end)."""
         for _ in self.helpers:
             self.jobs.put(None)
         for h in self.helpers:
@@ -273,12 +466,28 @@ class HelperPool:
         for h in self.helpers:
             if h.proc is not None and not h.busy:
                 h.proc.terminate()
+        deadline = time.monotonic() + 2
         for proc in started:  # all stopping at once, then waited for
             try:
-                proc.wait(timeout=2)
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
+        for h in self.helpers:
+            if h.proc is None and h.busy and h.thread.is_alive():
+                h.thread.join(max(0.0, deadline - time.monotonic()))
+                if h.thread.is_alive():
+                    h.kill()
         self.helpers = []
+
+    def kill(self) -> None:
+        """Kill every helper now (a run that stops and must not wait for them); later jobs run
+        in the caller."""
+        for h in self.helpers:
+            h.kill()
+        for h in self.helpers:
+            if h.proc is not None:
+                h.proc.wait()
 
 
 class Deferred:
@@ -321,7 +530,7 @@ def pool(name: str) -> HelperPool:
         p = _pools.get(name)
         if p is None or p.pid != os.getpid():
             spec = POOLS[name]
-            p = _pools[name] = HelperPool(pool_size(name), spec.warm_up, spec.nice, spec.fork)
+            p = _pools[name] = HelperPool(pool_size(name), spec.warm_up, spec.nice, spec.fork, name)
             if p.helpers:
                 atexit.register(p.close)
         return p
@@ -396,20 +605,77 @@ def _warm(target: str) -> None:
         pass
 
 
-def _send(stream: Any, data: bytes) -> None:
-    stream.write(_HEADER.pack(len(data)) + data)
+def _send(stream: Any, data: bytes, kind: int = _ANSWER) -> None:
+    stream.write(_HEADER.pack(_MAGIC, kind, len(data)) + data)
     stream.flush()
 
 
 def _receive(stream: Any) -> bytes:
+    """A job's frame (a helper reading its input; the end of it, or anything but a job frame,
+    is :class:`EOFError`: the helper exits)."""
     head = stream.read(_HEADER.size)
     if len(head) < _HEADER.size:
         raise EOFError("end of stream")
-    (size,) = _HEADER.unpack(head)
+    magic, kind, size = _HEADER.unpack(head)
+    if magic != _MAGIC or kind != _JOB or size > _MAX_FRAME:
+        raise EOFError("corrupt framing")
     data: bytes = stream.read(size)
     if len(data) < size:
         raise EOFError("end of stream")
     return data
+
+
+class _Out:
+    """A helper's answers stream: answers, and a heartbeat every :data:`HEARTBEAT_S` while
+    it is busy (warming up, running a job) from a thread of its own, so the run can tell a
+    helper at work from a stopped one."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.lock = threading.Lock()
+        self.busy = False
+        self._thread: Optional[threading.Thread] = None
+        self._stop = threading.Event()
+        self._pid = str(os.getpid()).encode()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._beat, name="icl-heartbeat", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """End the heartbeat thread (before forking: a forked process must have one thread)."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            with self.lock:
+                if self.busy:
+                    try:
+                        _send(self.stream, self._pid, _BEAT)
+                    except (OSError, ValueError):
+                        return
+
+    def hello(self) -> None:
+        with self.lock:
+            _send(self.stream, self._pid, _HELLO)
+
+    def working(self) -> None:
+        with self.lock:
+            self.busy = True
+
+    def answer(self, data: bytes) -> None:
+        with self.lock:
+            self.busy = False
+            _send(self.stream, data, _ANSWER)
+
+    def flush(self) -> None:
+        with self.lock:
+            self.stream.flush()
 
 
 def _one_thread() -> bool:
@@ -438,6 +704,9 @@ def _terminated(signum: int, frame: Any) -> None:
     raise SystemExit(0)
 
 
+ANSWERS_FD = -1  # in a helper: the descriptor of its answers stream (tests write garbage into it)
+
+
 def _helper_life(warm_up: str, siblings: Sequence[Sequence[int]]) -> None:
     import gc
 
@@ -445,13 +714,21 @@ def _helper_life(warm_up: str, siblings: Sequence[Sequence[int]]) -> None:
     # the collector's default (a pass every 700 allocations) collections took 10-15% of torch's
     # and matplotlib's imports and of drawing figures
     gc.set_threshold(10_000, 50, 100)
+    global ANSWERS_FD
     answers = os.fdopen(os.dup(1), "wb")
+    ANSWERS_FD = answers.fileno()
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    out = _Out(answers)
+    out.hello()
+    out.working()  # the warm-up beats: a run waiting for its first answer sees a helper at work
+    out.start()
     if warm_up:
         _warm(warm_up)
     gc.freeze()  # what the imports made is never scanned again (nor copied into forked siblings' pages)
     pairs = [(int(r), int(w)) for r, w in siblings]
+    if pairs:
+        out.stop()  # one thread again, so that the siblings can be forked
     for i, (jobs_fd, answers_fd) in enumerate(pairs):
         if _one_thread():
             if os.fork() == 0:  # the sibling: its own pipes only
@@ -459,21 +736,27 @@ def _helper_life(warm_up: str, siblings: Sequence[Sequence[int]]) -> None:
                 os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
                 for fd in (fd for pair in pairs[i + 1:] for fd in pair):
                     os.close(fd)
-                _loop(os.fdopen(jobs_fd, "rb"), os.fdopen(answers_fd, "wb"))
+                sibling = _Out(os.fdopen(answers_fd, "wb"))
+                sibling.hello()
+                _loop(os.fdopen(jobs_fd, "rb"), sibling)
         else:
             subprocess.Popen(_boot_argv(0, warm_up, []), stdin=jobs_fd, stdout=answers_fd, close_fds=True)
         os.close(jobs_fd)
         os.close(answers_fd)
-    _loop(sys.stdin.buffer, answers)
+    _loop(sys.stdin.buffer, out)
 
 
-def _loop(jobs: Any, answers: Any) -> None:
-    """A job in, ``(ok, value, seconds)`` out, until the parent closes the input; then exit."""
+def _loop(jobs: Any, out: _Out) -> None:
+    """A job in, ``(ok, value, seconds)`` out, until the parent closes the input; then exit.
+    Heartbeats go out while a job runs."""
+    out.busy = False
+    out.start()
     while True:
         try:
             module, name, args, kwargs = pickle.loads(_receive(jobs))
         except EOFError:
             break
+        out.working()
         start = time.perf_counter()
         try:
             reply: tuple[bool, Any] = (True, _resolve(f"{module}:{name}")(*args, **kwargs))
@@ -486,6 +769,6 @@ def _loop(jobs: Any, answers: Any) -> None:
             import traceback
 
             data = pickle.dumps((False, "".join(traceback.format_exception(exc if reply[0] else reply[1])), seconds))
-        _send(answers, data)
-    answers.flush()
+        out.answer(data)
+    out.flush()
     os._exit(0)  # no teardown of torch's and matplotlib's modules: the parent may be waiting

@@ -66,6 +66,20 @@ def jobs_module(tmp_path, monkeypatch):
         def who():
             return os.getpid(), os.getppid(), WARMED_IN, os.environ.get("OMP_NUM_THREADS")
 
+        def stop_myself(parent):
+            import signal
+            if os.getpid() != parent:
+                os.kill(os.getpid(), signal.SIGSTOP)  # a stopped helper: alive, silent
+            return "ran in the parent"
+
+        def garble(parent):
+            if os.getpid() != parent:
+                import time
+                from icl import _helpers
+                os.write(_helpers.ANSWERS_FD, b"not a frame at all, and more than a header")
+                time.sleep(60)  # still beating: only the framing tells
+            return "ran in the parent"
+
         def hold(path):
             import time
             while not os.path.exists(path):  # keeps this helper busy until the test says
@@ -166,6 +180,77 @@ def test_a_helper_with_threads_after_warm_up_starts_the_others_fresh(jobs_module
     fresh interpreter (and warm up themselves)."""
     first, fresh = _both_helpers("helper_jobs:warm_with_a_thread", tmp_path)
     assert fresh[1] == first[0] and fresh[2] == fresh[0] != first[2]
+
+
+def _within(seconds, fn):
+    """``fn()`` run in a thread, or an assertion error if it did not return within ``seconds``
+    (a hang fails the test instead of hanging it)."""
+    import threading
+
+    out = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert out, f"still waiting after {seconds} s"
+    return out[0]
+
+
+@pytest.mark.parametrize("fork", [False, True])
+def test_a_stopped_helper_is_killed_and_its_jobs_run_here(jobs_module, monkeypatch, capfd, fork):
+    """SIGSTOP: the helper stops beating; after ICL_HELPER_SILENCE_S it is killed (one line)
+    and its job and the queued ones run here."""
+    monkeypatch.setenv("ICL_HELPER_SILENCE_S", "1.5")
+    pool = HelperPool(2 if fork else 1, "helper_jobs:warm", fork=fork, name="test")
+    try:
+        stopped = pool.submit("helper_jobs:stop_myself", os.getpid())
+        queued = [pool.submit("helper_jobs:add", i, 1) for i in range(3)]
+        assert _within(30, stopped.result) == "ran in the parent"
+        assert _within(30, lambda: [j.result() for j in queued]) == [1, 2, 3]
+    finally:
+        _within(10, pool.close)
+    err = capfd.readouterr().err
+    assert err.count("sent no heartbeat for 1.5 s") == 1 and "killed it" in err, err
+
+
+def test_corrupt_framing_kills_the_helper_and_its_job_runs_here(jobs_module, monkeypatch, capfd):
+    pool = HelperPool(1, name="test")
+    try:
+        assert _within(30, pool.submit("helper_jobs:garble", os.getpid()).result) == "ran in the parent"
+        assert not pool.submit("helper_jobs:pid").remote  # no helper left: here
+    finally:
+        _within(10, pool.close)
+    err = capfd.readouterr().err
+    assert "corrupt framing" in err and "killed it" in err, err
+
+
+def test_a_busy_helper_beats_and_is_not_taken_for_stuck(jobs_module, monkeypatch, tmp_path):
+    """A job longer than the silence limit: the heartbeats keep it alive."""
+    import threading
+
+    monkeypatch.setenv("ICL_HELPER_SILENCE_S", "1")
+    pool = HelperPool(1)
+    try:
+        release = tmp_path / "release"
+        threading.Timer(3.0, release.touch).start()
+        pid, *_ = _within(30, pool.submit("helper_jobs:hold", str(release)).result)
+        assert pid != os.getpid()
+    finally:
+        pool.close()
+
+
+def test_a_job_past_its_deadline_is_killed_and_runs_here(jobs_module, monkeypatch, tmp_path, capfd):
+    monkeypatch.setenv("ICL_HELPER_DEADLINE_S", "1")
+    pool = HelperPool(1)
+    try:
+        release = tmp_path / "release"
+        job = pool.submit("helper_jobs:hold", str(release))
+        import threading
+
+        threading.Timer(4.0, release.touch).start()  # here, it returns once the file is there
+        assert _within(30, job.result)[0] == os.getpid()
+    finally:
+        pool.close()
+    assert "past its deadline of 1 s" in capfd.readouterr().err
 
 
 def test_a_forked_helper_that_dies_loses_no_job(jobs_module, tmp_path):

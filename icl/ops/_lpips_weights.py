@@ -88,8 +88,11 @@ def _hub_checkpoints() -> Path:
     # torch.hub.get_dir() without importing torch for it: $TORCH_HOME/hub, else
     # $XDG_CACHE_HOME/torch/hub (default ~/.cache); a loaded torch's own answer wins
     # (torch.hub.set_dir).
-    if "torch" in sys.modules:
-        return Path(sys.modules["torch"].hub.get_dir()) / "checkpoints"
+    from icl._modules import imported
+
+    torch = imported("torch")  # not one another thread is still importing
+    if torch is not None:
+        return Path(torch.hub.get_dir()) / "checkpoints"
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     torch_home = os.path.expanduser(os.environ.get("TORCH_HOME") or os.path.join(xdg, "torch"))
     return Path(torch_home) / "hub" / "checkpoints"

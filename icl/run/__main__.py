@@ -406,6 +406,11 @@ def _checked_main(argv: list[str], free_space: Any = None) -> int:
         print("icl.run: interrupted; finished batches are kept in the store, rerun the same command to resume",
               file=sys.stderr)
         return 130
+    except Exception as exc:
+        if type(exc).__name__ == "RayLost" and type(exc).__module__ == "icl.run.pool":  # without importing Ray
+            print(f"icl.run: --ray: {exc}", file=sys.stderr)
+            return 1
+        raise
 
 
 def non_utf8_argument(argv: Sequence[str]) -> str:
@@ -606,6 +611,20 @@ def _merge(rest: list[str], typed: list[str]) -> int:
     return merge(args.out, args.shards, command=typed, plots=args.plots, data_root=args.data_root).exit_code
 
 
+#: seconds an interrupted run's teardown may take (``atexit`` handlers: Ray's shutdown waits
+#: for a raylet that SLURM's SIGTERM to the whole job step has already ended)
+STOP_TEARDOWN_S = 3.0
+
+
+def _end_now(status: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
 def leave(status: int) -> None:
     """End the process with ``status`` as the interpreter would, less its teardown: thread pools
     shut down and other threads joined, every ``atexit`` handler run (logging's flush, weakref
@@ -615,6 +634,10 @@ def leave(status: int) -> None:
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is None:
         sys.exit(status)
+    if status == 130:  # interrupted (SIGTERM, Ctrl-C): what finished is stored; the teardown gets 3 s
+        watchdog = threading.Timer(STOP_TEARDOWN_S, _end_now, (status,))
+        watchdog.daemon = True  # not joined by the shutdown below
+        watchdog.start()
     shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -12,7 +12,10 @@ thread.
 from __future__ import annotations
 
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+import queue
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -101,6 +104,10 @@ class ScorePipeline:
     still computes (:class:`icl._helpers.Deferred`); such jobs stay queued, up to
     ``MAX_WAITING`` of them, while the next batches are scored, and are committed, in order,
     once their values are there (or when the queue is full, or at ``drain``).
+
+    Waits look at the run's stop flag (SIGTERM, Ctrl-C: :func:`icl.run.guard.check_stop`), and
+    ``close(stopping=True)`` (a run that stops) commits only what is ready, waiting for nothing:
+    the worker is a daemon thread, so a job stuck on a helper never holds up the exit.
     """
 
     #: finished jobs waiting for helpers' values that may stay queued (their outputs are held)
@@ -115,7 +122,7 @@ class ScorePipeline:
 
             if self.overlap and device.startswith("cuda"):
                 self.stream = torch.cuda.Stream(torch.device(device))
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="icl-score") if self.overlap else None
+        self._pool = _Worker() if self.overlap else None
         self._queue: deque[tuple[Future, Callable[[Any], None], Optional[Callable[[Any], bool]]]] = deque()
 
     def submit(self, job: Callable[[], Any], commit: Callable[[Any], None], outputs: Any = (),
@@ -141,6 +148,7 @@ class ScorePipeline:
         """Whether the job, once scored (waited for here), would wait for a helper's values at
         its commit (see the class)."""
         future, _, waits = entry
+        _wait(future)
         return waits is not None and future.exception() is None and waits(future.result())
 
     def _run(self, job: Callable[[], Any], ready: Any) -> Any:
@@ -156,17 +164,68 @@ class ScorePipeline:
 
     def _commit_oldest(self) -> None:
         future, commit, _ = self._queue.popleft()
-        commit(future.result())
+        commit(_wait(future))
 
     def drain(self) -> None:
         """Wait for every queued job and commit it, in order."""
         while self._queue:
             self._commit_oldest()
 
-    def close(self) -> None:
-        """Commit what is queued, then stop the worker."""
+    def close(self, stopping: bool = False) -> None:
+        """Commit what is queued, then stop the worker. ``stopping`` (the run was told to
+        stop): commit the jobs that are scored with every value there, drop the others (a rerun
+        redoes them), wait for nothing."""
         try:
-            self.drain()
+            if stopping:
+                while self._queue:
+                    future, commit, waits = self._queue.popleft()
+                    if future.done() and future.exception() is None and not (waits and waits(future.result())):
+                        commit(future.result())
+            else:
+                self.drain()
         finally:
+            self._queue.clear()
             if self._pool is not None:
                 self._pool.shutdown()
+
+
+def _wait(future: Future) -> Any:
+    """``future.result()``, looking at the run's stop flag meanwhile."""
+    from icl.run.guard import check_stop
+
+    while True:
+        try:
+            return future.result(timeout=0.1)
+        except FutureTimeout:
+            if threading.current_thread() is threading.main_thread():
+                check_stop()
+
+
+class _Worker:
+    """One daemon thread running jobs in order (a ``ThreadPoolExecutor``'s threads are joined
+    at the interpreter's exit: a scoring job stuck on a helper would hold a stopped run up)."""
+
+    def __init__(self) -> None:
+        self._jobs: "queue.SimpleQueue[Optional[tuple]]" = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name="icl-score", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            future, fn, args = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # everything goes to the committing thread
+                future.set_exception(exc)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        self._jobs.put(None)

@@ -187,8 +187,11 @@ class Engine:
                             started.clear()  # batches sent ahead are dropped unstored
                             break
                 self.pipeline.drain()
+        except KeyboardInterrupt:  # SIGTERM, Ctrl-C: the batches scored so far are committed, nothing waited for
+            self.pipeline.close(stopping=True)
+            raise
         finally:
-            self.pipeline.close()  # batches scored before an interruption are still committed
+            self.pipeline.close()
             for g in self._guards.values():
                 g.close()
         return self.stats

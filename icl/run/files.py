@@ -43,6 +43,27 @@ DEFAULT_STORE = "store.sqlite"
 COMMON_COLUMNS = {"results": COLUMNS, "comparisons": COMPARISON_COLUMNS}
 
 
+INCOMPLETE = "INCOMPLETE"
+
+
+@contextmanager
+def replacing(out: Path, command: Optional[Sequence[str]]) -> Iterator[None]:
+    """Around the writing of a run's output files (a run's, a ``rescore``'s, a ``merge``'s):
+    ``out/INCOMPLETE`` says so first, naming the command, and is removed only once the last
+    file (report.html) is in place. A writer cut short (a signal, a full disk, a kill) leaves it:
+    the folder then holds files of two runs (a new results.json beside the old report.html),
+    and says so; rerunning the command finishes the set (and removes one left by another)."""
+    marker = out / INCOMPLETE
+    out.mkdir(parents=True, exist_ok=True)
+    words = " ".join(command or ["python -m icl.run"])
+    write_text(marker, f"This folder's output files are being replaced by: {words}\n"
+                       f"(started {time.strftime('%Y-%m-%d %H:%M:%S')}). While this file is here, they are not one "
+                       f"set: results.json, the tables, the figures, report.md and report.html may come from "
+                       f"different runs. Run the same command again to finish them.\n")
+    yield
+    marker.unlink(missing_ok=True)
+
+
 def claim_folder(out: Path, benchmark: str) -> None:
     """Make ``out`` ready for ``benchmark``'s files, or raise :class:`ConfigError` (one line):
     no symbolic link anywhere under it, no other benchmark's run (its results.json, or a run
@@ -123,7 +144,9 @@ def provenance() -> dict[str, Any]:
     for name in ("transformers", "diffusers"):
         if name in sys.modules:  # recorded when a model used them
             info["packages"][name] = getattr(sys.modules[name], "__version__", None)
-    torch = sys.modules.get("torch")
+    from icl._modules import imported
+
+    torch = imported("torch")  # not one still being imported by another thread
     if torch is not None:
         cuda = dict(torch=torch.__version__, cuda=torch.version.cuda)
         if torch.cuda.is_initialized():
@@ -172,10 +195,15 @@ class Plots:
         return published(self.out, self._stage, paths) if self._parts else []
 
     def abandon(self) -> None:
+        """Nothing published; the figure helpers are given 2 s, then killed (a run that stops
+        on SIGTERM never waits for a stuck helper), so nothing still writes into the staging
+        folder when it is removed; a figure not started is not drawn here."""
         for part in self._parts:
             try:
-                if hasattr(part, "result"):
-                    part.result()  # nothing may still write into the staging folder
+                if hasattr(part, "settle"):
+                    part.settle(2.0)
+                elif hasattr(part, "result"):
+                    part.result()
             except Exception:
                 pass
         self._parts = []

@@ -4,8 +4,12 @@ its own folder) joined into OUT, with the files the unsharded run writes.
 Before anything is written, every shard is checked against the first, one line per refusal:
 the same benchmark, protocol, scorer version, models (ids and whole identities), judge,
 settings, data fingerprints and unsharded plan (its SHA-256, recorded by each shard and
-recomputed here from the data); every shard 0..N-1 given exactly once; each shard complete
-(a stored score for every (item of the shard, model) pair). Then every row of every shard's
+recomputed here from the data), icl version and git revision (where both shards recorded one);
+every shard 0..N-1 given exactly once; each shard complete (a stored score for every (item of
+the shard, model) pair) and its store unchanged since the shard ended (the digest of its scores
+and answers, :func:`icl.run.shard.content_sha256`, recorded in its results.json; a shard of an
+earlier icl, without one, is merged with a warning). An icl other than the shards' merging
+them is told in a warning line. Then every row of every shard's
 store is copied into OUT's store in one transaction (:meth:`icl.store.Store.copy_from`: table
 by table, so columns and tables added later travel too; a key holding different content in two
 stores is refused) and the runner's own :func:`icl.run.runner.finish` writes the files.
@@ -36,7 +40,7 @@ from icl.run import shard as S
 from icl.run.config import RunConfig
 from icl.run.engine import ExecStats
 from icl.run.errors import ConfigError
-from icl.run.files import claim_folder, write_artifacts
+from icl.run.files import INCOMPLETE, claim_folder, replacing, write_artifacts
 from icl.run.lock import LOCK_NAME, FolderLock
 from icl.run.runner import (Outcome, _absolute, _applicable, _plan, _run_store, finish, open_benchmark,
                             print_summary, recorded_judges, recorded_models, writable)
@@ -83,6 +87,7 @@ def merge(out: Path, shard_dirs: Sequence[Path], stdout: Optional[TextIO] = None
     for other in shards[1:]:
         _check_same(shards[0], other)
     _check_indices(shards)
+    _check_code(shards, stderr)
     config = RunConfig.from_resolved(shards[0].meta["config"])
     config.shard, config.out, config.store = None, out, None
     config.command = command or ["python", "-m", "icl.run", "merge", str(out), *map(str, folders)]
@@ -103,7 +108,7 @@ def merge(out: Path, shard_dirs: Sequence[Path], stdout: Optional[TextIO] = None
     models = recorded_models(meta)  # the run's order: tables and figures as the unsharded run draws them
     roles = {label: {k: m[k] for k in ("serves", "reference") if k in m} for label, m in meta["models"].items()}
     judges = recorded_judges(meta)
-    _check_complete(bench, items, shards, models, [j["judge_id"] for j in judges] or [""], roles)
+    _check_complete(bench, items, shards, models, [j["judge_id"] for j in judges] or [""], roles, stderr)
     _check_out(out, shards[0])
     t_plan = time.perf_counter()
     with writable(out, config.store_path):
@@ -120,11 +125,12 @@ def merge(out: Path, shard_dirs: Sequence[Path], stdout: Optional[TextIO] = None
                                               merged=[str(s.folder) for s in shards]))
                 _record_shard_runs(store, bench, shards, run_id)
                 stats = _stats(shards)
-                outcome = finish(config, bench, items, models, judges, store, run_id, stats,
-                                 write_artifacts(bench, out), dict(plan_s=t_plan - t0, merge_s=t_copy - t_plan),
-                                 identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
-                                 device=meta.get("device", "cpu"), t0=t0, roles=roles,
-                                 extra=dict(merged=_provenance(shards)))
+                with replacing(out, config.command):  # INCOMPLETE until every file is written
+                    outcome = finish(config, bench, items, models, judges, store, run_id, stats,
+                                     write_artifacts(bench, out), dict(plan_s=t_plan - t0, merge_s=t_copy - t_plan),
+                                     identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
+                                     device=meta.get("device", "cpu"), t0=t0, roles=roles,
+                                     extra=dict(merged=_provenance(shards)))
     print_summary(bench, outcome, stdout, stderr)
     added = sum(sum(c.added.values()) for c in copied)
     present = sum(sum(c.present.values()) for c in copied)
@@ -159,6 +165,9 @@ def _read_shard(folder: Path) -> Shard:
                           f"ends; run it again to finish it)") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"merge: {path}: not a run's results.json ({type(exc).__name__}: {exc})") from None
+    if (folder / INCOMPLETE).exists():
+        raise ConfigError(f"merge: {folder} holds {INCOMPLETE}: writing its files was cut short (they are not one "
+                          f"set); run the command it names again to finish the shard")
     if not isinstance(meta.get("shard"), dict):
         raise ConfigError(f"merge: {folder} is not a shard (its run had no --shard I/N); merge joins the shards "
                           f"of one run")
@@ -219,8 +228,17 @@ def _differs(a: Mapping[str, Any], b: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
+def _code(meta: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The icl that ran a shard: its version and checkout revision (None: not recorded, or
+    not a git checkout)."""
+    return [("icl version", meta.get("icl_version")), ("git revision", meta.get("git_revision"))]
+
+
 def _check_same(first: Shard, other: Shard) -> None:
     why = _differs(first.meta, other.meta)
+    for (what, a), (_, b) in zip(_code(first.meta), _code(other.meta)):
+        if why is None and a is not None and b is not None and a != b:
+            why = f"{what} {a} vs {b} (shards of one run are computed by one icl)"
     if why is None and other.count != first.count:
         why = f"number of shards {first.count} vs {other.count}"
     if why is None and other.meta["shard"].get("plan") != first.meta["shard"].get("plan"):
@@ -247,7 +265,8 @@ def _check_indices(shards: Sequence[Shard]) -> None:
 
 
 def _check_complete(bench: Benchmark, items: Sequence[Item], shards: Sequence[Shard],
-                    models: Sequence[tuple[str, str]], judge_ids: Sequence[str], roles: Mapping[str, Any]) -> None:
+                    models: Sequence[tuple[str, str]], judge_ids: Sequence[str], roles: Mapping[str, Any],
+                    stderr: TextIO) -> None:
     """Every (item of the shard, applicable model, judge) has a stored score in the shard's store."""
     for s in shards:
         mine = S.select(items, s.index, s.count)
@@ -268,6 +287,42 @@ def _check_complete(bench: Benchmark, items: Sequence[Item], shards: Sequence[Sh
                 shown = ", ".join(repr(k) for k in lacking[:SHOWN_KEYS]) + (", ..." if len(lacking) > SHOWN_KEYS else "")
                 raise ConfigError(f"merge: {s.name} is incomplete: {len(lacking)} of its {len(mine)} items have no "
                                   f"score of model {label} ({shown}); run the shard again to finish it (nothing merged)")
+        _check_content(bench, s, mine, models, stderr)
+
+
+def _check_content(bench: Benchmark, s: Shard, mine: Sequence[Item], models: Sequence[tuple[str, str]],
+                   stderr: TextIO) -> None:
+    """The shard's store holds what it held when the shard ended (:func:`icl.run.shard.content_sha256`,
+    recorded in its results.json): a store edited since (by hand, by another tool) is refused."""
+    recorded = s.meta["shard"].get("content_sha256")
+    if recorded is None:
+        print(f"icl.run: merge: warning: {s.name} records no digest of its store's content (written by an "
+              f"earlier icl): a store edited since the shard ended cannot be told", file=stderr)
+        return
+    try:
+        with open_read_only(s.store) as conn:
+            now = S.content_sha256(conn, bench.name, bench.protocol, bench.scorer_version, [it.key for it in mine],
+                                   [mid for _, mid in models])
+    except StoreError as exc:
+        raise ConfigError(f"merge: {s.name}: {exc}") from None
+    if now != recorded:
+        raise ConfigError(f"merge: {s.name}: its store {s.store} no longer holds what the shard computed (its "
+                          f"scores or answers were changed after it ended, e.g. edited by hand: content SHA-256 "
+                          f"{now[:12]}... vs {recorded[:12]}... recorded); run the shard again into a new folder "
+                          f"(nothing merged)")
+
+
+def _check_code(shards: Sequence[Shard], stderr: TextIO) -> None:
+    """Warn loudly when the icl merging is not the one that computed the shards (the plan,
+    recomputed here, and the settings are checked; the scores are the shards')."""
+    import icl
+    from icl.run.meta import git_revision
+
+    here = dict(_code(dict(icl_version=icl.__version__, git_revision=git_revision())))
+    for what, value in _code(shards[0].meta):
+        if value is not None and here[what] is not None and value != here[what]:
+            print(f"icl.run: merge: warning: the shards were computed by {what} {value}, this is {here[what]}; "
+                  f"the merged tables are drawn by this one", file=stderr)
 
 
 def _check_out(out: Path, first: Shard) -> None:

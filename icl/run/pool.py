@@ -19,10 +19,14 @@ Importing this module imports Ray; the runner imports it only for ``--ray``.
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import threading
 import time
+from contextlib import contextmanager
 import weakref
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import ray
 import ray.exceptions
@@ -33,6 +37,21 @@ from icl.run.guard import ERROR, ItemOutcome, ModelGuard, check_stop
 LOCAL_OBJECT_STORE = 512 * 2**20  # bytes; a local instance spills to disk beyond it
 DEFAULT_RETRIES = 2
 _WAIT_S = 0.1
+#: seconds between heartbeats asked of a worker running a batch, and the silence after which it
+#: is taken for stopped and killed (``ICL_WORKER_SILENCE_S``)
+BEAT_S = 5.0
+SILENCE_S = 60.0
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise ConfigError(f"{name}: expected a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise ConfigError(f"{name}: expected a positive number of seconds, got {raw!r}")
+    return value
 START_TIMEOUT_S = 300.0
 CONNECT_TIMEOUT_S = 10.0  # how often a driver waiting for a worker looks at the stop flag
 
@@ -50,15 +69,60 @@ def connect(address: str, workers: Optional[int], gpus: bool) -> str:
                                   logging_level="WARNING")
     if join is None:
         local = workers if workers else (_visible_gpus() if gpus else 1) or 1
-        ray.init(address="local", num_cpus=local, object_store_memory=LOCAL_OBJECT_STORE,
-                 _node_ip_address="127.0.0.1", **common)
+        with _our_signals():
+            ray.init(address="local", num_cpus=local, object_store_memory=LOCAL_OBJECT_STORE,
+                     _node_ip_address="127.0.0.1", **common)
         return f"a local Ray instance ({local} CPU workers)" if not gpus else "a local Ray instance"
     try:
-        ray.init(address=join, **common)
+        with _our_signals():
+            ray.init(address=join, **common)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise ConfigError(f"--ray {address}: cannot join the Ray cluster at {join!r} "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
     return f"the Ray cluster at {join}"
+
+
+@contextmanager
+def _our_signals() -> Iterator[None]:
+    """``ray.init`` installs Ray's own SIGTERM handlers (Python's ``sys.exit(15)`` and its core
+    worker's crash dump): SLURM's SIGTERM at a time-out or preemption then ended the run with
+    exit 1 and a stack dump instead of icl's clean stop. The run's handlers (the stop flag of
+    :func:`icl.run.guard.stop_on_signals`) are put back as soon as it returns; a SIGTERM while
+    Ray starts stops the run as an interruption (exit 130)."""
+    main = threading.current_thread() is threading.main_thread()
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if main else {}
+    try:
+        yield
+    except SystemExit as exc:
+        if exc.code == signal.SIGTERM:  # Ray's handler, while it was in place
+            raise KeyboardInterrupt("signal SIGTERM") from None
+        raise
+    finally:
+        for s, handler in saved.items():
+            if handler is not None:
+                signal.signal(s, handler)
+
+
+class RayLost(RuntimeError):
+    """The local Ray instance this run started lost a process it cannot run without (its raylet,
+    its GCS): the run stops with one line (exit 1); the batches committed are kept."""
+
+
+def _local_dead() -> Optional[str]:
+    """Which process of the local Ray instance this process started has ended ("raylet (pid
+    123, exit -9)"), or None (all alive, or a cluster joined: its processes are not ours)."""
+    node = getattr(getattr(ray, "_private", None), "worker", None)
+    node = getattr(node, "_global_node", None)
+    if node is None or not getattr(node, "head", False):
+        return None
+    for kind, infos in list(getattr(node, "all_processes", {}).items()):
+        if kind not in ("raylet", "gcs_server"):
+            continue
+        for info in infos:
+            code = info.process.poll()
+            if code is not None:
+                return f"{kind} (pid {info.process.pid}, exit {code})"
+    return None
 
 
 def _reachable(flag: str, address: str) -> None:
@@ -111,6 +175,12 @@ class ModelWorker:
         self.load_error: Optional[str] = None
 
     def pid(self) -> int:
+        return os.getpid()
+
+    @ray.method(concurrency_group="beat")
+    def beat(self) -> int:
+        """Answered beside a running batch (its own thread): a worker that does not answer is
+        stopped or frozen, not busy."""
         return os.getpid()
 
     def predict(self, model_id: str, adapter: list, label: str, timeout_s: float, requests: list) -> Answer:
@@ -225,7 +295,8 @@ class RayPool:
         # workers import what the driver imports and see icl's settings (caches, data roots) as
         # they are when the run starts
         env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("ICL_")}
-        self._actor = ray.remote(ModelWorker).options(num_cpus=0 if gpus else 1, num_gpus=per if gpus else 0,
+        self._actor = ray.remote(concurrency_groups={"beat": 1})(ModelWorker).options(
+                                                      num_cpus=0 if gpus else 1, num_gpus=per if gpus else 0,
                                                       max_restarts=0, max_concurrency=1,
                                                       runtime_env={"env_vars": env} if env else None)
         self.actors: list[Any] = [self._actor.remote(self.device) for _ in range(self.size)]
@@ -236,6 +307,7 @@ class RayPool:
             raise ConfigError(f"--ray: {self.size} workers did not start within {START_TIMEOUT_S:g} s on "
                               f"{self.where}") from None
         self.generation = [0] * self.size
+        self._up: list[Any] = [None] * self.size  # per slot: a replacing worker's start, until it is up
         self._live: weakref.WeakSet[Ticket] = weakref.WeakSet()  # sent, not yet answered (dropped ones vanish)
         self._next = 0
         self._adapters: dict[str, list] = {}
@@ -294,8 +366,7 @@ class RayPool:
         if ticket.error is not None:
             return Answer([], load_error=ticket.error, worker="(not sent)")
         while True:
-            while not ray.wait([ticket.ref], timeout=_WAIT_S)[0]:
-                check_stop()
+            self._wait(ticket)
             try:
                 answer = ray.get(ticket.ref)
                 self._done(ticket)
@@ -303,6 +374,7 @@ class RayPool:
                 return _writable(answer)
             except (RayActorError, ActorDiedError, ActorUnavailableError) as exc:
                 self._done(ticket)
+                self._check_local()  # a worker lost with its raylet: nothing to resend it to
                 why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
                 self._replace(ticket.slot, ticket.generation)
                 ticket.deaths += 1
@@ -313,6 +385,52 @@ class RayPool:
             except RayError as exc:  # a worker that cannot even run the call
                 self._done(ticket)
                 return _failed(ticket.n, f"Ray worker error: {type(exc).__name__}: {str(exc)[:500]}")
+
+    def _check_local(self) -> None:
+        """:class:`RayLost` when the local instance's raylet or GCS has ended (SIGKILL, out of
+        memory), before any call that would need it: Ray's own reaction is to end the process
+        with exit 1 and no word. A stop signal that came with it (SLURM's SIGTERM to the whole
+        job step) wins: an interruption, exit 130."""
+        dead = _local_dead()
+        if dead is not None:
+            time.sleep(0.2)  # a SIGTERM sent to the whole process group reaches this process too
+            check_stop()
+            raise RayLost(f"the local Ray instance's {dead} has ended; the batches committed are kept in the "
+                          f"store, rerun the same command to resume")
+
+    def _wait(self, ticket: Ticket) -> None:
+        """Until the batch is answered (or its worker is gone), looking at the stop flag; its
+        worker is asked for a heartbeat every :data:`BEAT_S` meanwhile, and one that answers none
+        for ``ICL_WORKER_SILENCE_S`` (stopped, frozen) is killed (one line): the batch then goes
+        to another worker as a dead worker's would."""
+        silence = _seconds("ICL_WORKER_SILENCE_S", SILENCE_S)
+        every = min(BEAT_S, silence / 3)
+        alive = time.monotonic()
+        ping: Any = None
+        asked = 0.0
+        while not ray.wait([ticket.ref], timeout=_WAIT_S)[0]:
+            check_stop()
+            self._check_local()
+            now = time.monotonic()
+            up = self._up[ticket.slot]
+            if up is not None:  # a new worker still starting (up to START_TIMEOUT_S): not silent yet
+                if ray.wait([up], timeout=0)[0] or now - alive > START_TIMEOUT_S:
+                    self._up[ticket.slot] = None
+                alive = now
+                continue
+            if ping is None:
+                if now - alive >= every:
+                    ping, asked = self.actors[ticket.slot].beat.remote(), now
+            elif ray.wait([ping], timeout=0)[0]:
+                ping, alive = None, now
+            elif now - asked > silence and self.generation[ticket.slot] == ticket.generation:
+                print(f"icl.run: Ray worker {ticket.slot} answered no heartbeat for {silence:g} s (stopped or "
+                      f"frozen?); killed it, its batches go to another worker", file=sys.stderr, flush=True)
+                try:
+                    ray.kill(self.actors[ticket.slot], no_restart=True)
+                except Exception:  # already gone
+                    pass
+                ping, alive = None, now
 
     def _done(self, ticket: Ticket) -> None:
         ticket.ref = None
@@ -326,6 +444,7 @@ class RayPool:
         except Exception:  # already gone
             pass
         self.actors[slot] = self._actor.remote(self.device)
+        self._up[slot] = self.actors[slot].pid.remote()
         self.generation[slot] += 1
         self.replaced += 1
 

@@ -39,7 +39,7 @@ from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
 from icl.run.errors import ConfigError
 from icl.run.atomic import OutputWriteError, is_user_fixable, write_text
-from icl.run.files import DEFAULT_STORE, claim_folder, start_plots, write_artifacts, write_outputs
+from icl.run.files import DEFAULT_STORE, claim_folder, replacing, start_plots, write_artifacts, write_outputs
 from icl.run.lock import FolderLock
 from icl.models import hub
 from icl.run.models import RunModel, make_model, resolve_device
@@ -320,10 +320,11 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
         if pool is not None:
             ray = dict(pool.describe(), **({} if judge_pool is None else {"judge": judge_pool.describe()}))
             extra = dict(extra, ray=ray)
-        outcome = finish(config, bench, items, [(m.label, m.model_id) for m in models], judge_records(judges),
-                         store, run_id, stats, artifacts, dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan),
-                         identities={m.model_id: m.identity for m in models}, device=device, t0=t0,
-                         roles={m.label: model_role(m) for m in models}, extra=extra)
+        with replacing(out, config.command):  # INCOMPLETE until every file is written
+            outcome = finish(config, bench, items, [(m.label, m.model_id) for m in models], judge_records(judges),
+                             store, run_id, stats, artifacts, dict(plan_s=t_plan - t0, execute_s=t_exec - t_plan),
+                             identities={m.model_id: m.identity for m in models}, device=device, t0=t0,
+                             roles={m.label: model_role(m) for m in models}, extra=extra)
     print_summary(bench, outcome, stdout, stderr)
     if "shard" in extra:
         print(S.note(extra["shard"]), file=stdout)
@@ -475,6 +476,10 @@ def _meta(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Se
     """results.json of a finished run, less the provenance and tables; writes the per-sample log
     and the benchmark's per-run files on the way (their digests are in it)."""
     compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
+    if extra and isinstance(extra.get("shard"), dict):  # what merge checks the shard's store against
+        extra = {**extra, "shard": {**extra["shard"], "content_sha256": S.content_sha256(
+            store, bench.name, bench.protocol, bench.scorer_version, [it.key for it in items],
+            [mid for _, mid in models])}}
     if log_samples(config.log_samples, len(items) * len(models)):  # per-sample log (icl.run.samples)
         t_samples = time.perf_counter()
         artifacts = {**artifacts, **write_samples(config.out_dir, bench, items, models, judges, store,
@@ -609,13 +614,14 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                     stats.failed += status != "ok"
                 store.write_batch(scores=scores, failures=failures)
         meta_timings = dict(meta.get("timings") or {})
-        outcome = finish(config, bench, items, models, judges, store, run_id, stats,
-                         write_artifacts(bench, config.out_dir), meta_timings,
-                         identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
-                         device=meta.get("device", "cpu"), t0=t0,
-                         roles={label: {k: m[k] for k in ("serves", "reference") if k in m}
-                                for label, m in meta["models"].items()},
-                         extra=dict(rescore_command=rescore_command, **shard))
+        with replacing(config.out_dir, rescore_command):  # INCOMPLETE until every file is replaced
+            outcome = finish(config, bench, items, models, judges, store, run_id, stats,
+                             write_artifacts(bench, config.out_dir), meta_timings,
+                             identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
+                             device=meta.get("device", "cpu"), t0=t0,
+                             roles={label: {k: m[k] for k in ("serves", "reference") if k in m}
+                                    for label, m in meta["models"].items()},
+                             extra=dict(rescore_command=rescore_command, **shard))
     print_summary(bench, outcome, stdout, stderr)
     return outcome
 

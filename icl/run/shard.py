@@ -43,3 +43,30 @@ def note(shard: Mapping[str, Any]) -> str:
     """The line saying a shard's tables are partial (its summary and report.md)."""
     return (f"shard {shard['index']}/{shard['count']}: {shard['items']} of the plan's {shard['plan']['items']} items; "
             f"its tables are partial: merge the shards (python -m icl.run merge OUT SHARD_DIR...)")
+
+
+def content_sha256(conn: Any, benchmark: str, protocol: str, scorer_version: str, item_keys: Sequence[str],
+                   model_ids: Sequence[str]) -> str:
+    """SHA-256 of what a store holds for ``item_keys`` x ``model_ids`` (``conn``: a read-only
+    SQLite connection to it, or the :class:`icl.store.Store`, anything with ``execute`` or ``read``): every score of them (status, reason, metrics, error, by judge)
+    and every answer linked to them (the model's and its judges': status, reason, kind, body,
+    error); timings and other measurements left out. A shard records it when it ends
+    (``shard.content_sha256``); ``merge`` recomputes it and refuses a store changed since."""
+    run = getattr(conn, "read", None) or conn.execute
+    keys, models = set(item_keys), set(model_ids)
+    h = hashlib.sha256()
+    scores = sorted(r for r in run(
+        "SELECT item_key, model_id, judge_id, status, reason, metrics, error FROM scores WHERE benchmark=? AND "
+        "protocol=? AND scorer_version=?", (benchmark, protocol, scorer_version)) if r[0] in keys and r[1] in models)
+    for row in scores:
+        h.update(repr(row).encode())
+    links = sorted(r for r in run("SELECT item_key, model_id, step, request_hash FROM links")
+                   if r[0].split("|", 1)[0] in keys and (r[1] in models or "|" in r[0]))
+    for item_key, model_id, step, request_hash in links:
+        h.update(repr((item_key, model_id, step, request_hash)).encode())
+        for row in run("SELECT status, reason, kind, body, error FROM responses WHERE request_hash=? AND "
+                                "model_id=?", (request_hash, model_id)):
+            body = row[3]
+            digest = hashlib.sha256(body if isinstance(body, bytes) else str(body).encode()).hexdigest()
+            h.update(repr((row[0], row[1], row[2], digest, row[4])).encode())
+    return h.hexdigest()

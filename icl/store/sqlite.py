@@ -32,7 +32,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 SCHEMA_VERSION = 3
 
@@ -440,6 +440,10 @@ class Store:
 
         with self._transaction() as c:
             return [copy_rows(c, Path(s)) for s in sources]
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Rows of a read-only query (a cursor), for digests of the store's content."""
+        return self._conn.execute(sql, tuple(params))
 
     def run_ids(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT run_id FROM runs ORDER BY started")]

@@ -117,3 +117,24 @@ class DiesOnce(SlowOracle):
             else:
                 os.kill(os.getpid(), signal.SIGKILL)
         return super().predict(requests)
+
+
+class StopsOnce(SlowOracle):
+    """The slow oracle as a Ray worker's model: at its second batch, the first worker process
+    that finds the file ``$ICL_TEST_STOP_MARKER`` takes it (renames it) and stops itself with
+    SIGSTOP: a worker alive but frozen in the middle of a run."""
+
+    name = "stops-once"
+    _batches = 0
+
+    def predict(self, requests):
+        self._batches += 1
+        marker = os.environ.get("ICL_TEST_STOP_MARKER")
+        if marker and self._batches == 2:
+            try:
+                os.rename(marker, marker + ".taken")
+            except FileNotFoundError:
+                pass
+            else:
+                os.kill(os.getpid(), signal.SIGSTOP)
+        return super().predict(requests)

@@ -8,7 +8,7 @@ import os
 import time
 
 from icl.models import AnalogyRequest, ChatRequest
-from icl.models.builtin import Oracle
+from icl.models.builtin import Identity, Oracle
 
 
 class SlowOracle(Oracle):
@@ -27,3 +27,24 @@ class SlowOracle(Oracle):
         finally:
             os.close(fd)
         return [r.oracle_answer if isinstance(r, ChatRequest) else r.oracle_target for r in requests]
+
+
+class SlowIdentity(Identity):
+    """The query handed back (an image that differs from the target, so LPIPS is computed),
+    ``$ICL_TEST_SLEEP`` s per batch of 2, each answered request logged as in :class:`SlowOracle`."""
+
+    name = "slow-identity"
+    version = "1"
+    batch_size = 2
+
+    def predict(self, requests):
+        time.sleep(float(os.environ.get("ICL_TEST_SLEEP", "0")))
+        log = os.environ.get("ICL_TEST_COUNT_LOG")
+        if log:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
+                os.write(fd, "".join(json.dumps(f"{r.dataset}/{r.task}/{r.query_id}/{r.shots}") + "\n"
+                                     for r in requests).encode())
+            finally:
+                os.close(fd)
+        return super().predict(requests)

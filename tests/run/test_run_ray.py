@@ -42,10 +42,12 @@ WORKERS = 2
 def cluster(tmp_path_factory):
     """A local Ray instance (2 CPUs); the workers see this module's marker and log paths."""
     tmp = tmp_path_factory.mktemp("ray")
-    paths = dict(ICL_TEST_KILL_MARKER=str(tmp / "kill-a-worker"), ICL_TEST_COUNT_LOG=str(tmp / "answered.log"))
+    paths = dict(ICL_TEST_KILL_MARKER=str(tmp / "kill-a-worker"), ICL_TEST_COUNT_LOG=str(tmp / "answered.log"),
+                 ICL_TEST_STOP_MARKER=str(tmp / "stop-a-worker"))
     saved = {k: os.environ.get(k) for k in paths}
     os.environ.update(paths)  # inherited by the raylet, so by every worker
     register_model("dies-once", "tests.run._adapters:DiesOnce")
+    register_model("stops-once", "tests.run._adapters:StopsOnce")
     address = os.environ.pop("RAY_ADDRESS", None)
     from icl.run.pool import connect
 
@@ -57,6 +59,7 @@ def cluster(tmp_path_factory):
         if address is not None:
             os.environ["RAY_ADDRESS"] = address
         unregister_model("dies-once")
+        unregister_model("stops-once")
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -75,7 +78,7 @@ def clean_best50(tmp_path_factory, builtin_root):
 
 
 def _config(bench: str, out: Path, data: Path, models=None, ray_address=None) -> RunConfig:
-    options = {"ks": (1, 8), "limit": 12} if bench == "best50" and models and models[0].name == "dies-once" else {}
+    options = {"ks": (1, 8), "limit": 12} if bench == "best50" and models and models[0].name in ("dies-once", "stops-once") else {}
     return RunConfig(benchmark=bench, fast=True, data_root=data, out=out, plots=False, progress=False,
                      models=models, options=options, ray=ray_address, workers=WORKERS if ray_address else None)
 
@@ -139,6 +142,31 @@ def test_a_killed_worker_changes_nothing(cluster, clean_best50, tmp_path, builti
     assert spread.exit_code == 0 and not spread.failures and spread.stats.computed == clean_best50[1].stats.computed
     _same(clean_best50[0], out)
     assert _ray_meta(out)["replaced_workers"] == 1
+
+
+def test_a_stopped_worker_is_killed_and_replaced(cluster, clean_best50, tmp_path, builtin_root, monkeypatch, capfd):
+    """A worker SIGSTOPped mid-batch answers no heartbeat: after ICL_WORKER_SILENCE_S it is killed
+    (one line), its batches go to the other worker, a new one replaces it; results unchanged
+    (once: the driver waited for it forever)."""
+    monkeypatch.setenv("ICL_WORKER_SILENCE_S", "3")
+    marker = cluster["ICL_TEST_STOP_MARKER"]
+    marker.write_text("")
+    out = tmp_path / "ray"
+    result: list = []
+    t = threading.Thread(target=lambda: result.append(run(
+        _config("best50", out, builtin_root, [ModelSpec("stops-once")], "auto"),
+        open(os.devnull, "w"), open(os.devnull, "w"))), daemon=True)
+    t.start()
+    t.join(120)
+    assert result, "the driver still waits for the stopped worker after 120 s"
+    assert not marker.exists() and Path(f"{marker}.taken").exists()  # a worker took it and stopped
+    outcome = result[0]
+    assert outcome.exit_code == 0 and not outcome.failures
+    assert outcome.stats.computed == clean_best50[1].stats.computed
+    clean = (clean_best50[0] / "results.csv").read_text().replace("dies-once", "stops-once")
+    assert (out / "results.csv").read_text() == clean  # the same model under another name: the same table
+    assert _ray_meta(out)["replaced_workers"] == 1
+    assert capfd.readouterr().err.count("answered no heartbeat for 3 s") == 1
 
 
 def _answered(log: Path) -> list[str]:
@@ -264,3 +292,86 @@ def test_an_adapter_that_cannot_be_sent_stops_its_model_with_one_line(cluster, t
         "model 'unpicklable' failed to load on worker (not sent): the adapter cannot be sent to a Ray worker "
         "(TypeError: cannot pickle '_thread.lock' object)")
     assert out.stats.model_calls == 0
+
+
+def _own_instance_driver(tmp_path: Path, builtin_root: Path) -> tuple[subprocess.Popen, Path]:
+    """A driver subprocess starting its own local Ray instance (in its own process group, as a
+    job step's), once two batches are committed."""
+    site = tmp_path / "site"
+    dist = site / "icl_ray_term-0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: icl-ray-term\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[icl.models]\nslow-oracle = tests.run._kill_adapter:SlowOracle\n")
+    log = tmp_path / "answered.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "ICL_TEST_KILL_MARKER")}
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), ICL_TEST_COUNT_LOG=str(log), ICL_TEST_SLEEP="0.3")
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "icl.run", "best50", "--fast", "--models", "slow-oracle", "--out", str(out),
+           "--data-root", str(builtin_root), "--no-plots", "--no-progress", "--ray", "auto", "--workers", "1"]
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, as a job step's
+    deadline = time.time() + 120
+    while len(score_rows(out / "store.sqlite")) < 2 * BATCH and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        raise AssertionError(proc.stderr.read()[-2000:])
+    return proc, out
+
+
+@pytest.mark.slow  # a driver starting its own local Ray instance, twice
+@pytest.mark.parametrize("whom", ["driver", "process group"])
+def test_sigterm_stops_a_ray_run_cleanly_with_130(tmp_path, builtin_root, whom):
+    """SLURM's SIGTERM (time-out, preemption) to the driver, or to every process of the job step
+    (the local Ray instance's raylet and GCS too): icl's clean stop, exit 130 within seconds,
+    one line and no crash dump; the batches committed before are kept."""
+    proc, out = _own_instance_driver(tmp_path, builtin_root)
+    try:
+        start = time.monotonic()
+        if whom == "driver":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("SIGTERM did not end the --ray run within 30 s")
+        took = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    assert took < 10, took
+    assert "icl.run: interrupted" in err and "SIGTERM received" not in err and "Traceback" not in err, err[-3000:]
+    assert len(score_rows(out / "store.sqlite")) >= 2 * BATCH  # what finished is kept
+    assert not (out / "results.json").exists()
+
+
+@pytest.mark.slow  # a driver starting its own local Ray instance
+def test_losing_the_local_raylet_is_one_line(tmp_path, builtin_root):
+    """The local instance's raylet killed (SIGKILL, as the OOM killer would): one line of icl's,
+    exit 1, the committed batches kept (once: exit 1 and no word, Ray ending the process)."""
+    proc, out = _own_instance_driver(tmp_path, builtin_root)
+    try:
+        raylets = []
+        for pid in os.listdir("/proc"):
+            try:
+                if pid.isdigit() and os.getpgid(int(pid)) == proc.pid and \
+                        b"raylet" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]:
+                    raylets.append(int(pid))
+            except OSError:
+                pass
+        assert len(raylets) == 1, raylets
+        os.kill(raylets[0], signal.SIGKILL)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the driver did not end within 60 s of losing its raylet")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1, err[-3000:]
+    assert f"icl.run: --ray: the local Ray instance's raylet (pid {raylets[0]}, exit -9) has ended" in err, err[-3000:]
+    assert "rerun the same command to resume" in err and "Traceback" not in err
+    assert len(score_rows(out / "store.sqlite")) >= 2 * BATCH

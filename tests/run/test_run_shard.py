@@ -363,3 +363,53 @@ def test_growing_plan_moves_no_item(fast_data):
             assert [it.key for it in select(small, i, count)] == [it.key for it in parts[i] if it.key in small_keys]
     sizes = [len(select(big, i, 3)) for i in range(3)]
     assert min(sizes) > 0.2 * len(big), sizes
+
+
+def test_a_store_edited_by_hand_is_refused(best50, tmp_path, capsys):
+    """A score changed in a shard's store after the shard ended (complete, no key conflict:
+    only the digest the shard recorded tells)."""
+    s1 = tmp_path / "s1"
+    shutil.copytree(best50["s1"], s1)
+    con = sqlite3.connect(s1 / "store.sqlite")
+    with con:
+        key, metrics = con.execute("SELECT item_key, metrics FROM scores ORDER BY item_key LIMIT 1").fetchone()
+        edited = json.dumps({k: 1.0 for k in json.loads(metrics)})
+        assert edited != metrics
+        con.execute("UPDATE scores SET metrics = ? WHERE item_key = ?", (edited, key))
+    con.close()
+    refused(capsys, [str(tmp_path / "out"), str(best50["s0"]), str(s1), str(best50["s2"])],
+            "shard 1/3", "no longer holds what the shard computed", "edited by hand")
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+@pytest.mark.parametrize("key, value, words", [("icl_version", "0.0.1", "icl version"),
+                                               ("git_revision", "0" * 40, "git revision")])
+def test_shards_of_another_icl_are_refused(best50, tmp_path, capsys, key, value, words):
+    s2 = tmp_path / "s2"
+    shutil.copytree(best50["s2"], s2)
+    _edit(s2, lambda m: m.update({key: value}))
+    refused(capsys, [str(tmp_path / "out"), str(best50["s0"]), str(best50["s1"]), str(s2)], words, value,
+            "is not a shard of the same run")
+
+
+def test_shards_of_an_older_icl_merge_with_warnings(best50, tmp_path, capsys):
+    """Shards computed by another icl than the one merging (a warning line), without a digest of
+    their stores (an earlier icl: a warning per shard): merged."""
+    dirs = []
+    for i in range(3):
+        d = tmp_path / f"s{i}"
+        shutil.copytree(best50[f"s{i}"], d)
+        _edit(d, lambda m: (m.update(icl_version="0.0.1"), m["shard"].pop("content_sha256")))
+        dirs.append(str(d))
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "out"), *dirs]) == 0
+    err = capsys.readouterr().err
+    assert "computed by icl version 0.0.1, this is" in err
+    assert err.count("records no digest of its store's content") == 3
+
+
+def test_a_shard_whose_files_were_cut_short_is_refused(best50, tmp_path, capsys):
+    s1 = tmp_path / "s1"
+    shutil.copytree(best50["s1"], s1)
+    (s1 / "INCOMPLETE").write_text("This folder's output files are being replaced by: ...\n")
+    refused(capsys, [str(tmp_path / "out"), str(best50["s0"]), str(s1), str(best50["s2"])], "INCOMPLETE", "cut short")

@@ -7,7 +7,6 @@ prediction arrays. Decoding and scoring go through the public kernels of :mod:`i
 
 from __future__ import annotations
 
-import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
@@ -63,8 +62,11 @@ class Episode:
 
 
 def is_tensor(x: Any) -> bool:
-    """Whether ``x`` is a torch tensor, without importing torch when nothing has."""
-    torch_mod = sys.modules.get("torch")
+    """Whether ``x`` is a torch tensor, without importing torch when nothing has (nor using one
+    that another thread is still importing: :func:`icl._modules.imported`)."""
+    from icl._modules import imported
+
+    torch_mod = imported("torch")
     return torch_mod is not None and isinstance(x, torch_mod.Tensor)
 
 
