@@ -14,6 +14,16 @@ command line through ``build_config`` / ``open_benchmark``, each item's ``reques
 the runner's batches (``batch_size``), and ``predict`` is timed on them. The ratio, runner per
 image over adapter per image, is printed (target: below 1.10, an overhead under 10 %).
 
+Findings (2 shared CPU cores): ratio 1.00-1.04 wall, 1.00-1.03 CPU. The worker thread's profile
+(``--profile``) puts >97 % of a batch in the pipeline's own ops; the runner's request building,
+input copies, PNG encoding, store writes and the judge together cost a few ms per batch (they
+are the +13 % the previous bench showed at 16 px / 2 steps, 11 ms per image, and well under 1 %
+at this scale). Torch's thread count is the same in the worker thread as in the caller's.
+Not measured here, as it needs one process per setting: ``python -m icl.run`` sets
+``OMP_WAIT_POLICY=PASSIVE`` before torch loads (icl/run/__main__.py), which changes a
+multi-threaded CPU model's speed against a plain Python process; on the loaded shared test
+machine the direction changed from run to run (0.5x to 2x), so it is left as it is.
+
 Run: ``python -m pytest bench/bench_generation_overhead.py -q -s`` (or ``python
 bench/bench_generation_overhead.py [PROFILE]``: the first run under ``--profile PROFILE``,
 the model's worker thread included; ``python -m pstats PROFILE``).
