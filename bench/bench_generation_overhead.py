@@ -14,7 +14,7 @@ command line through ``build_config`` / ``open_benchmark``, each item's ``reques
 the runner's batches (``batch_size``), and ``predict`` is timed on them. The ratio, runner per
 image over adapter per image, is printed (target: below 1.10, an overhead under 10 %).
 
-Findings (2 shared CPU cores): ratio 1.00-1.04 wall, 1.00-1.03 CPU. The worker thread's profile
+Findings (2 shared CPU cores, five runs): ratio 1.00-1.09 wall, 0.99-1.03 CPU. The worker thread's profile
 (``--profile``) puts >97 % of a batch in the pipeline's own ops; the runner's request building,
 input copies, PNG encoding, store writes and the judge together cost a few ms per batch (they
 are the +13 % the previous bench showed at 16 px / 2 steps, 11 ms per image, and well under 1 %
