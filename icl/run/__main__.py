@@ -345,20 +345,32 @@ def main(argv: Optional[Sequence[str]] = None, *, free_space: Any = None) -> int
     bytes (default :func:`icl.run.check.disk_free`; tests give a small disk). ``--profile FILE`` (anywhere, taken out before the
     command is read, so not recorded in results.json) runs the command under :mod:`cProfile` and
     writes its pstats to FILE: ``python -m cProfile -m icl.run`` writes nothing, as the process
-    ends with ``os._exit`` (:func:`leave`)."""
+    ends with ``os._exit`` (:func:`leave`). The models' batches run in worker threads
+    (:mod:`icl.run.guard`), each profiled on its own and added to the main thread's stats: the
+    main thread's wait for a batch (``_thread.lock.acquire`` under ``guard._wait``) and the
+    batch itself (``guarded`` in ``guard.py``) are then both counted."""
     argv, profile = take_profile(list(sys.argv[1:] if argv is None else argv))
     if profile is None:
         return _checked_main(argv, free_space)
     import cProfile
+    import pstats
+
+    from icl.run.guard import profile_workers
 
     prof = cProfile.Profile()
-    prof.enable()
-    try:
-        return _checked_main(argv, free_space)
-    finally:
-        prof.disable()
-        prof.dump_stats(str(profile))
-        print(f"icl.run: profile written to {profile} (python -m pstats {profile})", file=sys.stderr)
+    with profile_workers() as workers:
+        prof.enable()
+        try:
+            return _checked_main(argv, free_space)
+        finally:
+            prof.disable()
+            stats = pstats.Stats(prof)
+            for worker in workers:  # the models' batches run in the guards' worker threads
+                if worker.getstats():
+                    stats.add(worker)
+            stats.dump_stats(str(profile))
+            print(f"icl.run: profile written to {profile} (python -m pstats {profile}; the model worker "
+                  f"threads' calls included, {len(workers)} thread(s))", file=sys.stderr)
 
 
 def take_profile(argv: list[str]) -> tuple[list[str], Optional[Path]]:

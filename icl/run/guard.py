@@ -142,6 +142,38 @@ class _Call:
         self.error: Optional[BaseException] = None
 
 
+_profiles: Optional[list] = None  # the worker threads' profilers while profile_workers() is on
+
+
+def _thread_profiler(profiles: list) -> Any:
+    """A cProfile profiler for the calling worker thread, kept in ``profiles`` (None where the
+    interpreter cannot profile a second thread, as Python 3.12's sys.monitoring-based cProfile)."""
+    import cProfile
+
+    prof = cProfile.Profile()
+    try:
+        prof.enable()
+        prof.disable()
+    except ValueError:  # "Another profiling tool is already active"
+        return None
+    profiles.append(prof)
+    return prof
+
+
+@contextmanager
+def profile_workers() -> Iterator[list]:
+    """Inside the block every model call in a guard's worker thread runs under a
+    :class:`cProfile.Profile` of that thread (one per thread, enabled only around the calls);
+    yields the list of them, to add to the main thread's stats (``--profile``: the model's
+    batches run in the worker, which the main thread's profiler does not see)."""
+    global _profiles
+    _profiles = profiles = []
+    try:
+        yield profiles
+    finally:
+        _profiles = None
+
+
 class _Worker:
     """One daemon thread running calls in order (a model always sees the same thread)."""
 
@@ -151,15 +183,24 @@ class _Worker:
         threading.Thread(target=self._loop, name=f"icl-model-{name}", daemon=True).start()
 
     def _loop(self) -> None:
+        prof: Any = None  # this thread's profiler while :func:`profile_workers` is on
         while True:
             call: Optional[_Call] = self._jobs.get()
             if call is None:  # close(): the thread ends after the call it was running
                 return
+            profiles = _profiles
+            if profiles is not None and prof is None:
+                prof = _thread_profiler(profiles)
+            running = profiles is not None and prof is not None
             try:
+                if running:
+                    prof.enable()
                 call.result = call.fn()
             except BaseException as exc:  # everything goes back to the caller, SystemExit included
                 call.error = exc
             finally:
+                if running:
+                    prof.disable()  # before done: the caller may dump the stats as soon as it is told
                 call.done.set()
 
     @property

@@ -249,3 +249,25 @@ def test_closing_ends_the_worker_thread():
 def test_answers_that_are_not_one_output_per_request_are_errors(answer):
     outs = ModelGuard(lambda rs: answer)(_requests(2))
     assert [o.status for o in outs] == ["error", "error"] and outs[0].error_type == "OutputCountError"
+
+
+def test_profile_workers_sees_the_model_thread():
+    """``--profile`` (issue 39): the model runs in the guard's worker thread, which a profiler
+    enabled in the caller's thread never sees; inside ``profile_workers`` each worker thread
+    profiles its own calls, and only inside it."""
+    import pstats
+
+    from icl.run.guard import ModelGuard, profile_workers
+
+    def busy_model_call(reqs):
+        return [sum(range(1000)) for _ in reqs]
+
+    with ModelGuard(busy_model_call, name="p") as guard:
+        guard([1, 2])  # before: not profiled
+        with profile_workers() as profiles:
+            assert [o.value for o in guard([1, 2, 3])] == [499500] * 3
+        guard([1])  # after: not profiled
+    assert len(profiles) == 1
+    stats = pstats.Stats(profiles[0]).stats  # type: ignore[attr-defined]
+    (calls,) = [v[1] for (_f, _l, name), v in stats.items() if name == "busy_model_call"]
+    assert calls == 1

@@ -211,6 +211,10 @@ def test_profile_writes_pstats_through_the_real_exit(tmp_path, builtin_root):
     stats = pstats.Stats(str(prof))
     files = {f for f, _line, _name in stats.stats}  # type: ignore[attr-defined]
     assert any(f.endswith("icl/run/runner.py") for f in files) and stats.total_tt > 0  # type: ignore[attr-defined]
+    # the model's batch ran in the guard's worker thread, profiled there too (issue 39)
+    names = {(f.rsplit("/", 1)[-1], name) for f, _line, name in stats.stats}  # type: ignore[attr-defined]
+    assert ("guard.py", "guarded") in names and ("builtin.py", "pick") in names
+    assert "1 thread(s)" in done.stderr
     assert "--profile" not in json.loads((out / "results.json").read_text())["command"]
     from icl.run.__main__ import take_profile
 

@@ -243,8 +243,8 @@ def test_release_folder_through_the_plugin(tmp_path):
 
 @pytest.mark.slow
 def test_a_tiny_multi_image_generator_through_the_runner(tmp_path, tiny_janus, capsys):
-    """Tiny Janus (``tests/models/t2i/tiny_t2i.py``) stands in for a multi-reference generator: a tiny
-    Qwen-Image-Edit-Plus cannot be built here (its processor needs torchvision)."""
+    """Tiny Janus (``tests/models/t2i/tiny_t2i.py``) as a multi-reference generator through vif (the
+    tiny Qwen-Image-Edit-Plus through vif: tests/models/t2i/test_qwen_image_edit.py)."""
     out = tmp_path / "out"
     args = ["vif", "--fast", "--variants", "visual,ti-sparse", "--tasks", "syn000,syn001,syn002", "--out", str(out),
             "--models", f"janus:weights={tiny_janus},max_batch=4", "--no-progress", "--no-plots",
