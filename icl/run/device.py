@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Callable, Optional, Sequence
@@ -110,6 +111,8 @@ class ScorePipeline:
     the worker is a daemon thread, so a job stuck on a helper never holds up the exit.
     """
 
+    #: seconds a stopping run waits, in all, for jobs still being scored before dropping them
+    STOP_GRACE_S = 2.0
     #: finished jobs waiting for helpers' values that may stay queued (their outputs are held)
     MAX_WAITING = 16
 
@@ -177,9 +180,16 @@ class ScorePipeline:
         redoes them), wait for nothing."""
         try:
             if stopping:
+                # a job still being scored gets a short grace (scoring is milliseconds; a job stuck
+                # on a stopped helper is what must not hold the stop up), then is dropped
+                deadline = time.monotonic() + self.STOP_GRACE_S
                 while self._queue:
                     future, commit, waits = self._queue.popleft()
-                    if future.done() and future.exception() is None and not (waits and waits(future.result())):
+                    try:
+                        future.exception(timeout=max(0.0, deadline - time.monotonic()))
+                    except FutureTimeout:
+                        continue
+                    if future.exception() is None and not (waits and waits(future.result())):
                         commit(future.result())
             else:
                 self.drain()
