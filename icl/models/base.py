@@ -8,6 +8,7 @@ The runner hands an adapter at most ``batch_size`` requests per ``predict`` call
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional, Sequence
 
@@ -16,6 +17,18 @@ from icl.models.requests import AnalogyRequest
 PRECISIONS = ("fp32", "fp16", "bf16")
 # Modules whose adapters the runner may hand the ground truth (``privileged``): icl's own baselines.
 REFERENCE_MODULES = ("icl.models.builtin", "icl.models.icl_baselines")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One network an adapter's ``load`` builds from a folder: ``cls`` (a transformers or
+    diffusers model class, ``Auto*`` classes included) built from ``folder``'s ``config.json``
+    (or from ``config`` when the adapter maps the folder's configuration itself), its weights
+    read from the ``*.safetensors`` files directly in ``folder``."""
+
+    folder: Path
+    cls: Any
+    config: Any = None
 
 
 class ContextOverflowError(ValueError):
@@ -62,6 +75,13 @@ class Adapter(ABC):
         """The local weight files this instance will load (resolved from its model arguments,
         without loading them). Their SHA-256 digests are part of the model's identity, so a
         stored answer is never reused for other weights. Weight-free adapters return ()."""
+        return ()
+
+    def architectures(self) -> Sequence[Architecture]:
+        """The networks :meth:`load` builds from configuration folders (resolved, nothing read).
+        ``--check`` builds each on the ``meta`` device and compares its parameter names and shapes
+        with the safetensors headers (:mod:`icl.run.check`), so a checkpoint of another
+        architecture fails before a device is held. Default: none (nothing compared)."""
         return ()
 
     def load(self, device: str) -> None:

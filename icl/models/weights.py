@@ -189,3 +189,39 @@ def _read_cache(path: Path) -> dict[str, str]:
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
+
+
+# the libraries whose classes a diffusers model_index.json may name and --check may build:
+# never a checkpoint's own module (its code is not run)
+PIPELINE_LIBRARIES = ("diffusers", "transformers")
+
+
+def pipeline_architectures(folder: Path) -> list[Any]:
+    """The networks of a diffusers ``save_pretrained`` pipeline folder: per component of its
+    ``model_index.json`` (``"unet": ["diffusers", "UNet2DConditionModel"]``) whose class is a torch
+    module of diffusers or transformers and whose subfolder holds a ``config.json``, an
+    :class:`~icl.models.base.Architecture` (tokenizers, schedulers and processors are not networks;
+    an unreadable index yields none: the family's own checks name it)."""
+    import importlib
+
+    from icl.models.base import Architecture
+
+    try:
+        index = json.loads((folder / "model_index.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    out = []
+    for name, entry in sorted(index.items()) if isinstance(index, dict) else []:
+        if name.startswith("_") or not (isinstance(entry, list) and len(entry) == 2):
+            continue
+        library, class_name = entry
+        if library not in PIPELINE_LIBRARIES or not isinstance(class_name, str):
+            continue
+        cls = getattr(importlib.import_module(library), class_name, None)
+        if cls is None or not (folder / name / "config.json").is_file():
+            continue
+        import torch
+
+        if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+            out.append(Architecture(folder / name, cls))
+    return out

@@ -14,9 +14,10 @@ What it looks at, through the run's own planning (:mod:`icl.run.runner`):
    references from the Hugging Face cache only, a reference not there is reported as needing a
    download), configurations and processors read (``check_loadable``), judges able to judge;
 4. checkpoints: the safetensors headers (never a tensor) of every weight file: a truncated file
-   fails; for transformers families (``hf-vlm``) the architecture of ``config.json`` is built on
-   the ``meta`` device and its parameter names and shapes compared with the checkpoint's, so a
-   checkpoint of another architecture fails;
+   fails; every network the adapter builds from a configuration (``Adapter.architectures``: the
+   transformers and diffusers families, a diffusers pipeline's networks from its
+   ``model_index.json``) is built on the ``meta`` device and its parameter names and shapes
+   compared with the checkpoint's, so a checkpoint of another architecture fails;
 5. resources: parameters and bytes at the chosen precision per model, the disk the outputs need
    against the free space, the output folder's lock and its earlier runs;
 6. cost: the time per item the store holds for each model identity, times the items remaining.
@@ -50,9 +51,6 @@ BYTES_PER_PARAM = {"fp32": 4, "fp16": 2, "bf16": 2}
 # An answer's bytes when the store holds none of the model's yet: a PNG image answer, a text answer
 IMAGE_ANSWER_BYTES, TEXT_ANSWER_BYTES = 256 * 1024, 2 * 1024
 REPORT_BYTES = 16 * 1024 * 1024  # tables, report.md / .html, plots, results.json
-# adapters whose architecture is built on the meta device and compared with the checkpoint:
-# class (anywhere in the adapter's MRO) -> the transformers auto class it loads with
-ARCHITECTURES = {"icl.models.vlm.hf.HFVisionLanguage": "AutoModelForImageTextToText"}
 UNKNOWN_COST = "unknown (no stored compute; run once or --calibrate N)"
 
 FreeSpace = Callable[[Path], int]
@@ -119,13 +117,22 @@ def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
                          f"download or copy it again") from None
 
 
-def architecture_class(adapter: Any) -> Optional[str]:
-    """The transformers auto class ``adapter`` loads its architecture with (:data:`ARCHITECTURES`)."""
-    for cls in type(adapter).__mro__:
-        name = ARCHITECTURES.get(f"{cls.__module__}.{cls.__qualname__}")
-        if name:
-            return name
-    return None
+def build_on_meta(arch: Any) -> Any:
+    """``arch`` (:class:`icl.models.base.Architecture`) built from its configuration on the
+    ``meta`` device: every parameter has its name and shape, none has memory or values."""
+    import torch
+
+    cls, folder = arch.cls, Path(arch.folder)
+    with torch.device("meta"):
+        if cls.__module__.startswith("diffusers") or hasattr(cls, "load_config"):  # a diffusers ModelMixin
+            return cls.from_config(cls.load_config(str(folder), local_files_only=True))
+        from transformers import AutoConfig
+
+        config = arch.config if arch.config is not None else AutoConfig.from_pretrained(
+            folder, trust_remote_code=False, local_files_only=True)
+        if cls.__name__.startswith("Auto"):
+            return cls.from_config(config)
+        return cls._from_config(config)
 
 
 def _key_renamer(model: Any) -> Callable[[str], tuple[str, bool]]:
@@ -167,23 +174,22 @@ def _forgiven(model: Any, attribute: str) -> list[re.Pattern]:
     return out
 
 
-def compare_architecture(folder: Path, auto_class: str, present: dict[str, tuple[str, tuple[int, ...]]]
-                         ) -> tuple[list[str], list[str]]:
-    """Build ``auto_class`` from ``folder``'s config.json on the meta device (no memory, no
-    weights) and compare its parameter names and shapes with the checkpoint's (``present``);
-    returns (problems, notes)."""
-    import torch
-    import transformers
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
-    with torch.device("meta"):
-        model = getattr(transformers, auto_class).from_config(config)
+def compare_architecture(arch: Any, present: dict[str, tuple[str, tuple[int, ...]]]) -> tuple[list[str], list[str]]:
+    """Build ``arch`` on the meta device (:func:`build_on_meta`: no memory, no weights) and compare
+    its parameter names and shapes with the checkpoint's (``present``, from the safetensors
+    headers), after the renames the library applies while loading (transformers' conversion
+    mapping, diffusers' deprecated attention names); returns (problems, notes)."""
+    folder = Path(arch.folder)
+    model = build_on_meta(arch)
+    config = getattr(model, "config", None)
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     rename = _key_renamer(model)
     prefix = f"{model.base_model_prefix}." if getattr(model, "base_model_prefix", "") else ""
     found: dict[str, tuple[int, ...]] = {}
     converted = 0
+    fix = getattr(model, "_fix_state_dict_keys_on_load", None)  # diffusers: query/key/value -> to_q/to_k/to_v
+    if callable(fix):
+        present = dict(fix(dict(present)) or present)
     for key, (_, shape) in present.items():
         name, changed = rename(key)
         if changed:
@@ -210,8 +216,9 @@ def compare_architecture(folder: Path, auto_class: str, present: dict[str, tuple
             parts.append(f"{len(shapes)} shapes differ (first: {shapes[0]})")
         if unexpected:
             parts.append(f"{len(unexpected)} tensors it does not have (first: {unexpected[0]})")
+        kind = getattr(config, "model_type", None) or getattr(config, "_class_name", None) or "?"
         problems.append(f"{folder}: the checkpoint does not fit the architecture its config.json declares "
-                        f"({type(model).__name__}, {getattr(config, 'model_type', '?')}): {'; '.join(parts)}")
+                        f"({type(model).__name__}, {kind}): {'; '.join(parts)}")
     elif unexpected:
         notes.append(f"{len(unexpected)} checkpoint tensors unused by {type(model).__name__} (first: "
                      f"{unexpected[0]})")
@@ -219,8 +226,8 @@ def compare_architecture(folder: Path, auto_class: str, present: dict[str, tuple
 
 
 def inspect_weights(adapter: Any) -> Checkpoint:
-    """The safetensors headers of every weight file ``adapter`` reports, and for a transformers
-    family its architecture against the checkpoint (:func:`compare_architecture`)."""
+    """The safetensors headers of every weight file ``adapter`` reports, and every network it
+    builds (``Adapter.architectures``) against its checkpoint (:func:`compare_architecture`)."""
     out = Checkpoint()
     try:
         paths = [Path(p) for p in adapter.weight_files()]
@@ -241,21 +248,33 @@ def inspect_weights(adapter: Any) -> Checkpoint:
                 out.params += math.prod(shape)
                 if dtype not in out.dtypes:
                     out.dtypes.append(dtype)
-    auto = architecture_class(adapter)
-    if auto is not None and not out.problems:
-        folder = Path(adapter.folder)
+    if out.problems:
+        return out
+    try:
+        architectures = list(adapter.architectures())
+    except Exception as exc:  # an index or configuration the adapter cannot read
+        out.problems.append(str(exc))
+        return out
+    for arch in architectures:
+        folder = Path(arch.folder)
         present = {k: v for f, h in headers.items() if f.parent == folder for k, v in h.items()}
         if not present:
+            for f in _safetensors_files(folder):  # a folder not among weight_files() (a pipeline's part)
+                try:
+                    present.update(read_header(f))
+                except ValueError as exc:
+                    out.problems.append(str(exc))
+        if not present:
             out.problems.append(f"{folder}: no *.safetensors weights beside config.json (the run loads those)")
-        else:
-            try:
-                problems, notes = compare_architecture(folder, auto, present)
-            except Exception as exc:  # the configuration does not build an architecture
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                problems, notes = [f"{folder}: config.json does not build an architecture ({type(exc).__name__}: "
-                                   f"{first})"], []
-            out.problems += problems
-            out.notes += notes
+            continue
+        try:
+            problems, notes = compare_architecture(arch, present)
+        except Exception as exc:  # the configuration does not build an architecture
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            problems, notes = [f"{folder}: config.json does not build an architecture ({type(exc).__name__}: "
+                               f"{first})"], []
+        out.problems += problems
+        out.notes += notes
     return out
 
 

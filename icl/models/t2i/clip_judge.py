@@ -35,7 +35,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from icl.models.base import PRECISIONS, Adapter
+from icl.models.base import PRECISIONS, Adapter, Architecture
 from icl.models.requests import ChatRequest
 from icl.models.t2i.common import PretrainedFolder, RequestRefused, chunks, torch_dtype
 from icl.models.weights import WeightsError
@@ -109,6 +109,11 @@ class CLIPJudge(PretrainedFolder, Adapter):
         self.weights, self.precision, self.threshold = weights, precision, threshold
         self.label_template, self.batch_size = label_template, batch_size
         self.model: Any = None
+
+    def architectures(self) -> Sequence[Architecture]:
+        from transformers import AutoModel
+
+        return (Architecture(self.folder, AutoModel),)
 
     def load(self, device: str) -> None:
         from transformers import AutoModel, AutoProcessor

@@ -43,7 +43,7 @@ from icl.models.t2i.common import (PretrainedFolder, Recorder, RequestRefused, c
                                    cpu_generator, prompt_text, refuse_images, seed_of, to_size, torch_dtype)
 from icl.models.vicl._diffusion_sd import as_bool
 from icl.models.hub import DIFFUSERS_PATTERNS
-from icl.models.weights import WeightsError
+from icl.models.weights import WeightsError, pipeline_architectures
 
 log = logging.getLogger("icl.models.t2i")
 
@@ -124,6 +124,9 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
 
     def check_loadable(self) -> None:
         self.check_folder(self.folder)
+
+    def architectures(self) -> Sequence[Any]:
+        return pipeline_architectures(self.folder)
 
     def load(self, device: str) -> None:
         import diffusers

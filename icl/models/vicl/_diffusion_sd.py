@@ -52,6 +52,17 @@ def resolve_sd_folder(model: str, weights: Optional[PathLike]) -> Path:
     return folder
 
 
+def sd_architectures(folder: Path) -> list[Any]:
+    """The networks :func:`load_sd` loads from ``folder`` (UNet, VAE, CLIP text encoder)."""
+    from diffusers import AutoencoderKL, UNet2DConditionModel
+    from transformers import CLIPTextModel
+
+    from icl.models.base import Architecture
+
+    return [Architecture(folder / "unet", UNet2DConditionModel), Architecture(folder / "vae", AutoencoderKL),
+            Architecture(folder / "text_encoder", CLIPTextModel)]
+
+
 def load_sd(folder: Path, device: str, dtype: torch.dtype) -> dict[str, Any]:
     """UNet, VAE, CLIP text encoder and tokenizer from ``folder`` (local files only, each
     strictly: a missing or unexpected key is a ``WeightsError`` naming the subfolder), read at

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from icl.data.seeds import ANY, derive_seed
-from icl.models.base import ContextOverflowError
+from icl.models.base import Architecture, ContextOverflowError
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import load_module, load_pretrained, load_streamed, read_json, read_state_dict
 from icl.models.vicl._torch import TorchAdapter, checked_device, compiled, to_device_tensor
@@ -206,6 +206,12 @@ class LVM(TorchAdapter):
     def model_files(self) -> Sequence[Path]:
         return (resolve_weights(self.name, self.weights, LLM_DIR),
                 resolve_weights(self.name, self.vqgan_weights, VQGAN_DIR, argument="vqgan_weights"))
+
+    def architectures(self) -> Sequence[Architecture]:
+        from transformers import LlamaForCausalLM
+
+        llm_dir = self.model_files()[0]
+        return (Architecture(llm_dir, LlamaForCausalLM, llm_config(llm_dir)),)
 
     def build(self) -> nn.Module:
         llm_dir, vq_dir = self.model_files()

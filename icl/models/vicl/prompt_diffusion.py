@@ -101,6 +101,13 @@ class PromptDiffusion(Adapter):
     def weight_files(self) -> Sequence[Path]:
         return self._folders()
 
+    def architectures(self) -> Sequence[Any]:
+        from icl.models.base import Architecture
+        from icl.models.vicl._diffusion_controlnet import PromptDiffusionControlNetModel
+
+        base, control = self._folders()
+        return sd.sd_architectures(base) + [Architecture(control, PromptDiffusionControlNetModel)]
+
     def load(self, device: str) -> None:
         self.device = device
         dtype = sd.TORCH_DTYPES[self.dtype_arg or self.precision]

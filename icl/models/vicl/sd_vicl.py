@@ -110,6 +110,9 @@ class SDVICL(Adapter):
     def weight_files(self) -> Sequence[Path]:
         return (sd.resolve_sd_folder(self.name, self.weights),)
 
+    def architectures(self) -> Sequence[Any]:
+        return sd.sd_architectures(sd.resolve_sd_folder(self.name, self.weights))
+
     def load(self, device: str) -> None:
         from diffusers import DDIMScheduler
 

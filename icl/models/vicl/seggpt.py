@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icl.models.base import Architecture
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import load_pretrained
 from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
@@ -67,6 +68,11 @@ class SegGPT(TorchAdapter):
     def model_files(self) -> Sequence[Path]:
         found = resolve_weights(self.name, self.weights, "config.json")
         return (found.parent if found.is_file() else found,)
+
+    def architectures(self) -> Sequence[Architecture]:
+        from transformers import SegGptForImageSegmentation
+
+        return (Architecture(self.model_files()[0], SegGptForImageSegmentation),)
 
     def build(self) -> nn.Module:
         from transformers import SegGptForImageSegmentation

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from icl.data.seeds import ANY, derive_seed
+from icl.models.base import Architecture
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import load_pretrained, read_json
 from icl.models.vicl._torch import TorchAdapter, checked_device, compiled
@@ -92,17 +93,28 @@ class VisualCloze(TorchAdapter):
         found = resolve_weights(self.name, self.weights, "model_index.json", DIFFUSERS_PATTERNS)
         return (found.parent if found.is_file() else found,)
 
+    @staticmethod
+    def networks() -> dict[str, Any]:
+        """The pipeline's networks: subfolder -> the class it is loaded with."""
+        from diffusers import AutoencoderKL, FluxTransformer2DModel
+        from transformers import CLIPTextModel, T5EncoderModel
+
+        return {"transformer": FluxTransformer2DModel, "vae": AutoencoderKL, "text_encoder": CLIPTextModel,
+                "text_encoder_2": T5EncoderModel}
+
+    def architectures(self) -> Sequence[Architecture]:
+        folder = self.model_files()[0]
+        return tuple(Architecture(folder / k, cls) for k, cls in self.networks().items())
+
     def build(self) -> dict[str, Any]:
         """The pipeline's components with their weights, on the host at the model's dtype
         (strict loads; a missing tokenizer or scheduler file names the folder)."""
-        from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxTransformer2DModel
-        from transformers import CLIPTextModel, CLIPTokenizer, T5EncoderModel, T5TokenizerFast
+        from diffusers import FlowMatchEulerDiscreteScheduler
+        from transformers import CLIPTokenizer, T5TokenizerFast
 
         folder = self.model_files()[0]
-        models = {"transformer": FluxTransformer2DModel, "vae": AutoencoderKL, "text_encoder": CLIPTextModel,
-                  "text_encoder_2": T5EncoderModel}
         parts: dict[str, Any] = {k: load_pretrained(cls, folder / k, f"VisualCloze {k}", dtype=self.torch_dtype).eval()
-                                 for k, cls in models.items()}
+                                 for k, cls in self.networks().items()}
         try:
             parts["tokenizer"] = CLIPTokenizer.from_pretrained(str(folder / "tokenizer"), local_files_only=True)
             parts["tokenizer_2"] = T5TokenizerFast.from_pretrained(str(folder / "tokenizer_2"), local_files_only=True)

@@ -27,7 +27,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from icl.models.base import PRECISIONS, Adapter, ContextOverflowError
+from icl.models.base import PRECISIONS, Adapter, Architecture, ContextOverflowError
 from icl.models.requests import ChatRequest, Message
 from icl.models.vlm.families import Family, family_for
 from icl.models.vlm.prompt import check_request, count_occurrences, first_index
@@ -130,6 +130,11 @@ class HFVisionLanguage(Adapter):
     def weight_files(self) -> Sequence[Path]:
         template = self.template_file()  # its contents change answers: digested like the weights
         return (self.folder,) + ((template,) if template is not None else ())
+
+    def architectures(self) -> Sequence[Architecture]:
+        from transformers import AutoModelForImageTextToText
+
+        return (Architecture(self.folder, AutoModelForImageTextToText),)
 
     def _open_processor(self, folder: Path) -> None:
         """The processor, its tokenizer and the chat template in force (what :meth:`load` reads

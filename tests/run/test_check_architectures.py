@@ -1,0 +1,156 @@
+"""``--check``'s meta-device comparison for every family that builds a transformers or diffusers
+network from a folder (``Adapter.architectures``): the tiny checkpoints of each family, saved
+with the official classes (tests/models/t2i/tiny_t2i.py, tests/models/vicl/_official.py,
+icl/models/vlm/tiny.py), pass; the same folder with one network's weights replaced by those of
+the same class at other widths (another architecture: the shapes differ) fails, naming that
+network's folder, and nothing is read into memory (the networks are built on ``meta``)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from icl.models import get_model
+from icl.run.check import inspect_weights
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "models" / "vicl"))
+
+
+def _sd(path: Path) -> Path:
+    from tests.models.t2i.tiny_t2i import build_sd
+
+    return build_sd(path)
+
+
+def _seggpt(path: Path, hidden: int = 32) -> Path:
+    from transformers import SegGptConfig, SegGptForImageSegmentation
+
+    from test_vicl_seggpt import TINY
+
+    SegGptForImageSegmentation(SegGptConfig(**{**TINY, "hidden_size": hidden})).save_pretrained(str(path))
+    return path
+
+
+def _visualcloze(path: Path) -> Path:
+    from _official import visualcloze_folder
+
+    return visualcloze_folder(path)
+
+
+def _flux_kontext(path: Path) -> Path:
+    from tests.models.t2i.tiny_t2i import build_flux_kontext
+
+    return build_flux_kontext(path)
+
+
+def _clip(path: Path) -> Path:
+    from tests.models.t2i.tiny_t2i import build_clip
+
+    return build_clip(path)
+
+
+def _lvm(path: Path) -> Path:
+    from _tiny import lvm_folders
+
+    return lvm_folders(path)[0].parent
+
+
+def _qwen_image_edit(path: Path) -> Path:
+    from tests.models.t2i.tiny_t2i import build_qwen_image_edit
+
+    return build_qwen_image_edit(path)
+
+
+def _llava(path: Path) -> Path:
+    from icl.models.vlm.tiny import build_llava
+
+    return build_llava(path)
+
+
+# family, folder builder, the model arguments naming the folder, the network whose weights are swapped
+FAMILIES = [
+    ("diffusers-t2i", _sd, lambda f: dict(weights=str(f)), "unet"),
+    ("sd-vicl", _sd, lambda f: dict(weights=str(f)), "vae"),
+    ("flux-kontext", _flux_kontext, lambda f: dict(weights=str(f)), "transformer"),
+    ("visualcloze", _visualcloze, lambda f: dict(weights=str(f)), "transformer"),
+    ("qwen-image-edit", _qwen_image_edit, lambda f: dict(weights=str(f)), "transformer"),
+    ("lvm", _lvm, lambda f: dict(weights=str(f / "llm"), vqgan_weights=str(f / "vqgan")), "llm"),
+    ("seggpt", _seggpt, lambda f: dict(weights=str(f)), ""),
+    ("clip-judge", _clip, lambda f: dict(weights=str(f)), ""),
+    ("hf-vlm", _llava, lambda f: dict(weights=str(f)), ""),
+]
+
+
+def _narrower(family: str, folder: Path, part: str, scratch: Path) -> None:
+    """Replace ``folder/part``'s weights with those of another architecture: SegGPT saved at half
+    the hidden size; for the others every matrix halved in its first dimension, under the
+    checkpoint's own key names."""
+    target = folder / part if part else folder
+    if family == "seggpt":
+        other = _seggpt(scratch / "other", hidden=16)
+        for f in target.glob("*.safetensors"):
+            f.unlink()
+        for f in other.glob("*.safetensors"):
+            shutil.copy(f, target / f.name)
+        return
+    from safetensors.torch import load_file, save_file
+
+    for f in sorted(target.glob("*.safetensors")):
+        tensors = load_file(str(f))
+        changed = {k: (v[: max(1, v.shape[0] // 2)].contiguous() if v.ndim >= 2 else v) for k, v in tensors.items()}
+        save_file(changed, str(f), metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize("family,build,args,part", FAMILIES, ids=[f[0] for f in FAMILIES])
+def test_a_family_checkpoint_passes_and_another_architecture_fails(family, build, args, part, tmp_path):
+    folder = build(tmp_path / family)
+    adapter = get_model(family, **args(folder))
+    assert adapter.architectures(), f"{family} declares no network"
+    good = inspect_weights(adapter)
+    assert good.problems == [] and good.files >= 1, good.problems
+    _narrower(family, folder, part, tmp_path)
+    bad = inspect_weights(get_model(family, **args(folder)))
+    target = str(folder / part) if part else str(folder)
+    assert len(bad.problems) == 1, bad.problems
+    assert bad.problems[0].startswith(target + ":") and "does not fit the architecture" in bad.problems[0]
+    assert "shapes differ" in bad.problems[0]
+
+
+def test_a_pipeline_index_naming_a_checkpoint_module_builds_nothing_of_it(tmp_path):
+    """model_index.json entries outside diffusers / transformers (a checkpoint's own module) are
+    never imported: the comparison skips them."""
+    import json
+
+    from icl.models.weights import pipeline_architectures
+
+    folder = _sd(tmp_path / "sd")
+    index = json.loads((folder / "model_index.json").read_text())
+    index["unet"] = ["my_module", "MyUNet"]
+    (folder / "model_index.json").write_text(json.dumps(index))
+    names = sorted(a.folder.name for a in pipeline_architectures(folder))
+    assert names == ["text_encoder", "vae"] and "my_module" not in sys.modules
+
+
+def test_deprecated_attention_names_are_renamed_as_diffusers_loads_them(tmp_path):
+    """An SD VAE saved with the pre-0.14 attention names (``query/key/value/proj_attn``, the
+    layout of the original runwayml/stable-diffusion-v1-5 VAE) loads in diffusers
+    (``ModelMixin._fix_state_dict_keys_on_load``) and so passes the check."""
+    from safetensors.torch import load_file, save_file
+
+    folder = _sd(tmp_path / "sd")
+    f = folder / "vae" / "diffusion_pytorch_model.safetensors"
+    tensors = load_file(str(f))
+    old = {"to_q": "query", "to_k": "key", "to_v": "value", "to_out.0": "proj_attn"}
+    renamed = {}
+    for k, v in tensors.items():
+        for new, legacy in old.items():
+            if ".attentions." in k and f".{new}." in k:
+                k = k.replace(f".{new}.", f".{legacy}.")
+        renamed[k] = v
+    assert renamed.keys() != tensors.keys()
+    save_file(renamed, str(f), metadata={"format": "pt"})
+    assert inspect_weights(get_model("diffusers-t2i", weights=str(folder))).problems == []
