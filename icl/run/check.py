@@ -265,7 +265,12 @@ def inspect_weights(adapter: Any) -> Checkpoint:
                 except ValueError as exc:
                     out.problems.append(str(exc))
         if not present:
-            out.problems.append(f"{folder}: no *.safetensors weights beside config.json (the run loads those)")
+            pickles = sorted(f.name for f in folder.glob("*.bin")) if folder.is_dir() else []
+            if pickles:  # read only by loading them (torch.load): compared when the run loads them
+                out.notes.append(f"{folder}: weights in {pickles[0]}, not safetensors: names and shapes are "
+                                 f"compared when the run loads them")
+            else:
+                out.problems.append(f"{folder}: no weights (*.safetensors) beside config.json")
             continue
         try:
             problems, notes = compare_architecture(arch, present)

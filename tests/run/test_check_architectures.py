@@ -154,3 +154,22 @@ def test_deprecated_attention_names_are_renamed_as_diffusers_loads_them(tmp_path
     assert renamed.keys() != tensors.keys()
     save_file(renamed, str(f), metadata={"format": "pt"})
     assert inspect_weights(get_model("diffusers-t2i", weights=str(folder))).problems == []
+
+
+def test_pickled_weights_are_noted_and_a_folder_without_weights_fails(tmp_path):
+    """LVM's decoder may come as ``pytorch_model.bin`` (read by torch.load when the run loads it:
+    the check notes it and compares nothing); a folder with no weights at all is a problem."""
+    import torch
+    from safetensors.torch import load_file
+
+    folder = _lvm(tmp_path / "lvm")
+    llm = folder / "llm"
+    state = load_file(str(llm / "model.safetensors"))
+    (llm / "model.safetensors").unlink()
+    torch.save(state, llm / "pytorch_model.bin")
+    adapter = get_model("lvm", weights=str(llm), vqgan_weights=str(folder / "vqgan"))
+    ckpt = inspect_weights(adapter)
+    assert ckpt.problems == [] and any("pytorch_model.bin, not safetensors" in n for n in ckpt.notes)
+    (llm / "pytorch_model.bin").unlink()
+    ckpt = inspect_weights(get_model("lvm", weights=str(llm), vqgan_weights=str(folder / "vqgan")))
+    assert ckpt.problems == [f"{llm}: no weights (*.safetensors) beside config.json"]
