@@ -179,6 +179,13 @@ class Benchmark(ABC):
             return self.request_types[0]
         return type(self.request(item))
 
+    def prompt_size(self, item: Item) -> Optional[tuple[int, int]]:
+        """``(images, text characters)`` of ``request(item)``'s prompt, known without reading an
+        image: how ``--check`` finds the longest prompts of a (task, shots) cell cheaply
+        (:mod:`icl.run.check_context`). None (the default): the check builds the request and
+        counts them there."""
+        return None
+
     def item_kind(self, item: Item) -> str:
         """How skipped items are named when a model cannot serve them (default: the ``task`` column)."""
         return str(item.group.get("task", self.name))

@@ -36,6 +36,25 @@ class ContextOverflowError(ValueError):
     truncated silently); the runner records it as ``overflow`` for that item."""
 
 
+def exceeds_context(prompt_tokens: int, max_new_tokens: int, context: Optional[int]) -> bool:
+    """The context rule: a request overflows when its prompt (images included) plus the new tokens
+    it may generate exceed the model's context (never, when the context is unknown). The adapters'
+    run-time guard and ``--check`` (:mod:`icl.run.check_context`) both decide with it."""
+    return context is not None and prompt_tokens + max_new_tokens > context
+
+
+@dataclass(frozen=True)
+class PromptLength:
+    """A request's prompt as the model would see it: ``tokens`` (images included, counted as the
+    run counts them) and the model's ``context`` (None: unknown, so overflow is not guarded)."""
+
+    tokens: int
+    context: Optional[int]
+
+    def overflows(self, max_new_tokens: int) -> bool:
+        return exceeds_context(self.tokens, max_new_tokens, self.context)
+
+
 class Adapter(ABC):
     """A model behind the visual in-context interface.
 
@@ -92,6 +111,13 @@ class Adapter(ABC):
         """A cheap check, without loading the weights, that :meth:`load` can read this instance's
         files (configuration, processor); raises ``WeightsError`` or ``ValueError`` in one line. The
         runner calls it for every judge before any generation (default: nothing to check)."""
+
+    def prompt_length(self, request: Any) -> Optional[PromptLength]:
+        """The token length of ``request``'s prompt and the context it must fit, known without the
+        weights (after :meth:`check_loadable`): the count the run's own overflow guard compares,
+        so ``--check`` can say which prompts will overflow. None: this adapter cannot tell
+        (the default; an adapter that can overrides this)."""
+        return None
 
     def would_refuse(self, request: Any) -> Optional[str]:
         """Why this adapter would refuse ``request`` (one line), decided without a model; None

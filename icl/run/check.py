@@ -20,7 +20,10 @@ What it looks at, through the run's own planning (:mod:`icl.run.runner`):
    compared with the checkpoint's, so a checkpoint of another architecture fails;
 5. resources: parameters and bytes at the chosen precision per model, the disk the outputs need
    against the free space, the output folder's lock and its earlier runs;
-6. cost: the time per item the store holds for each model identity, times the items remaining.
+6. cost: the time per item the store holds for each model identity, times the items remaining;
+7. context: per (task, shots) and model, the longest chat prompt tokenised as the run tokenises
+   it, against the model's context: the cells that will overflow (a recorded outcome, so a
+   warning) (:mod:`icl.run.check_context`).
 
 A real run performs the checkpoint checks (4) too, after the models are instantiated and before
 any is loaded (:func:`checkpoint_problems`), for the models it will load (:func:`to_load`: those
@@ -609,6 +612,10 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     if disk > free:
         add("disk", str(out), f"the outputs need about {_size(disk)} ({total_remaining} scores to compute, the "
                               f"store, samples and reports) and {out} has {_size(free)} free")
+    from icl.run.check_context import context_check  # 7: the longest prompts against the context
+
+    with _offline():
+        report["context"] = context_check(bench, items, models, warnings)
     return _finish(report, problems, warnings, t0)
 
 
@@ -641,6 +648,7 @@ def _stored_ids(store: Any, models: Sequence[Any], declared_cuda: bool, warnings
 def _finish(report: dict[str, Any], problems: list[Problem], warnings: list[str], t0: float) -> dict[str, Any]:
     report.setdefault("plan", None)
     report.setdefault("models", [])
+    report.setdefault("context", None)
     report["problems"] = [asdict(p) for p in problems]
     report["warnings"] = warnings
     report["runnable"] = not problems
@@ -699,6 +707,9 @@ def render(report: dict[str, Any]) -> str:
     if disk:
         lines.append(f"disk: about {_size(disk['needed_bytes'])} needed, {_size(disk['free_bytes'])} free under "
                      f"{disk['path']}")
+    from icl.run.check_context import context_lines
+
+    lines += context_lines(report.get("context"))
     for w in report["warnings"]:
         lines.append(f"warning: {w}")
     if report["problems"]:

@@ -254,6 +254,20 @@ class VLICL(Benchmark):
         cot = COT_PROMPT if self.cot_mode(task) == "two_pass" else None
         return chat_request(data, ep, item.key, desc, rseed, cot=cot, cot_tokens=self.config["cot_tokens"])
 
+    def prompt_size(self, item: Item) -> Optional[tuple[int, int]]:
+        """``(images, text characters)`` of an image-to-text prompt from its episode (image
+        references, questions, answers), no image read; None for text-to-image items. The
+        description, the chain-of-thought prompt and the layout are the same across a (task, shots)
+        cell, so they are left out."""
+        task = item.payload[0]
+        if TASKS[task].direction != I2T:
+            return None
+        ep = self.episode(item)
+        shown = ep.support + (ep.query,)
+        images = 0 if self.data(task).text_only else sum(len(d.images) for d in shown)
+        chars = sum(len(d.question) + sum(len(t) for t in d.texts) for d in shown)
+        return images, chars + sum(len(format_answer(d.answer)) for d in ep.support)
+
     def followup(self, item: Item, answers: Sequence[Any]) -> Optional[Any]:
         task, seed, shots, qid = item.payload
         if self.cot_mode(task) != "two_pass" or len(answers) != 1:

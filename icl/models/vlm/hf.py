@@ -15,6 +15,9 @@ Per-request failures: ``predict`` returns one entry per request, a ``str`` answe
 request whose prompt (image tokens included) plus ``max_new_tokens`` exceeds the model's
 context, a :class:`~icl.models.ContextOverflowError` *instance* in that slot (never raised,
 never truncated); the other requests of the batch are answered. Malformed requests raise.
+:meth:`HFVisionLanguage.prompt_length` counts a prompt as that guard does (the same rendering,
+processor and count) from the configuration and processor alone, without the weights: what
+``--check`` tells the overflow of a run with (:mod:`icl.run.check_context`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from icl.models.base import PRECISIONS, Adapter, Architecture, ContextOverflowError
+from icl.models.base import PRECISIONS, Adapter, Architecture, ContextOverflowError, PromptLength, exceeds_context
 from icl.models.requests import ChatRequest, Message
 from icl.models.vlm.families import Family, family_for
 from icl.models.vlm.prompt import check_request, count_occurrences, first_index
@@ -104,6 +107,7 @@ class HFVisionLanguage(Adapter):
         self.chat_template, self.system = chat_template, system
         self.model: Any = None
         self.check_image_tokens = False
+        self._prepared: Optional[Path] = None  # the folder _prepare read
 
     @property
     def raw(self) -> bool:
@@ -152,38 +156,33 @@ class HFVisionLanguage(Adapter):
                                f"chat_template); hf-vlm serves chat models only")
 
     def check_loadable(self) -> None:
-        """The configuration, the processor and the chat template read as :meth:`load` reads
-        them, without the weights."""
-        from transformers import AutoConfig
+        """The configuration, the processor, the chat template and the family read as :meth:`load`
+        reads them (:meth:`_prepare`), without the weights."""
+        from jinja2 import TemplateError
 
         folder = self.folder
         try:
-            AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
-            self._open_processor(folder)
+            self._prepare(folder)
         except WeightsError:
             raise
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, TemplateError) as exc:  # TemplateError: the probe's rendering
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise WeightsError(f"hf-vlm: {folder}: cannot be loaded ({type(exc).__name__}: {first})") from None
 
-    def load(self, device: str) -> None:
-        from transformers import AutoModelForImageTextToText
+    def _prepare(self, folder: Path) -> None:
+        """Everything :meth:`load` sets before the weights, from ``config.json`` and the processor:
+        the processor and its tokenizer (left padding), the chat template, the family, the image
+        token and whether requests' image counts can be checked, and the context length. A prompt
+        is rendered and counted from these alone, so :meth:`prompt_length` (no weights) and the
+        run count alike. Done once per folder."""
+        from transformers import AutoConfig
 
-        folder = self.folder
-        self.device = device
+        if self._prepared == folder:
+            return
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
         self._open_processor(folder)
         self.tokenizer.padding_side = "left"
-        kwargs: dict[str, Any] = {"dtype": DTYPES[self.precision]}
-        if self.attn_implementation:
-            kwargs["attn_implementation"] = self.attn_implementation
-        if self.device_map is not None:
-            kwargs["device_map"] = self.device_map
-        model = AutoModelForImageTextToText.from_pretrained(folder, trust_remote_code=False, local_files_only=True,
-                                                            **kwargs).eval()
-        if self.device_map is None:
-            model.to(device)
-        self.model = model
-        self.family: Family = family_for(model.config.model_type)
+        self.family: Family = family_for(config.model_type)
         self.image_token: str = getattr(self.processor, "image_token", None) or ""
         if self.raw and not self.image_token:
             raise WeightsError(f"hf-vlm: {folder}: chat_template=raw writes the processor's image token where each "
@@ -200,10 +199,28 @@ class HFVisionLanguage(Adapter):
             # (then the per-request count check would misfire): warn, leave checks to the processor.
             log.warning("hf-vlm: %s: the chat template does not mark an image with %r; image counts unchecked",
                         folder, self.image_token)
-        self.context = self.max_context or self.family.context_length(model.config)
+        self.context: Optional[int] = self.max_context or self.family.context_length(config)
         if self.context is None:
             log.warning("hf-vlm: %s: no context length in the configuration; pass --model-arg max_context=N "
                         "to guard against overflow", folder)
+        self._prepared = folder
+
+    def load(self, device: str) -> None:
+        from transformers import AutoModelForImageTextToText
+
+        folder = self.folder
+        self.device = device
+        self._prepare(folder)
+        kwargs: dict[str, Any] = {"dtype": DTYPES[self.precision]}
+        if self.attn_implementation:
+            kwargs["attn_implementation"] = self.attn_implementation
+        if self.device_map is not None:
+            kwargs["device_map"] = self.device_map
+        model = AutoModelForImageTextToText.from_pretrained(folder, trust_remote_code=False, local_files_only=True,
+                                                            **kwargs).eval()
+        if self.device_map is None:
+            model.to(device)
+        self.model = model
         gen = model.generation_config
         eos = gen.eos_token_id if gen.eos_token_id is not None else self.tokenizer.eos_token_id
         self.eos_ids = sorted({int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos]) if e is not None})
@@ -249,19 +266,39 @@ class HFVisionLanguage(Adapter):
                              f"({self.image_token!r}) for {len(images)} images")
         return text, images
 
-    def encode(self, requests: Sequence[ChatRequest]) -> Any:
-        """Processor outputs for a batch (left padded), on the model's input device."""
+    def _process(self, requests: Sequence[ChatRequest]) -> Any:
+        """The processor's outputs for a batch (left padded), on the CPU."""
         rendered = [self.render(r) for r in requests]
         try:
-            enc = self.processor(text=[t for t, _ in rendered],
-                                 images=self.family.images_argument([imgs for _, imgs in rendered]),
-                                 padding=True, return_tensors="pt")
+            return self.processor(text=[t for t, _ in rendered],
+                                  images=self.family.images_argument([imgs for _, imgs in rendered]),
+                                  padding=True, return_tensors="pt")
         except (ValueError, TypeError) as exc:
             raise ValueError(f"hf-vlm: the processor of {self.folder} refused requests "
                              f"{[r.id for r in requests]}: {exc}") from exc
+
+    def encode(self, requests: Sequence[ChatRequest]) -> Any:
+        """Processor outputs for a batch (left padded), on the model's input device."""
+        enc = self._process(requests)
         dtype = DTYPES[self.precision]
         return {k: (v.to(self._input_device(), dtype=dtype) if v.is_floating_point() else v.to(self._input_device()))
                 for k, v in enc.items() if isinstance(v, torch.Tensor)}
+
+    @staticmethod
+    def _prompt_tokens(enc: Any) -> list[int]:
+        """Per row of an encoded batch its prompt's tokens, images included (padding left out)."""
+        return [int(n) for n in enc["attention_mask"].sum(dim=1).tolist()]
+
+    def prompt_length(self, request: Any) -> Optional[PromptLength]:
+        """The tokens of ``request``'s prompt as :meth:`_batch_tokens` counts them (the same
+        rendering, processor and count) and the context it compares them with; needs the
+        configuration and processor only (:meth:`_prepare`), never the weights. None for a request
+        that is not a :class:`ChatRequest`."""
+        if not isinstance(request, ChatRequest):
+            return None
+        self._prepare(self.folder)
+        (tokens,) = self._prompt_tokens(self._process([check_request(request, self.name)]))
+        return PromptLength(tokens, self.context)
 
     def predict(self, requests: Sequence[Any]) -> list[Any]:
         return [self.tokenizer.decode(a, skip_special_tokens=True).strip() if isinstance(a, list) else a
@@ -283,11 +320,10 @@ class HFVisionLanguage(Adapter):
         keep = list(range(len(requests)))
         enc = self.encode(requests)
         if self.context is not None:
-            lengths = enc["attention_mask"].sum(dim=1).tolist()
-            for i, (r, n) in enumerate(zip(requests, lengths)):
-                if n + r.max_new_tokens > self.context:
+            for i, (r, n) in enumerate(zip(requests, self._prompt_tokens(enc))):
+                if exceeds_context(n, r.max_new_tokens, self.context):
                     answers[i] = ContextOverflowError(
-                        f"hf-vlm: request {r.id!r}: prompt of {int(n)} tokens (images included) + max_new_tokens "
+                        f"hf-vlm: request {r.id!r}: prompt of {n} tokens (images included) + max_new_tokens "
                         f"{r.max_new_tokens} exceeds the context of {self.context} tokens of {self.folder}")
             keep = [i for i in keep if answers[i] is None]
             if not keep:
