@@ -107,6 +107,10 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
                    help="check the run without running it: plan and resume counts, data, weights, checkpoints "
                         "against their architecture, disk, lock, cost; every problem listed, check.json written, "
                         "exit 0 (runnable) or 2 (no GPU needed; docs/runs.md 'Before a long run')")
+    p.add_argument("--calibrate", type=_positive("--calibrate"), metavar="N",
+                   help="with --check: run the first N remaining items of each model without stored compute for "
+                        "real (a scratch store in a temporary folder, removed after) to estimate its time (an "
+                        "HTTP model's calibration sends N requests)")
     p.add_argument("--prefetch", action="store_true",
                    help="download the Hub weights (weights=hf:...) of the models and judges into the Hugging Face "
                         "cache, print their commits and sizes and the offline command line, then exit")
@@ -174,7 +178,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 _COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap",
                 "plots", "progress", "trace_memory", "fast", "shard", "ray", "workers", "judge_workers",
-                "gpus_per_worker", "worker_retries", "log_samples", "check")
+                "gpus_per_worker", "worker_retries", "log_samples", "check", "calibrate")
 
 
 def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
@@ -247,6 +251,15 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
             raise ConfigError(f"{name}: expected an integer >= {least}, got {value!r}")
         if name != "worker_retries" and value is not None and not ray:
             raise ConfigError(f"--{name.replace('_', '-')} needs --ray (the models run in this process without it)")
+    check = boolean("check", False)
+    calibrate = pick("calibrate", None)
+    where = "--calibrate" if args.calibrate is not None else f"--config {args.config}: calibrate"
+    if calibrate is not None:
+        if not isinstance(calibrate, int) or isinstance(calibrate, bool) or calibrate < 1:
+            raise ConfigError(f"{where}: expected a positive integer (items per model), got {calibrate!r}")
+        if not check:
+            raise ConfigError(f"{where} needs --check (it estimates a run's time before the run; a run measures "
+                              f"its own)")
     from icl.run.device import EVAL_MODES
 
     evaluate = pick("evaluate", "auto")
@@ -259,8 +272,8 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
                      overlap=boolean("overlap", True), plots=boolean("plots", True), progress=boolean("progress", True),
                      trace_memory=boolean("trace_memory", False), shard=shard, ray=None if ray is None else str(ray),
                      workers=workers, judge_workers=judge_workers, gpus_per_worker=per_worker or 1,
-                     worker_retries=retries, log_samples=log_samples, check=boolean("check", False),
-                     command=list(argv))
+                     worker_retries=retries, log_samples=log_samples, check=check,
+                     calibrate=calibrate, command=list(argv))
 
 
 def parse_judges(value: Any, where: Any = None) -> list[ModelSpec]:
@@ -524,6 +537,8 @@ def _main(argv: list[str], free_space: Any = None) -> int:
     if config.check:
         from icl.run.check import check
 
+        if config.calibrate:  # the calibration runs models as the run does (see below)
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         return check(config, sys.stdout, free_space)
     # Device evaluation runs OpenMP regions from two threads at once (torch's runtime and
     # icl._C's); idle teams spinning by default steal the cores the other needs.

@@ -1,7 +1,8 @@
 """``--check``: everything a run decides before its first model call, and nothing that needs a GPU or
 a forward pass. Every problem is listed at once, each with its fix; one table is printed,
 ``check.json`` is written into the output folder (the only file written: the store is opened
-read-only when it exists, the output folder's lock is probed, never taken) and the exit status
+read-only when it exists, the output folder's lock is probed, never taken; ``--calibrate`` writes
+its scratch store into a temporary folder it removes) and the exit status
 is 0 (runnable) or 2 (problems).
 
 What it looks at, through the run's own planning (:mod:`icl.run.runner`):
@@ -20,7 +21,14 @@ What it looks at, through the run's own planning (:mod:`icl.run.runner`):
    compared with the checkpoint's, so a checkpoint of another architecture fails;
 5. resources: parameters and bytes at the chosen precision per model, the disk the outputs need
    against the free space, the output folder's lock and its earlier runs;
-6. cost: the time per item the store holds for each model identity, times the items remaining;
+6. cost (:mod:`icl.run.check_cost`): per model, its load time plus the time per item times the
+   items remaining, from the compute the store holds for that model identity, else (``--calibrate
+   N``) from its first N remaining items run for real by the run's engine into a scratch store in
+   a temporary folder (removed; the user's store and output folder get nothing), else unknown;
+   each estimate names its basis. For HTTP models (``openai``, ``openai-images``) the requests,
+   estimated input tokens, images sent, output tokens at most and images to generate of the
+   remaining items, and their price from the ``price_in`` / ``price_out`` / ``price_image``
+   model arguments; no API is called (except by ``--calibrate``).
 7. context: per (task, shots) and model, the longest chat prompt tokenised as the run tokenises
    it, against the model's context: the cells that will overflow (a recorded outcome, so a
    warning) (:mod:`icl.run.check_context`).
@@ -464,6 +472,7 @@ def _fix(check: str, message: str) -> str:
 def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict[str, Any]:
     """Check ``config`` (see the module docstring); returns what check.json holds."""
     from icl.models import hub
+    from icl.run.check_cost import calibrate, http_cost, time_estimate
     from icl.run.files import folder_refusal
     from icl.run.lock import FolderLock
     from icl.run.models import resolve_device
@@ -577,19 +586,14 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
             images = not any(issubclass(t, _chat()) for t in bench.request_types if m.serves(t))
             per_answer = body / seen if seen else (IMAGE_ANSWER_BYTES if images else TEXT_ANSWER_BYTES)
             disk += int(len(work.todo) * per_answer * (2 if logs and images else 1))
-            n, model_s, score_s = store.model_seconds(mid) if store is not None else (0, 0.0, 0.0)
-            if n:
-                per_item = (model_s + score_s) / n
-                load_s = (store.load_seconds(mid, m.label) or 0.0) if work.todo else 0.0
-                seconds = load_s + per_item * len(work.todo)
-                e.update(seconds_per_item=per_item, measured_items=n, load_s=load_s, estimated_s=seconds,
-                         estimate=_duration(seconds))
-            else:
-                e.update(seconds_per_item=None, measured_items=0, load_s=None, estimated_s=None,
-                         estimate=UNKNOWN_COST)
+            e.update(time_estimate(store, mid, m.label, len(work.todo)))  # icl.run.check_cost
+            e.update(http_cost(store, bench, m, work.todo, mid))
     finally:
         if store is not None:
             store.close()
+    if config.calibrate:  # models without stored compute: their first items run for real, in a scratch store
+        report["calibration"] = calibrate(config, bench, device, identity_device is not None, models, judges, works,
+                                          entries, problems, warnings)
     busy = [e for e in entries.values() if e["role"] == "model" and e.get("items_remaining")]
     known = all(e.get("estimated_s") is not None for e in busy)
     report["plan"] = dict(items=len(items), models=len(models), judges=named, planned=total_stored +
@@ -681,6 +685,8 @@ def _table(rows: Sequence[tuple[str, ...]], right: tuple[int, ...]) -> list[str]
 
 def render(report: dict[str, Any]) -> str:
     """The terminal text of a check: the plan table, the models, every problem with its fix."""
+    from icl.run.check_cost import render_cost
+
     lines = [f"icl.run --check {report['benchmark']}: output {report['out']}, store {report['store']}, "
              f"device {report['device'].get('used', report['device']['declared'])}"
              + ("" if report["device"].get("seen", True) else " (as declared)")]
@@ -700,6 +706,7 @@ def render(report: dict[str, Any]) -> str:
                      f"{e['params']:,}" if e.get("params") else "-", _size(e["bytes"]) if e.get("bytes") else "-",
                      peak, e.get("estimate") or "-"))
     lines += _table(rows, right=(2, 3, 4))
+    lines += render_cost(report)
     memory = report["device"].get("memory")
     if memory:
         lines.append(f"device memory: {_size(memory['free_bytes'])} free of {_size(memory['total_bytes'])}")

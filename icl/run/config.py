@@ -198,6 +198,9 @@ class RunConfig:
     worker_retries: int = 2  # resends of a batch whose worker died, before its items fail
     # --check (``check = true`` in run.toml): check the run, run nothing (icl.run.check); never in results.json
     check: bool = False
+    # --calibrate N (with --check): run N items per model without stored compute for real, in a
+    # scratch store, to estimate its time (icl.run.check_cost); never in results.json
+    calibrate: Optional[int] = None
     command: Optional[list[str]] = None
     # this run is the whole process (one benchmark from the command line): its printed time and
     # results.json's startup_s include the interpreter's start and imports

@@ -34,30 +34,34 @@ import numpy as np
 from icl.models.requests import GenerationRequest
 from icl.models.t2i.common import Recorder, check_generation, prompt_text, seed_of, to_size
 from icl.models.vlm.http import Gate, LoopThread
-from icl.models.vlm.openai import RETRY_STATUSES, ChatServerError, OpenAIChat
+from icl.models.vlm.openai import PRICES, RETRY_STATUSES, ChatServerError, OpenAIChat
 
 
 class OpenAIImages(OpenAIChat):
     """Images over HTTP behind GenerationRequest (see the module docstring). Model arguments:
     those of ``openai`` (``model`` is the served image model's name) plus ``size`` (the
     ``"WxH"`` asked of the server), ``quality`` (sent when set), ``response_format``
-    ("b64_json", or None to leave it out), ``send_seed`` (default False)."""
+    ("b64_json", or None to leave it out), ``send_seed`` (default False), and the prices
+    ``--check`` reads: ``price_in`` (per 1M prompt tokens) and ``price_image`` (per image sent
+    to an edit and per image generated); ``price_out`` is taken and unused (no output tokens)."""
 
     name = "openai-images"
     version = "1"
     serves = (GenerationRequest,)  # type: ignore[assignment]  # the base serves ChatRequest only
     execution_args = frozenset({"concurrency", "timeout", "max_retries", "backoff", "max_backoff", "max_rps",
-                                "batch_size"})
+                                "batch_size", *PRICES})
 
     def __init__(self, model: str, base_url: str = "http://127.0.0.1:8000/v1",
                  api_key_env: Optional[str] = "OPENAI_API_KEY", size: str = "1024x1024",
                  quality: Optional[str] = None, response_format: Optional[str] = "b64_json",
                  send_seed: bool = False, concurrency: int = 4, timeout: float = 300.0, max_retries: int = 5,
                  backoff: float = 1.0, max_backoff: float = 60.0, max_rps: Optional[float] = None,
-                 batch_size: int = 16):
+                 batch_size: int = 16, price_in: Optional[float] = None, price_out: Optional[float] = None,
+                 price_image: Optional[float] = None):
         super().__init__(model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                          timeout=timeout, max_retries=max_retries, backoff=backoff, max_backoff=max_backoff,
-                         max_rps=max_rps, batch_size=batch_size, send_seed=send_seed)
+                         max_rps=max_rps, batch_size=batch_size, send_seed=send_seed, price_in=price_in,
+                         price_out=price_out, price_image=price_image)
         w, sep, h = str(size).partition("x")
         if not (sep and w.isdigit() and h.isdigit() and int(w) > 0 and int(h) > 0):
             raise ValueError(f"openai-images: size must be 'WxH' in pixels (e.g. '1024x1024'), got {size!r}")

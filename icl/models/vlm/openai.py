@@ -25,7 +25,9 @@ answered and nothing is re-sent.
 Execution arguments (``execution_args``; outside the model identity, so the store's answers are
 reused across them): ``concurrency``, ``timeout``, ``max_retries``, ``backoff``, ``max_backoff``,
 ``max_rps``, ``max_response_bytes`` and ``batch_size`` (each request is its own HTTP call, so the
-batch cannot change an answer).
+batch cannot change an answer), and the prices ``--check`` turns the requests into money with
+(:data:`PRICES`; ``icl.run.check_cost``): ``price_in`` and ``price_out`` per 1M input and output
+tokens, ``price_image`` per image (see :func:`check_price`).
 """
 
 from __future__ import annotations
@@ -46,7 +48,22 @@ log = logging.getLogger("icl.models.vlm")
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 DETAILS = ("low", "high", "auto")
+#: the price arguments (``--check`` only: they never change an answer, so they are execution
+#: arguments): per 1M input tokens, per 1M output tokens, per image sent or generated
+PRICES = ("price_in", "price_out", "price_image")
 _OVERFLOW = re.compile(r"context[ _]length|maximum context|too many tokens|prompt is too long", re.IGNORECASE)
+
+
+def check_price(adapter: str, name: str, value: Any) -> Optional[float]:
+    """A price argument as a float (None: not given); a clear error naming it otherwise: a price is
+    a non-negative finite number (``price_in`` / ``price_out`` per 1M tokens, ``price_image`` per
+    image), in whatever currency the user prices in."""
+    if value is None:
+        return None
+    unit = "per image" if name == "price_image" else "per 1M tokens"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+        raise ValueError(f"{adapter}: {name} must be a non-negative number (the price {unit}), got {value!r}")
+    return float(value)
 
 
 class ChatServerError(RuntimeError):
@@ -66,21 +83,24 @@ class OpenAIChat(Adapter):
     it), ``token_limit_field`` (``max_tokens``, or ``max_completion_tokens`` for hosted models
     that refuse the older name), ``detail`` (``low``, ``high``, ``auto``: the image detail level;
     None: not sent), ``suffix`` (a text part appended to the last user turn, e.g. an answer-only
-    instruction), ``max_response_bytes`` (the largest answer body read).
+    instruction), ``max_response_bytes`` (the largest answer body read), ``price_in``,
+    ``price_out`` (per 1M input / output tokens) and ``price_image`` (per image sent: priced per
+    image instead of as input tokens), read by ``--check`` only.
     """
 
     name = "openai"
     version = "1"
     serves = (ChatRequest,)
     execution_args = frozenset({"concurrency", "timeout", "max_retries", "backoff", "max_backoff", "max_rps",
-                                "batch_size", "max_response_bytes"})
+                                "batch_size", "max_response_bytes", *PRICES})
 
     def __init__(self, model: str, base_url: str = "http://127.0.0.1:8000/v1",
                  api_key_env: Optional[str] = "OPENAI_API_KEY", concurrency: int = 8, timeout: float = 120.0,
                  max_retries: int = 5, backoff: float = 1.0, max_backoff: float = 60.0,
                  max_rps: Optional[float] = None, batch_size: int = 64, send_seed: bool = True,
                  min_tokens: bool = False, token_limit_field: str = "max_tokens", detail: Optional[str] = None,
-                 suffix: Optional[str] = None, max_response_bytes: int = 8 << 20):
+                 suffix: Optional[str] = None, max_response_bytes: int = 8 << 20, price_in: Optional[float] = None,
+                 price_out: Optional[float] = None, price_image: Optional[float] = None):
         if not isinstance(model, str) or not model:
             raise ValueError(f"openai: model must be the served model's name, got {model!r}")
         if not base_url.startswith(("http://", "https://")):
@@ -104,6 +124,8 @@ class OpenAIChat(Adapter):
             raise ValueError(f"openai: detail must be one of {DETAILS} or None, got {detail!r}")
         if suffix is not None and not isinstance(suffix, str):
             raise ValueError(f"openai: suffix must be a string, got {suffix!r}")
+        self.price_in, self.price_out, self.price_image = (check_price(self.name, n, v) for n, v in zip(
+            PRICES, (price_in, price_out, price_image)))
         self.detail, self.suffix, self.max_response_bytes = detail, suffix, max_response_bytes
         self.max_rps, self.token_limit_field = max_rps, token_limit_field
         self.model, self.base_url, self.api_key_env = model, base_url.rstrip("/"), api_key_env

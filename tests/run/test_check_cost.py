@@ -1,0 +1,306 @@
+"""``--check``'s cost (icl.run.check_cost): ``--calibrate N`` runs N items per model for real in a
+scratch store and estimates the run's time from them; HTTP models' requests are counted (tokens,
+images) and priced without calling the API, and the run then sends what was counted.
+
+Real everything: the tiny LLaVA checkpoint, the built-in fast data, the real SQLite store, real
+HTTP servers on 127.0.0.1 (``tests/models/vlm/raw_http_server.py``,
+``tests/models/t2i/images_server.py``) that record what the run sends."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from icl.run.__main__ import main
+from icl.run.check import CHECK_FILE
+from icl.run.check_cost import MESSAGE_TOKENS, REPLY_TOKENS, image_tokens, text_tokens
+from tests.models.t2i.images_server import ImagesServer
+from tests.models.vlm.raw_http_server import RawServer, Reply, completion
+from tests.run.test_check import COST_FACTOR
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _report(out: Path) -> dict:
+    return json.loads((out / CHECK_FILE).read_text())
+
+
+def _cobsat_fast(out: Path, *extra: str) -> list[str]:
+    return ["cobsat", "--fast", "--tasks", "Color-I,Texture-II", "--shots", "0,2", "--prompts", "2", "--out", str(out),
+            "--no-progress", "--no-plots", "--device", "cpu", *extra]
+
+
+@pytest.fixture
+def scratch_root(tmp_path, monkeypatch):
+    """The system's temporary folder for this test: where --calibrate's scratch store goes."""
+    root = tmp_path / "system-tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+# --- --calibrate -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("args, says", [
+    (["--calibrate", "2"], "--calibrate needs --check"),
+    (["--check", "--calibrate", "0"], "--calibrate: expected an integer >= 1, got '0'"),
+    (["--check", "--calibrate", "two"], "--calibrate: expected an integer >= 1, got 'two'"),
+])
+def test_calibrate_needs_check_and_a_positive_count(tmp_path, capsys, args, says):
+    out = tmp_path / "out"
+    assert main(_cobsat_fast(out, *args)) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("toml, says", [
+    ("check = true\ncalibrate = 0\n", "calibrate: expected a positive integer (items per model), got 0"),
+    ("check = true\ncalibrate = \"2\"\n", "calibrate: expected a positive integer (items per model), got '2'"),
+    ("calibrate = 2\n", "calibrate needs --check"),
+])
+def test_calibrate_key_of_run_toml_is_checked(tmp_path, capsys, toml, says):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(toml)
+    out = tmp_path / "out"
+    assert main(_cobsat_fast(out, "--config", str(cfg))) == 2
+    err = capsys.readouterr().err
+    assert f"--config {cfg}: {says}" in err and not out.exists()
+
+
+def test_calibrate_key_of_run_toml(tmp_path, scratch_root):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("check = true\ncalibrate = 2\n")
+    out = tmp_path / "out"
+    assert main(_cobsat_fast(out, "--config", str(cfg))) == 0
+    report = _report(out)
+    assert report["calibration"]["items_per_model"] == 2 and report["models"][0]["estimate_basis"] == \
+        "calibrated on 2 items"
+
+
+def test_calibration_estimates_the_models_without_stored_compute_and_writes_nothing(tmp_path, scratch_root, capsys):
+    """copy-last has stored compute (a first run), collage has none: only the latter is
+    calibrated, on its first 2 remaining items; the store keeps its bytes, the output folder
+    gains check.json only, the scratch folder is gone."""
+    out = tmp_path / "out"
+    assert main(_cobsat_fast(out, "--models", "copy-last")) == 0
+    store = out / "store.sqlite"
+    before = (store.read_bytes(), store.stat().st_mtime_ns, sorted(p.name for p in out.iterdir()))
+    args = _cobsat_fast(out, "--models", "copy-last,collage", "--check")
+    assert main(args) == 0
+    plain = {m["label"]: m for m in _report(out)["models"]}
+    assert plain["collage"]["estimate"].startswith("unknown (no stored compute")
+    assert _report(out)["plan"]["estimated_s"] is None
+    capsys.readouterr()
+    assert main([*args, "--calibrate", "2"]) == 0
+    printed = capsys.readouterr().out
+    report = _report(out)
+    models = {m["label"]: m for m in report["models"]}
+    stored, calibrated = models["copy-last"], models["collage"]
+    assert stored["estimate_basis"] == "stored compute of 8 items" and "calibrated_items" not in stored
+    assert calibrated["estimate_basis"] == "calibrated on 2 items" and calibrated["measured_items"] == 2
+    assert calibrated["items_remaining"] == 8 and calibrated["seconds_per_item"] > 0
+    assert calibrated["estimated_s"] == pytest.approx(calibrated["load_s"] + 8 * calibrated["seconds_per_item"])
+    # the first 2 items of the plan (the run's own order)
+    from icl.run.config import RunConfig
+    from icl.run.runner import _planned, open_benchmark
+
+    config = RunConfig("cobsat", options=dict(tasks=("Color-I", "Texture-II"), shots=(0, 2), prompts=2), fast=True)
+    items, _ = _planned(open_benchmark(config), config)
+    assert calibrated["calibrated_items"] == [it.key for it in items[:2]]
+    assert report["plan"]["estimated_s"] == pytest.approx(stored["estimated_s"] + calibrated["estimated_s"])
+    assert report["calibration"]["models"] == ["collage"]
+    assert "(calibrated on 2 items)" in printed and "(stored compute of 8 items)" in printed
+    assert "calibration: the first 2 remaining item(s) of collage run for real" in printed
+    assert report["warnings"] == ["--calibrate: model collage: calibrated on 2 item(s), fewer than its batch size 16: "
+                                  "the time per item of a partial batch overestimates a batched model's "
+                                  "(--calibrate 16 fills one batch)"]
+    # nothing written but check.json: the store untouched, the scratch folder removed
+    assert (store.read_bytes(), store.stat().st_mtime_ns) == before[:2]
+    assert sorted(p.name for p in out.iterdir()) == sorted(before[2] + [CHECK_FILE])
+    assert list(scratch_root.iterdir()) == []
+
+
+def test_a_model_whose_calibration_fails_is_a_problem(tmp_path, scratch_root):
+    """An HTTP model whose server is not there: its calibration requests fail, the engine stops
+    it as the run would, and the check lists that as a problem (exit 2)."""
+    out = tmp_path / "out"
+    with RawServer() as srv:
+        closed = srv.base_url  # a port nothing listens on once the server is gone
+    model = f"openai:model=tiny,base_url={closed},api_key_env=ICL_NO_KEY,max_retries=0"
+    args = ["vlicl", "--fast", "--models", model, "--tasks", "clevr", "--seeds", "0", "--shots", "0", "--queries", "2",
+            "--out", str(out), "--data-root", str(tmp_path / "data"), "--no-plots", "--no-progress", "--check"]
+    assert main(args) == 0  # the check alone calls no API
+    assert main([*args, "--calibrate", "1"]) == 2
+    report = _report(out)
+    (problem,) = report["problems"]
+    assert problem["check"] == "calibrate" and problem["where"].startswith("model openai[")
+    assert "failed its whole first batch" in problem["message"] and "--calibrate" in problem["fix"]
+    assert report["models"][0]["estimated_s"] is None and "calibration failed" in report["models"][0]["estimate"]
+    assert sorted(p.name for p in out.iterdir()) == [CHECK_FILE] and list(scratch_root.iterdir()) == []
+
+
+def test_declared_cuda_is_not_calibrated(tmp_path, scratch_root):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible: --device cuda is seen, and calibrated")
+    out = tmp_path / "out"
+    args = [a if a != "cpu" else "cuda" for a in _cobsat_fast(out)]
+    assert main([*args, "--check", "--calibrate", "2"]) == 0
+    report = _report(out)
+    assert "not calibrated" in report["models"][0]["estimate"] and report["calibration"]["models"] == []
+    assert "declared, not seen" in report["calibration"]["skipped"]["copy-last"]
+
+
+@pytest.mark.slow
+def test_the_calibrated_time_estimate_is_within_a_factor_of_the_following_run(tmp_path):
+    """tiny LLaVA on vlicl --fast (seeds 1, 2: 144 items), nothing stored: the plain check says
+    unknown; ``--calibrate 2`` runs the first 2 items for real (one full batch: ``max_batch=2``)
+    and estimates the run (load + seconds per item x 144) within COST_FACTOR of the following
+    real run's ``execute_s``, as the estimate from stored compute is (tests/run/test_check.py;
+    measured ratios 1.2-1.5: the first batch carries the model's warm-up). Each command its own
+    process; the scratch store in the process's $TMPDIR, removed; no store created. (With the
+    default ``max_batch=8`` the 2 items are a partial batch, whose time per item overestimates:
+    ratios 3-8 were measured, and the check warns.)"""
+    from icl.models.vlm.tiny import build_llava
+
+    tiny = build_llava(tmp_path / "tiny", max_positions=2048)
+    store, out, system_tmp = tmp_path / "store.sqlite", tmp_path / "next", tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(system_tmp))
+
+    def run(*extra: str) -> None:
+        args = ["vlicl", "--fast", "--models", f"hf-vlm:weights={tiny},max_batch=2", "--seeds", "1,2", "--shots",
+                "0,1,2", "--queries", "4", "--out", str(out), "--store", str(store), "--no-plots", "--no-progress",
+                "--device", "cpu", "--data-root", str(tmp_path / "data"), *extra]
+        proc = subprocess.run([sys.executable, "-m", "icl.run", *args], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    run("--check")
+    assert _report(out)["models"][0]["estimate"].startswith("unknown (no stored compute")
+    run("--check", "--calibrate", "2")
+    report = _report(out)
+    model = report["models"][0]
+    assert model["estimate_basis"] == "calibrated on 2 items" and model["items_remaining"] == 144
+    assert model["load_s"] > 0 and len(model["calibrated_items"]) == 2
+    assert not store.exists() and sorted(p.name for p in out.iterdir()) == [CHECK_FILE]
+    assert list(system_tmp.iterdir()) == []
+    estimate = report["plan"]["estimated_s"]
+    assert estimate == model["estimated_s"] > 0
+    run()
+    real = json.loads((out / "results.json").read_text())["timings"]["execute_s"]
+    ratio = estimate / real
+    print(f"calibrated estimate {estimate:.3f} s (load {model['load_s']:.3f} s, {model['seconds_per_item']:.4f} s an "
+          f"item), ran {real:.3f} s: ratio {ratio:.2f}")
+    assert 1 / COST_FACTOR <= ratio <= COST_FACTOR, (estimate, real)
+
+
+# --- HTTP cost -------------------------------------------------------------------------------------
+def _sent_chat(bodies: list[str]) -> dict:
+    """What chat-completions bodies hold, counted by the check's documented rule."""
+    out = dict(requests=len(bodies), text_tokens=0, image_tokens=0, images=0, max_tokens=0)
+    for raw in bodies:
+        body = json.loads(raw)
+        out["max_tokens"] += body["max_tokens"]
+        out["text_tokens"] += REPLY_TOKENS
+        for m in body["messages"]:
+            parts = [{"type": "text", "text": m["content"]}] if isinstance(m["content"], str) else m["content"]
+            out["text_tokens"] += MESSAGE_TOKENS + text_tokens("".join(p["text"] for p in parts if p["type"] == "text"))
+            for p in parts:
+                if p["type"] == "image_url":
+                    data = base64.b64decode(p["image_url"]["url"].split(",", 1)[1])
+                    h, w = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR).shape[:2]
+                    out["images"] += 1
+                    out["image_tokens"] += image_tokens(h, w, p["image_url"].get("detail"))
+    return out
+
+
+def test_http_chat_cost_is_what_the_run_then_sends(tmp_path, capsys):
+    """vlicl --fast with a two-pass chain of thought through ``openai``: the check (the server
+    up, and not asked) counts the requests, images and maximum output tokens the run then sends,
+    the input tokens by its rule with each follow-up's quoted answer at its longest, and prices
+    them; the prices leave the model's identity alone; stored answers are reused, not counted."""
+    cot_tokens = 40
+    with RawServer(lambda body, headers: Reply(body=completion(""))) as srv:
+        def args(model_args: str, *extra: str) -> list[str]:
+            model = f"openai:model=tiny,base_url={srv.base_url},api_key_env=ICL_NO_KEY{model_args}"
+            return ["vlicl", "--fast", "--models", model, "--tasks", "clevr,operator_induction", "--seeds", "0",
+                    "--shots", "0,1", "--queries", "3", "--cot", "true", "--cot-tokens", str(cot_tokens), "--out",
+                    str(tmp_path / "out"), "--data-root", str(tmp_path / "data"), "--no-plots", "--no-progress", *extra]
+
+        priced = args(",price_in=2.5,price_out=10")
+        assert main(args("", "--check")) == 0
+        unpriced = _report(tmp_path / "out")["models"][0]
+        assert unpriced["http"]["money"] is None
+        capsys.readouterr()
+        assert main([*priced, "--check"]) == 0
+        printed = capsys.readouterr().out
+        assert srv.received == 0  # no API called
+        model = _report(tmp_path / "out")["models"][0]
+        http = model["http"]
+        assert model["model_id"] == unpriced["model_id"]  # prices are execution arguments
+        assert http["family"] == "openai" and http["cached"] == 0 and http["requests"] == 2 * model["items_remaining"]
+        assert http["followups"] == model["items_remaining"] == 12
+        assert http["prices"] == dict(price_in=2.5, price_out=10.0, price_image=None)
+        assert http["money"] == pytest.approx(2.5 * http["input_tokens"] / 1e6 + 10 * http["output_tokens_max"] / 1e6)
+        assert "HTTP model" in printed and f"{http['input_tokens']:,}" in printed
+
+        assert main(priced) == 0
+        sent = _sent_chat(srv.bodies)
+        assert sent["requests"] == http["requests"] and sent["images"] == http["images_sent"] > 0
+        assert sent["max_tokens"] == http["output_tokens_max"]
+        assert sent["image_tokens"] == http["image_tokens"]
+        # each follow-up quotes the empty first answer; the check counted it at cot_tokens tokens
+        assert http["text_tokens"] == sent["text_tokens"] + http["followups"] * cot_tokens
+
+        # scored again under another judge: every answer comes from the store, none is counted or sent
+        received = srv.received
+        assert main([*priced, "--judge", "copy-last", "--check"]) == 0
+        again = _report(tmp_path / "out")["models"][0]["http"]
+        assert again["requests"] == 0 and again["cached"] == 12 and again["money"] == 0
+        assert main([*priced, "--judge", "copy-last"]) == 0
+        assert srv.received == received
+
+
+def test_http_image_cost_is_what_the_run_then_sends(tmp_path):
+    """cobsat --fast through ``openai-images``: edits send the context images, every request
+    generates one image; ``price_image`` prices each image sent and generated."""
+    with ImagesServer() as srv:
+        model = (f"openai-images:model=img,base_url={srv.base_url},api_key_env=ICL_NO_KEY,size=64x64,backoff=0,"
+                 f"price_in=5,price_image=0.04")
+        args = _cobsat_fast(tmp_path / "out", "--models", model)
+        assert main([*args, "--check"]) == 0
+        assert srv.received == []
+        http = _report(tmp_path / "out")["models"][0]["http"]
+        assert http["family"] == "openai-images" and http["output_tokens_max"] == 0
+        assert http["money"] == pytest.approx(5 * http["input_tokens"] / 1e6
+                                              + 0.04 * (http["images_sent"] + http["images_generated"]))
+        assert main(args) in (0, 1)  # cobsat scores the images with its judge; the requests are what matters
+        assert len(srv.received) == http["requests"] == http["images_generated"] == 8
+        assert sum(len(r["images"]) for r in srv.received) == http["images_sent"] > 0
+        prompts = [r["fields"]["prompt"] for r in srv.received]
+        assert sum(text_tokens(p) for p in prompts) == http["input_tokens"]
+
+
+@pytest.mark.parametrize("family, arg, value", [("openai", "price_in", "-1"), ("openai", "price_out", "cheap"),
+                                                ("openai-images", "price_image", "true")])
+def test_a_bad_price_is_refused_naming_it(tmp_path, family, arg, value):
+    out = tmp_path / "out"
+    model = f"{family}:model=m,api_key_env=ICL_NO_KEY,{arg}={value}"
+    bench = (["vlicl", "--fast", "--tasks", "clevr"] if family == "openai"
+             else ["cobsat", "--fast", "--tasks", "Color-I"])
+    assert main([*bench, "--models", model, "--out", str(out), "--data-root", str(tmp_path / "data"), "--no-plots",
+                 "--no-progress", "--check"]) == 2
+    (problem,) = _report(out)["problems"]
+    unit = "per image" if arg == "price_image" else "per 1M tokens"
+    assert f"{family}: {arg} must be a non-negative number (the price {unit})" in problem["message"]
