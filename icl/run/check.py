@@ -407,24 +407,49 @@ def pending_work(store: Any, bench: Any, items: Sequence[Any], models: Sequence[
     return out
 
 
-def to_load(store_path: Path, bench: Any, items: Sequence[Any], models: Sequence[Any],
-            judges: Sequence[Any]) -> list[Any]:
-    """The models and judges a run will load: those with work left in the store at
-    ``store_path`` (read-only), and the judges when any model has."""
+def answer_disk_bytes(store: Any, bench: Any, model: Any, model_id: str, items: int, logs: bool) -> int:
+    """The disk ``items`` more answers of ``model`` take: the mean size of its answers the store
+    holds under ``model_id``, else :data:`IMAGE_ANSWER_BYTES` or :data:`TEXT_ANSWER_BYTES` by what it
+    answers; an image answer twice when per-sample logs keep a copy."""
+    seen, body = store.answer_bytes(model_id) if store is not None else (0, 0)
+    images = not any(issubclass(t, _chat()) for t in bench.request_types if model.serves(t))
+    per_answer = body / seen if seen else (IMAGE_ANSWER_BYTES if images else TEXT_ANSWER_BYTES)
+    return int(items * per_answer * (2 if logs and images else 1))
+
+
+def disk_problem(out: Path, needed: int, free: int, remaining: int) -> Optional[str]:
+    """The disk line of ``--check`` and of the run (None when ``needed`` fits in ``free``)."""
+    if needed <= free:
+        return None
+    return (f"the outputs need about {_size(needed)} ({remaining} scores to compute, the store, samples and "
+            f"reports) and {out} has {_size(free)} free")
+
+
+def to_load(config: RunConfig, bench: Any, items: Sequence[Any], models: Sequence[Any],
+            judges: Sequence[Any]) -> tuple[list[Any], int, int]:
+    """What a run will load and write: the models with work left in the store at
+    ``config.store_path`` (read-only) and the judges when any model has; the disk bytes its
+    outputs need (as ``--check`` counts them) and the scores remaining."""
+    from icl.run.samples import log_samples
     from icl.store import Store, StoreError
 
     store = None
     try:
-        store = Store(store_path, readonly=True) if Path(store_path).is_file() else None
+        store = Store(config.store_path, readonly=True) if Path(config.store_path).is_file() else None
     except StoreError:  # the run itself reports it when it opens the store
         pass
+    logs = log_samples(config.log_samples, len(items) * len(models))
+    disk, remaining = REPORT_BYTES, 0
     try:
-        work = pending_work(store, bench, items, models, tuple(j.model_id for j in judges))
+        work = pending_work(store, bench, items, models, tuple(j.model_id for j in judges) or ("",))
+        for m in models:
+            disk += answer_disk_bytes(store, bench, m, m.model_id, len(work[m.label].todo), logs)
+            remaining += work[m.label].remaining
     finally:
         if store is not None:
             store.close()
     busy = [m for m in models if work[m.label].todo]
-    return busy + (list(judges) if busy else [])
+    return busy + (list(judges) if busy else []), disk, remaining
 
 
 # --- the check ---------------------------------------------------------------------------------
@@ -442,7 +467,7 @@ def _offline() -> Iterator[None]:
             os.environ["HF_HUB_OFFLINE"] = before
 
 
-def _fix(check: str, message: str) -> str:
+def fix_for(check: str, message: str) -> str:
     """The fix of a problem, from what it is."""
     if any(w in message for w in ("HF_HUB_OFFLINE", "never downloads", "not in the Hugging Face cache",
                                   "cached snapshot")):
@@ -491,7 +516,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         if not user_offline:  # the check's own offline mode, not the user's
             message = message.replace("and HF_HUB_OFFLINE is set", "(--check never downloads)")
             message = message.replace("HF_HUB_OFFLINE is set", "--check never downloads")
-        problems.append(Problem(check, where, message, _fix(check, message)))
+        problems.append(Problem(check, where, message, fix_for(check, message)))
 
     _absolute_paths(config)
     hub.forget()
@@ -582,10 +607,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
                      items_remaining=len(work.todo), not_applicable=work.not_applicable)
             total_remaining += work.remaining
             total_stored += work.skipped
-            seen, body = store.answer_bytes(mid) if store is not None else (0, 0)
-            images = not any(issubclass(t, _chat()) for t in bench.request_types if m.serves(t))
-            per_answer = body / seen if seen else (IMAGE_ANSWER_BYTES if images else TEXT_ANSWER_BYTES)
-            disk += int(len(work.todo) * per_answer * (2 if logs and images else 1))
+            disk += answer_disk_bytes(store, bench, m, mid, len(work.todo), logs)
             e.update(time_estimate(store, mid, m.label, len(work.todo)))  # icl.run.check_cost
             e.update(http_cost(store, bench, m, work.todo, mid))
     finally:
@@ -613,9 +635,9 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     report["resume"] = dict(store_exists=store_path.is_file(), stored=total_stored, remaining=total_remaining)
     free = int(free_space(out))
     report["disk"] = dict(path=str(out), needed_bytes=disk, free_bytes=free)
-    if disk > free:
-        add("disk", str(out), f"the outputs need about {_size(disk)} ({total_remaining} scores to compute, the "
-                              f"store, samples and reports) and {out} has {_size(free)} free")
+    why = disk_problem(out, disk, free, total_remaining)
+    if why is not None:
+        add("disk", str(out), why)
     from icl.run.check_context import context_check  # 7: the longest prompts against the context
 
     with _offline():
@@ -743,7 +765,7 @@ def check(config: RunConfig, stdout: Optional[TextIO] = None, free_space: Option
         write_text(path, json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
     except (OSError, OutputWriteError) as exc:
         report["problems"].append(asdict(Problem("output", str(path), f"cannot write {CHECK_FILE}: {exc}",
-                                                 _fix("disk", ""))))
+                                                 fix_for("disk", ""))))
         report["runnable"], report["exit_code"] = False, EXIT_PROBLEMS
     print(render(report), file=stdout)
     print(f"check.json: {path}", file=stdout)

@@ -189,15 +189,21 @@ def _check_judges(bench: Benchmark, items: Sequence[Item], models: Sequence[RunM
             report(f"judge {j.label}", f"judge {j.label!r} cannot judge benchmark {bench.name!r}: {why}")
 
 
-def _check_checkpoints(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[RunModel],
-                       judges: Sequence[RunModel]) -> None:
-    """Before any model is loaded (one line, exit 2): the checkpoint of every model and judge the
-    run will load (work left in the store) read, its safetensors headers and a transformers
-    family's architecture against them (:func:`icl.run.check.checkpoint_problems`, what
-    ``--check`` lists)."""
-    from icl.run.check import checkpoint_problems, to_load
+def _check_before_loading(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[RunModel],
+                          judges: Sequence[RunModel]) -> None:
+    """Before any model is loaded (one line, exit 2), what ``--check`` lists of the run's files:
+    the checkpoint of every model and judge the run will load (work left in the store): its
+    safetensors headers and its networks' architecture against them
+    (:func:`icl.run.check.checkpoint_problems`); and the disk its outputs need against the
+    output folder's free space (:func:`icl.run.check.disk_problem`)."""
+    import icl.run.check as check
 
-    found = checkpoint_problems(to_load(config.store_path, bench, items, models, judges))
+    loading, needed, remaining = check.to_load(config, bench, items, models, judges)
+    found = check.checkpoint_problems(loading)
+    if remaining:
+        why = check.disk_problem(config.out_dir, needed, int(check.disk_free(config.out_dir)), remaining)
+        if why is not None:
+            found.append((str(config.out_dir), f"{why}; {check.fix_for('disk', why)}"))
     if found:
         more = f" (and {len(found) - 1} more: python -m icl.run ... --check lists them)" if len(found) > 1 else ""
         raise ConfigError(f"{found[0][0]}: {found[0][1]}{more}")
@@ -217,7 +223,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     items, extra = _planned(bench, config)
     models, judges = _models(config, bench, device)
     _check_judges(bench, items, models, judges)
-    _check_checkpoints(config, bench, items, models, judges)
+    _check_before_loading(config, bench, items, models, judges)
     out = config.out_dir
     # a cluster that cannot be joined: one line before anything is written
     judge_workers = config.judge_workers if judges else None
