@@ -18,8 +18,8 @@ are each within :data:`MEMORY_FACTOR` of the measured. Ratios measured here, who
 activations alone: painter 1.05 / 1.10, mae-vqgan 0.85 / 0.81, seggpt 1.07 / 1.11, lvm 1.00 /
 0.99, delvm 0.99 / 0.99, prompt-diffusion 0.94 / 0.93, sd-vicl 0.94 / 0.93, visualcloze 1.98 /
 1.99 (its tiny T5's relative-position buckets, built once per call, are its peak: counted per
-request they double at B = 2), diffusers-t2i 0.90 / 0.76, flux-kontext 0.95 / 0.93,
-qwen-image-edit 1.12 / 1.12 (one request: the pipeline takes one per call), janus 1.22 / 1.36,
+request they double at B = 2), diffusers-t2i 0.89 / 0.76, flux-kontext 0.95 / 0.92,
+qwen-image-edit 1.10 / 1.11 (one request: the pipeline takes one per call), janus 1.22 / 1.36,
 clip-judge 1.15 / 1.36 (CLIP), 1.09 / 1.32 (SigLIP); hf-vlm 0.5-0.9 (test_check.py).
 
 Every family that loads torch weights is built here (none is left out): hf-vlm (test_check.py),
