@@ -10,9 +10,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Optional, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Sequence
 
 from icl.models.requests import AnalogyRequest
+
+if TYPE_CHECKING:
+    from icl.models.memory import ActivationMemory
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 # Modules whose adapters the runner may hand the ground truth (``privileged``): icl's own baselines.
@@ -117,6 +120,15 @@ class Adapter(ABC):
         weights (after :meth:`check_loadable`): the count the run's own overflow guard compares,
         so ``--check`` can say which prompts will overflow. None: this adapter cannot tell
         (the default; an adapter that can overrides this)."""
+        return None
+
+    def activation_memory(self, bytes_per_value: int) -> Optional["ActivationMemory"]:
+        """One request's activation memory on the device, estimated from this instance's
+        configuration (config files, safetensors headers, model arguments: never the weights),
+        ``bytes_per_value`` the bytes of a value at the precision the run asks for: the ``A`` of
+        ``--check``'s ``peak(B) = W + B x A`` (:mod:`icl.models.memory` holds the shared formulas;
+        each family documents its own). None (the default): not estimated, the check reports the
+        weights alone. Never raises for a missing or unreadable configuration: None then."""
         return None
 
     def would_refuse(self, request: Any) -> Optional[str]:

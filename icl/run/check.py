@@ -295,58 +295,25 @@ def inspect_weights(adapter: Any) -> Checkpoint:
 
 
 # --- memory --------------------------------------------------------------------------------------
-CONTEXT_TOKENS = 4096  # the tokens per request the estimate assumes (a long ICL prompt), at most the model's own
-
-
-def _config_json(adapter: Any) -> Optional[dict[str, Any]]:
-    """The transformers ``config.json`` beside ``adapter``'s weights (its ``folder``), or None."""
-    folder = getattr(adapter, "folder", None)
-    if folder is None:
-        return None
-    path = Path(folder) / "config.json"
-    try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except (OSError, ValueError):
-        return None
-
-
-def _first(config: dict[str, Any], *names: str) -> Optional[int]:
-    for n in names:
-        v = config.get(n)
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            return v
-    return None
-
-
 def memory_estimate(adapter: Any, weight_bytes: Optional[int], bytes_per_value: int) -> dict[str, Any]:
     """The estimated peak device memory of ``adapter`` per batch size (docs/runs.md "Before a long
     run"): ``peak(B) = W + B x A``, W the weights' bytes at the chosen precision and A one
-    request's activations, from the language model's ``config.json`` (``text_config`` when
-    nested): ``A = b x T x (2 x L x h_kv + 4 x h + 2 x I)``: the key/value cache of every layer
-    (``2 L h_kv`` values per token) and the working set of one layer at a time (hidden state,
-    its norm, the attention output and query: ``4 h``; the MLP's gate and up projections:
-    ``2 I``), ``b`` the bytes of a value at the precision, ``T`` the tokens of a request
-    (the adapter's ``max_context``, else ``min(max_position_embeddings,`` :data:`CONTEXT_TOKENS`
-    ``)``), ``h`` the hidden size, ``L`` the layers, ``h_kv = h x kv heads / heads``, ``I`` the
-    MLP's intermediate size (4 h when not given). Without such a configuration A is unknown and
-    the estimate is W alone (``basis`` says which)."""
+    request's activations, as the adapter's family estimates them from its configuration
+    (:meth:`icl.models.base.Adapter.activation_memory`; the formulas are each family's, shared
+    parts in :mod:`icl.models.memory`). A family without an estimate, or whose configuration
+    cannot be read, leaves A unknown and the estimate is W alone (``basis`` says which)."""
     out: dict[str, Any] = dict(weights_bytes=weight_bytes, activation_bytes_per_request=None, tokens=None,
-                               basis="weights only (no transformers config.json: activations not estimated)")
-    config = _config_json(adapter)
-    text = config.get("text_config", config) if isinstance(config, dict) else None
-    if isinstance(text, dict):
-        h = _first(text, "hidden_size", "d_model", "n_embd")
-        layers = _first(text, "num_hidden_layers", "n_layer", "num_layers")
-        if h and layers:
-            heads = _first(text, "num_attention_heads", "n_head") or 1
-            kv = _first(text, "num_key_value_heads") or heads
-            inter = _first(text, "intermediate_size", "n_inner") or 4 * h
-            positions = _first(text, "max_position_embeddings", "n_positions") or CONTEXT_TOKENS
-            context = getattr(adapter, "max_context", None)
-            tokens = int(context) if isinstance(context, int) and context > 0 else min(positions, CONTEXT_TOKENS)
-            act = bytes_per_value * tokens * (2 * layers * (h * kv // heads) + 4 * h + 2 * inter)
-            out.update(activation_bytes_per_request=act, tokens=tokens,
-                       basis=f"weights + batch x activations (T={tokens} tokens, h={h}, L={layers}, I={inter})")
+                               basis="weights only (activations not estimated: none for this family, or its "
+                                     "configuration cannot be read)")
+    hook = getattr(adapter, "activation_memory", None)
+    try:
+        activations = hook(bytes_per_value) if callable(hook) else None
+    except Exception as exc:  # an estimate is advice: a family's bug must not stop the check
+        activations = None
+        out["basis"] = f"weights only (activation estimate failed: {type(exc).__name__}: {exc})"
+    if activations is not None:
+        out.update(activation_bytes_per_request=int(activations.bytes_per_request), tokens=activations.tokens,
+                   basis=f"weights + batch x activations ({activations.basis})")
     batch = getattr(adapter, "batch_size", 1)
     sizes = sorted({1, batch if isinstance(batch, int) and batch > 0 else 1})
     out["batch_size"] = sizes[-1]

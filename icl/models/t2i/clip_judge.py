@@ -36,6 +36,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from icl.models.base import PRECISIONS, Adapter, Architecture
+from icl.models.memory import ActivationMemory, block_values, first_int, read_config
 from icl.models.requests import ChatRequest
 from icl.models.t2i.common import PretrainedFolder, RequestRefused, chunks, torch_dtype
 from icl.models.weights import WeightsError
@@ -126,6 +127,32 @@ class CLIPJudge(PretrainedFolder, Adapter):
         self.kind, self.model, self.device = kind, model, device
         self.processor = AutoProcessor.from_pretrained(folder)
         self.cut = self.threshold if self.threshold is not None else DEFAULT_THRESHOLD[kind]
+
+    def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
+        """From ``config.json`` (``vision_config``: ``image_size`` S, ``patch_size`` p,
+        ``hidden_size``, ``intermediate_size``; ``text_config``: ``max_position_embeddings`` T and
+        its widths), per question about one image:
+        ``A = b x (3 S^2 + max(block((S / p)^2 + 1), block(T)))``: the image's pixels, then the
+        larger of one vision block over its patches and class token and one text block over a
+        label padded to T tokens (:func:`icl.models.memory.block_values`; the towers run one after
+        the other, one layer at a time). A vocabulary question embeds each of its labels."""
+        try:
+            config = read_config(self.folder / "config.json")
+        except (OSError, ValueError):  # weights not resolvable here: the check reports that itself
+            return None
+        if config is None:
+            return None
+        vision, text = config.get("vision_config") or {}, config.get("text_config") or {}
+        side, patch = first_int(vision, "image_size") or 224, first_int(vision, "patch_size") or 32
+        width = first_int(vision, "hidden_size") or 768
+        tokens = (side // patch) ** 2 + 1
+        vision_block = block_values(tokens, width, first_int(vision, "intermediate_size") or 4 * width)
+        text_tokens = first_int(text, "max_position_embeddings") or 77
+        text_width = first_int(text, "hidden_size") or 512
+        text_block = block_values(text_tokens, text_width, first_int(text, "intermediate_size") or 4 * text_width)
+        return ActivationMemory(bytes_per_value * (3 * side * side + max(vision_block, text_block)),
+                                f"{config.get('model_type', '?')}: {side}px, {tokens} image tokens of width {width}, "
+                                f"{text_tokens} text tokens of width {text_width}")
 
     # -- embeddings and scores --------------------------------------------------------------
     def _unit(self, out: Any) -> Any:

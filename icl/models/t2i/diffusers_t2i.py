@@ -38,6 +38,8 @@ from typing import Any, ClassVar, Optional, Sequence, Union
 import numpy as np
 
 from icl.models.base import PRECISIONS, Adapter
+from icl.models.memory import (ActivationMemory, dit_values, first_int, lm_config_values, read_config, t5_bytes,
+                               unet_values, vae_channels, vae_scale, vae_values)
 from icl.models.requests import GenerationRequest
 from icl.models.t2i.common import (PretrainedFolder, Recorder, RequestRefused, check_generation, chunks,
                                    cpu_generator, prompt_text, refuse_images, seed_of, to_size, torch_dtype)
@@ -46,6 +48,9 @@ from icl.models.hub import DIFFUSERS_PATTERNS
 from icl.models.weights import WeightsError, pipeline_architectures
 
 log = logging.getLogger("icl.models.t2i")
+# the text tokens a pipeline's __call__ pads to by default (max_sequence_length), by model_index.json's _class_name
+_TEXT_TOKENS = {"Flux": 512, "StableDiffusion3": 256 + 77, "QwenImage": 512}
+_OWN_CALL_CFG = ("Flux", "QwenImage")  # pipelines whose guidance is distilled or runs the negative prompt apart
 
 
 class DiffusersGenerator(PretrainedFolder, Adapter):
@@ -69,6 +74,8 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
     min_images: ClassVar[int] = 0
     most_per_call: ClassVar[Optional[int]] = None  # the pipeline's own batch limit
     default_call_args: ClassVar[dict[str, Any]] = {}
+    # the side of the square a reference image is encoded at (None: the generated image's size)
+    reference_side: ClassVar[Optional[int]] = None
     _owned = ("prompt", "generator", "output_type", "num_inference_steps", "height", "width", "image")
 
     def __init__(self, weights: Optional[str] = None, precision: str = "fp32", steps: Optional[int] = None,
@@ -156,6 +163,76 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
         self.guidance_used = self.guidance if self.guidance is not None else defaults[self.guidance_arg].default
         self.pipe = pipe
 
+    def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
+        """From the folder's ``model_index.json`` (``_class_name``) and its parts'
+        ``config.json``, for an image of H x W (``height`` / ``width``, else the denoiser's
+        ``sample_size`` x the VAE's scale f, else 1024) and ``r`` denoiser rows per request
+        (classifier-free guidance batched with the prompt: 2; FLUX.1 and Qwen-Image, whose
+        guidance is distilled or runs the negative prompt as a transformer call of its own: 1):
+
+        - a UNet (Stable Diffusion 1.x/2.x, SDXL): ``A = b x max(unet(H/f x W/f, r), vae_dec(H x W))``
+          (:func:`icl.models.memory.unet_values`, :func:`~icl.models.memory.vae_values`; the CLIP
+          text encoders' 77 tokens are far below either);
+        - an MM-DiT (FLUX.1, Kontext, SD3, Qwen-Image): ``A = max(text, b x r x dit(tokens),
+          b x vae)``: the text encoder (T5: :func:`icl.models.memory.t5_bytes`; Qwen2.5-VL: its
+          key/value cache and every layer's hidden state, which the pipeline asks for), the
+          transformer over the ``H/2f x W/2f`` packed latent tokens, those of the reference
+          images (:attr:`reference_side`; one reference assumed, each further one adds its
+          tokens) and ``max_sequence_length`` text tokens (``call_args``, else the pipeline's
+          default), and the VAE encoding a reference or decoding the answer."""
+        try:
+            folder = self.folder
+        except (OSError, ValueError):  # weights not resolvable here: the check reports that itself
+            return None
+        index, vae = read_config(folder / "model_index.json"), read_config(folder / "vae" / "config.json")
+        unet = read_config(folder / "unet" / "config.json")
+        denoiser = unet or read_config(folder / "transformer" / "config.json")  # a UNet or an MM-DiT
+        if index is None or vae is None or denoiser is None:
+            return None
+        kind, scale = str(index.get("_class_name", "")), vae_scale(vae)
+        default = (first_int(denoiser, "sample_size") or 1024 // scale) * scale
+        height, width = self.height or default, self.width or default
+        guided = self.guidance is None or self.guidance > 1  # every pipeline's default guidance is above 1
+        vae_peak = vae_values(vae, height, width, encode_images=0, decode_images=1)
+        if unet is not None:
+            rows = 2 if guided else 1
+            values = max(unet_values(unet, height // scale, width // scale, rows), vae_peak)
+            return ActivationMemory(bytes_per_value * values, f"{kind} {height}x{width}, {rows} UNet rows, VAE "
+                                                              f"{vae_channels(vae)}")
+        # FLUX.1 and Qwen-Image run a negative prompt (true CFG) as a transformer call of its own
+        rows = 2 if guided and not kind.startswith(_OWN_CALL_CFG) else 1
+        text = int(self.call_args.get("max_sequence_length")
+                   or next((n for p, n in _TEXT_TOKENS.items() if kind.startswith(p)), 512))
+        tokens = (height // (2 * scale)) * (width // (2 * scale))
+        reference = self.reference_side
+        if kind.startswith("FluxKontext") and self.call_args.get("_auto_resize") is False:
+            reference = None  # the reference keeps its own size: the generated one's assumed
+        if self.max_images != 0:
+            ref_h, ref_w = (height, width) if reference is None else (reference, reference)
+            tokens += (ref_h // (2 * scale)) * (ref_w // (2 * scale))
+            vae_peak = max(vae_peak, vae_values(vae, ref_h, ref_w, encode_images=1, decode_images=0))
+        dit, dit_width = dit_values(denoiser, tokens, text)
+        return ActivationMemory(max(self._text_encoder_bytes(folder, text, bytes_per_value),
+                                    bytes_per_value * rows * dit, bytes_per_value * vae_peak),
+                                f"{kind} {height}x{width}: {tokens} image + {text} text tokens, width {dit_width}, "
+                                f"{rows} row(s); VAE {vae_channels(vae)}")
+
+    def _text_encoder_bytes(self, folder: Any, tokens: int, bytes_per_value: int) -> int:
+        """The text encoder's peak over ``tokens``: T5 (``text_encoder_2`` of FLUX.1,
+        ``text_encoder_3`` of SD3) or a Qwen2.5-VL ``text_encoder`` (its key/value cache, one
+        layer's working set and every layer's hidden state: ``output_hidden_states=True``)."""
+        for part in ("text_encoder_3", "text_encoder_2"):
+            t5 = read_config(folder / part / "config.json")
+            if t5 is not None and "d_ff" in t5:
+                return t5_bytes(t5, tokens, bytes_per_value)
+        config = read_config(folder / "text_encoder" / "config.json") or {}
+        text = config.get("text_config", config)
+        counted = lm_config_values(text, tokens) if isinstance(text, dict) else None
+        if counted is None:
+            return 0
+        hidden, layers = first_int(text, "hidden_size") or 0, first_int(text, "num_hidden_layers") or 0
+        return bytes_per_value * (counted[0] + (layers + 1) * tokens * hidden)
+
     def components(self, folder: Any) -> dict[str, Any]:
         """Parts built here rather than by ``from_pretrained`` (none by default)."""
         return {}
@@ -239,6 +316,10 @@ class FluxKontext(DiffusersGenerator):
     max_images = 1
     min_images = 1
 
+    # the reference is resized to one of PREFERRED_KONTEXT_RESOLUTIONS (672 x 1568 ... 1568 x 672,
+    # about 1024 x 1024 in area; diffusers pipelines/flux/pipeline_flux_kontext.py, ``_auto_resize``)
+    reference_side = 1024
+
     def size_kwargs(self, size: Optional[tuple[int, int]]) -> dict[str, Any]:
         """Generate at the requested size. ``FluxKontextPipeline.__call__`` rescales any
         ``height`` x ``width`` to its ``max_area`` (1024 x 1024 by default) at the same aspect, then
@@ -276,6 +357,9 @@ class QwenImageEdit(DiffusersGenerator):
     max_images = None  # neither the pipeline nor QwenLM/Qwen-Image's README sets a limit
     min_images = 1
     most_per_call = 1  # the pipeline refuses a batch of prompts
+    # each reference goes to the VAE at an area of 1024 x 1024 (VAE_IMAGE_SIZE, diffusers
+    # pipelines/qwenimage/pipeline_qwenimage_edit_plus.py)
+    reference_side = 1024
     default_call_args = {"negative_prompt": " "}
 
     def components(self, folder: Any) -> dict[str, Any]:

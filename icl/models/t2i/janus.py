@@ -27,12 +27,14 @@ with explicit position ids, so a batch equals its requests run one by one.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
 
 from icl.models.base import ContextOverflowError
+from icl.models.memory import ActivationMemory, conv_pyramid_values, first_int, read_config
 from icl.models.requests import ChatRequest, GenerationRequest, Message
 from icl.models.t2i.common import Recorder, check_generation, chunks, cpu_generator, seed_of, to_size
 from icl.models.vlm.hf import HFVisionLanguage
@@ -75,6 +77,32 @@ class Janus(HFVisionLanguage):
         pad = self.model.generation_config.pad_token_id
         self.gen_pad_id = int(pad if pad is not None else tok.pad_token_id)
         self.num_image_tokens = int(self.model.config.vision_config.num_image_tokens)
+
+    def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
+        """The larger of its two directions, from ``config.json``: answering a chat request
+        (hf-vlm's ``b x T x (2 L h_kv + 4 h + 2 I)``) and generating an image:
+        ``max(2 x b x T x (2 L h_kv + 4 h + 2 I) + 4 n V, b x vq_dec)``: the prompt's row and its
+        unconditional row over ``T`` tokens (the same T as a chat request: the image's ``n =
+        vision_config.num_image_tokens`` tokens among them), each request's float32 uniform draws
+        for every step and image code (``n x V``, ``V = vq_config.num_embeddings``), then the VQ
+        decoder (:func:`icl.models.memory.conv_pyramid_values` over ``base_channels x
+        channel_multiplier`` up to ``sqrt(n) x 2^(levels - 1)`` pixels a side)."""
+        counted = self._lm_values()
+        if counted is None:
+            return None
+        values, tokens, basis = counted
+        config = read_config(self.folder / "config.json") or {}
+        vision, vq = config.get("vision_config") or {}, config.get("vq_config") or {}
+        steps = first_int(vision, "num_image_tokens") or 576
+        base = first_int(vq, "base_channels") or 128
+        channels = [base * int(m) for m in vq.get("channel_multiplier") or [1, 1, 2, 2, 4]]
+        side = math.isqrt(steps) * 2 ** (len(channels) - 1)
+        draws = 4 * steps * (first_int(vq, "num_embeddings") or 16384) if self.temperature > 0 else 0
+        decode = conv_pyramid_values(channels, side, side, decoder=True) + 3 * side * side
+        generation = max(2 * bytes_per_value * values + draws, bytes_per_value * decode)
+        return ActivationMemory(max(bytes_per_value * values, generation),
+                                f"{basis}; image generation: 2 rows, {steps} image tokens, VQ decoder {side}px "
+                                f"ch={channels}", tokens)
 
     def predict(self, requests: Sequence[Any]) -> list[Any]:
         if self.model is None:

@@ -15,6 +15,7 @@ import cv2
 import numpy as np
 import torch
 
+from icl.models.memory import read_config
 from icl.models.requests import AnalogyRequest
 from icl.models.hub import DIFFUSERS_PATTERNS
 from icl.models.weights import PathLike, WeightsError, resolve_weights
@@ -85,6 +86,20 @@ def load_sd(folder: Path, device: str, dtype: torch.dtype) -> dict[str, Any]:
     for key in ("unet", "vae", "text_encoder"):
         parts[key].to(device).eval().requires_grad_(False)
     return parts
+
+
+def sd_configs(folder: Path) -> Optional[tuple[dict[str, Any], dict[str, Any]]]:
+    """The UNet's and the VAE's ``config.json`` of a Stable Diffusion folder (None when either
+    is unreadable)."""
+    unet, vae = read_config(folder / "unet" / "config.json"), read_config(folder / "vae" / "config.json")
+    return None if unet is None or vae is None else (unet, vae)
+
+
+def unet_heads(unet: dict[str, Any]) -> int:
+    """The attention heads of the UNet's full-resolution level: ``num_attention_heads``, else
+    ``attention_head_dim`` (diffusers' legacy name for the head count in SD 1.x configs)."""
+    value = unet.get("num_attention_heads") or unet.get("attention_head_dim") or 8
+    return int(value[0] if isinstance(value, list) else value)
 
 
 def scheduler_config(folder: Path) -> dict[str, Any]:

@@ -38,6 +38,8 @@ from torch import nn
 
 from icl.data.seeds import ANY, derive_seed
 from icl.models.base import Architecture, ContextOverflowError
+from icl.models.memory import (CONTEXT_TOKENS, ActivationMemory, conv_pyramid_values, first_int, lm_config_values,
+                               read_config)
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import load_module, load_pretrained, load_streamed, read_json, read_state_dict
 from icl.models.vicl._torch import TorchAdapter, checked_device, compiled, to_device_tensor
@@ -216,6 +218,44 @@ class LVM(TorchAdapter):
     def build(self) -> nn.Module:
         llm_dir, vq_dir = self.model_files()
         return SentenceModel(load_llm(llm_dir, self.torch_dtype, self.device_map), load_muse_vqgan(vq_dir))
+
+    def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
+        """From the decoder's ``config.json`` (LLaMA's names; InternLM's with its defaults) and the
+        VQGAN's (open-muse: ``resolution`` s, ``hidden_channels x channel_mult``, the factor f
+        from the levels), for the longest visual sentence the context holds: ``T =
+        min(max_position_embeddings,`` :data:`~icl.models.memory.CONTEXT_TOKENS` ``)`` positions of
+        ``n = T / (s / f)^2`` images, the prompt being ``n - 1`` of them (``K = n / 2 - 1`` shots):
+        ``A = max(b x T x (2 L h_kv + 4 h + 2 I), 4 x (n - 1) x (vqgan_enc + 3 s^2), 4 x vqgan_dec)``:
+        the decoder generating with its key/value cache (:func:`icl.models.memory.causal_lm_values`)
+        or the VQGAN, in float32 whatever the dtype, tokenising the prompt's images or decoding the
+        answer (:func:`icl.models.memory.conv_pyramid_values`)."""
+        try:
+            llm_dir, vq_dir = self.model_files()
+        except (OSError, ValueError):
+            return None
+        llm, muse = read_config(llm_dir / "config.json"), read_config(vq_dir / "config.json")
+        if llm is None or muse is None:
+            return None
+        if llm.get("model_type") == "internlm":  # InternLMConfig's defaults for what it leaves out
+            llm = {**_INTERNLM_DEFAULTS, **llm}
+        try:
+            vq = config_from_muse(muse)
+        except (TypeError, ValueError):
+            return None
+        tokens_per_image = (vq.resolution // vq.factor) ** 2
+        positions = first_int(llm, "max_position_embeddings") or CONTEXT_TOKENS
+        images = max(min(positions, CONTEXT_TOKENS) // tokens_per_image, 2)
+        tokens = images * tokens_per_image
+        counted = lm_config_values(llm, tokens)
+        if counted is None:
+            return None
+        channels = [vq.ch * m for m in vq.ch_mult]
+        side = vq.resolution
+        encode = (images - 1) * (conv_pyramid_values(channels, side, side, decoder=False) + 3 * side * side)
+        decode = conv_pyramid_values(channels, side, side, decoder=True) + 3 * side * side
+        total = max(bytes_per_value * counted[0], 4 * encode, 4 * decode)  # the VQGAN runs in float32
+        return ActivationMemory(total, f"{images} images of {tokens_per_image} tokens (K={images // 2 - 1} shots), "
+                                       f"{counted[1]}; VQGAN {side}px ch={channels} in fp32", tokens)
 
     def load(self, device: str) -> None:
         dev = checked_device(self.name, device, self.torch_dtype)

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icl.models.memory import ActivationMemory, block_values, conv_pyramid_values
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import config_fields, load_module, read_state_dict, read_training_checkpoint
 from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
@@ -155,6 +156,27 @@ class MAEVQGAN(TorchAdapter):
             state = {**state, **{f"vae.{k}": v for k, v in vq.items()}}
         load_module(net, state, path, "MAE-VQGAN", ignore=("vae.loss.",))
         return net
+
+    def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
+        """From :class:`MAEVQGANConfig` (the ``config`` argument over the official defaults:
+        ``img_size`` S, ``patch_size`` p, ``embed_dim`` d, ``decoder_embed_dim`` d', ``mlp_ratio``,
+        the VQGAN's ``ch x ch_mult`` and ``n_embed``), per request with ``g = S / p``:
+        ``A = b x (3 S^2 + max(block(3 g^2 / 4 + 1, d), block(g^2 + 1, d') + (g^2 + 1) n_embed,
+        vqgan))``: the canvas, then the largest of the encoder over the visible patches and the
+        class token, the decoder over all patches with its code logits, and the VQGAN decoding the
+        codes to the S x S canvas (:func:`icl.models.memory.conv_pyramid_values` over ``ch x
+        ch_mult``)."""
+        cfg, vq = self.cfg, self.cfg.vqgan
+        g = cfg.img_size // cfg.patch_size
+        visible = g * g - (g // 2) ** 2 + 1
+        encoder = block_values(visible, cfg.embed_dim, int(cfg.mlp_ratio * cfg.embed_dim))
+        decoder = (block_values(g * g + 1, cfg.decoder_embed_dim, int(cfg.mlp_ratio * cfg.decoder_embed_dim))
+                   + (g * g + 1) * vq.n_embed)
+        vqgan = conv_pyramid_values([vq.ch * m for m in vq.ch_mult], cfg.img_size, cfg.img_size, decoder=True)
+        values = 3 * cfg.img_size ** 2 + max(encoder, decoder, vqgan)
+        return ActivationMemory(bytes_per_value * values,
+                                f"mae-vqgan {cfg.img_size}px canvas, {visible} visible tokens, d={cfg.embed_dim}, "
+                                f"VQGAN ch={vq.ch}x{list(vq.ch_mult)}")
 
     def canvas(self, req: AnalogyRequest) -> np.ndarray:
         """uint8 ``[S, S, 3]``: white, c_in top-left, c_out top-right, query bottom-left."""

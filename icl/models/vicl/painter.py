@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from icl.models.memory import ActivationMemory, block_values
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import config_fields, load_module, read_state_dict
 from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
@@ -165,6 +166,29 @@ class Painter(TorchAdapter):
         path = self.model_files()[0]
         load_module(net, read_state_dict(path, key="model"), path, "Painter")
         return net
+
+    def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
+        """From :class:`PainterConfig` (the ``config`` argument over the official defaults:
+        ``img_size`` H x W, ``patch_size`` p, ``embed_dim`` d, ``mlp_ratio``, ``num_heads``,
+        ``decoder_embed_dim`` c), per request with ``N = (H / p)(W / p)`` tokens:
+        ``A = b x (6 H W + 4 N d + max(2 x block(N), 5 c H W))``: the input and target canvases
+        (``2 x 3 H W``), the four kept features (``4 N d``), and the larger of the encoder (its two
+        streams until the merge, each :func:`icl.models.memory.block_values` with the MLP's
+        ``mlp_ratio x d`` and, on CUDA, the queries, keys and values widened by the
+        ``H/p + W/p`` relative-position columns of every head) and the decoder (the linear
+        decoder's ``c`` channels at every pixel, held five times: its output's permuted copy, the
+        head's convolution, LayerNorm2D's contiguous input and output, GELU)."""
+        cfg = self.cfg
+        (height, width), p, d = cfg.img_size, cfg.patch_size, cfg.embed_dim
+        gh, gw = height // p, width // p
+        tokens = gh * gw
+        grid_bias = 3 * cfg.num_heads * (gh + gw) * tokens  # q, k, v widened by the grid bias (CUDA)
+        encoder = 2 * (block_values(tokens, d, int(cfg.mlp_ratio * d)) + grid_bias)
+        decoder = 5 * cfg.decoder_embed_dim * height * width
+        values = 6 * height * width + len(cfg.feature_indices) * tokens * d + max(encoder, decoder)
+        return ActivationMemory(bytes_per_value * values,
+                                f"painter {height}x{width} canvas, N={tokens} tokens, d={d}, "
+                                f"decoder c={cfg.decoder_embed_dim}")
 
     @property
     def side(self) -> int:

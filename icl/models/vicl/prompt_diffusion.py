@@ -26,6 +26,8 @@ from typing import Any, Optional, Sequence
 import torch
 
 from icl.models.base import PRECISIONS, Adapter
+from icl.models.memory import (CONV_LIVE_MAPS, ActivationMemory, read_config, unet_values, vae_channels, vae_scale,
+                               vae_values)
 from icl.models.vicl._torch import compile_option, compiled, dtype_option
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl import _diffusion_sd as sd
@@ -107,6 +109,36 @@ class PromptDiffusion(Adapter):
 
         base, control = self._folders()
         return sd.sd_architectures(base) + [Architecture(control, PromptDiffusionControlNetModel)]
+
+    def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
+        """From ``unet/``, ``vae/`` and the ControlNet's ``config.json`` (``block_out_channels``,
+        ``layers_per_block``, ``attention_head_dim``; ``conditioning_embedding_out_channels`` c0)
+        at ``resolution`` S, latent ``l = S / 2^(VAE levels - 1)``, ``r`` UNet rows per request (2
+        with classifier-free guidance, else 1):
+        ``A = b x max(r x (9 S^2 + 4 c0 S^2 + unet(l) with the ControlNet's residuals), vae_dec(S))``:
+        the example pair and query conditions with the conditioning embeddings' widest maps, the
+        ControlNet and UNet step (:func:`icl.models.memory.unet_values`: skips, twice with the
+        residuals, and a level's widest work), or the VAE decoding the answer
+        (:func:`icl.models.memory.vae_values`), which is the peak at SD 1.5's sizes."""
+        try:
+            base, control = self._folders()
+        except (OSError, ValueError):
+            return None
+        configs, controlnet = sd.sd_configs(base), read_config(control / "config.json")
+        if configs is None or controlnet is None:
+            return None
+        unet, vae = configs
+        size = self.resolution
+        latent = size // vae_scale(vae)
+        text = f"{self.prompt}, {self.added_prompt}" if self.added_prompt else self.prompt  # as load() joins it
+        rows = 2 if self.guidance_scale != 1.0 and text != self.negative_prompt else 1
+        embedding = (controlnet.get("conditioning_embedding_out_channels") or [16])[0]
+        denoise = rows * (9 * size * size + CONV_LIVE_MAPS * embedding * size * size) \
+            + unet_values(unet, latent, latent, rows, controlnet=True)
+        decode = vae_values(vae, size, size, encode_images=0, decode_images=1)
+        return ActivationMemory(bytes_per_value * max(denoise, decode),
+                                f"{size}px, latent {latent}, {rows} UNet+ControlNet rows per request, VAE "
+                                f"{vae_channels(vae)}")
 
     def load(self, device: str) -> None:
         self.device = device

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from icl.models.base import PRECISIONS, Adapter
+from icl.models.memory import ActivationMemory, first_int, unet_values, vae_channels, vae_scale, vae_values
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl import _diffusion_rewire as rw
 from icl.models.vicl import _diffusion_sd as sd
@@ -112,6 +113,39 @@ class SDVICL(Adapter):
 
     def architectures(self) -> Sequence[Any]:
         return sd.sd_architectures(sd.resolve_sd_folder(self.name, self.weights))
+
+    def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
+        """From ``unet/`` and ``vae/config.json`` at ``resolution`` S (latent ``l``, ``C``
+        channels, ``h`` heads at full latent resolution), for one-shot requests (K = 1: 2K + 1 = 3
+        images; K shots cost about (2K + 2) / 4 times the UNet term and K times the scores),
+        ``n = steps - skip_steps`` generated steps:
+        ``A = 4 x (2n + 1)(2K + 1) C l^2 + max(b x vae_enc(3 images), b x unet(l, 4 rows),
+        b x unet(l, 2K + 2 rows) + 4 x 4 h K l^4, b x vae_dec)``: the float32 trajectories (drawn
+        noise and noisy latents of every image at every step, the query's noise maps), then the
+        largest of the VAE encoding the request's images, the noise-map UNet batches (4 rows per
+        request: ``batch_size x 4`` per call), the generation step (sources, targets, the query
+        and its plain copy) whose re-wired attention builds float32 scores (logits, softmax and
+        the contrast's two temporaries, ``h x l^2 x K l^2`` each; :mod:`._diffusion_rewire`
+        caps them at 2^28 per chunk), and the VAE decoding the answer."""
+        try:
+            configs = sd.sd_configs(self.weight_files()[0])
+        except (OSError, ValueError):  # weights not resolvable here: the check reports that itself
+            return None
+        if configs is None:
+            return None
+        unet, vae = configs
+        size, shots = self.resolution, 1
+        latent, channels = size // vae_scale(vae), first_int(unet, "in_channels") or 4
+        images, steps = 2 * shots + 1, self.steps - self.skip_steps
+        trajectories = (2 * steps + 1) * images * channels * latent ** 2
+        rewired = shots * latent ** 4 * sd.unet_heads(unet) if self.rewire and self.contrast_strength != 1.0 else 0
+        rows = 2 * shots + 2 if self.rewire and self.swap_guidance_scale > 1.0 else 2 * shots + 1
+        phase = max(bytes_per_value * vae_values(vae, size, size, encode_images=images, decode_images=1),
+                    bytes_per_value * unet_values(unet, latent, latent, 4),
+                    bytes_per_value * unet_values(unet, latent, latent, rows) + 4 * 4 * rewired)
+        return ActivationMemory(4 * trajectories + phase,
+                                f"{size}px, latent {latent}, K=1 shot ({rows} UNet rows), {steps} steps, "
+                                f"VAE {vae_channels(vae)}")
 
     def load(self, device: str) -> None:
         from diffusers import DDIMScheduler

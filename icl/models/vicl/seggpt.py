@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from icl.models.base import Architecture
+from icl.models.memory import ActivationMemory, block_values, first_int, read_config
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import load_pretrained
 from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
@@ -73,6 +74,37 @@ class SegGPT(TorchAdapter):
         from transformers import SegGptForImageSegmentation
 
         return (Architecture(self.model_files()[0], SegGptForImageSegmentation),)
+
+    def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
+        """From the folder's ``config.json`` (``SegGptConfig``: ``image_size`` H x W,
+        ``patch_size`` p, ``hidden_size`` d, ``mlp_dim``, ``num_attention_heads`` h,
+        ``decoder_hidden_size`` c, ``intermediate_hidden_state_indices`` F; transformers'
+        defaults for what it leaves out), per prompt (a K-shot request runs alone as K prompts)
+        with ``N = (H / p)(W / p)``:
+        ``A = b x (6 H W + F N d + max(2 x (block(N) + 3 h N^2), 5 c H W))``: the images, the kept
+        features, and the larger of the encoder's two streams before the merge (transformers'
+        ``SegGptAttention`` builds its scores itself: the scores, the scores plus the relative
+        position bias and their softmax, ``3 x h x N x N``) and the decoder head (Painter's:
+        ``c`` channels at every pixel, five times)."""
+        try:
+            config = read_config(self.model_files()[0] / "config.json")
+        except (OSError, ValueError):
+            return None
+        if config is None:
+            return None
+        size = config.get("image_size", [896, 448])
+        height, width = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+        p = first_int(config, "patch_size") or 16
+        d = first_int(config, "hidden_size") or 1024
+        heads = first_int(config, "num_attention_heads") or 16
+        c = first_int(config, "decoder_hidden_size") or 64
+        kept = len(config.get("intermediate_hidden_state_indices") or (5, 11, 17, 23))
+        tokens = (height // p) * (width // p)
+        encoder = 2 * block_values(tokens, d, first_int(config, "mlp_dim") or 4 * d, heads, score_copies=3)
+        values = 6 * height * width + kept * tokens * d + max(encoder, 5 * c * height * width)
+        return ActivationMemory(bytes_per_value * values,
+                                f"seggpt {height}x{width} canvas, N={tokens} tokens, d={d}, {heads} heads "
+                                f"(eager attention scores), decoder c={c}; per prompt")
 
     def build(self) -> nn.Module:
         from transformers import SegGptForImageSegmentation

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from icl.data.seeds import ANY, derive_seed
 from icl.models.base import Architecture
+from icl.models.memory import ActivationMemory, dit_values, read_config, t5_bytes, vae_channels, vae_scale, vae_values
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import load_pretrained, read_json
 from icl.models.vicl._torch import TorchAdapter, checked_device, compiled
@@ -105,6 +106,35 @@ class VisualCloze(TorchAdapter):
     def architectures(self) -> Sequence[Architecture]:
         folder = self.model_files()[0]
         return tuple(Architecture(folder / k, cls) for k, cls in self.networks().items())
+
+    def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
+        """From the folder's ``transformer/``, ``vae/`` and ``text_encoder_2/config.json`` and
+        ``model_index.json``'s ``resolution`` R (or the ``resolution`` argument), for a one-shot
+        request (a grid of K + 1 = 2 rows of two R x R cells; K shots add ``2 (R / 2f)^2`` image
+        tokens a row), ``f`` the VAE's scale, ``T`` = ``max_sequence_length`` text tokens:
+        ``A = max(t5(T), b x dit(4 (R / 2f)^2 image + T text tokens), b x vae_enc(R x 2R row),
+        b x vae_dec(R x R))``: the T5 encoder (:func:`icl.models.memory.t5_bytes`), the Flux
+        transformer over the whole grid's 2 x 2 packed latent tokens and the text
+        (:func:`icl.models.memory.dit_values`; guidance is distilled: one row), and the VAE
+        encoding a grid row or decoding the answer's cell (:func:`icl.models.memory.vae_values`)."""
+        try:
+            folder = self.model_files()[0]
+        except (OSError, ValueError):
+            return None
+        transformer = read_config(folder / "transformer" / "config.json")
+        vae = read_config(folder / "vae" / "config.json")
+        t5, index = read_config(folder / "text_encoder_2" / "config.json"), read_config(folder / "model_index.json")
+        if transformer is None or vae is None or t5 is None:
+            return None
+        side = int(self.resolution_arg or (index or {}).get("resolution") or 384)
+        cells, text = 2 * 2, self.max_sequence_length  # one shot: rows [c_in, c_out], [query, answer]
+        image_tokens = cells * (side // (2 * vae_scale(vae))) ** 2
+        dit, width = dit_values(transformer, image_tokens, text)
+        vae_peak = max(vae_values(vae, side, 2 * side, encode_images=1, decode_images=0),
+                       vae_values(vae, side, side, encode_images=0, decode_images=1))
+        total = max(t5_bytes(t5, text, bytes_per_value), bytes_per_value * dit, bytes_per_value * vae_peak)
+        return ActivationMemory(total, f"one-shot grid of 4 {side}px cells: {image_tokens} image + {text} text tokens, "
+                                       f"width {width}; VAE {vae_channels(vae)}")
 
     def build(self) -> dict[str, Any]:
         """The pipeline's components with their weights, on the host at the model's dtype

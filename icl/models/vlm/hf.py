@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from icl.models.base import PRECISIONS, Adapter, Architecture, ContextOverflowError, PromptLength, exceeds_context
+from icl.models.memory import CONTEXT_TOKENS, ActivationMemory, first_int, lm_config_values, read_config
 from icl.models.requests import ChatRequest, Message
 from icl.models.vlm.families import Family, family_for
 from icl.models.vlm.prompt import check_request, count_occurrences, first_index
@@ -139,6 +140,35 @@ class HFVisionLanguage(Adapter):
         from transformers import AutoModelForImageTextToText
 
         return (Architecture(self.folder, AutoModelForImageTextToText),)
+
+    def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
+        """From the language model's ``config.json`` (``text_config`` when nested):
+        ``A = b x T x (2 L h_kv + 4 h + 2 I)`` (:func:`icl.models.memory.causal_lm_values`: the
+        key/value cache of every layer and one layer's working set), ``b`` the bytes of a value,
+        ``T`` the tokens of a request: ``max_context`` when given, else
+        ``min(max_position_embeddings,`` :data:`~icl.models.memory.CONTEXT_TOKENS` ``)``; ``h``
+        ``hidden_size``, ``L`` ``num_hidden_layers``, ``h_kv = h x num_key_value_heads /
+        num_attention_heads``, ``I`` ``intermediate_size`` (4 h when not given). The vision
+        tower's activations (its images' tokens are among the T) are not counted apart."""
+        counted = self._lm_values()
+        if counted is None:
+            return None
+        values, tokens, basis = counted
+        return ActivationMemory(bytes_per_value * values, basis, tokens)
+
+    def _lm_values(self) -> Optional[tuple[int, int, str]]:
+        """``(values, T, basis)`` of :meth:`activation_memory` (None without a readable config)."""
+        try:
+            config = read_config(self.folder / "config.json")
+        except (OSError, ValueError):  # weights not resolvable here: the check reports that itself
+            return None
+        text = config.get("text_config", config) if config is not None else None
+        if not isinstance(text, dict):
+            return None
+        positions = first_int(text, "max_position_embeddings", "n_positions") or CONTEXT_TOKENS
+        tokens = self.max_context or min(positions, CONTEXT_TOKENS)
+        counted = lm_config_values(text, tokens)
+        return None if counted is None else (counted[0], tokens, counted[1])
 
     def _open_processor(self, folder: Path) -> None:
         """The processor, its tokenizer and the chat template in force (what :meth:`load` reads
