@@ -93,6 +93,12 @@ class Adapter(ABC):
     # results.json records it beside the judge or model
     note: ClassVar[str] = ""
 
+    @property
+    def loaded_precision(self) -> str:
+        """The precision the weights are loaded at: a neural family's ``dtype`` argument
+        (``dtype_arg``), which wins over ``precision``, else ``precision``."""
+        return getattr(self, "dtype_arg", None) or self.precision
+
     def weight_files(self) -> Sequence[Path]:
         """The local weight files this instance will load (resolved from its model arguments,
         without loading them). Their SHA-256 digests are part of the model's identity, so a

@@ -540,7 +540,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         ckpt = inspect_weights(m.adapter)
         for message in ckpt.problems:
             add("checkpoint", f"{role} {m.label}", message)
-        precision = getattr(m.adapter, "precision", None)
+        precision = getattr(m.adapter, "loaded_precision", getattr(m.adapter, "precision", None))
         per = BYTES_PER_PARAM.get(precision) if isinstance(precision, str) else None
         entries[m.label] = dict(label=m.label, role=role, model_id=m.model_id, adapter=m.identity["adapter"],
                                 precision=precision, weight_files=ckpt.files, params=ckpt.params or None,

@@ -173,3 +173,22 @@ def test_pickled_weights_are_noted_and_a_folder_without_weights_fails(tmp_path):
     (llm / "pytorch_model.bin").unlink()
     ckpt = inspect_weights(get_model("lvm", weights=str(llm), vqgan_weights=str(folder / "vqgan")))
     assert ckpt.problems == [f"{llm}: no weights (*.safetensors) beside config.json"]
+
+
+def test_the_bytes_follow_a_dtype_argument_that_wins_over_precision(tmp_path):
+    """SegGPT with ``dtype=bf16`` loads 2-byte weights (TorchAdapter.torch_dtype): check.json's
+    precision and bytes say so (they read ``precision`` alone before: fp32, 4 bytes)."""
+    import json
+
+    from icl.run.__main__ import main
+
+    folder = _seggpt(tmp_path / "seggpt")
+    report = {}
+    for dtype in ("fp32", "bf16"):
+        out = tmp_path / dtype
+        assert main(["vibe", "--fast", "--check", "--no-progress", "--device", "cpu", "--out", str(out),
+                     "--models", f"seggpt:weights={folder},dtype={dtype}"]) == 0
+        (entry,) = [m for m in json.loads((out / "check.json").read_text())["models"] if m["role"] == "model"]
+        report[dtype] = entry
+    assert report["fp32"]["precision"] == "fp32" and report["bf16"]["precision"] == "bf16"
+    assert report["fp32"]["bytes"] == 2 * report["bf16"]["bytes"] == 4 * report["bf16"]["params"]
