@@ -315,7 +315,11 @@ def memory_estimate(adapter: Any, weight_bytes: Optional[int], bytes_per_value: 
         out.update(activation_bytes_per_request=int(activations.bytes_per_request), tokens=activations.tokens,
                    basis=f"weights + batch x activations ({activations.basis})")
     batch = getattr(adapter, "batch_size", 1)
-    sizes = sorted({1, batch if isinstance(batch, int) and batch > 0 else 1})
+    batch = batch if isinstance(batch, int) and batch > 0 else 1
+    per_call = getattr(adapter, "most_per_call", None)  # a pipeline that takes fewer requests a call
+    if isinstance(per_call, int) and per_call > 0:
+        batch = min(batch, per_call)
+    sizes = sorted({1, batch})
     out["batch_size"] = sizes[-1]
     out["peak_bytes"] = {str(b): peak_bytes(out, b) for b in sizes}
     return out

@@ -192,3 +192,19 @@ def test_the_bytes_follow_a_dtype_argument_that_wins_over_precision(tmp_path):
         report[dtype] = entry
     assert report["fp32"]["precision"] == "fp32" and report["bf16"]["precision"] == "bf16"
     assert report["fp32"]["bytes"] == 2 * report["bf16"]["bytes"] == 4 * report["bf16"]["params"]
+
+
+def test_the_memory_estimate_counts_the_batch_a_pipeline_takes_in_one_call(tmp_path):
+    """qwen-image-edit's pipeline refuses a batch of prompts (``most_per_call = 1``): its peak is
+    one request's whatever its ``batch_size``; diffusers-t2i's batch goes to the pipeline whole."""
+    from icl.run.check import memory_estimate
+
+    folder = _sd(tmp_path / "sd")
+    qwen = get_model("qwen-image-edit", weights=str(folder), batch_size=4)
+    t2i = get_model("diffusers-t2i", weights=str(folder), batch_size=4)
+    assert qwen.batch_size == t2i.batch_size == 4
+    one = memory_estimate(qwen, 1000, 2)
+    assert one["batch_size"] == 1 and list(one["peak_bytes"]) == ["1"]
+    estimate = memory_estimate(t2i, 1000, 2)
+    assert estimate["batch_size"] == 4 and list(estimate["peak_bytes"]) == ["1", "4"]
+    assert estimate["peak_bytes"]["4"] - estimate["peak_bytes"]["1"] == 3 * estimate["activation_bytes_per_request"] > 0
