@@ -52,8 +52,9 @@ DIFFUSERS_PATTERNS = ("model_index.json", "*/*.json", "*/*.safetensors", "*/*.tx
 # neither, so they are never downloaded.
 IGNORE_PATTERNS = ("*.fp16.*", "*.bf16.*", "*.non_ema.*", "*.ema.*")
 # Files whose ``auto_map`` would point transformers at code inside the repository.
+# (model_index.json: a diffusers pipeline whose components name a module of the repository.)
 CODE_CONFIGS = ("config.json", "tokenizer_config.json", "processor_config.json", "preprocessor_config.json",
-                "image_processor_config.json", "video_preprocessor_config.json")
+                "image_processor_config.json", "video_preprocessor_config.json", "model_index.json")
 
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
 _REF = re.compile(rf"hf:(?P<org>{_NAME})/(?P<name>{_NAME})(?:@(?P<rev>[^/]*))?(?:/(?P<sub>.*))?")
@@ -399,6 +400,29 @@ def _refuse_code(ref: HubRef, root: Path) -> None:
         if isinstance(data, dict) and data.get("auto_map"):
             raise HubError(f"{ref.text}: {name} has auto_map ({', '.join(sorted(data['auto_map']))}): the model needs "
                            f"its repository's own code, which icl never runs (trust_remote_code=False)")
+        if name == "model_index.json" and isinstance(data, dict):
+            custom = _custom_components(data)
+            if custom:
+                raise HubError(f"{ref.text}: model_index.json names {', '.join(custom)}: the pipeline needs its "
+                               f"repository's own code, which icl never runs (only diffusers and transformers "
+                               f"classes are loaded)")
+
+
+def _custom_components(index: dict[str, Any]) -> list[str]:
+    """The entries of a diffusers ``model_index.json`` that name code of the repository: a
+    component ``[library, class]`` whose library is neither diffusers nor transformers (a null
+    entry is an absent optional component), or a ``_class_name`` given as ``[module, class]``."""
+    from icl.models.weights import PIPELINE_LIBRARIES
+
+    out = []
+    if isinstance(index.get("_class_name"), list):
+        out.append(f"_class_name {index['_class_name']}")
+    for key, entry in sorted(index.items()):
+        if key.startswith("_") or not isinstance(entry, list) or len(entry) != 2 or entry[0] is None:
+            continue
+        if entry[0] not in PIPELINE_LIBRARIES:
+            out.append(f"{key} {entry}")
+    return out
 
 
 def _selected(root: Path, allow: list[str]) -> tuple[str, ...]:

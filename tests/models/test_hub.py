@@ -155,6 +155,32 @@ def test_a_repository_with_its_own_code_is_refused_before_its_weights(hf_env, se
     assert not list(hf_env.glob("models--org--custom/snapshots/*/model.safetensors"))
 
 
+def test_a_pipeline_naming_its_own_module_is_refused_before_its_weights(hf_env, server):
+    """A diffusers ``model_index.json`` whose component names a module of the repository
+    (``["my_unet", "MyUNet"]``, loaded from ``my_unet.py``) or whose ``_class_name`` is
+    ``[module, class]`` needs the repository's code: refused before any weight downloads; a
+    null (absent optional) component and the libraries' own classes are fine."""
+    from icl.models.hub import DIFFUSERS_PATTERNS
+
+    index = {"_class_name": "StableDiffusionPipeline", "_diffusers_version": "0.34.0",
+             "unet": ["my_unet", "MyUNet"], "vae": ["diffusers", "AutoencoderKL"],
+             "safety_checker": [None, None]}
+    files = {"model_index.json": json.dumps(index).encode(), "unet/config.json": b"{}",
+             "unet/diffusion_pytorch_model.safetensors": b"w" * 64, "my_unet.py": b"import os"}
+    server.commit("org/custom-pipe", files)
+    with pytest.raises(HubError, match=r"model_index.json names unet \['my_unet', 'MyUNet'\]: .*own code"):
+        resolve_weights("diffusers-t2i", "hf:org/custom-pipe", "model_index.json", DIFFUSERS_PATTERNS)
+    assert not list(hf_env.glob("models--org--custom-pipe/snapshots/*/unet/*.safetensors"))
+    server.commit("org/custom-class", {**files, "model_index.json": json.dumps(
+        {**index, "unet": ["diffusers", "UNet2DConditionModel"], "_class_name": ["pipe", "MyPipeline"]}).encode()})
+    with pytest.raises(HubError, match=r"_class_name \['pipe', 'MyPipeline'\]"):
+        resolve_weights("diffusers-t2i", "hf:org/custom-class", "model_index.json", DIFFUSERS_PATTERNS)
+    server.commit("org/plain-pipe", {**files, "model_index.json": json.dumps(
+        {**index, "unet": ["diffusers", "UNet2DConditionModel"]}).encode()})
+    found = resolve_weights("diffusers-t2i", "hf:org/plain-pipe", "model_index.json", DIFFUSERS_PATTERNS)
+    assert (found.parent if found.is_file() else found).joinpath("unet", "diffusion_pytorch_model.safetensors").is_file()
+
+
 def test_unknown_repository_revision_and_private_without_token(hf_env, server):
     with pytest.raises(HubError, match="repository org/nope not found"):
         hub.resolve("hf:org/nope")
