@@ -327,25 +327,3 @@ def test_the_check_reports_the_memory_estimate(tmp_path):
     memory = report["models"][0]["memory"]
     assert set(memory) >= {"weights_bytes", "activation_bytes_per_request", "peak_bytes", "basis", "batch_size"}
     assert "memory" in report["device"]  # None without a visible CUDA device
-
-
-def test_the_run_refuses_a_disk_too_small_before_loading_and_a_resume_with_nothing_left_runs(tmp_path, monkeypatch,
-                                                                                              capsys):
-    """The run counts the disk its outputs need as --check does (icl.run.check.to_load) and stops
-    with one line naming the output folder, before any model is loaded or anything written; a
-    run with nothing left to compute needs no room."""
-    import icl.run.check as check
-
-    out = tmp_path / "out"
-    args = _cobsat_fast(out)
-    assert main(args) == 0
-    capsys.readouterr()
-    monkeypatch.setattr(check, "disk_free", lambda path: 1024)
-    assert main(args) == 0  # everything is in the store: nothing to write
-    capsys.readouterr()
-    other = tmp_path / "other"
-    assert main(_cobsat_fast(other)) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"icl.run: {other}: the outputs need about "), err
-    assert f"and {other} has 1.0 KiB free; free disk space, or choose an output folder (--out)" in err
-    assert not other.exists()
