@@ -190,15 +190,21 @@ def _check_judges(bench: Benchmark, items: Sequence[Item], models: Sequence[RunM
 
 
 def _check_before_loading(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[RunModel],
-                          judges: Sequence[RunModel]) -> None:
-    """Before any model is loaded (one line, exit 2): the checkpoint of every model and judge the
-    run will load (work left in the store): its safetensors headers and its networks'
-    architecture against them (:func:`icl.run.check.checkpoint_problems`, what ``--check``
-    lists). The disk is not refused here on ``--check``'s estimate: a run meets a full disk as
-    one line keeping what it stored (docs/runs.md)."""
+                          judges: Sequence[RunModel], stderr: TextIO) -> None:
+    """Before any model is loaded, what ``--check`` lists of the run's files: the checkpoint of
+    every model and judge the run will load (work left in the store), its safetensors headers and
+    its networks' architecture against them (:func:`icl.run.check.checkpoint_problems`): one line,
+    exit 2. The disk its outputs need against the output folder's free space
+    (:func:`icl.run.check.disk_problem`) is an estimate: a warning line, and the run goes on (a
+    disk that does fill stops it with one line, keeping every result it stored)."""
     import icl.run.check as check
 
-    loading, _, _ = check.to_load(config, bench, items, models, judges)
+    loading, needed, remaining = check.to_load(config, bench, items, models, judges)
+    if remaining:
+        why = check.disk_problem(config.out_dir, needed, int(check.disk_free(config.out_dir)), remaining)
+        if why is not None:
+            print(f"icl.run: warning: {why}; the run goes on and, if the disk fills, stops keeping every result "
+                  f"it stored ({check.fix_for('disk', why)})", file=stderr)
     found = check.checkpoint_problems(loading)
     if found:
         more = f" (and {len(found) - 1} more: python -m icl.run ... --check lists them)" if len(found) > 1 else ""
@@ -219,7 +225,7 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     items, extra = _planned(bench, config)
     models, judges = _models(config, bench, device)
     _check_judges(bench, items, models, judges)
-    _check_before_loading(config, bench, items, models, judges)
+    _check_before_loading(config, bench, items, models, judges, stderr)
     out = config.out_dir
     # a cluster that cannot be joined: one line before anything is written
     judge_workers = config.judge_workers if judges else None

@@ -327,3 +327,23 @@ def test_the_check_reports_the_memory_estimate(tmp_path):
     memory = report["models"][0]["memory"]
     assert set(memory) >= {"weights_bytes", "activation_bytes_per_request", "peak_bytes", "basis", "batch_size"}
     assert "memory" in report["device"]  # None without a visible CUDA device
+
+
+def test_the_run_warns_of_a_disk_too_small_and_goes_on_and_a_resume_with_nothing_left_says_nothing(
+        tmp_path, monkeypatch, capsys):
+    """The run counts the disk its outputs need as --check does (icl.run.check.to_load); the count
+    is an estimate, so a run warns in one line naming the output folder and goes on (a disk that
+    does fill is one line keeping the store: tests/reliability/test_reliability_disk.py); a run
+    with nothing left to compute needs no room and says nothing."""
+    import icl.run.check as check
+
+    monkeypatch.setattr(check, "disk_free", lambda path: 1024)
+    out = tmp_path / "out"
+    args = _cobsat_fast(out)
+    assert main(args) == 0
+    warning = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and warning[0].startswith("icl.run: warning: the outputs need about "), warning
+    assert f"and {out} has 1.0 KiB free; the run goes on" in warning[0]
+    assert (out / "results.json").is_file()
+    assert main(args) == 0  # everything is in the store: nothing to write, nothing to say
+    assert "warning" not in capsys.readouterr().err
