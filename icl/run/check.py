@@ -128,6 +128,29 @@ def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
                          f"download or copy it again") from None
 
 
+_SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int64": "I64",
+                       "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
+
+
+def tensor_layout(state: dict[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """``{name: (dtype, shape)}`` of a state dict, dtypes named as safetensors headers name them."""
+    out = {}
+    for key, value in state.items():
+        dtype = str(value.dtype).removeprefix("torch.")
+        out[key] = (_SAFETENSORS_DTYPES.get(dtype, dtype), tuple(int(d) for d in value.shape))
+    return out
+
+
+def read_pickle_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """``{name: (dtype, shape)}`` of a ``torch.save`` state dict (``pytorch_model.bin``) without
+    reading its tensors: ``torch.load(mmap=True, weights_only=True)`` maps the file and reads
+    only its index and pickle. Raises :class:`icl.models.vicl._load.UnmappableCheckpoint` for the
+    legacy format and ``WeightsError`` for a truncated or unreadable file."""
+    from icl.models.vicl._load import read_state_dict
+
+    return tensor_layout(read_state_dict(path, mmap=True))
+
+
 def build_on_meta(arch: Any) -> Any:
     """``arch`` (:class:`icl.models.base.Architecture`) built from its configuration on the
     ``meta`` device: every parameter has its name and shape, none has memory or values."""
@@ -238,7 +261,13 @@ def compare_architecture(arch: Any, present: dict[str, tuple[str, tuple[int, ...
 
 def inspect_weights(adapter: Any) -> Checkpoint:
     """The safetensors headers of every weight file ``adapter`` reports, and every network it
-    builds (``Adapter.architectures``) against its checkpoint (:func:`compare_architecture`)."""
+    builds against its checkpoint, nothing read but headers, indexes and pickles: the transformers
+    and diffusers networks of ``Adapter.architectures`` (:func:`compare_architecture`; a folder's
+    ``*.bin`` mapped when it has no safetensors) and a family's own torch network
+    (``TorchAdapter.network``, :func:`_own_network`)."""
+    from icl.models.vicl._load import UnmappableCheckpoint
+    from icl.models.weights import WeightsError
+
     out = Checkpoint()
     try:
         paths = [Path(p) for p in adapter.weight_files()]
@@ -276,13 +305,19 @@ def inspect_weights(adapter: Any) -> Checkpoint:
                 except ValueError as exc:
                     out.problems.append(str(exc))
         if not present:
-            pickles = sorted(f.name for f in folder.glob("*.bin")) if folder.is_dir() else []
-            if pickles:  # read only by loading them (torch.load): compared when the run loads them
-                out.notes.append(f"{folder}: weights in {pickles[0]}, not safetensors: names and shapes are "
-                                 f"compared when the run loads them")
-            else:
-                out.problems.append(f"{folder}: no weights (*.safetensors) beside config.json")
-            continue
+            pickles = sorted(folder.glob("*.bin")) if folder.is_dir() else []
+            if not pickles:
+                out.problems.append(f"{folder}: no weights (*.safetensors or *.bin) beside config.json")
+                continue
+            try:  # torch.save files: mapped, only their index and pickle read
+                for f in pickles:
+                    present.update(read_pickle_header(f))
+            except UnmappableCheckpoint as exc:
+                out.notes.append(str(exc))
+                continue
+            except WeightsError as exc:
+                out.problems.append(str(exc))
+                continue
         try:
             problems, notes = compare_architecture(arch, present)
         except Exception as exc:  # the configuration does not build an architecture
@@ -291,7 +326,53 @@ def inspect_weights(adapter: Any) -> Checkpoint:
                                f"{first})"], []
         out.problems += problems
         out.notes += notes
+    _own_network(adapter, out)
     return out
+
+
+def _own_network(adapter: Any, out: Checkpoint) -> None:
+    """A family that builds its own torch network (``TorchAdapter.network``: Painter,
+    MAE-VQGAN) from a ``torch.save`` checkpoint: the network built on ``meta`` against the mapped
+    checkpoint, by the rule its loading applies (``_load.state_mismatch``); the parameters and
+    dtypes counted from it when no safetensors file did."""
+    network = getattr(adapter, "network", None)
+    if network is None:
+        return
+    import torch
+
+    from icl.models.vicl._load import UnmappableCheckpoint, state_mismatch
+    from icl.models.weights import WeightsError
+
+    try:
+        with torch.device("meta"):
+            net = network()
+    except Exception as exc:  # a configuration the network cannot be built from
+        out.problems.append(f"{adapter.name}: its configuration does not build the network ({type(exc).__name__}: "
+                            f"{exc})")
+        return
+    if net is None:
+        return
+    try:
+        path, state = adapter.checkpoint_state(mmap=True)
+    except UnmappableCheckpoint as exc:
+        out.notes.append(str(exc))
+        return
+    except WeightsError as exc:
+        out.problems.append(str(exc))
+        return
+    ignore = tuple(getattr(adapter, "checkpoint_ignore", ()))
+    state = {k: v for k, v in state.items() if not k.startswith(ignore)} if ignore else state
+    if not out.params:
+        for dtype, shape in tensor_layout(state).values():
+            out.params += math.prod(shape)
+            if dtype not in out.dtypes:
+                out.dtypes.append(dtype)
+        files = [Path(f) for f in adapter.weight_files()]
+        out.files += sum(1 for f in files if f.is_file() and f.suffix != ".safetensors")
+        out.stored_bytes += sum(f.stat().st_size for f in files if f.is_file() and f.suffix != ".safetensors")
+    why = state_mismatch(net, state, path, getattr(adapter, "checkpoint_label", "") or adapter.name)
+    if why is not None:
+        out.problems.append(why)
 
 
 # --- memory --------------------------------------------------------------------------------------

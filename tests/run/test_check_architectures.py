@@ -156,23 +156,83 @@ def test_deprecated_attention_names_are_renamed_as_diffusers_loads_them(tmp_path
     assert inspect_weights(get_model("diffusers-t2i", weights=str(folder))).problems == []
 
 
-def test_pickled_weights_are_noted_and_a_folder_without_weights_fails(tmp_path):
-    """LVM's decoder may come as ``pytorch_model.bin`` (read by torch.load when the run loads it:
-    the check notes it and compares nothing); a folder with no weights at all is a problem."""
+def test_pickled_weights_are_mapped_and_compared_and_a_folder_without_weights_fails(tmp_path):
+    """LVM's decoder may come as ``pytorch_model.bin`` (torch.save of the state dict): the check
+    maps it (``torch.load(mmap=True)``: names and shapes, no tensor read) and compares it as it
+    compares safetensors, so a narrowed one fails; the legacy (pre-1.6) format cannot be mapped
+    and is noted; a folder with no weights at all is a problem."""
     import torch
     from safetensors.torch import load_file
 
     folder = _lvm(tmp_path / "lvm")
     llm = folder / "llm"
+
+    def check():
+        return inspect_weights(get_model("lvm", weights=str(llm), vqgan_weights=str(folder / "vqgan")))
+
     state = load_file(str(llm / "model.safetensors"))
     (llm / "model.safetensors").unlink()
     torch.save(state, llm / "pytorch_model.bin")
-    adapter = get_model("lvm", weights=str(llm), vqgan_weights=str(folder / "vqgan"))
-    ckpt = inspect_weights(adapter)
-    assert ckpt.problems == [] and any("pytorch_model.bin, not safetensors" in n for n in ckpt.notes)
+    assert check().problems == []
+    torch.save({k: (v[: max(1, v.shape[0] // 2)].clone() if v.ndim >= 2 else v) for k, v in state.items()},
+               llm / "pytorch_model.bin")
+    (problem,) = check().problems
+    assert problem.startswith(f"{llm}:") and "shapes differ" in problem
+    torch.save(state, llm / "pytorch_model.bin", _use_new_zipfile_serialization=False)
+    ckpt = check()
+    assert ckpt.problems == [] and any("legacy (pre-1.6) format" in n for n in ckpt.notes), ckpt.notes
     (llm / "pytorch_model.bin").unlink()
-    ckpt = inspect_weights(get_model("lvm", weights=str(llm), vqgan_weights=str(folder / "vqgan")))
-    assert ckpt.problems == [f"{llm}: no weights (*.safetensors) beside config.json"]
+    assert check().problems == [f"{llm}: no weights (*.safetensors or *.bin) beside config.json"]
+
+
+def _painter(folder: Path, **config):
+    import json
+
+    from _tiny import PAINTER, painter_checkpoint
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = painter_checkpoint(folder)
+    return path, get_model("painter", weights=str(path), config=json.dumps({**PAINTER, **config}))
+
+
+def _mae_vqgan(folder: Path, **config):
+    import json
+
+    from _tiny import MAE, mae_checkpoint
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = mae_checkpoint(folder, with_vae=False)  # taming's last.ckpt beside it, as published
+    return path, get_model("mae-vqgan", weights=str(path), config=json.dumps({**MAE, **config}))
+
+
+@pytest.mark.parametrize("build,label,narrower", [(_painter, "Painter", {"embed_dim": 16}),
+                                                   (_mae_vqgan, "MAE-VQGAN", {"decoder_embed_dim": 8})],
+                         ids=["painter", "mae-vqgan"])
+def test_a_family_s_own_network_is_compared_with_its_mapped_torch_checkpoint(build, label, narrower, tmp_path):
+    """Painter and MAE-VQGAN build their own torch networks (``TorchAdapter.network``) from the
+    official ``torch.save`` checkpoints (``{"model": state_dict}``; MAE-VQGAN's VQGAN from
+    taming's Lightning ``last.ckpt``): built on ``meta`` and compared with the mapped checkpoint
+    by the rule ``load`` applies (``_load.state_mismatch``). The right checkpoint passes and is
+    counted (parameters, bytes: the memory estimate's W); a checkpoint for another configuration
+    fails with the error the load would raise; a truncated archive fails."""
+    path, adapter = build(tmp_path / "good")
+    good = inspect_weights(adapter)
+    loaded = adapter.build()
+    count = sum(v.numel() for k, v in loaded.state_dict().items())
+    assert good.problems == [] and good.params == count and good.dtypes == ["F32"], good
+    assert good.files == len(adapter.weight_files()) and good.stored_bytes > 4 * count * 0.9
+
+    _, other = build(tmp_path / "other", **narrower)
+    (problem,) = inspect_weights(other).problems
+    assert problem.startswith(f"{tmp_path / 'other' / path.name}: not a {label} checkpoint for this configuration")
+    with pytest.raises(Exception, match="not a .* checkpoint for this configuration") as raised:
+        other.build()
+    assert str(raised.value) == problem  # the check says what the load would
+
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    (problem,) = inspect_weights(adapter).problems
+    assert problem.startswith(f"{path}: not a complete torch checkpoint") and "truncated" in problem
 
 
 def test_the_bytes_follow_a_dtype_argument_that_wins_over_precision(tmp_path):

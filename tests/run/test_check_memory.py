@@ -10,8 +10,8 @@ of torch's CPU allocations during the call (the profiler's per-operator memory, 
 order operators end, as ``test_check.py``'s hf-vlm test measures). One exception, stated where
 it applies: the scratch of ``aten::slow_conv3d_forward`` (a CPU-only kernel whose im2col columns
 hold 27 x its input; CUDA's convolutions do not allocate them) is netted to its operator's end.
-Estimated: ``memory_estimate(adapter, W, 4)`` at that W (the check reads W from safetensors
-headers, which ``.pth`` families do not have), ``peak_bytes(estimate, 2)``.
+Estimated: ``memory_estimate(adapter, W, 4)`` at that W (the check reads W from the weight
+files' headers and mapped pickles, ``test_check_architectures.py``), ``peak_bytes(estimate, 2)``.
 
 Asserted: the estimate and the activation part alone (``2 A`` against the measured peak less W)
 are each within :data:`MEMORY_FACTOR` of the measured. Ratios measured here, whole peak /

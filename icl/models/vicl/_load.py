@@ -19,18 +19,49 @@ from icl.models.weights import WeightsError
 SAFE_GLOBALS = [argparse.Namespace]
 
 
-def read_state_dict(path: Path, key: Optional[str] = None) -> dict[str, torch.Tensor]:
+class UnmappableCheckpoint(WeightsError):
+    """A checkpoint in torch's legacy (pre-1.6) format: ``torch.load`` reads it only whole, so
+    ``mmap=True`` (names and shapes without the tensors' bytes) cannot be had."""
+
+
+def _check_mappable(path: Path) -> None:
+    """Refuse, before ``torch.load(mmap=True)``, what it cannot map: the legacy format (a pickle
+    from the first byte) as :class:`UnmappableCheckpoint`; a zip archive without its central
+    directory (a truncated download) as :class:`WeightsError`."""
+    import zipfile
+
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head.startswith(b"PK") and not zipfile.is_zipfile(path):
+        raise WeightsError(f"{path}: not a complete torch checkpoint (a zip archive without its central directory): "
+                           f"the file is truncated or damaged: download or copy it again")
+    if head[:1] == b"\x80":
+        raise UnmappableCheckpoint(f"{path}: in torch's legacy (pre-1.6) format, read whole when the run loads it: "
+                                   f"names and shapes are compared then")
+
+
+def _torch_load(path: Path, allowed: list, mmap: bool) -> Any:
+    if mmap:
+        _check_mappable(path)
+    with torch.serialization.safe_globals(allowed):
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+
+
+def read_state_dict(path: Path, key: Optional[str] = None, mmap: bool = False) -> dict[str, torch.Tensor]:
     """The tensors of a checkpoint file. ``.safetensors`` files are read with safetensors;
     anything else with ``torch.load(weights_only=True)``, then ``checkpoint[key]`` when the file
-    holds a dict with that key (``"model"`` for MAE/Painter, ``"state_dict"`` for Lightning)."""
+    holds a dict with that key (``"model"`` for MAE/Painter, ``"state_dict"`` for Lightning).
+    ``mmap``: the tensors map the file instead of reading it (their names and shapes cost only
+    the archive's index and pickle: what ``--check`` compares)."""
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
 
             state: Any = load_file(str(path), device="cpu")
         else:
-            with torch.serialization.safe_globals(SAFE_GLOBALS):
-                state = torch.load(path, map_location="cpu", weights_only=True)
+            state = _torch_load(path, SAFE_GLOBALS, mmap)
+    except WeightsError:
+        raise
     except Exception as exc:  # pickles with code, truncated files, wrong formats
         raise WeightsError(f"{path}: cannot read the checkpoint with safetensors or torch.load(weights_only=True) "
                            f"({type(exc).__name__}: {exc}); if it pickles objects, re-save its state dict "
@@ -64,18 +95,20 @@ class OpaqueObject:
         self.state = state
 
 
-def read_training_checkpoint(path: Path, key: Optional[str] = None) -> dict[str, torch.Tensor]:
+def read_training_checkpoint(path: Path, key: Optional[str] = None, mmap: bool = False) -> dict[str, torch.Tensor]:
     """The tensors of a training checkpoint that also pickles objects (taming-transformers'
     Lightning ``last.ckpt``): read with ``torch.load(weights_only=True)``, each class it names
     replaced by an :class:`OpaqueObject` (never imported, never run); a checkpoint naming a
-    function of a code module (``os.system``, ``builtins.eval``, ...) is refused."""
+    function of a code module (``os.system``, ``builtins.eval``, ...) is refused. ``mmap`` as in
+    :func:`read_state_dict`."""
     stubs: dict[str, type] = {}
     for _ in range(256):
         allowed = SAFE_GLOBALS + [(cls, name) for name, cls in stubs.items()]
         try:
-            with torch.serialization.safe_globals(allowed):
-                state: Any = torch.load(path, map_location="cpu", weights_only=True)
+            state: Any = _torch_load(path, allowed, mmap)
             break
+        except WeightsError:
+            raise
         except Exception as exc:
             found = _UNSUPPORTED_GLOBAL.search(str(exc))
             if found is None or found.group(1) in stubs:
@@ -103,18 +136,28 @@ def load_module(module: nn.Module, state: dict[str, torch.Tensor], path: Path, w
     """Load ``state`` into ``module`` strictly (keys starting with an ``ignore`` prefix are
     dropped); a mismatch raises :class:`WeightsError` naming the file and the first keys."""
     state = {k: v for k, v in state.items() if not k.startswith(ignore)} if ignore else state
+    why = state_mismatch(module, state, path, what)
+    if why is not None:
+        raise WeightsError(why)
+    module.load_state_dict(state, strict=True)
+
+
+def state_mismatch(module: nn.Module, state: dict[str, torch.Tensor], path: Path, what: str) -> Optional[str]:
+    """Why ``state`` does not load strictly into ``module`` (its missing, unexpected and
+    wrongly shaped names), or None. Names and shapes only: ``module`` may live on ``meta`` and
+    ``state`` map its file (``--check``, :func:`icl.run.check.inspect_weights`)."""
     own = module.state_dict()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
     wrong = [f"{k} {tuple(state[k].shape)} != {tuple(v.shape)}" for k, v in own.items()
              if k in state and tuple(state[k].shape) != tuple(v.shape)]
-    if missing or unexpected or wrong:
-        parts = []
-        for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)):
-            if keys:
-                parts.append(f"{len(keys)} {label} ({', '.join(keys[:4])}{', ...' if len(keys) > 4 else ''})")
-        raise WeightsError(f"{path}: not a {what} checkpoint for this configuration: " + "; ".join(parts))
-    module.load_state_dict(state, strict=True)
+    if not (missing or unexpected or wrong):
+        return None
+    parts = []
+    for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)):
+        if keys:
+            parts.append(f"{len(keys)} {label} ({', '.join(keys[:4])}{', ...' if len(keys) > 4 else ''})")
+    return f"{path}: not a {what} checkpoint for this configuration: " + "; ".join(parts)
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from torch import nn
 
 from icl.models.memory import ActivationMemory, block_values, conv_pyramid_values
 from icl.models.requests import AnalogyRequest
-from icl.models.vicl._load import config_fields, load_module, read_state_dict, read_training_checkpoint
+from icl.models.vicl._load import config_fields, read_state_dict, read_training_checkpoint
 from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
 from icl.models.vicl._vit import Block, PatchEmbed
 from icl.models.vicl._vqgan import VQGAN, VQGANConfig, vqgan_state_dict
@@ -142,20 +142,24 @@ class MAEVQGAN(TorchAdapter):
         extra = self._vqgan_file()
         return (main,) if extra is None else (main, extra)
 
-    def build(self) -> nn.Module:
-        net = MAEVQGANNet(self.cfg)
+    checkpoint_label = "MAE-VQGAN"
+    checkpoint_ignore = ("vae.loss.",)
+
+    def network(self) -> nn.Module:
+        return MAEVQGANNet(self.cfg)
+
+    def checkpoint_state(self, mmap: bool = False) -> tuple[Path, dict[str, torch.Tensor]]:
         path = resolve_weights(self.name, self.weights, OFFICIAL_FILE)
-        state = read_state_dict(path, key="model")
+        state = read_state_dict(path, key="model", mmap=mmap)
         if not any(k.startswith("vae.") for k in state):
             vq_path = self._vqgan_file()
             if vq_path is None:
                 raise WeightsError(f"{path}: has no vae.* tensors and no VQGAN {VQGAN_FILE} was found beside it; "
                                    f"pass --model-arg vqgan_weights=PATH (taming vqgan_imagenet_f16_1024 last.ckpt)")
             # taming's Lightning last.ckpt pickles callbacks and configs beside the tensors
-            vq = vqgan_state_dict(read_training_checkpoint(vq_path, key="state_dict"))
+            vq = vqgan_state_dict(read_training_checkpoint(vq_path, key="state_dict", mmap=mmap))
             state = {**state, **{f"vae.{k}": v for k, v in vq.items()}}
-        load_module(net, state, path, "MAE-VQGAN", ignore=("vae.loss.",))
-        return net
+        return path, state
 
     def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
         """From :class:`MAEVQGANConfig` (the ``config`` argument over the official defaults:

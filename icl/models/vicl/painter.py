@@ -28,7 +28,7 @@ from torch import nn
 
 from icl.models.memory import ActivationMemory, block_values
 from icl.models.requests import AnalogyRequest
-from icl.models.vicl._load import config_fields, load_module, read_state_dict
+from icl.models.vicl._load import config_fields, read_state_dict
 from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
 from icl.models.vicl._vit import Block, PatchEmbed
 from icl.models.vicl.canvas import resize_pil
@@ -161,11 +161,14 @@ class Painter(TorchAdapter):
     def model_files(self) -> Sequence[Path]:
         return (resolve_weights(self.name, self.weights, OFFICIAL_FILE),)
 
-    def build(self) -> nn.Module:
-        net = PainterNet(self.cfg)
+    checkpoint_label = "Painter"
+
+    def network(self) -> nn.Module:
+        return PainterNet(self.cfg)
+
+    def checkpoint_state(self, mmap: bool = False) -> tuple[Path, dict[str, torch.Tensor]]:
         path = self.model_files()[0]
-        load_module(net, read_state_dict(path, key="model"), path, "Painter")
-        return net
+        return path, read_state_dict(path, key="model", mmap=mmap)
 
     def activation_memory(self, bytes_per_value: int) -> Optional[ActivationMemory]:
         """From :class:`PainterConfig` (the ``config`` argument over the official defaults:
