@@ -32,17 +32,19 @@ def main(argv: list[str] | None = None) -> int:
     p_conv.add_argument("--seed", type=int, default=0, help="global seed of the random choices (default: 0)")
     p_fetch = sub.add_parser("fetch", help="published data by name: a Hub release into the Hugging Face cache, "
                              "unpacked and checked; for a release published elsewhere, where to get it")
-    p_fetch.add_argument("name", help="vlicl (VL-ICL, its text variants too), or one of the visual benchmark's "
-                         "releases (instructions only)")
+    p_fetch.add_argument("name", help="vlicl (VL-ICL, its text variants too), cobsat (CoBSAT's images), or one of "
+                         "the visual benchmark's releases (instructions only)")
     p_fetch.add_argument("--out", help="where the unpacked release goes (default <data root>/NAME); pass it as "
                          "--data-root")
+    p_fetch.add_argument("--revision", help="a commit (or tag, branch) of the Hub dataset instead of the one icl "
+                         "pins or the folder's fetch-manifest.json recorded")
     args = parser.parse_args(argv)
 
     if args.command == "fetch":
         from icl.data.fetch import FetchError, fetch
 
         try:
-            fetch(args.name, args.out)
+            fetch(args.name, args.out, revision=args.revision)
         except FetchError as exc:
             print(f"fetch: {exc}", file=sys.stderr)
             return 1

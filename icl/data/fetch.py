@@ -4,12 +4,16 @@ Releases published on the Hugging Face Hub as datasets (:data:`HUB_RELEASES`) ar
 with the ``huggingface_hub`` client (``snapshot_download(repo_type="dataset")``) into the user's
 standard cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``; ``HF_ENDPOINT``, ``HF_TOKEN`` and
 ``HF_HUB_OFFLINE`` are honoured exactly as for ``weights=hf:...``, :mod:`icl.models.hub`), at
-the commit the table pins, never a moving branch. The release is then unpacked as its publisher's
-script does (VL-ICL's ``unzip.sh``: ``unzip {task}/support.zip -d {task}`` and ``query.zip``)
-into ``OUT`` (default ``<data root>/<name>``), checked as the benchmark checks a local release
-(every task's records parse and validate, every image they name exists), and ``OUT`` is printed:
-pass it as ``--data-root``. ``OUT/fetch-manifest.json`` records the repository, the commit and the
-counts found (records per file, images); a second fetch (online or offline) re-checks them.
+the commit the table pins (``--revision`` replaces it); where the table pins none (CoBSAT), the
+first fetch into a folder takes the newest commit of ``main`` and the folder's manifest pins it
+from then on. The release is then unpacked as its publisher's instructions do (VL-ICL's
+``unzip.sh``: ``unzip {task}/support.zip -d {task}`` and ``query.zip``; CoBSAT's README: ``unzip
+datasets.zip``) into a hidden sibling of ``OUT`` (default ``<data root>/<name>``), checked as the
+benchmark checks a local release (VL-ICL: every task's records parse and validate, every image
+they name exists; CoBSAT: every theme's images), renamed to ``OUT`` when it passes, and ``OUT`` is
+printed: pass it as ``--data-root``. ``OUT/fetch-manifest.json`` records the repository, the
+commit and the counts found; a second fetch (online or offline) re-checks them. An ``OUT`` that
+holds files fetch did not make is refused.
 
 The visual benchmark's 14 releases are not on the Hub: for those, ``fetch`` prints where to get
 each one, its licence, what it becomes and the ``convert`` command (:data:`ELSEWHERE`, the table
@@ -35,17 +39,22 @@ class FetchError(Exception):
 
 @dataclass(frozen=True)
 class HubRelease:
-    """A release published as a Hub dataset: ``repo`` at ``commit`` (40 hex), ``folders`` the
-    top-level folders it holds, ``archives`` the zips each folder's images come in, ``source``
-    where this was read."""
+    """A release published as a Hub dataset: ``repo`` at ``commit`` (40 hex; None where icl pins
+    none: the first fetch into a folder takes the branch ``main`` at that moment and its
+    ``fetch-manifest.json`` pins the commit from then on), ``folders`` the top-level folders it
+    holds, ``archives`` the zips each folder's images come in, ``root_archives`` the zips at the
+    repository's root unpacked into the output folder, ``allow_patterns`` the files downloaded
+    (None: the whole snapshot), ``source`` where this was read."""
 
     repo: str
-    commit: str
+    commit: Optional[str]
     folders: tuple[str, ...]
     archives: tuple[str, ...]
     licence: str
     source: str
     validate: str  # "module:function" (out_dir) -> {counts}
+    root_archives: tuple[str, ...] = ()
+    allow_patterns: Optional[tuple[str, ...]] = None
 
 
 VLICL_IMAGE_TASKS = ("clevr", "cobsat", "matching_mi", "open_mi", "open_t2i_mi", "operator_induction",
@@ -60,6 +69,14 @@ HUB_RELEASES: dict[str, HubRelease] = {
                         VLICL_IMAGE_TASKS + VLICL_TEXT_FOLDERS, ("support.zip", "query.zip"), "MIT",
                         "huggingface.co/datasets/ys-zong/VL-ICL (README.md, unzip.sh)",
                         "icl.data.fetch:validate_vlicl"),
+    # huggingface.co/datasets/yzeng58/CoBSAT: the authors' README (github.com/UW-Madison-Lee-Lab/CoBSAT,
+    # "Step 2: Download Dataset") downloads resolve/main/datasets.zip and unzips it into the repository,
+    # giving datasets/{attr_type}_{obj}/{attr}_{obj}.jpg; no commit of the dataset was readable from
+    # here, so none is pinned (the first fetch records the one it took); no licence file is published
+    "cobsat": HubRelease("yzeng58/CoBSAT", None, (), (), "no licence stated",
+                         "huggingface.co/datasets/yzeng58/CoBSAT (github.com/UW-Madison-Lee-Lab/CoBSAT README.md, "
+                         "'Step 2: Download Dataset')", "icl.data.fetch:validate_cobsat",
+                         root_archives=("datasets.zip",), allow_patterns=("datasets.zip",)),
 }
 # "vlicl-text" (the three text folders) is the same release: fetching "vlicl" gives both variants
 ALIASES = {"vl-icl": "vlicl", "vlicl-text": "vlicl"}
@@ -68,9 +85,6 @@ ALIASES = {"vl-icl": "vlicl", "vlicl-text": "vlicl"}
 NOT_PUBLISHED = {
     "best50": "the best50 package is not known to icl as a Hub dataset (not verified either way); pass its folder with "
               "--data-root (docs/datasets.md)",
-    "cobsat": "CoBSAT's images are not known to icl as a Hub dataset (not verified either way); VL-ICL's release holds the cobsat "
-              "task (python -m icl.data fetch vlicl), the full CoBSAT dataset comes from its authors' repository "
-              "(docs/cobsat.md)",
     "vif": "VIF-Bench is on the Hub (shim0114/VIF-Bench) with pre-rendered images whose layout files icl has no "
            "converter for yet (docs/vif.md); not fetched",
 }
@@ -115,9 +129,11 @@ def names() -> list[str]:
     return sorted(HUB_RELEASES) + sorted(ELSEWHERE) + sorted(NOT_PUBLISHED)
 
 
-def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[TextIO] = None) -> Optional[Path]:
+def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[TextIO] = None,
+          revision: Optional[str] = None) -> Optional[Path]:
     """Fetch ``name`` (see the module docstring); the folder to pass as ``--data-root``, or None
-    for a release published elsewhere (its instructions printed). Raises :class:`FetchError`."""
+    for a release published elsewhere (its instructions printed). ``revision`` (a commit, tag or
+    branch of the Hub dataset) replaces the pinned commit. Raises :class:`FetchError`."""
     import sys
 
     stdout = stdout or sys.stdout
@@ -135,21 +151,42 @@ def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[T
 
         out = data_root() / key
     target = Path(out).expanduser()
-    snapshot = _download(rel)
     manifest = target / "fetch-manifest.json"
     done = _read_manifest(manifest)
-    if done.get("repo") != rel.repo or done.get("commit") != rel.commit:
-        _unpack(rel, snapshot, target)
-    counts = _validator(rel)(target)
-    if done and done.get("commit") == rel.commit and done.get("counts") not in (None, counts):
-        raise FetchError(f"{target}: the counts found ({_summary(counts)}) differ from those recorded when it was "
-                         f"fetched ({_summary(done['counts'])}); delete the folder and fetch again")
-    record = dict(name=key, repo=rel.repo, repo_type="dataset", commit=rel.commit, licence=rel.licence,
-                  source=rel.source, counts=counts)
-    tmp = manifest.with_name(manifest.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, manifest)
-    print(f"{key}: {rel.repo}@{rel.commit} ({rel.licence}), {_summary(counts)}", file=stdout)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not done:
+        raise FetchError(f"{target}: exists and was not made by fetch (no fetch-manifest.json); nothing in it is "
+                         f"replaced: choose another --out")
+    # the commit: asked for, else icl's pin, else the one this folder was first fetched at, else main's newest
+    wanted = revision or rel.commit or (done.get("commit") if done.get("repo") == rel.repo else None)
+    snapshot = _download(rel, wanted)
+    commit = snapshot.name  # the snapshot folder of the Hugging Face cache is named by the commit
+    record = dict(name=key, repo=rel.repo, repo_type="dataset", commit=commit, licence=rel.licence,
+                  source=rel.source)
+    if done.get("repo") != rel.repo or done.get("commit") != commit:
+        # unpacked and checked in a hidden sibling, renamed into place only when complete: a release
+        # that fails its checks leaves nothing behind
+        work = target.with_name(f".{target.name}.fetching")
+        try:
+            _unpack(rel, snapshot, work, commit)
+            counts = _checked(rel, work, target)
+            _write_manifest(work / manifest.name, {**record, "counts": counts})
+            if target.exists():  # only a folder fetch made (refused above otherwise)
+                shutil.rmtree(target)
+            os.replace(work, target)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    else:
+        counts = _checked(rel, target, target)
+        if done.get("counts") not in (None, counts):
+            raise FetchError(f"{target}: the counts found ({_summary(counts)}) differ from those recorded when it "
+                             f"was fetched ({_summary(done['counts'])}); delete the folder and fetch again")
+        _write_manifest(manifest, {**record, "counts": counts})
+    print(f"{key}: {rel.repo}@{commit} ({rel.licence}), {_summary(counts)}", file=stdout)
+    if wanted is None:
+        print(f"{key}: icl pins no commit of {rel.repo}: this is its newest ('main'), now recorded in {manifest}; "
+              f"a later fetch into this folder stays on it (elsewhere: --revision {commit})", file=stdout)
+    elif revision is not None and rel.commit is not None and commit != rel.commit:
+        print(f"{key}: --revision {revision} replaces the commit icl pins ({rel.commit})", file=stdout)
     print(f"ready at {target}: python -m icl.run {key} --data-root {target} ...", file=stdout)
     return target
 
@@ -165,22 +202,24 @@ def describe_elsewhere(key: str) -> str:
             f"writes {writes} (docs/datasets.md, 'Per release'); nothing was downloaded")
 
 
-def _download(rel: HubRelease) -> Path:
+def _download(rel: HubRelease, revision: Optional[str]) -> Path:
     from huggingface_hub import errors, snapshot_download
 
     is_offline = hub.offline()
     where = hub.endpoint() or "huggingface.co"
+    at = f"{rel.repo}@{revision or 'main'}"
     try:
-        return Path(snapshot_download(rel.repo, repo_type="dataset", revision=rel.commit, cache_dir=hub.cache_dir(),
-                                      endpoint=hub.endpoint(), local_files_only=is_offline))
+        return Path(snapshot_download(rel.repo, repo_type="dataset", revision=revision, cache_dir=hub.cache_dir(),
+                                      endpoint=hub.endpoint(), local_files_only=is_offline,
+                                      allow_patterns=list(rel.allow_patterns) if rel.allow_patterns else None))
     except errors.LocalEntryNotFoundError:
         if is_offline:
-            raise FetchError(f"{rel.repo}@{rel.commit}: not in the Hugging Face cache ({hub.cache_dir()}) and "
+            raise FetchError(f"{at}: not in the Hugging Face cache ({hub.cache_dir()}) and "
                              f"HF_HUB_OFFLINE is set; fetch it once where the Hub is reachable, with the same "
                              f"HF_HOME / HF_HUB_CACHE") from None
         raise FetchError(f"{rel.repo}: the Hub ({where}) cannot be reached and the dataset is not cached") from None
     except errors.RevisionNotFoundError:
-        raise FetchError(f"{rel.repo}: the Hub ({where}) has no commit {rel.commit}") from None
+        raise FetchError(f"{rel.repo}: the Hub ({where}) has no revision {revision}") from None
     except errors.RepositoryNotFoundError:
         raise FetchError(f"{rel.repo}: dataset not found on {where} (private or gated? set HF_TOKEN)") from None
     except errors.HfHubHTTPError as exc:
@@ -190,32 +229,42 @@ def _download(rel: HubRelease) -> Path:
         raise FetchError(f"{rel.repo}: cannot download into {hub.cache_dir()} ({exc})") from None
 
 
-def _unpack(rel: HubRelease, snapshot: Path, target: Path) -> None:
-    """Copy the release's folders from the snapshot and extract each folder's archives into it
-    (as its unzip script), in a hidden sibling renamed into place when complete."""
+def _unpack(rel: HubRelease, snapshot: Path, work: Path, commit: str) -> None:
+    """Into ``work`` (made afresh): the release's folders copied from the snapshot with each
+    folder's archives extracted into it (as its unzip script), then the root archives extracted
+    into ``work`` itself (as its README)."""
     missing = [f for f in rel.folders if not (snapshot / f).is_dir()]
+    missing += [a for a in rel.root_archives if not (snapshot / a).is_file()]
     if missing:
-        raise FetchError(f"{rel.repo}@{rel.commit}: the snapshot lacks {', '.join(missing)}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = target.with_name(f".{target.name}.fetching")
+        raise FetchError(f"{rel.repo}@{commit}: the snapshot lacks {', '.join(missing)}")
+    work.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
+    for folder in rel.folders:
+        src, dst = snapshot / folder, work / folder
+        dst.mkdir()
+        for f in sorted(src.iterdir()):
+            if f.is_file() and f.name not in rel.archives:
+                shutil.copyfile(f, dst / f.name)
+        for name in rel.archives:
+            if (src / name).is_file():
+                _extract(src / name, dst)
+    for name in rel.root_archives:
+        _extract(snapshot / name, work)
+
+
+def _checked(rel: HubRelease, folder: Path, target: Path) -> dict[str, Any]:
+    """The release's checks on ``folder``, their errors naming ``target`` (where it will be)."""
     try:
-        for folder in rel.folders:
-            src, dst = snapshot / folder, work / folder
-            dst.mkdir()
-            for f in sorted(src.iterdir()):
-                if f.is_file() and f.name not in rel.archives:
-                    shutil.copyfile(f, dst / f.name)
-            for name in rel.archives:
-                if (src / name).is_file():
-                    _extract(src / name, dst)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(work, target)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+        return _validator(rel)(folder)
+    except FetchError as exc:
+        raise FetchError(str(exc).replace(str(folder), str(target))) from None
+
+
+def _write_manifest(path: Path, record: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _extract(archive: Path, dst: Path) -> None:
@@ -246,6 +295,8 @@ def _validator(rel: HubRelease) -> Callable[[Path], dict[str, Any]]:
 
 
 def _summary(counts: dict[str, Any]) -> str:
+    if "themes" in counts:
+        return f"{len(counts['themes'])} themes, {counts.get('images', 0)} images"
     records = sum(v.get("query", 0) + v.get("support", 0) for v in counts.get("tasks", {}).values())
     return f"{len(counts.get('tasks', {}))} task folders, {records} records, {counts.get('images', 0)} images"
 
@@ -280,6 +331,39 @@ def validate_vlicl(root: Path) -> dict[str, Any]:
     if not tasks:
         raise FetchError(f"VL-ICL release at {root}: no task folder found")
     return {"tasks": tasks, "images": len(images)}
+
+
+def validate_cobsat(root: Path) -> dict[str, Any]:
+    """The checks ``cobsat`` makes of a local release, on every theme: each theme's 100 images
+    (``datasets/{attr_type}_{obj}/{attr}_{obj}.jpg``, the benchmark's own
+    :class:`~icl.benchmarks.cobsat.data.ReleaseImages`) exist, and its captions file
+    (``datasets/{theme}.csv``, read by the caption variant) parses when it is there (the images
+    it captions are counted). Returns the counts (images and captions per theme, images in all)."""
+    from icl.benchmarks.cobsat.data import ReleaseImages
+    from icl.benchmarks.cobsat.vocab import THEMES, VOCAB
+
+    try:
+        release = ReleaseImages(Path(root))
+    except ValueError as exc:
+        raise FetchError(f"CoBSAT release at {root}: {exc}") from None
+    themes: dict[str, dict[str, int]] = {}
+    for name, theme in THEMES.items():
+        pairs = [(a, o) for a in VOCAB[theme.attribute] for o in VOCAB[theme.object]]
+        missing = [m for a, o in pairs if (m := release.missing(theme, a, o)) is not None]
+        if missing:
+            raise FetchError(f"CoBSAT release at {root}: theme {name}: {len(missing)} of its {len(pairs)} images "
+                             f"missing after unpacking (first: {missing[0].removeprefix('missing image ')})")
+        captions = 0
+        if (release.root / "datasets" / f"{name}.csv").is_file():
+            for a, o in pairs:
+                try:
+                    release.caption(theme, a, o)
+                    captions += 1
+                except ValueError as exc:  # an image without a caption fails the caption variant's item only
+                    if "has no caption for" not in str(exc):
+                        raise FetchError(f"CoBSAT release at {root}: {exc}") from None
+        themes[name] = {"images": len(pairs), "captions": captions}
+    return {"themes": themes, "images": sum(t["images"] for t in themes.values())}
 
 
 def _image_refs(value: Any) -> list[str]:

@@ -1,13 +1,15 @@
 """``--prefetch`` (icl.run.prefetch): a run's Hub weights downloaded into the Hugging Face cache
 from the test Hub (tests/models/hub_server.py), with the offline command line; nothing runs. Its
-data: a missing VL-ICL release fetched from the Hub (tests/data/test_fetch.py's fabricated one),
-the fetch command named without --data-root, a release not on the Hub said so."""
+data: a missing VL-ICL or CoBSAT release fetched from the Hub (tests/data/test_fetch.py's fabricated
+ones), the fetch command named without --data-root, a release not fetched said so."""
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 
-from tests.data.test_fetch import vlicl_hub  # noqa: F401 (fixture)
+from tests.data.test_fetch import cobsat_hub, vlicl_hub  # noqa: F401 (fixtures)
 from tests.models.hub_server import REPO, hf_env, hub_llava, server  # noqa: F401 (fixtures)
 
 from icl.run.__main__ import main
@@ -66,9 +68,34 @@ def test_prefetch_without_a_data_root_names_the_fetch_command(tmp_path, capsys):
 
 
 def test_prefetch_of_a_release_not_on_the_hub_says_so(tmp_path, capsys):
-    args = ["cobsat", "--models", "copy-last", "--out", str(tmp_path / "o"), "--data-root", str(tmp_path / "none"),
+    args = ["vif", "--models", "copy-last", "--out", str(tmp_path / "o"), "--data-root", str(tmp_path / "none"),
             "--prefetch"]
     code = main(args)
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    assert "data: cobsat: CoBSAT's images are not known to icl as a Hub dataset" in printed.out
+    assert "data: vif: VIF-Bench is on the Hub (shim0114/VIF-Bench)" in printed.out and "not fetched" in printed.out
+
+
+def test_prefetch_fetches_cobsat_into_the_missing_data_root_then_runs_offline(cobsat_hub, tmp_path, monkeypatch,
+                                                                              capsys):
+    """CoBSAT's images from the Hub (huggingface.co/datasets/yzeng58/CoBSAT's datasets.zip, our
+    server: tests/data/test_fetch.py) into --data-root, then --check with HF_HUB_OFFLINE=1 plans
+    the release's items from it (no request)."""
+    srv, commit, _, _ = cobsat_hub
+    root = tmp_path / "cobsat-data"
+    args = ["cobsat", "--models", "copy-last", "--tasks", "Color-I", "--shots", "2", "--prompts", "2",
+            "--out", str(tmp_path / "o"), "--data-root", str(root), "--no-progress"]
+    assert main(args + ["--prefetch"]) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert f"data: --data-root {root} is missing: python -m icl.data fetch cobsat --out {root}" in printed
+    assert f"yzeng58/CoBSAT@{commit}" in printed
+    assert json.loads((root / "fetch-manifest.json").read_text())["counts"]["images"] == 500
+    asked = len(srv.requests)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # --check offline: the release's items planned from the fetched folder; the one problem left is
+    # the judge (cobsat-judge judges CoBSAT-lite only: the release needs a vision-language judge)
+    assert main(args + ["--check"]) == 2
+    report = json.loads((tmp_path / "o" / "check.json").read_text())
+    assert len(srv.requests) == asked
+    assert [p["check"] for p in report["problems"]] == ["judges"], report["problems"]
+    assert re.search(r"Color-I\s+copy-last\s+2\s+0\s+2", capsys.readouterr().out)
