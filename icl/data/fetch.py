@@ -4,11 +4,10 @@ Releases published on the Hugging Face Hub as datasets (:data:`HUB_RELEASES`) ar
 with the ``huggingface_hub`` client (``snapshot_download(repo_type="dataset")``) into the user's
 standard cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``; ``HF_ENDPOINT``, ``HF_TOKEN`` and
 ``HF_HUB_OFFLINE`` are honoured exactly as for ``weights=hf:...``, :mod:`icl.models.hub`), at
-the commit the table pins (``--revision`` replaces it); where the table pins none (CoBSAT), the
-first fetch into a folder takes the newest commit of ``main`` and the folder's manifest pins it
-from then on. The release is then unpacked as its publisher's instructions do (VL-ICL's
-``unzip.sh``: ``unzip {task}/support.zip -d {task}`` and ``query.zip``; CoBSAT's README: ``unzip
-datasets.zip``) into a hidden sibling of ``OUT`` (default ``<data root>/<name>``), checked as the
+the commit the table pins (``--revision`` replaces it), never a moving branch. The release is
+then unpacked as its publisher's instructions do (VL-ICL's ``unzip.sh``: ``unzip
+{task}/support.zip -d {task}`` and ``query.zip``; CoBSAT's ``datasets/`` folder as it is) into a
+hidden sibling of ``OUT`` (default ``<data root>/<name>``), checked as the
 benchmark checks a local release (VL-ICL: every task's records parse and validate, every image
 they name exists; CoBSAT: every theme's images), renamed to ``OUT`` when it passes, and ``OUT`` is
 printed: pass it as ``--data-root``. ``OUT/fetch-manifest.json`` records the repository, the
@@ -39,21 +38,18 @@ class FetchError(Exception):
 
 @dataclass(frozen=True)
 class HubRelease:
-    """A release published as a Hub dataset: ``repo`` at ``commit`` (40 hex; None where icl pins
-    none: the first fetch into a folder takes the branch ``main`` at that moment and its
-    ``fetch-manifest.json`` pins the commit from then on), ``folders`` the top-level folders it
-    holds, ``archives`` the zips each folder's images come in, ``root_archives`` the zips at the
-    repository's root unpacked into the output folder, ``allow_patterns`` the files downloaded
-    (None: the whole snapshot), ``source`` where this was read."""
+    """A release published as a Hub dataset: ``repo`` at ``commit`` (40 hex), ``folders`` the
+    top-level folders it holds (copied with everything under them), ``archives`` the zips each
+    folder's images come in, ``allow_patterns`` the files downloaded (None: the whole snapshot),
+    ``source`` where this was read."""
 
     repo: str
-    commit: Optional[str]
+    commit: str
     folders: tuple[str, ...]
     archives: tuple[str, ...]
     licence: str
     source: str
     validate: str  # "module:function" (out_dir) -> {counts}
-    root_archives: tuple[str, ...] = ()
     allow_patterns: Optional[tuple[str, ...]] = None
 
 
@@ -69,14 +65,15 @@ HUB_RELEASES: dict[str, HubRelease] = {
                         VLICL_IMAGE_TASKS + VLICL_TEXT_FOLDERS, ("support.zip", "query.zip"), "MIT",
                         "huggingface.co/datasets/ys-zong/VL-ICL (README.md, unzip.sh)",
                         "icl.data.fetch:validate_vlicl"),
-    # huggingface.co/datasets/yzeng58/CoBSAT: the authors' README (github.com/UW-Madison-Lee-Lab/CoBSAT,
-    # "Step 2: Download Dataset") downloads resolve/main/datasets.zip and unzips it into the repository,
-    # giving datasets/{attr_type}_{obj}/{attr}_{obj}.jpg; no commit of the dataset was readable from
-    # here, so none is pinned (the first fetch records the one it took); no licence file is published
-    "cobsat": HubRelease("yzeng58/CoBSAT", None, (), (), "no licence stated",
-                         "huggingface.co/datasets/yzeng58/CoBSAT (github.com/UW-Madison-Lee-Lab/CoBSAT README.md, "
-                         "'Step 2: Download Dataset')", "icl.data.fetch:validate_cobsat",
-                         root_archives=("datasets.zip",), allow_patterns=("datasets.zip",)),
+    # huggingface.co/datasets/yzeng58/CoBSAT, commit 99928c5 ("Upload 517 files": the captions
+    # datasets/{theme}.csv and the images datasets/{attr_type}_{obj}/{attr}_{obj}.jpg, with a
+    # datasets loading script CoBSAT.py that icl neither downloads nor runs); the authors' README
+    # (github.com/UW-Madison-Lee-Lab/CoBSAT, "Step 2: Download Dataset") points to the same
+    # dataset's datasets.zip; no licence file is published
+    "cobsat": HubRelease("yzeng58/CoBSAT", "99928c5d1fde398973efef652be9879313b63c5d", ("datasets",), (),
+                         "no licence stated", "huggingface.co/datasets/yzeng58/CoBSAT (commit 99928c5; "
+                         "github.com/UW-Madison-Lee-Lab/CoBSAT README.md, 'Step 2: Download Dataset')",
+                         "icl.data.fetch:validate_cobsat", allow_patterns=("datasets/*",)),
 }
 # "vlicl-text" (the three text folders) is the same release: fetching "vlicl" gives both variants
 ALIASES = {"vl-icl": "vlicl", "vlicl-text": "vlicl"}
@@ -156,9 +153,7 @@ def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[T
     if target.exists() and (not target.is_dir() or any(target.iterdir())) and not done:
         raise FetchError(f"{target}: exists and was not made by fetch (no fetch-manifest.json); nothing in it is "
                          f"replaced: choose another --out")
-    # the commit: asked for, else icl's pin, else the one this folder was first fetched at, else main's newest
-    wanted = revision or rel.commit or (done.get("commit") if done.get("repo") == rel.repo else None)
-    snapshot = _download(rel, wanted)
+    snapshot = _download(rel, revision or rel.commit)
     commit = snapshot.name  # the snapshot folder of the Hugging Face cache is named by the commit
     record = dict(name=key, repo=rel.repo, repo_type="dataset", commit=commit, licence=rel.licence,
                   source=rel.source)
@@ -182,10 +177,7 @@ def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[T
                              f"was fetched ({_summary(done['counts'])}); delete the folder and fetch again")
         _write_manifest(manifest, {**record, "counts": counts})
     print(f"{key}: {rel.repo}@{commit} ({rel.licence}), {_summary(counts)}", file=stdout)
-    if wanted is None:
-        print(f"{key}: icl pins no commit of {rel.repo}: this is its newest ('main'), now recorded in {manifest}; "
-              f"a later fetch into this folder stays on it (elsewhere: --revision {commit})", file=stdout)
-    elif revision is not None and rel.commit is not None and commit != rel.commit:
+    if revision is not None and commit != rel.commit:
         print(f"{key}: --revision {revision} replaces the commit icl pins ({rel.commit})", file=stdout)
     print(f"ready at {target}: python -m icl.run {key} --data-root {target} ...", file=stdout)
     return target
@@ -202,12 +194,12 @@ def describe_elsewhere(key: str) -> str:
             f"writes {writes} (docs/datasets.md, 'Per release'); nothing was downloaded")
 
 
-def _download(rel: HubRelease, revision: Optional[str]) -> Path:
+def _download(rel: HubRelease, revision: str) -> Path:
     from huggingface_hub import errors, snapshot_download
 
     is_offline = hub.offline()
     where = hub.endpoint() or "huggingface.co"
-    at = f"{rel.repo}@{revision or 'main'}"
+    at = f"{rel.repo}@{revision}"
     try:
         return Path(snapshot_download(rel.repo, repo_type="dataset", revision=revision, cache_dir=hub.cache_dir(),
                                       endpoint=hub.endpoint(), local_files_only=is_offline,
@@ -230,11 +222,10 @@ def _download(rel: HubRelease, revision: Optional[str]) -> Path:
 
 
 def _unpack(rel: HubRelease, snapshot: Path, work: Path, commit: str) -> None:
-    """Into ``work`` (made afresh): the release's folders copied from the snapshot with each
-    folder's archives extracted into it (as its unzip script), then the root archives extracted
-    into ``work`` itself (as its README)."""
+    """Into ``work`` (made afresh): the release's folders copied from the snapshot, everything
+    under them but their archives, and each folder's archives extracted into it (as its unzip
+    script)."""
     missing = [f for f in rel.folders if not (snapshot / f).is_dir()]
-    missing += [a for a in rel.root_archives if not (snapshot / a).is_file()]
     if missing:
         raise FetchError(f"{rel.repo}@{commit}: the snapshot lacks {', '.join(missing)}")
     work.parent.mkdir(parents=True, exist_ok=True)
@@ -242,15 +233,11 @@ def _unpack(rel: HubRelease, snapshot: Path, work: Path, commit: str) -> None:
     work.mkdir()
     for folder in rel.folders:
         src, dst = snapshot / folder, work / folder
-        dst.mkdir()
-        for f in sorted(src.iterdir()):
-            if f.is_file() and f.name not in rel.archives:
-                shutil.copyfile(f, dst / f.name)
+        # the cache's files are links to its blobs: copied as files
+        shutil.copytree(src, dst, ignore=lambda at, names: [n for n in names if Path(at) == src and n in rel.archives])
         for name in rel.archives:
             if (src / name).is_file():
                 _extract(src / name, dst)
-    for name in rel.root_archives:
-        _extract(snapshot / name, work)
 
 
 def _checked(rel: HubRelease, folder: Path, target: Path) -> dict[str, Any]:

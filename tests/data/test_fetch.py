@@ -130,34 +130,31 @@ def test_unknown_and_unpublished_names_are_one_line(capsys):
     assert "not verified" in capsys.readouterr().err
 
 
-# --- CoBSAT: datasets.zip at the root of huggingface.co/datasets/yzeng58/CoBSAT -----------------
-def _cobsat_zip(release: Path, skip: tuple[str, ...] = ()) -> bytes:
-    """The release as its authors publish it: one ``datasets.zip`` whose members are
-    ``datasets/...`` (their README, github.com/UW-Madison-Lee-Lab/CoBSAT "Step 2: Download
-    Dataset": ``unzip datasets.zip`` puts the ``datasets`` folder in place)."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for p in sorted(release.rglob("*")):
-            rel = p.relative_to(release).as_posix()
-            if p.is_file() and rel not in skip:
-                z.write(p, rel)
-    return buf.getvalue()
+# --- CoBSAT: the datasets/ folder of huggingface.co/datasets/yzeng58/CoBSAT ---------------------
+def _cobsat_files(release: Path, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """The release as the Hub dataset holds it at the pinned commit (99928c5, "Upload 517 files":
+    ``datasets/{theme}.csv``, ``datasets/{attr_type}_{obj}/{attr}_{obj}.jpg``, beside a README and
+    the loading script ``CoBSAT.py``, which fetch must not download)."""
+    files = {p.relative_to(release).as_posix(): p.read_bytes() for p in sorted(release.rglob("*")) if p.is_file()}
+    files = {k: v for k, v in files.items() if k not in skip}
+    return {**files, "README.md": b"# CoBSAT\n", "CoBSAT.py": b"import datasets  # a loading script: code\n"}
 
 
 @pytest.fixture
 def cobsat_hub(tmp_path, monkeypatch):
     """All five themes fabricated in the published layout (tests/benchmarks/cobsat/test_cobsat_data.py
-    ``fabricate``: 16 x 16 JPEGs, captions CSVs), zipped, committed to our Hub with a README the
-    fetch must not download; icl pins no commit of this dataset."""
+    ``fabricate``: 16 x 16 JPEGs, captions CSVs) committed to our Hub; the table's pin points at
+    that commit."""
     from tests.benchmarks.cobsat.test_cobsat_data import fabricate
 
     from icl.benchmarks.cobsat.vocab import THEMES
 
     release = fabricate(tmp_path / "made", themes=tuple(THEMES))
     srv = HubServer().start()
-    files = {"datasets.zip": _cobsat_zip(release), "README.md": b"# CoBSAT\n"}
+    files = _cobsat_files(release)
     commit = srv.commit("datasets/yzeng58/CoBSAT", files)
-    assert HUB_RELEASES["cobsat"].commit is None  # no commit of the dataset was readable from here
+    rel = HUB_RELEASES["cobsat"]
+    monkeypatch.setitem(HUB_RELEASES, "cobsat", fetch_mod.HubRelease(**{**rel.__dict__, "commit": commit}))
     monkeypatch.setenv("HF_ENDPOINT", srv.url)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
@@ -167,53 +164,52 @@ def cobsat_hub(tmp_path, monkeypatch):
     srv.stop()
 
 
-def test_fetch_cobsat_records_the_commit_it_took_and_stays_on_it(cobsat_hub, tmp_path, monkeypatch, capsys):
+def test_fetch_cobsat_at_its_pinned_commit_then_offline(cobsat_hub, tmp_path, monkeypatch, capsys):
     srv, commit, release, files = cobsat_hub
     out = tmp_path / "data" / "cobsat"
     assert main(["fetch", "cobsat", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"yzeng58/CoBSAT@{commit}" in printed and "5 themes, 500 images" in printed
-    assert "icl pins no commit" in printed and f"--revision {commit}" in printed
     snapshot = tmp_path / "hf-home" / "hub" / "datasets--yzeng58--CoBSAT" / "snapshots" / commit
-    assert sorted(p.name for p in snapshot.iterdir()) == ["datasets.zip"]  # only what the release needs
-    for p in release.rglob("*.jpg"):
-        assert (out / p.relative_to(release)).read_bytes() == p.read_bytes()
+    assert sorted(p.name for p in snapshot.iterdir()) == ["datasets"]  # no README, no loading script
+    for p in release.rglob("*"):
+        if p.is_file():
+            assert (out / p.relative_to(release)).read_bytes() == p.read_bytes()
+    assert not any(p.is_symlink() for p in out.rglob("*"))  # files, not links into the cache
     manifest = json.loads((out / "fetch-manifest.json").read_text())
     assert manifest["commit"] == commit and manifest["repo"] == "yzeng58/CoBSAT"
     assert manifest["counts"]["themes"]["style_object"] == {"images": 100, "captions": 100}
-    # the benchmark reads it as a local release
     from icl.benchmarks.cobsat.data import ReleaseImages
     from icl.benchmarks.cobsat.vocab import THEMES
 
     assert ReleaseImages(out).image(THEMES["color_object"], "red", "car").shape == (16, 16, 3)
 
-    # main moves: a fetch into the same folder stays on the commit its manifest recorded
+    # main moves: the pin does not; --revision does, and says it replaces the pin
     moved = srv.commit("datasets/yzeng58/CoBSAT", {**files, "README.md": b"# CoBSAT, edited\n"})
     assert main(["fetch", "cobsat", "--out", str(out)]) == 0
-    assert f"@{commit}" in capsys.readouterr().out
     assert json.loads((out / "fetch-manifest.json").read_text())["commit"] == commit
-    # --revision moves it, and a new folder takes main's newest
+    capsys.readouterr()
     assert main(["fetch", "cobsat", "--out", str(out), "--revision", moved]) == 0
+    assert f"--revision {moved} replaces the commit icl pins ({commit})" in capsys.readouterr().out
     assert json.loads((out / "fetch-manifest.json").read_text())["commit"] == moved
-    assert fetch("cobsat", tmp_path / "other", io.StringIO()) == tmp_path / "other"
-    assert json.loads((tmp_path / "other" / "fetch-manifest.json").read_text())["commit"] == moved
 
     # offline: from the cache alone, no request, into a new folder
     asked = len(srv.requests)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert fetch("cobsat", tmp_path / "offline", io.StringIO(), revision=commit) == tmp_path / "offline"
+    assert fetch("cobsat", tmp_path / "offline", io.StringIO()) == tmp_path / "offline"
     assert len(srv.requests) == asked
     assert json.loads((tmp_path / "offline" / "fetch-manifest.json").read_text())["counts"] == manifest["counts"]
 
 
-def test_a_cobsat_release_missing_an_image_is_refused(cobsat_hub, tmp_path):
-    srv, _, release, files = cobsat_hub
-    srv.commit("datasets/yzeng58/CoBSAT", {**files, "datasets.zip": _cobsat_zip(
-        release, skip=("datasets/texture_car/metal_car.jpg",))})
+def test_a_cobsat_release_missing_an_image_is_refused_and_leaves_nothing(cobsat_hub, tmp_path, monkeypatch):
+    srv, _, release, _ = cobsat_hub
+    bad = srv.commit("datasets/yzeng58/CoBSAT", _cobsat_files(release, skip=("datasets/texture_car/metal_car.jpg",)))
+    rel = HUB_RELEASES["cobsat"]
+    monkeypatch.setitem(HUB_RELEASES, "cobsat", fetch_mod.HubRelease(**{**rel.__dict__, "commit": bad}))
     with pytest.raises(FetchError, match=r"theme texture_object: 1 of its 100 images missing after unpacking "
                                          r"\(first: datasets/texture_car/metal_car.jpg\)"):
         fetch("cobsat", tmp_path / "bad", io.StringIO())
-    assert not (tmp_path / "bad").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if "bad" in p.name) == []
 
 
 def test_fetch_never_replaces_a_folder_it_did_not_make(cobsat_hub, tmp_path, capsys):
