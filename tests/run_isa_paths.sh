@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Tests on every instruction-set path, so a CPU without AVX-512 (or without AVX2) runs nothing
 # CI has not run:
-#  1. the kernel tests (tests/ops) once per level of the native hot loops this CPU runs
+#  1. the kernel tests (tests/ops, but tests/ops/gpu: the Triton interpreter and the numba
+#     simulator run no native loop) once per level of the native hot loops this CPU runs
 #     (ICL_CPU_LEVEL=v4, v3, baseline; csrc/common.h), a level the CPU lacks is reported;
+#     AFTER_SUITE=1 (CI, after `make test`) skips the best level, which the suite just ran;
 #  2. the float-sensitive tests once more with numpy's own SIMD dispatch limited to AVX2
 #     (NPY_DISABLE_CPU_FEATURES), as on an AMD EPYC without AVX-512.
 # Usage: tests/run_isa_paths.sh [extra pytest args]; PY selects the interpreter (default
@@ -13,10 +15,16 @@ PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 PYTEST=("$PY" -m pytest -q -m "not slow" -p no:cacheprovider "$@")
 
 levels=$("$PY" -c "import icl._C as C; print(' '.join(C.cpu_levels()))")
+best=""
 for level in v4 v3 baseline; do
   if [[ " $levels " == *" $level "* ]]; then
+    best=${best:-$level}
+    if [[ "${AFTER_SUITE:-0}" == 1 && $level == "$best" ]]; then
+      echo "== native kernels at ICL_CPU_LEVEL=$level: run by the test suite (the level this CPU runs by default)"
+      continue
+    fi
     echo "== native kernels at ICL_CPU_LEVEL=$level"
-    ICL_CPU_LEVEL=$level "${PYTEST[@]}" tests/ops
+    ICL_CPU_LEVEL=$level "${PYTEST[@]}" tests/ops --ignore=tests/ops/gpu
   else
     echo "== ICL_CPU_LEVEL=$level not run: this CPU runs only: $levels"
   fi
@@ -31,4 +39,4 @@ except ImportError:
     from numpy.core._multiarray_umath import __cpu_dispatch__ as d
 print(' '.join(f for f in d if f.startswith(('AVX512', 'X86_V4'))))")
 echo "== numpy limited to AVX2 (NPY_DISABLE_CPU_FEATURES='$npy_off')"
-NPY_DISABLE_CPU_FEATURES="$npy_off" "${PYTEST[@]}" tests/ops tests/benchmarks tests/report
+NPY_DISABLE_CPU_FEATURES="$npy_off" "${PYTEST[@]}" tests/ops tests/benchmarks tests/report --ignore=tests/ops/gpu
