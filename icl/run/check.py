@@ -265,9 +265,6 @@ def inspect_weights(adapter: Any) -> Checkpoint:
     and diffusers networks of ``Adapter.architectures`` (:func:`compare_architecture`; a folder's
     ``*.bin`` mapped when it has no safetensors) and a family's own torch network
     (``TorchAdapter.network``, :func:`_own_network`)."""
-    from icl.models.vicl._load import UnmappableCheckpoint
-    from icl.models.weights import WeightsError
-
     out = Checkpoint()
     try:
         paths = [Path(p) for p in adapter.weight_files()]
@@ -309,15 +306,11 @@ def inspect_weights(adapter: Any) -> Checkpoint:
             if not pickles:
                 out.problems.append(f"{folder}: no weights (*.safetensors or *.bin) beside config.json")
                 continue
-            try:  # torch.save files: mapped, only their index and pickle read
-                for f in pickles:
-                    present.update(read_pickle_header(f))
-            except UnmappableCheckpoint as exc:
-                out.notes.append(str(exc))
+            # torch.save files: mapped, only their index and pickle read
+            mapped = _mapped(lambda: {k: v for f in pickles for k, v in read_pickle_header(f).items()}, out)
+            if mapped is None:
                 continue
-            except WeightsError as exc:
-                out.problems.append(str(exc))
-                continue
+            present.update(mapped)
         try:
             problems, notes = compare_architecture(arch, present)
         except Exception as exc:  # the configuration does not build an architecture
@@ -330,6 +323,22 @@ def inspect_weights(adapter: Any) -> Checkpoint:
     return out
 
 
+def _mapped(read: Callable[[], Any], out: Checkpoint) -> Any:
+    """``read()`` of mapped ``torch.save`` files, or None with why in ``out``: the legacy format
+    (cannot be mapped: a note, compared when the run loads it) or an unreadable or truncated
+    file (a problem)."""
+    from icl.models.vicl._load import UnmappableCheckpoint
+    from icl.models.weights import WeightsError
+
+    try:
+        return read()
+    except UnmappableCheckpoint as exc:
+        out.notes.append(str(exc))
+    except WeightsError as exc:
+        out.problems.append(str(exc))
+    return None
+
+
 def _own_network(adapter: Any, out: Checkpoint) -> None:
     """A family that builds its own torch network (``TorchAdapter.network``: Painter,
     MAE-VQGAN) from a ``torch.save`` checkpoint: the network built on ``meta`` against the mapped
@@ -340,8 +349,7 @@ def _own_network(adapter: Any, out: Checkpoint) -> None:
         return
     import torch
 
-    from icl.models.vicl._load import UnmappableCheckpoint, state_mismatch
-    from icl.models.weights import WeightsError
+    from icl.models.vicl._load import state_mismatch
 
     try:
         with torch.device("meta"):
@@ -352,14 +360,10 @@ def _own_network(adapter: Any, out: Checkpoint) -> None:
         return
     if net is None:
         return
-    try:
-        path, state = adapter.checkpoint_state(mmap=True)
-    except UnmappableCheckpoint as exc:
-        out.notes.append(str(exc))
+    found = _mapped(lambda: adapter.checkpoint_state(mmap=True), out)
+    if found is None:
         return
-    except WeightsError as exc:
-        out.problems.append(str(exc))
-        return
+    path, state = found
     ignore = tuple(getattr(adapter, "checkpoint_ignore", ()))
     state = {k: v for k, v in state.items() if not k.startswith(ignore)} if ignore else state
     if not out.params:

@@ -39,18 +39,25 @@ def _published_files(root: Path) -> dict[str, bytes]:
     return files
 
 
-@pytest.fixture
-def vlicl_hub(tmp_path, monkeypatch):
-    release = make_published_release(tmp_path / "made")
+def _serve(key: str, files: dict[str, bytes], tmp_path: Path, monkeypatch) -> tuple[HubServer, str]:
+    """``files`` committed to a Hub of our own as release ``key``'s dataset, the table's pin moved
+    to that commit, and the client pointed at the server with a fresh HF_HOME."""
     srv = HubServer().start()
-    rel = HUB_RELEASES["vlicl"]
-    commit = srv.commit(f"datasets/{rel.repo}", _published_files(release))
-    monkeypatch.setitem(HUB_RELEASES, "vlicl", fetch_mod.HubRelease(**{**rel.__dict__, "commit": commit}))
+    rel = HUB_RELEASES[key]
+    commit = srv.commit(f"datasets/{rel.repo}", files)
+    monkeypatch.setitem(HUB_RELEASES, key, fetch_mod.HubRelease(**{**rel.__dict__, "commit": commit}))
     monkeypatch.setenv("HF_ENDPOINT", srv.url)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    return srv, commit
+
+
+@pytest.fixture
+def vlicl_hub(tmp_path, monkeypatch):
+    release = make_published_release(tmp_path / "made")
+    srv, commit = _serve("vlicl", _published_files(release), tmp_path, monkeypatch)
     yield srv, commit, release
     srv.stop()
 
@@ -150,16 +157,8 @@ def cobsat_hub(tmp_path, monkeypatch):
     from icl.benchmarks.cobsat.vocab import THEMES
 
     release = fabricate(tmp_path / "made", themes=tuple(THEMES))
-    srv = HubServer().start()
     files = _cobsat_files(release)
-    commit = srv.commit("datasets/yzeng58/CoBSAT", files)
-    rel = HUB_RELEASES["cobsat"]
-    monkeypatch.setitem(HUB_RELEASES, "cobsat", fetch_mod.HubRelease(**{**rel.__dict__, "commit": commit}))
-    monkeypatch.setenv("HF_ENDPOINT", srv.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    srv, commit = _serve("cobsat", files, tmp_path, monkeypatch)
     yield srv, commit, release, files
     srv.stop()
 
