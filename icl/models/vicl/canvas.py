@@ -59,7 +59,9 @@ def resize_pil(image: Any, size: tuple[int, int], mode: str = "bicubic") -> np.n
     import torch.nn.functional as F
 
     h, w = size
-    x = torch.as_tensor(host_image(image)).permute(2, 0, 1)[None].double()
+    # the float64 copy made in numpy: a read-only request image (the guard's copies) is never
+    # wrapped by torch, which warns about non-writable arrays
+    x = torch.from_numpy(host_image(image).astype(np.float64)).permute(2, 0, 1)[None]
     for target in ((x.shape[2], w), (h, w)):
         if tuple(x.shape[2:]) != target:
             x = F.interpolate(x, size=target, mode=mode, antialias=True, align_corners=False)
