@@ -46,7 +46,7 @@ def plugin_entry_points(group: str, builtin: Iterable[str], kind: str, log: logg
 
 # Optional packages and the extra of the icl-eval distribution that installs each
 EXTRAS = {"transformers": "models", "diffusers": "models", "safetensors": "models", "accelerate": "models",
-          "tokenizers": "models", "httpx": "vlm", "ray": "ray", "h5py": "data", "nibabel": "data",
+          "tokenizers": "models", "huggingface_hub": "models", "httpx": "vlm", "ray": "ray", "h5py": "data", "nibabel": "data",
           "tifffile": "data", "scipy": "data", "triton": "gpu", "numba": "gpu", "pandas": "dev"}
 
 

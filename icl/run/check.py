@@ -343,9 +343,13 @@ def _own_network(adapter: Any, out: Checkpoint) -> None:
     """A family that builds its own torch network (``TorchAdapter.network``: Painter,
     MAE-VQGAN) from a ``torch.save`` checkpoint: the network built on ``meta`` against the mapped
     checkpoint, by the rule its loading applies (``_load.state_mismatch``); the parameters and
-    dtypes counted from it when no safetensors file did."""
+    dtypes counted from it when no safetensors file did. An adapter whose ``build`` is its own
+    (a subclass with random weights, a plugin loading its own way) loads by another rule:
+    nothing is compared."""
+    from icl.models.vicl._torch import TorchAdapter
+
     network = getattr(adapter, "network", None)
-    if network is None:
+    if network is None or not isinstance(adapter, TorchAdapter) or type(adapter).build is not TorchAdapter.build:
         return
     import torch
 

@@ -235,6 +235,29 @@ def test_a_family_s_own_network_is_compared_with_its_mapped_torch_checkpoint(bui
     assert problem.startswith(f"{path}: not a complete torch checkpoint") and "truncated" in problem
 
 
+def test_a_subclass_that_builds_its_own_way_is_not_compared(tmp_path):
+    """A Painter subclass with its own ``build`` and no weight file (bench/gpu_run.py's random
+    Painter) loads by its own rule: the check compares nothing and finds no problem (before, it
+    asked the subclass for a checkpoint it does not have)."""
+    import json
+
+    from _tiny import PAINTER
+
+    from icl.models.vicl.painter import Painter, PainterNet
+
+    class RandomPainter(Painter):
+        name = "painter-random-test"
+
+        def model_files(self):
+            return ()
+
+        def build(self):
+            return PainterNet(self.cfg)
+
+    ckpt = inspect_weights(RandomPainter(config=json.dumps(PAINTER)))
+    assert ckpt.problems == [] and ckpt.params == 0
+
+
 def test_the_bytes_follow_a_dtype_argument_that_wins_over_precision(tmp_path):
     """SegGPT with ``dtype=bf16`` loads 2-byte weights (TorchAdapter.torch_dtype): check.json's
     precision and bytes say so (they read ``precision`` alone before: fp32, 4 bytes)."""
