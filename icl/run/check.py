@@ -364,7 +364,11 @@ def _own_network(adapter: Any, out: Checkpoint) -> None:
         return
     if net is None:
         return
-    found = _mapped(lambda: adapter.checkpoint_state(mmap=True), out)
+    try:
+        found = _mapped(lambda: adapter.checkpoint_state(mmap=True), out)
+    except Exception as exc:  # not a weights error: the family's reading code failed (named, not raised)
+        out.problems.append(f"{adapter.name}: its checkpoint cannot be read ({type(exc).__name__}: {exc})")
+        return
     if found is None:
         return
     path, state = found
