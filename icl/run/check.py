@@ -264,7 +264,7 @@ def inspect_weights(adapter: Any) -> Checkpoint:
     builds against its checkpoint, nothing read but headers, indexes and pickles: the transformers
     and diffusers networks of ``Adapter.architectures`` (:func:`compare_architecture`; a folder's
     ``*.bin`` mapped when it has no safetensors) and a family's own torch network
-    (``TorchAdapter.network``, :func:`_own_network`)."""
+    (``CheckpointNetworkAdapter``, :func:`_own_network`)."""
     out = Checkpoint()
     try:
         paths = [Path(p) for p in adapter.weight_files()]
@@ -340,16 +340,15 @@ def _mapped(read: Callable[[], Any], out: Checkpoint) -> Any:
 
 
 def _own_network(adapter: Any, out: Checkpoint) -> None:
-    """A family that builds its own torch network (``TorchAdapter.network``: Painter,
+    """A family that builds its own torch network (``CheckpointNetworkAdapter``: Painter,
     MAE-VQGAN) from a ``torch.save`` checkpoint: the network built on ``meta`` against the mapped
     checkpoint, by the rule its loading applies (``_load.state_mismatch``); the parameters and
     dtypes counted from it when no safetensors file did. An adapter whose ``build`` is its own
     (a subclass with random weights, a plugin loading its own way) loads by another rule:
     nothing is compared."""
-    from icl.models.vicl._torch import TorchAdapter
+    from icl.models.vicl._torch import CheckpointNetworkAdapter
 
-    network = getattr(adapter, "network", None)
-    if network is None or not isinstance(adapter, TorchAdapter) or type(adapter).build is not TorchAdapter.build:
+    if not isinstance(adapter, CheckpointNetworkAdapter) or type(adapter).build is not CheckpointNetworkAdapter.build:
         return
     import torch
 
@@ -357,12 +356,10 @@ def _own_network(adapter: Any, out: Checkpoint) -> None:
 
     try:
         with torch.device("meta"):
-            net = network()
+            net = adapter.network()
     except Exception as exc:  # a configuration the network cannot be built from
         out.problems.append(f"{adapter.name}: its configuration does not build the network ({type(exc).__name__}: "
                             f"{exc})")
-        return
-    if net is None:
         return
     try:
         found = _mapped(lambda: adapter.checkpoint_state(mmap=True), out)

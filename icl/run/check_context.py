@@ -2,8 +2,8 @@
 tokenised as the run tokenises it and compared with the model's context, so the overflow a run
 will meet is known before it starts (docs/runs.md "Before a long run").
 
-Which prompts: the chat requests (:class:`~icl.models.requests.ChatRequest`: VL-ICL's
-image-to-text tasks, CoBSAT's text mode, best50) of every planned item a model serves, stored
+Which prompts: the chat requests (:class:`~icl.models.requests.ChatRequest`, whichever
+benchmark plans them) of every planned item a model serves, stored
 ones included (a stored overflow is still reported), each item's first request only (a
 chain-of-thought second pass carries the first answer, unknown before the run; judge prompts
 likewise). Which models: those whose adapter counts a prompt without its weights
@@ -12,8 +12,8 @@ template and processor, the same code and count as its run-time guard); the othe
 as not checked.
 
 "The longest" of a (task, shots) cell, a cheap rule: the items are ranked by
-:meth:`icl.benchmarks.base.Benchmark.prompt_size` (most images, then most text characters; VL-ICL
-reads them off the episode without reading an image; a benchmark without it has the first
+:meth:`icl.benchmarks.base.Benchmark.prompt_size` (most images, then most text characters; a
+benchmark may read them off its episodes without reading an image; one without it has the first
 :data:`MEASURED` requests of the cell, in plan order, built and counted, as building reads their
 images), and the first :data:`CANDIDATES` (every item of a smaller cell) are built and tokenised;
 the one with most tokens plus ``max_new_tokens`` is reported. It is exact when a

@@ -7,7 +7,7 @@ Each model is instantiated as the run would (:func:`icl.run.models.make_model`),
 every weight source it reports, so exactly the files the run will need come down.
 
 Data: a benchmark whose published release ``python -m icl.data fetch NAME`` downloads from the
-Hub (:data:`icl.data.fetch.HUB_RELEASES`: VL-ICL, CoBSAT) is fetched into ``--data-root`` when that
+Hub (:data:`icl.data.fetch.HUB_RELEASES`) is fetched into ``--data-root`` when that
 folder is missing or empty (the same download and checks as ``fetch``); without ``--data-root``
 the fetch command that provides one is printed. A release known not to be on the Hub
 (:data:`icl.data.fetch.NOT_PUBLISHED`) is said so. ``--fast`` runs use built-in data: nothing.

@@ -209,7 +209,7 @@ def _mae_vqgan(folder: Path, **config):
                                                    (_mae_vqgan, "MAE-VQGAN", {"decoder_embed_dim": 8})],
                          ids=["painter", "mae-vqgan"])
 def test_a_family_s_own_network_is_compared_with_its_mapped_torch_checkpoint(build, label, narrower, tmp_path):
-    """Painter and MAE-VQGAN build their own torch networks (``TorchAdapter.network``) from the
+    """Painter and MAE-VQGAN build their own torch networks (``CheckpointNetworkAdapter``) from the
     official ``torch.save`` checkpoints (``{"model": state_dict}``; MAE-VQGAN's VQGAN from
     taming's Lightning ``last.ckpt``): built on ``meta`` and compared with the mapped checkpoint
     by the rule ``load`` applies (``_load.state_mismatch``). The right checkpoint passes and is

@@ -144,35 +144,9 @@ inductor, or a backend name), ``config``
         of the model's identity (editing the file never reuses the old answers)."""
         return tuple(self.model_files()) + ((self.config_path,) if self.config_path is not None else ())
 
-    #: what a checkpoint that does not fit :meth:`network` is called in the error, and the names
-    #: it may hold that the network has no place for (training-only tensors)
-    checkpoint_label: str = ""
-    checkpoint_ignore: tuple[str, ...] = ()
-
-    def network(self) -> Optional[torch.nn.Module]:
-        """The network :meth:`build` loads the checkpoint into, without its weights (``--check``
-        builds it on the ``meta`` device and compares its names and shapes with the mapped
-        checkpoint's); None where :meth:`build` makes transformers / diffusers networks
-        (:meth:`architectures` declares them)."""
-        return None
-
-    def checkpoint_state(self, mmap: bool = False) -> tuple[Path, dict[str, torch.Tensor]]:
-        """The file a mismatch is named by and the state dict :meth:`network` loads (``mmap``:
-        tensors that map their files, for names and shapes)."""
-        raise NotImplementedError(f"{self.name}: no checkpoint_state")
-
+    @abstractmethod
     def build(self) -> torch.nn.Module:
-        """The network with its weights loaded, on the host in float32: by default
-        :meth:`network` with :meth:`checkpoint_state` loaded strictly (the same rule ``--check``
-        applies, :func:`icl.models.vicl._load.state_mismatch`)."""
-        from icl.models.vicl._load import load_module
-
-        net = self.network()
-        if net is None:
-            raise NotImplementedError(f"{self.name}: neither build() nor network()")
-        path, state = self.checkpoint_state()
-        load_module(net, state, path, self.checkpoint_label or self.name, ignore=self.checkpoint_ignore)
-        return net
+        """The network with its weights loaded, on the host in float32."""
 
     def load(self, device: str) -> None:
         dev = checked_device(self.name, device, self.torch_dtype)
@@ -199,3 +173,34 @@ inductor, or a backend name), ``config``
                 for i, a in zip(idx, answers):
                     out[i] = a.float().clamp(0, 1)
         return out
+
+
+class CheckpointNetworkAdapter(TorchAdapter):
+    """A :class:`TorchAdapter` whose network is its own torch module loaded strictly from a
+    ``torch.save`` / safetensors checkpoint (Painter, MAE-VQGAN): ``build`` is :meth:`network`
+    with :meth:`checkpoint_state` loaded, and ``--check`` applies the same rule before any load
+    (the network built on ``meta``, the checkpoint mapped: :func:`icl.run.check.inspect_weights`)."""
+
+    #: what a checkpoint that does not fit :meth:`network` is called in the error, and the names
+    #: it may hold that the network has no place for (training-only tensors)
+    checkpoint_label: str = ""
+    checkpoint_ignore: tuple[str, ...] = ()
+
+    @abstractmethod
+    def network(self) -> torch.nn.Module:
+        """The network without its weights (``--check`` builds it on the ``meta`` device)."""
+
+    @abstractmethod
+    def checkpoint_state(self, mmap: bool = False) -> tuple[Path, dict[str, torch.Tensor]]:
+        """The file a mismatch is named by and the state dict :meth:`network` loads (``mmap``:
+        tensors that map their files, for names and shapes)."""
+
+    def build(self) -> torch.nn.Module:
+        """:meth:`network` with :meth:`checkpoint_state` loaded strictly (the rule ``--check``
+        applies, :func:`icl.models.vicl._load.state_mismatch`)."""
+        from icl.models.vicl._load import load_module
+
+        net = self.network()
+        path, state = self.checkpoint_state()
+        load_module(net, state, path, self.checkpoint_label or self.name, ignore=self.checkpoint_ignore)
+        return net

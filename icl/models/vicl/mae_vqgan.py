@@ -26,7 +26,7 @@ from torch import nn
 from icl.models.memory import ActivationMemory, block_values, conv_pyramid_values
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import config_fields, read_state_dict, read_training_checkpoint
-from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
+from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, CheckpointNetworkAdapter, to_device_tensor
 from icl.models.vicl._vit import Block, PatchEmbed
 from icl.models.vicl._vqgan import VQGAN, VQGANConfig, vqgan_state_dict
 from icl.models.vicl.canvas import host_image, resize_area, resize_nearest
@@ -109,7 +109,7 @@ class MAEVQGANNet(nn.Module):
         return self.decoder_pred(self.decoder_norm(x))[:, 1:]
 
 
-class MAEVQGAN(TorchAdapter):
+class MAEVQGAN(CheckpointNetworkAdapter):
     """MAE-VQGAN on its official 2 x 2 inpainting canvas (module docstring).
 
     K-shot: the first context pair only (the official 224 x 224 canvas holds one pair).

@@ -29,7 +29,7 @@ from torch import nn
 from icl.models.memory import ActivationMemory, block_values
 from icl.models.requests import AnalogyRequest
 from icl.models.vicl._load import config_fields, read_state_dict
-from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, TorchAdapter, to_device_tensor
+from icl.models.vicl._torch import IMAGENET_MEAN, IMAGENET_STD, CheckpointNetworkAdapter, to_device_tensor
 from icl.models.vicl._vit import Block, PatchEmbed
 from icl.models.vicl.canvas import resize_pil
 from icl.models.weights import resolve_weights
@@ -141,7 +141,7 @@ class PainterNet(nn.Module):
         return self.decoder_pred(z)
 
 
-class Painter(TorchAdapter):
+class Painter(CheckpointNetworkAdapter):
     """Painter with its official 896 x 448 two-pair canvas (module docstring).
 
     K-shot: the first context pair only (the canvas holds one prompt pair; Painter's paper
