@@ -235,6 +235,28 @@ def test_a_family_s_own_network_is_compared_with_its_mapped_torch_checkpoint(bui
     assert problem.startswith(f"{path}: not a complete torch checkpoint") and "truncated" in problem
 
 
+def test_a_painter_checkpoint_re_saved_as_safetensors_is_compared_from_its_header(tmp_path):
+    """Painter's state dict re-saved with safetensors (what the load error suggests for a pickle
+    with objects): the check builds meta tensors from the header (no tensor read) and compares
+    them by the same rule; the load agrees."""
+    import torch
+    from safetensors.torch import save_file
+
+    path, _ = _painter(tmp_path / "pth")
+    state = torch.load(path, weights_only=True)["model"]
+    st = tmp_path / "painter.safetensors"
+    save_file({k: v.contiguous() for k, v in state.items()}, str(st))
+    import json
+
+    from _tiny import PAINTER
+
+    good = get_model("painter", weights=str(st), config=json.dumps(PAINTER))
+    assert inspect_weights(good).problems == [] and good.build() is not None
+    other = get_model("painter", weights=str(st), config=json.dumps({**PAINTER, "embed_dim": 16}))
+    (problem,) = inspect_weights(other).problems
+    assert problem.startswith(f"{st}: not a Painter checkpoint for this configuration")
+
+
 def test_a_subclass_that_builds_its_own_way_is_not_compared(tmp_path):
     """A Painter subclass with its own ``build`` and no weight file (bench/gpu_run.py's random
     Painter) loads by its own rule: the check compares nothing and finds no problem (before, it

@@ -47,17 +47,35 @@ def _torch_load(path: Path, allowed: list, mmap: bool) -> Any:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
 
 
+def _safetensors_on_meta(path: Path) -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors as ``meta`` tensors of their names, dtypes and shapes, from
+    its header alone (``safe_open`` checks that the header's offsets cover the file)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        return {k: torch.empty(f.get_slice(k).get_shape(), dtype=_SAFETENSORS_TORCH[f.get_slice(k).get_dtype()],
+                               device="meta") for k in f.keys()}
+
+
+_SAFETENSORS_TORCH = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                      "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+                      "BOOL": torch.bool}
+
+
 def read_state_dict(path: Path, key: Optional[str] = None, mmap: bool = False) -> dict[str, torch.Tensor]:
     """The tensors of a checkpoint file. ``.safetensors`` files are read with safetensors;
     anything else with ``torch.load(weights_only=True)``, then ``checkpoint[key]`` when the file
     holds a dict with that key (``"model"`` for MAE/Painter, ``"state_dict"`` for Lightning).
     ``mmap``: the tensors map the file instead of reading it (their names and shapes cost only
-    the archive's index and pickle: what ``--check`` compares)."""
+    the archive's index and pickle; a safetensors file gives ``meta`` tensors from its header:
+    what ``--check`` compares)."""
     try:
-        if path.suffix == ".safetensors":
+        if path.suffix == ".safetensors" and mmap:
+            state: Any = _safetensors_on_meta(path)
+        elif path.suffix == ".safetensors":
             from safetensors.torch import load_file
 
-            state: Any = load_file(str(path), device="cpu")
+            state = load_file(str(path), device="cpu")
         else:
             state = _torch_load(path, SAFE_GLOBALS, mmap)
     except WeightsError:
