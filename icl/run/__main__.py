@@ -644,6 +644,9 @@ STOP_TEARDOWN_S = 3.0
 
 
 def _end_now(status: int) -> None:
+    pool = sys.modules.get("icl.run.pool")  # imported only for --ray
+    if pool is not None:
+        pool.tell_watcher()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

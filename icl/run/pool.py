@@ -72,6 +72,7 @@ def connect(address: str, workers: Optional[int], gpus: bool) -> str:
         with _our_signals():
             ray.init(address="local", num_cpus=local, object_store_memory=LOCAL_OBJECT_STORE,
                      _node_ip_address="127.0.0.1", **common)
+        _watch_local()
         return f"a local Ray instance ({local} CPU workers)" if not gpus else "a local Ray instance"
     try:
         with _our_signals():
@@ -108,21 +109,62 @@ class RayLost(RuntimeError):
     its GCS): the run stops with one line (exit 1); the batches committed are kept."""
 
 
-def _local_dead() -> Optional[str]:
-    """Which process of the local Ray instance this process started has ended ("raylet (pid
-    123, exit -9)"), or None (all alive, or a cluster joined: its processes are not ours)."""
+def _local_processes() -> list[tuple[str, Any]]:
+    """(kind, ``Popen``) of the raylet and GCS of the local Ray instance this process started;
+    none for a cluster joined (its processes are not ours)."""
     node = getattr(getattr(ray, "_private", None), "worker", None)
     node = getattr(node, "_global_node", None)
     if node is None or not getattr(node, "head", False):
-        return None
-    for kind, infos in list(getattr(node, "all_processes", {}).items()):
-        if kind not in ("raylet", "gcs_server"):
-            continue
-        for info in infos:
-            code = info.process.poll()
-            if code is not None:
-                return f"{kind} (pid {info.process.pid}, exit {code})"
+        return []
+    return [(kind, info.process) for kind, infos in list(getattr(node, "all_processes", {}).items())
+            if kind in ("raylet", "gcs_server") for info in infos]
+
+
+def _local_dead() -> Optional[str]:
+    """Which process of the local Ray instance this process started has ended ("raylet (pid
+    123, exit -9)"), or None (all alive, or a cluster joined)."""
+    for kind, process in _local_processes():
+        code = process.poll()
+        if code is not None:
+            return f"{kind} (pid {process.pid}, exit {code})"
     return None
+
+
+def _watch_local() -> None:
+    """Start :mod:`icl.run._ray_watch` beside the local instance just started: Ray ends a
+    driver that lost its raylet with exit 1 and no word at its next object-store call, which can
+    come before :meth:`RayPool._check_local` sees it; the watcher then says icl's line. Told
+    :data:`~icl.run._ray_watch.SPOKEN` when this process ends through Python (``atexit``: icl's
+    own last line is out). A watcher that cannot start is no reason to stop the run."""
+    import atexit
+    import subprocess
+
+    from icl.run import _ray_watch
+
+    watched = [f"{kind}:{process.pid}" for kind, process in _local_processes()]
+    if not watched:
+        return
+    try:
+        watcher = subprocess.Popen([sys.executable, "-I", "-S", _ray_watch.__file__, *watched],
+                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    except OSError:
+        return
+
+    def spoken() -> None:
+        try:
+            watcher.stdin.write(_ray_watch.SPOKEN)
+            watcher.stdin.close()
+        except (OSError, ValueError):  # already told, or the watcher is gone
+            pass
+
+    global tell_watcher
+    tell_watcher = spoken
+    atexit.register(spoken)  # after Ray's own handlers were registered: run before them
+
+
+def tell_watcher() -> None:
+    """Tell the watcher of :func:`_watch_local` that icl has said its last word (a no-op
+    without one); for an exit that skips ``atexit``."""
 
 
 def _reachable(flag: str, address: str) -> None:
@@ -325,6 +367,7 @@ class RayPool:
     def submit(self, model: Any, requests: Sequence[Any]) -> Ticket:
         box = self._adapters.get(model.model_id)
         if box is None:  # wrapped in a list: workers fetch it only when they load the model
+            self._check_local()  # see _send
             try:
                 box = [ray.put(model.adapter)]
             except Exception as exc:  # an adapter holding what cannot be pickled (a lock, a socket)
@@ -355,6 +398,7 @@ class RayPool:
         return slot
 
     def _send(self, ticket: Ticket, slot: int) -> None:
+        self._check_local()  # a batch's images go through the object store: Ray ends a driver without it
         ticket.slot, ticket.generation = slot, self.generation[slot]
         ticket.ref = self.actors[slot].predict.remote(*ticket.args)
         self._live.add(ticket)
@@ -367,6 +411,7 @@ class RayPool:
             return Answer([], load_error=ticket.error, worker="(not sent)")
         while True:
             self._wait(ticket)
+            self._check_local()  # an image answer is read from the object store (see _send)
             try:
                 answer = ray.get(ticket.ref)
                 self._done(ticket)

@@ -26,6 +26,7 @@ import pytest
 from icl.models import register_model
 from icl.models.builtin import Oracle
 from icl.models.registry import unregister_model
+from icl.run import _ray_watch
 from icl.run.config import ModelSpec, RunConfig
 from icl.run.runner import run
 from icl.run.samples import stable_digest
@@ -350,7 +351,8 @@ def test_sigterm_stops_a_ray_run_cleanly_with_130(tmp_path, builtin_root, whom):
 @pytest.mark.slow  # a driver starting its own local Ray instance
 def test_losing_the_local_raylet_is_one_line(tmp_path, builtin_root):
     """The local instance's raylet killed (SIGKILL, as the OOM killer would): one line of icl's,
-    exit 1, the committed batches kept (once: exit 1 and no word, Ray ending the process)."""
+    exit 1, the committed batches kept: said by the run itself, or, when Ray ended the driver
+    first (at its next object-store call), by the watcher :func:`icl.run.pool.connect` started."""
     proc, out = _own_instance_driver(tmp_path, builtin_root)
     try:
         raylets = []
@@ -372,6 +374,48 @@ def test_losing_the_local_raylet_is_one_line(tmp_path, builtin_root):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode == 1, err[-3000:]
-    assert f"icl.run: --ray: the local Ray instance's raylet (pid {raylets[0]}, exit -9) has ended" in err, err[-3000:]
-    assert "rerun the same command to resume" in err and "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("icl.run:")]
+    assert len(lines) == 1, err[-3000:]
+    assert lines[0] in (f"icl.run: --ray: the local Ray instance's raylet (pid {raylets[0]}, exit -9) has ended; "
+                        f"the batches committed are kept in the store, rerun the same command to resume",
+                        _ray_watch.message("raylet", raylets[0]).rstrip("\n")), err[-3000:]
+    assert "Traceback" not in err
     assert len(score_rows(out / "store.sqlite")) >= 2 * BATCH
+
+
+_ENDED_BY_RAY = """
+import os, signal, sys, time
+import ray
+from icl.run.pool import _local_processes, connect
+connect("auto", 1, gpus=False)
+raylet = dict(_local_processes())["raylet"]
+os.kill(raylet.pid, signal.SIGKILL)
+raylet.wait()
+print(raylet.pid, flush=True)
+if sys.argv[1] == "object-store":
+    ray.put(b"x" * 2**20)  # Ray ends this process here: exit 1, no word of its own
+    time.sleep(30)
+sys.exit(3)
+"""
+
+
+@pytest.mark.slow  # a driver starting its own local Ray instance, twice
+@pytest.mark.parametrize("then", ["object-store", "python-exit"])
+def test_a_driver_ray_ends_without_a_word_gets_icls_line(then):
+    """Ray ends a driver that lost its raylet at its next object-store call (exit 1, nothing on
+    stderr but the object store's log line; its connection.cc "The connection to the plasma
+    store is failed. Terminate the process."): the watcher started by ``connect`` says icl's
+    line. A driver ending through Python (icl's own line out) gets no second one."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-c", _ENDED_BY_RAY, then], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, start_new_session=True)
+    pid = int(proc.stdout.split()[0])
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("icl.run:")]
+    if then == "object-store":
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert lines == [f"icl.run: --ray: the local Ray instance's raylet (pid {pid}) has ended, and Ray ended "
+                         f"this run without a word (exit 1); the batches committed are kept in the store, rerun "
+                         f"the same command to resume"], proc.stderr[-3000:]
+    else:
+        assert (proc.returncode, lines) == (3, []), proc.stderr[-3000:]
