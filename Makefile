@@ -45,10 +45,12 @@ build: venv
 	  -DPython_EXECUTABLE=$(abspath $(PY)) -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir) >/dev/null
 	$(PY) -m cmake --build $(BUILD)
 
-# mypy --strict on the kernels and on a file that uses them as callers do (numpy in, numpy out)
+# mypy --strict on the kernels and on a file that uses them as callers do (numpy in, numpy out);
+# the suite on TEST_WORKERS processes (pytest-xdist), each test file's tests in one of them, in order
+TEST_WORKERS ?= 2
 test: build
 	$(PY) -m mypy --strict icl/ops tests/ops/typing/ops_usage.py
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # the kernel tests on every instruction-set level of icl._C, the float tests under numpy limited to AVX2
 test-isa: build

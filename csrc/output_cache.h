@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -44,10 +45,11 @@ class OutputCache {
     const size_t bytes = (want + kAlign - 1) / kAlign * kAlign;
     {
       const std::lock_guard<std::mutex> hold(mutex_);
-      for (auto it = free_.begin(); it != free_.end(); ++it) {
+      // the newest block of the size first: its pages are the likeliest still in cache
+      for (auto it = free_.rbegin(); it != free_.rend(); ++it) {
         if ((*it)->bytes == bytes) {
           Block* b = *it;
-          free_.erase(it);
+          free_.erase(std::next(it).base());
           held_ -= bytes;
           return b;
         }

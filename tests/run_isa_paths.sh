@@ -13,6 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 PYTEST=("$PY" -m pytest -q -m "not slow" -p no:cacheprovider "$@")
+if "$PY" -c "import xdist" 2>/dev/null; then  # two processes, as make test
+  PYTEST+=(-n "${TEST_WORKERS:-2}" --dist loadfile)
+fi
 
 levels=$("$PY" -c "import icl._C as C; print(' '.join(C.cpu_levels()))")
 best=""

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import icl.ops
+import icl.ops.turbo  # the submodule, whichever test ran before
 from icl.ops import TURBO_TABLE, nearest_palette, turbo_bins, turbo_decode, turbo_encode
 from tests.ops.nearest_peer import check, tie_count
 
