@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -391,7 +392,7 @@ connect("auto", 1, gpus=False)
 raylet = dict(_local_processes())["raylet"]
 os.kill(raylet.pid, signal.SIGKILL)
 raylet.wait()
-print(raylet.pid, flush=True)
+print("raylet-pid", raylet.pid, flush=True)
 if sys.argv[1] == "object-store":
     ray.put(b"x" * 2**20)  # Ray ends this process here: exit 1, no word of its own
     time.sleep(30)
@@ -410,7 +411,10 @@ def test_a_driver_ray_ends_without_a_word_gets_icls_line(then):
     env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.run([sys.executable, "-c", _ENDED_BY_RAY, then], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=120, start_new_session=True)
-    pid = int(proc.stdout.split()[0])
+    # Ray forwards its processes' log lines ("(raylet) A worker died ...") to this stdout too
+    said = re.search(r"^raylet-pid (\d+)$", proc.stdout, re.M)
+    assert said, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    pid = int(said.group(1))
     lines = [line for line in proc.stderr.splitlines() if line.startswith("icl.run:")]
     if then == "object-store":
         assert proc.returncode == 1, proc.stderr[-3000:]
