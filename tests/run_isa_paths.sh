@@ -6,7 +6,8 @@
 #     (ICL_CPU_LEVEL=v4, v3, baseline; csrc/common.h), a level the CPU lacks is reported;
 #     AFTER_SUITE=1 (CI, after `make test`) skips the best level, which the suite just ran;
 #  2. the float-sensitive tests once more with numpy's own SIMD dispatch limited to AVX2
-#     (NPY_DISABLE_CPU_FEATURES), as on an AMD EPYC without AVX-512.
+#     (NPY_DISABLE_CPU_FEATURES), as on an AMD EPYC without AVX-512; AFTER_SUITE=1 skips it on a
+#     CPU without AVX-512, where the suite just ran exactly that.
 # Usage: tests/run_isa_paths.sh [extra pytest args]; PY selects the interpreter (default
 # .venv/bin/python, else python3). Exit status: the first failing run's.
 set -euo pipefail
@@ -34,12 +35,19 @@ for level in v4 v3 baseline; do
 done
 
 # numpy's dispatch targets above AVX2 (numpy >= 2.3 names them X86_V4, AVX512_ICL, AVX512_SPR;
-# earlier releases AVX512F, AVX512_SKX, ...): disable those this numpy knows about.
-npy_off=$("$PY" -c "
+# earlier releases AVX512F, AVX512_SKX, ...): disable those this numpy knows about and this CPU
+# runs. A CPU with none of them already ran numpy's AVX2 paths in the suite (AFTER_SUITE=1).
+read -r npy_off npy_here <<<"$("$PY" -c "
 try:
-    from numpy._core._multiarray_umath import __cpu_dispatch__ as d
+    from numpy._core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f
 except ImportError:
-    from numpy.core._multiarray_umath import __cpu_dispatch__ as d
-print(' '.join(f for f in d if f.startswith(('AVX512', 'X86_V4'))))")
+    from numpy.core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f
+off = [x for x in d if x.startswith(('AVX512', 'X86_V4'))]
+print(','.join(off) or '-', ','.join(x for x in off if f.get(x)) or '-')")"
+npy_off=${npy_off//,/ }
+if [[ "${AFTER_SUITE:-0}" == 1 && $npy_here == - ]]; then
+  echo "== numpy limited to AVX2: run by the test suite (this CPU runs none of numpy's paths above AVX2: $npy_off)"
+  exit 0
+fi
 echo "== numpy limited to AVX2 (NPY_DISABLE_CPU_FEATURES='$npy_off')"
 NPY_DISABLE_CPU_FEATURES="$npy_off" "${PYTEST[@]}" tests/ops tests/benchmarks tests/report --ignore=tests/ops/gpu
