@@ -558,7 +558,7 @@ def fix_for(check: str, message: str) -> str:
 def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict[str, Any]:
     """Check ``config`` (see the module docstring); returns what check.json holds."""
     from icl.models import hub
-    from icl.run.check_cost import calibrate, http_cost, time_estimate
+    from icl.run.check_cost import calibrate, http_cost, judge_time_estimate, time_estimate
     from icl.run.files import folder_refusal
     from icl.run.lock import FolderLock
     from icl.run.models import resolve_device
@@ -652,9 +652,9 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     try:
         # a judge left out for a problem above still scores every answer: counted, nothing stored of it
         named = len(config.judges or [s for j in bench.default_judges for s in parse_models(j)])
-        judge_ids = (tuple(j.model_id for j in judges) + tuple(f"(unavailable judge {i})"
-                                                               for i in range(named - len(judges)))) or ("",)
-        stored_ids = _stored_ids(store, models, identity_device is not None, warnings)
+        stored_ids = _stored_ids(store, [*models, *judges], identity_device is not None, warnings)
+        judge_ids = (tuple(stored_ids.get(j.model_id, j.model_id) for j in judges)
+                     + tuple(f"(unavailable judge {i})" for i in range(named - len(judges)))) or ("",)
         cells, total_remaining, total_stored, disk = [], 0, 0, REPORT_BYTES
         logs = log_samples(config.log_samples, len(items) * len(models))
         works = pending_work(store, bench, items, models, judge_ids, stored_ids)
@@ -671,13 +671,17 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
             disk += answer_disk_bytes(store, bench, m, mid, len(work.todo), logs)
             e.update(time_estimate(store, mid, m.label, len(work.todo)))  # icl.run.check_cost
             e.update(http_cost(store, bench, m, work.todo, mid))
+        for j, jid in zip(judges, judge_ids):  # each judge asked about every answer it has not scored
+            todo = sum(1 for w in works.values() for it in w.todo if jid in w.unscored.get(it.key, (jid,)))
+            entries[j.label].update(items_remaining=todo)
+            entries[j.label].update(judge_time_estimate(store, jid, j.label, todo))
     finally:
         if store is not None:
             store.close()
     if config.calibrate:  # models without stored compute: their first items run for real, in a scratch store
         report["calibration"] = calibrate(config, bench, device, identity_device is not None, models, judges, works,
                                           entries, problems, warnings)
-    busy = [e for e in entries.values() if e["role"] == "model" and e.get("items_remaining")]
+    busy = [e for e in entries.values() if e.get("items_remaining")]  # the models', then the judges' time
     known = all(e.get("estimated_s") is not None for e in busy)
     report["plan"] = dict(items=len(items), models=len(models), judges=named, planned=total_stored +
                           total_remaining, stored=total_stored, remaining=total_remaining, cells=cells,

@@ -5,8 +5,10 @@ except ``--calibrate``, which runs models for real on purpose.
 **Time.** Per model with items remaining: ``load_s + seconds_per_item x items remaining``,
 ``load_s`` the seconds the latest run took to load the model (:meth:`icl.store.Store.load_seconds`)
 and ``seconds_per_item`` the mean model + scoring seconds of its measured items
-(:meth:`icl.store.Store.model_seconds`: ``ok`` scores answered by a model call), read
-(:func:`time_estimate`) from
+(:meth:`icl.store.Store.model_seconds`: ``ok`` scores answered by a model call); per judge the
+same over the items it has still to judge (every model's), ``seconds_per_item`` its judging
+seconds per item it was asked about (:meth:`icl.store.Store.judge_seconds`). The plan's time is
+their sum. Each is read (:func:`time_estimate`, :func:`judge_time_estimate`) from
 
 1. the compute the user's store already holds for that model identity: basis
    ``stored compute of n items``; else
@@ -20,8 +22,9 @@ and ``seconds_per_item`` the mean model + scoring seconds of its measured items
    N below the model's ``batch_size`` the one batch is partial and its time per item overestimates
    a batched model's (a warning says so). A model whose calibration fails to load or fails
    its whole first batch is a problem (``check`` ``calibrate``): the run would stop it the same
-   way. Judges are loaded and asked as in the run, but their loading is not part of the
-   estimate (as with stored compute); ``--ray`` workers are not started: the calibration runs in
+   way. Judges are loaded and asked as in the run, and one without stored compute is estimated
+   from the scratch store too (when every model's time is known, the first model with items
+   remaining runs for the judges' sake, its estimate kept); ``--ray`` workers are not started: the calibration runs in
    the checking process, on ``--device``;
 3. else unknown.
 
@@ -84,15 +87,28 @@ def time_estimate(store: Any, model_id: str, label: str, remaining: int, basis: 
     store) holds for ``model_id`` (loaded under ``label``), for ``remaining`` items;
     ``estimate_basis`` is ``basis`` with ``{n}`` the items measured."""
     n, model_s, score_s = store.model_seconds(model_id) if store is not None else (0, 0.0, 0.0)
+    load_s = (store.load_seconds(model_id, label) or 0.0) if n and remaining else 0.0
+    return _estimate(n, model_s + score_s, load_s, remaining, basis)
+
+
+def judge_time_estimate(store: Any, judge_id: str, label: str, remaining: int,
+                        basis: str = "stored compute of {n}") -> dict[str, Any]:
+    """The time fields of a judge's check.json entry: its judging seconds per item judged
+    (:meth:`icl.store.Store.judge_seconds`) for the ``remaining`` items it has still to judge
+    (over every model), plus its load, as :func:`time_estimate` does for a model."""
+    n, seconds, load = store.judge_seconds(judge_id, label) if store is not None else (0, 0.0, None)
+    return _estimate(n, seconds, (load or 0.0) if n and remaining else 0.0, remaining, basis)
+
+
+def _estimate(n: int, seconds: float, load_s: float, remaining: int, basis: str) -> dict[str, Any]:
     if not n:
         return dict(seconds_per_item=None, measured_items=0, load_s=None, estimated_s=None, estimate=UNKNOWN_COST,
                     estimate_basis=None)
-    per_item = (model_s + score_s) / n
-    load_s = (store.load_seconds(model_id, label) or 0.0) if remaining else 0.0
-    seconds = load_s + per_item * remaining
+    per_item = seconds / n
+    total = load_s + per_item * remaining
     described = basis.format(n=f"{n} item{'s' if n != 1 else ''}")
-    return dict(seconds_per_item=per_item, measured_items=n, load_s=load_s, estimated_s=seconds,
-                estimate=f"{_duration(seconds)} ({described})", estimate_basis=described)
+    return dict(seconds_per_item=per_item, measured_items=n, load_s=load_s, estimated_s=total,
+                estimate=f"{_duration(total)} ({described})", estimate_basis=described)
 
 
 def calibrate(config: Any, bench: Any, device: str, declared_only: bool, models: Sequence[Any],
@@ -100,26 +116,43 @@ def calibrate(config: Any, bench: Any, device: str, declared_only: bool, models:
               problems: list[Problem], warnings: list[str]) -> dict[str, Any]:
     """``--calibrate N``: run the first N remaining items of every model whose time is unknown
     (no stored compute) for real into a scratch store and estimate from it (the module
-    docstring); updates ``entries``, appends to ``problems`` and ``warnings``; returns
-    check.json's ``calibration``."""
+    docstring); a judge whose time is unknown is measured on those items (on the first model
+    with items remaining when every model's time is known, its own estimate kept); updates
+    ``entries``, appends to ``problems`` and ``warnings``; returns check.json's ``calibration``."""
     n = int(config.calibrate)
-    out: dict[str, Any] = dict(items_per_model=n, models=[], seconds=0.0, skipped={})
+    out: dict[str, Any] = dict(items_per_model=n, models=[], judges=[], seconds=0.0, skipped={})
     unknown = [m for m in models if works[m.label].todo and entries[m.label].get("estimated_s") is None]
+    unjudged = [j for j in judges if entries[j.label].get("items_remaining")
+                and entries[j.label].get("estimated_s") is None]
     blocked = _blocked(declared_only, config, problems)
+
+    def problem_of(m: Any) -> Optional[str]:
+        return blocked or next((f"its problem above ({p.check})" for p in problems if p.where == f"model {m.label}"),
+                               None)
+
     targets = []
     for m in unknown:
-        why = blocked or next((f"its problem above ({p.check})" for p in problems if p.where == f"model {m.label}"),
-                              None)
+        why = problem_of(m)
         if why is None:
             targets.append(m)
         else:
             out["skipped"][m.label] = why
             entries[m.label].update(estimate=f"unknown (not calibrated: {why})")
+    judged_only = None  # a model run only for the judges' sake: its stored estimate stays
+    if unjudged and not targets:
+        judged_only = next((m for m in models if works[m.label].todo and problem_of(m) is None), None)
+        targets = [judged_only] if judged_only is not None else []
+    if unjudged and not targets:
+        why = blocked or "no model with items remaining can run"
+        for j in unjudged:
+            out["skipped"][j.label] = why
+            entries[j.label].update(estimate=f"unknown (not calibrated: {why})")
     if not targets:
         return out
     t0 = time.perf_counter()
+    judge_todo = {j.label: entries[j.label]["items_remaining"] for j in unjudged}
     try:
-        measured = _scratch_run(config, bench, device, targets, judges, works, n)
+        measured, judged = _scratch_run(config, bench, device, targets, judges, works, n, judge_todo)
     except Exception as exc:  # the engine records item failures itself: this is the scratch store or folder
         from icl.run.engine import short_trace
 
@@ -132,11 +165,15 @@ def calibrate(config: Any, bench: Any, device: str, declared_only: bool, models:
         result = measured[m.label]
         e = entries[m.label]
         out["models"].append(m.label)
-        e.update(calibrated_items=result["items"], calibration_s=result["seconds"])
         if result["stopped"]:
             problems.append(Problem("calibrate", f"model {m.label}", result["stopped"], CALIBRATE_FIX))
-            e.update(estimate=f"unknown (its calibration failed: {result['stopped']})")
+            if m is not judged_only:
+                e.update(estimate=f"unknown (its calibration failed: {result['stopped']})")
             continue
+        if m is judged_only:
+            e.update(calibrated_items=result["items"], calibration_s=result["seconds"], calibrated_for="judges")
+            continue
+        e.update(calibrated_items=result["items"], calibration_s=result["seconds"])
         batch = max(1, int(getattr(m.adapter, "batch_size", 1) or 1))
         if len(result["items"]) < min(batch, len(works[m.label].todo)):
             warnings.append(f"--calibrate: model {m.label}: calibrated on {len(result['items'])} item(s), fewer than "
@@ -151,6 +188,13 @@ def calibrate(config: Any, bench: Any, device: str, declared_only: bool, models:
                               "model call)")
             continue
         e.update(estimate)
+    for label, estimate in judged.items():
+        out["judges"].append(label)
+        if not estimate["measured_items"]:
+            entries[label].update(estimate="unknown (its calibration judged no item: every answer failed before "
+                                           "the judge)")
+            continue
+        entries[label].update(estimate)
     return out
 
 
@@ -166,12 +210,14 @@ def _blocked(declared_only: bool, config: Any, problems: Sequence[Problem]) -> O
 
 
 def _scratch_run(config: Any, bench: Any, device: str, targets: Sequence[Any], judges: Sequence[Any],
-                 works: dict[str, Any], n: int) -> dict[str, dict[str, Any]]:
+                 works: dict[str, Any], n: int, judge_todo: dict[str, int]
+                 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """Each target model's first ``n`` remaining items through the run's engine into a scratch
-    store in a temporary folder (removed); per label: ``items`` (their keys), ``seconds`` (the
-    calibration's wall time), ``stopped`` (why the engine stopped the model, or None),
+    store in a temporary folder (removed); per model label: ``items`` (their keys), ``seconds``
+    (the calibration's wall time), ``stopped`` (why the engine stopped the model, or None),
     ``failed`` (messages of its failed items) and ``estimate`` (:func:`time_estimate` on the
-    scratch store for the model's remaining items)."""
+    scratch store for the model's remaining items); per label of ``judge_todo`` (a judge -> the
+    items it has still to judge): its :func:`judge_time_estimate` on the scratch store."""
     from icl import _helpers
     from icl.run.compute import ComputeMeter
     from icl.run.device import eval_device
@@ -209,9 +255,11 @@ def _scratch_run(config: Any, bench: Any, device: str, targets: Sequence[Any], j
                                           (f.model is None and f.item in keys)]
                 out[m.label]["estimate"] = time_estimate(store, m.model_id, m.label, len(works[m.label].todo),
                                                          basis="calibrated on {n}")
+            judged = {j.label: judge_time_estimate(store, j.model_id, j.label, judge_todo[j.label],
+                                                   basis="calibrated on {n}") for j in judges if j.label in judge_todo}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return out
+    return out, judged
 
 
 # --- HTTP cost -------------------------------------------------------------------------------------
@@ -360,9 +408,10 @@ def render_cost(report: dict[str, Any]) -> list[str]:
     lines = []
     calibration = report.get("calibration")
     if calibration and calibration.get("models"):
+        judged = calibration.get("judges")
         lines.append(f"calibration: the first {calibration['items_per_model']} remaining item(s) of "
                      f"{', '.join(calibration['models'])} run for real in a scratch store (removed) in "
-                     f"{calibration['seconds']:.1f} s")
+                     f"{calibration['seconds']:.1f} s" + (f", judged by {', '.join(judged)}" if judged else ""))
     for label, why in (calibration or {}).get("skipped", {}).items():
         lines.append(f"calibration: {label} not calibrated: {why}")
     http = [(e["label"], e["http"]) for e in report.get("models", []) if e.get("http")]

@@ -234,6 +234,24 @@ class Store:
                                  (label, model_id)).fetchone()
         return float(row[0]) if row else None
 
+    def judge_seconds(self, judge_id: str, label: str) -> tuple[int, float, Optional[float]]:
+        """(items judged, their judging seconds, the latest load seconds or None) of the judge
+        ``judge_id`` (run under ``label``) over the runs that stored its scores and their compute
+        (a run writes its compute as it ends: one killed before holds no judging time): an item
+        judged is a score of it the judge was asked about (``ok``, or failed for the judge's own
+        reason; an answer the benchmark asks no question about costs no judging time); the
+        seconds are those runs' ``judge`` stage wall time (every model's answers; answers the
+        store already held cost their lookup)."""
+        runs = ("SELECT DISTINCT run_id FROM scores WHERE judge_id = ? AND run_id IN "
+                "(SELECT run_id FROM compute)")
+        items = self._conn.execute(f"SELECT COUNT(*) FROM scores WHERE judge_id = ? AND (status = 'ok' OR "
+                                   f"reason = 'judge') AND run_id IN ({runs})", (judge_id, judge_id)).fetchone()
+        seconds = self._conn.execute(f"SELECT COALESCE(SUM(wall_s), 0) FROM compute WHERE stage = 'judge' AND "
+                                     f"model = ? AND run_id IN ({runs})", (label, judge_id)).fetchone()
+        load = self._conn.execute(f"SELECT wall_s FROM compute WHERE stage = 'load' AND model = ? AND run_id IN "
+                                  f"({runs}) ORDER BY run_id DESC LIMIT 1", (label, judge_id)).fetchone()
+        return int(items[0]), float(seconds[0]), (float(load[0]) if load else None)
+
     def answer_bytes(self, model_id: str) -> tuple[int, int]:
         """(stored ``ok`` answers of ``model_id``, their bytes): the size an answer of it takes."""
         row = self._conn.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(body)), 0) FROM responses "

@@ -10,10 +10,13 @@ import time
 
 import numpy as np
 
+from icl.benchmarks.cobsat.judge import CoBSATJudge
 from icl.models import Adapter
 from icl.models.builtin import Oracle
 from icl.models.requests import ChatRequest
 from tests.run._kill_adapter import SlowOracle
+
+SLOW_JUDGE_S = 0.2  # per question of SlowCoBSATJudge
 
 
 class Counting(Oracle):
@@ -138,3 +141,15 @@ class StopsOnce(SlowOracle):
             else:
                 os.kill(os.getpid(), signal.SIGSTOP)
         return super().predict(requests)
+
+
+class SlowCoBSATJudge(CoBSATJudge):
+    """cobsat's built-in judge taking ``SLOW_JUDGE_S`` per question: a judge whose time is most of
+    the run's, as a large VLM judge's is (``--check``'s judge time estimate)."""
+
+    name = "slow-cobsat-judge"
+    version = "1"
+
+    def answer(self, request: ChatRequest) -> str:
+        time.sleep(SLOW_JUDGE_S)
+        return super().answer(request)

@@ -190,6 +190,48 @@ def test_declared_cuda_is_checked_as_declared(tmp_path):
     assert any("checked as declared, not as seen" in w for w in report["warnings"])
 
 
+def _as_if_run_on(store: Path, gpu: str) -> None:
+    """Rewrite a store written here as a GPU node's would be: every model's and judge's identity
+    holds ``device`` ``cuda:<gpu>`` (icl.run.models.device_kind), so its id is another, in every
+    table (no GPU here to write such a store for real)."""
+    import hashlib
+    import sqlite3
+
+    con = sqlite3.connect(store)
+    with con:
+        for mid, identity in con.execute("SELECT model_id, identity FROM models").fetchall():
+            ident = dict(json.loads(identity), device=f"cuda:{gpu}")
+            new = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+            con.execute("UPDATE models SET model_id=?, identity=? WHERE model_id=?",
+                        (new, json.dumps(ident, sort_keys=True), mid))
+            for table, column in (("scores", "model_id"), ("scores", "judge_id"), ("responses", "model_id"),
+                                  ("links", "model_id")):
+                con.execute(f"UPDATE {table} SET {column}=? WHERE {column}=?", (new, mid))
+    con.close()
+
+
+def test_declared_cuda_counts_the_resume_of_a_gpu_nodes_store_with_its_judge(tmp_path):
+    """A store written on a GPU node (its identities hold the GPU's name) checked on a login
+    node with ``--device cuda`` as declared: the model's and the judge's stored ids stand for
+    theirs, so the scores stored count as stored (the judge's too: before, a judged benchmark
+    counted every item as remaining) and both times are known."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible: --device cuda is seen, not only declared")
+    out = tmp_path / "out"
+    assert main([*_cobsat_fast(out), "--models", "copy-last"]) == 0
+    _as_if_run_on(out / "store.sqlite", "NVIDIA H100 80GB HBM3")
+    args = [a if a != "cpu" else "cuda" for a in _cobsat_fast(out)]
+    assert main([*args, "--models", "copy-last,collage", "--check"]) == 0
+    report = _report(out)
+    entries = {e["label"]: e for e in report["models"]}
+    assert (report["resume"]["stored"], report["resume"]["remaining"]) == (8, 8)  # copy-last's, collage's
+    assert entries["copy-last"]["items_remaining"] == 0 and entries["collage"]["items_remaining"] == 8
+    judge = entries["cobsat-judge"]
+    assert judge["items_remaining"] == 8 and judge["estimate_basis"] == "stored compute of 8 items"
+
+
 def test_the_run_refuses_a_truncated_checkpoint_before_loading(tmp_path, checkpoints, capsys):
     out = tmp_path / "out"
     code = main(["cobsat", "--fast", "--gen-mode", "description", "--family", "qwen", "--tasks", "Color-I",

@@ -116,8 +116,11 @@ def test_calibration_estimates_the_models_without_stored_compute_and_writes_noth
     config = RunConfig("cobsat", options=dict(tasks=("Color-I", "Texture-II"), shots=(0, 2), prompts=2), fast=True)
     items, _ = _planned(open_benchmark(config), config)
     assert calibrated["calibrated_items"] == [it.key for it in items[:2]]
-    assert report["plan"]["estimated_s"] == pytest.approx(stored["estimated_s"] + calibrated["estimated_s"])
-    assert report["calibration"]["models"] == ["collage"]
+    judge = next(e for e in report["models"] if e["role"] == "judge")  # cobsat's, measured by the first run
+    assert judge["estimate_basis"] == "stored compute of 8 items" and judge["items_remaining"] == 8
+    assert report["plan"]["estimated_s"] == pytest.approx(stored["estimated_s"] + calibrated["estimated_s"]
+                                                          + judge["estimated_s"])
+    assert report["calibration"]["models"] == ["collage"] and report["calibration"]["judges"] == []
     assert "(calibrated on 2 items)" in printed and "(stored compute of 8 items)" in printed
     assert "calibration: the first 2 remaining item(s) of collage run for real" in printed
     assert report["warnings"] == ["--calibrate: model collage: calibrated on 2 item(s), fewer than its batch size 16: "
@@ -159,6 +162,85 @@ def test_declared_cuda_is_not_calibrated(tmp_path, scratch_root):
     report = _report(out)
     assert "not calibrated" in report["models"][0]["estimate"] and report["calibration"]["models"] == []
     assert "declared, not seen" in report["calibration"]["skipped"]["copy-last"]
+
+
+@pytest.fixture
+def slow_judge():
+    """cobsat's built-in judge taking 0.2 s a question (tests/run/_adapters.py), registered."""
+    from icl.models import register_model
+    from icl.models.registry import unregister_model
+
+    register_model("slow-cobsat-judge", "tests.run._adapters:SlowCoBSATJudge")
+    yield "slow-cobsat-judge"
+    unregister_model("slow-cobsat-judge")
+
+
+def test_the_judges_time_is_in_the_estimate_within_a_factor_of_the_following_run(tmp_path, slow_judge, capsys):
+    """A judge's time counts as a model's: a first run (cobsat --fast, Color-I, copy-last judged
+    by a judge taking 0.2 s a question) stores the judge's compute; the check of the next plan
+    (Texture-II too, sharing the store) estimates the judge's 4 items to judge from it (its
+    load + judging seconds per item judged x items) beside the model's, the plan sums both, and
+    the following real run's ``execute_s`` is within COST_FACTOR of it. The model's part alone
+    is below a COST_FACTOR-th of the run: without the judge the estimate would fail."""
+    store = tmp_path / "store.sqlite"
+
+    def args(out: str, tasks: str, *extra: str) -> list[str]:
+        return ["cobsat", "--fast", "--tasks", tasks, "--shots", "0,2", "--prompts", "2", "--out", str(tmp_path / out),
+                "--store", str(store), "--no-progress", "--no-plots", "--device", "cpu", "--models", "copy-last",
+                "--judge", slow_judge, *extra]
+
+    assert main(args("first", "Color-I")) == 0
+    assert main(args("next", "Color-I,Texture-II", "--check")) == 0
+    printed = capsys.readouterr().out
+    report = _report(tmp_path / "next")
+    entries = {e["label"]: e for e in report["models"]}
+    model, judge = entries["copy-last"], entries[slow_judge]
+    assert judge["role"] == "judge" and judge["items_remaining"] == model["items_remaining"] == 4
+    assert judge["estimate_basis"] == "stored compute of 4 items" and judge["seconds_per_item"] >= 0.2
+    assert judge["estimated_s"] == pytest.approx(judge["load_s"] + 4 * judge["seconds_per_item"])
+    assert f"(stored compute of 4 items)" in printed.split(slow_judge)[-1]
+    estimate = report["plan"]["estimated_s"]
+    assert estimate == pytest.approx(model["estimated_s"] + judge["estimated_s"])
+    assert main(args("next", "Color-I,Texture-II")) == 0
+    real = json.loads((tmp_path / "next" / "results.json").read_text())["timings"]["execute_s"]
+    print(f"estimated {estimate:.3f} s (judge {judge['estimated_s']:.3f} s), ran {real:.3f} s: "
+          f"ratio {estimate / real:.2f}, the model's part alone {model['estimated_s'] / real:.4f}")
+    assert 1 / COST_FACTOR <= estimate / real <= COST_FACTOR, (estimate, real)
+    assert model["estimated_s"] < real / COST_FACTOR
+
+
+def test_calibration_measures_a_judge_without_stored_compute_on_a_model_whose_time_is_known(
+        tmp_path, scratch_root, slow_judge, capsys):
+    """copy-last's compute is stored (a first run judged by cobsat's own judge); the check with
+    another judge knows the model's time, not the judge's: the plan's time is unknown. With
+    ``--calibrate 2`` copy-last's first 2 items run for the judge's sake (its stored estimate
+    kept), the judge's estimate is calibrated on them; the store keeps its bytes, the folder
+    gains check.json only."""
+    out = tmp_path / "out"
+    assert main(_cobsat_fast(out, "--models", "copy-last")) == 0
+    store = out / "store.sqlite"
+    before = (store.read_bytes(), sorted(p.name for p in out.iterdir()))
+    args = _cobsat_fast(out, "--models", "copy-last", "--judge", slow_judge, "--check")
+    assert main(args) == 0
+    entries = {e["label"]: e for e in _report(out)["models"]}
+    assert entries["copy-last"]["estimate_basis"] == "stored compute of 8 items"
+    assert entries[slow_judge]["estimate"].startswith("unknown (no stored compute")
+    assert entries[slow_judge]["items_remaining"] == 8 and _report(out)["plan"]["estimated_s"] is None
+    capsys.readouterr()
+    assert main([*args, "--calibrate", "2"]) == 0
+    printed = capsys.readouterr().out
+    report = _report(out)
+    entries = {e["label"]: e for e in report["models"]}
+    model, judge = entries["copy-last"], entries[slow_judge]
+    assert model["estimate_basis"] == "stored compute of 8 items" and model["calibrated_for"] == "judges"
+    assert len(model["calibrated_items"]) == 2
+    assert judge["estimate_basis"] == "calibrated on 2 items" and judge["seconds_per_item"] >= 0.2
+    assert judge["estimated_s"] == pytest.approx(judge["load_s"] + 8 * judge["seconds_per_item"])
+    assert report["plan"]["estimated_s"] == pytest.approx(model["estimated_s"] + judge["estimated_s"])
+    assert report["calibration"]["models"] == ["copy-last"] and report["calibration"]["judges"] == [slow_judge]
+    assert f"of copy-last run for real in a scratch store (removed)" in printed and f"judged by {slow_judge}" in printed
+    assert (store.read_bytes(), sorted(p.name for p in out.iterdir() if p.name != CHECK_FILE)) == before
+    assert list(scratch_root.iterdir()) == []
 
 
 @pytest.mark.slow

@@ -241,3 +241,23 @@ def test_readonly_store_reads_and_writes_nothing(tmp_path):
     with pytest.raises(StoreError, match="no store there"):
         Store(tmp_path / "none.sqlite", readonly=True)
     assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_judge_seconds_counts_the_items_a_judge_was_asked_about_in_runs_that_ended(tmp_path):
+    """``judge_seconds`` (--check's judge time): the items of runs that wrote their compute
+    (a run killed before holds scores, no time: left out), judged ones only (``ok`` or failed
+    for the judge's reason; an answer that failed before the judge is not), the ``judge`` stage
+    seconds of those runs under the judge's label, and the latest load."""
+    with Store(tmp_path / "s.sqlite") as store:
+        ended, killed, later = (store.start_run({"n": i}) for i in range(3))
+        rows = [("a", "ok", None, ended), ("b", "failed", "judge", ended), ("c", "failed", "error", ended),
+                ("d", "ok", None, killed), ("e", "ok", None, later)]
+        store.write_batch(scores=[Score(ScoreKey("b", "p", key, "m", "j", "1"), status, {}, None, reason, 0.1, 0.0, run)
+                                  for key, status, reason, run in rows])
+        store.add_compute([ComputeRecord(ended, "judge-label", "judge", "cpu", 3, 1.5, None, None),
+                           ComputeRecord(ended, "judge-label", "load", "cpu", 0, 2.0, None, None),
+                           ComputeRecord(ended, "other-label", "judge", "cpu", 3, 9.0, None, None),
+                           ComputeRecord(later, "m", "model", "cpu", 1, 0.1, None, None)])
+        assert store.judge_seconds("j", "judge-label") == (3, 1.5, 2.0)  # a, b (ended) and e (later: asked nothing)
+        assert store.judge_seconds("j", "other-label") == (3, 9.0, None)
+        assert store.judge_seconds("unknown", "judge-label") == (0, 0.0, None)
