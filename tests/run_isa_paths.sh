@@ -45,6 +45,7 @@ except ImportError:
 off = [x for x in d if x.startswith(('AVX512', 'X86_V4'))]
 print(','.join(off) or '-', ','.join(x for x in off if f.get(x)) or '-')")"
 npy_off=${npy_off//,/ }
+[[ $npy_off == - ]] && npy_off=""  # this numpy has no such paths (not x86): nothing to disable
 if [[ "${AFTER_SUITE:-0}" == 1 && $npy_here == - ]]; then
   echo "== numpy limited to AVX2: run by the test suite (this CPU runs none of numpy's paths above AVX2: $npy_off)"
   exit 0

@@ -24,8 +24,8 @@ their sum. Each is read (:func:`time_estimate`, :func:`judge_time_estimate`) fro
    its whole first batch is a problem (``check`` ``calibrate``): the run would stop it the same
    way. Judges are loaded and asked as in the run, and one without stored compute is estimated
    from the scratch store too (when every model's time is known, the first model with items
-   remaining runs for the judges' sake, its estimate kept); ``--ray`` workers are not started: the calibration runs in
-   the checking process, on ``--device``;
+   remaining runs for the judges' sake, its estimate kept); ``--ray`` workers are not started:
+   the calibration runs in the checking process, on ``--device``;
 3. else unknown.
 
 **HTTP cost** (:func:`http_cost`; families ``openai`` and ``openai-images``, models only: a
