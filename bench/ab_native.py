@@ -23,7 +23,7 @@ from bench._bandwidth import copy_bandwidth
 from bench.bench_components import CASES as COMPONENT_CASES
 from bench.bench_palette import _palette, _predictions
 from icl.ops import TURBO_TABLE, turbo_encode
-from icl.ops.turbo import _depth_of_bin
+from icl.ops._turbo_table import depth_of_bin
 
 
 def _load(path: str) -> ModuleType:
@@ -43,7 +43,7 @@ def main(baseline_path: str, rounds: int) -> None:
     noise = np.random.default_rng(0).normal(0, 8, (1024, 1024, 3))
     depth_image = np.clip(turbo_encode(5 + 4.9 * np.sin(yy / 90.0) * np.cos(xx / 70.0), 0, 10) + noise, 0, 255)
     turbo = depth_image.round().astype(np.uint8)[None]
-    table, centres = np.ascontiguousarray(TURBO_TABLE), _depth_of_bin(0.0, 10.0)
+    table, centres = np.ascontiguousarray(TURBO_TABLE), depth_of_bin(0.0, 10.0)
     for images in (one, predictions):
         np.testing.assert_array_equal(*(m.nearest_palette(images, palette) for m in builds.values()))
     np.testing.assert_array_equal(*(m.turbo_decode(turbo, table, centres) for m in builds.values()))

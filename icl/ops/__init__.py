@@ -18,7 +18,7 @@ from icl.ops._dispatch import BackendError, BackendFallbackWarning, backend_stat
 _EXPORTS: dict[str, str] = {
     "average_precision": "_host",
     "box_iou": "_host",
-    "Components": "_host",
+    "Components": "_numpy_core",
     "connected_components": "_host",
     "detection_matches": "average_precision",
     "DetectionMatches": "average_precision",

@@ -52,7 +52,7 @@ def backends_used() -> dict[str, str]:
         return {name: ", ".join(names) for name, names in sorted(_used.items())}
 
 
-def _record(op_name: str, backend: str) -> None:
+def record_backend(op_name: str, backend: str) -> None:
     names = _used.get(op_name)
     if names is not None and backend in names:  # already recorded: no lock on the hot path
         return
@@ -66,7 +66,7 @@ def _strict() -> bool:
     return os.environ.get(STRICT_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _fallback(op_name: str, skipped: list[tuple[str, str]], chosen: str) -> None:
+def warn_fallback(op_name: str, skipped: list[tuple[str, str]], chosen: str) -> None:
     """Warn once per unavailable backend (or raise under ICL_STRICT_BACKEND=1)."""
     reasons = "; ".join(f"{name}: {why}" for name, why in skipped)
     if _strict():
@@ -206,7 +206,7 @@ class Op:
             why = self.refusal(name, device_type, *args, **kwargs)
             if why is None:
                 if unavailable:
-                    _fallback(self.name, unavailable, name)
+                    warn_fallback(self.name, unavailable, name)
                 if reasons:
                     log.debug("%s: using %s (%s)", self.name, name, "; ".join(reasons))
                 return name
@@ -217,7 +217,7 @@ class Op:
 
     def __call__(self, device_type: str, *args: Any, backend: Optional[str] = None, **kwargs: Any) -> Any:
         name = self.select(device_type, *args, backend=backend, **kwargs)
-        _record(self.name, name)
+        record_backend(self.name, name)
         return self.impls[name][0](*args, **kwargs)
 
 

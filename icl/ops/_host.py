@@ -22,7 +22,8 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
-from icl.ops._dispatch import _record, backend_status, native
+from icl.ops._dispatch import backend_status, native, record_backend
+from icl.ops._numpy_core import COCO_RECALL_THRESHOLDS, INTERPOLATIONS, Components, redness_numpy
 
 _IMAGE_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float64))
 _BOX_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -104,7 +105,7 @@ def psnr(a: Any, b: Any, data_range: Optional[float] = None, *, backend: Optiona
             if _PSNR_RECORDED:
                 return out
             _PSNR_RECORDED.append(True)
-            _record("psnr", "cpu")
+            record_backend("psnr", "cpu")
             return out
     pair = _image_pair(a, b, data_range, 1)
     if pair is None or not _host_backend(backend):
@@ -113,7 +114,7 @@ def psnr(a: Any, b: Any, data_range: Optional[float] = None, *, backend: Optiona
         return front(a, b, data_range, backend=backend)
     x, y, dr = pair
     mse = native().mse(x, y)
-    _record("psnr", "cpu")
+    record_backend("psnr", "cpu")
     with np.errstate(divide="ignore"):  # identical images: +inf, as skimage
         return _scores(10.0 * np.log10((dr * dr) / mse), a.ndim == 3)
 
@@ -142,7 +143,7 @@ def ssim(a: Any, b: Any, data_range: Optional[float] = None, *, backend: Optiona
         return front(a, b, data_range, backend=backend)
     x, y, dr = pair
     out = native().ssim(x, y, dr)
-    _record("ssim", "cpu")
+    record_backend("ssim", "cpu")
     return _scores(out, a.ndim == 3)
 
 
@@ -176,7 +177,7 @@ def box_iou(a: Any, b: Any, *, backend: Optional[str] = None) -> Any:
 
         return front(a, b, backend=backend)
     out = native().box_iou(np.ascontiguousarray(a), np.ascontiguousarray(b))
-    _record("box_iou", "cpu")
+    record_backend("box_iou", "cpu")
     return out
 
 
@@ -230,24 +231,12 @@ def greedy_match_counts(pred_boxes: Any, pred_offsets: Any, gt_boxes: Any, gt_of
     pred = np.ascontiguousarray(pred_boxes, dtype=np.float64)
     gt = np.ascontiguousarray(gt_boxes, dtype=np.float64)
     out = native().greedy_match_counts(pred, p_off, gt, g_off, thr)
-    _record("greedy_match_counts", "cpu")
+    record_backend("greedy_match_counts", "cpu")
     return tuple(out)
 
 
 def _real(x: Any) -> bool:
     return isinstance(x, Real) and not isinstance(x, bool)
-
-
-def redness_numpy(images: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """``S = clip(R - max(G, B), 0, 1)`` of uint8 ``[..., 3]`` images on levels / 255 in float32,
-    and ``S > threshold`` (compared in float32, as torch compares with a Python float): the
-    reference backend's operations, so the same bits. S <= 1 always (R / 255 <= 1, the max >= 0),
-    so only the lower clip can act."""
-    x = images.astype(np.float32)
-    x /= np.float32(255.0)
-    s = x[..., 0] - np.maximum(x[..., 1], x[..., 2])
-    np.maximum(s, np.float32(0.0), out=s)
-    return s, s > np.float32(threshold)
 
 
 def redness(images: Any, threshold: float = 0.5, *, backend: Optional[str] = None) -> Any:
@@ -261,7 +250,7 @@ def redness(images: Any, threshold: float = 0.5, *, backend: Optional[str] = Non
     if (type(images) is np.ndarray and images.dtype == np.uint8 and images.ndim in (3, 4)
             and images.shape[-1] == 3 and _real(threshold) and math.isfinite(threshold) and _host_backend(backend)):
         out = redness_numpy(images, float(threshold))
-        _record("redness", "cpu")
+        record_backend("redness", "cpu")
         return out
     from icl.ops.redness import redness as front
 
@@ -288,7 +277,7 @@ def greedy_match(iou: Any, threshold: float = 0.5, *, backend: Optional[str] = N
 
         return front(iou, threshold, backend=backend)
     pred, gt = native().greedy_match(np.ascontiguousarray(iou, dtype=np.float64), float(threshold))
-    _record("greedy_match", "cpu")
+    record_backend("greedy_match", "cpu")
     return pred, gt, iou[pred, gt]
 
 
@@ -318,21 +307,8 @@ def match_points(pred: Any, gt: Any, radius: float, *, backend: Optional[str] = 
 
         return front(pred, gt, radius, backend=backend)
     out = native().match_points(p, g, float(radius))
-    _record("match_points", "cpu")
+    record_backend("match_points", "cpu")
     return out
-
-
-class Components(NamedTuple):
-    """Labels and per-component statistics; components flattened over the batch in (image, label) order."""
-
-    labels: Any  # int32 [B, H, W]: 0 background, 1..n in raster order of each component's first pixel
-    num: Any  # int64 [B]: components per image
-    image: Any  # int64 [N]: image of each component
-    area: Any  # int64 [N]
-    box: Any  # int32 [N, 4]: x0, y0, x1, y1 (x1, y1 exclusive)
-    value_sum: Any  # float32 [N] or None
-    value_mean: Any  # float32 [N] or None
-    argmax: Any  # int64 [N, 2]: (y, x) of the max value, first in raster order on ties; or None
 
 
 _RUNS_LIMIT = 2**31 - 1  # the cpu backend's int32 run indices (icl.ops.components._cpu_supports)
@@ -370,7 +346,7 @@ def connected_components(mask: Any, connectivity: int = 8, values: Any = None, *
         m = m[None]
         v = None if v is None else v[None]
     out = native().connected_components(m, connectivity, v)
-    _record("connected_components", "cpu")
+    record_backend("connected_components", "cpu")
     return Components(*out)
 
 
@@ -424,7 +400,7 @@ def nearest_palette(images: Any, palette: Any, candidates: Any = None, *, backen
 
         return front(images, palette, candidates, backend=backend)
     out = native().nearest_palette(np.ascontiguousarray(x), pal, cand)
-    _record("nearest_palette", "cpu")
+    record_backend("nearest_palette", "cpu")
     return out[0] if images.ndim == 3 else out
 
 
@@ -441,7 +417,7 @@ def turbo_encode(depth: Any, d_min: float, d_max: float, *, backend: Optional[st
     lo, hi = check_range(d_min, d_max)
     flat = np.ascontiguousarray(depth, np.float64).reshape(-1)
     out = native().turbo_encode(flat, lo, hi, turbo_table()).reshape(*depth.shape, 3)
-    _record("turbo_encode", "cpu")
+    record_backend("turbo_encode", "cpu")
     return out
 
 
@@ -464,7 +440,7 @@ def turbo_bins(images: Any, *, backend: Optional[str] = None) -> Any:
 
         return front(images, backend=backend)
     out = native().turbo_bins(x, turbo_table())
-    _record("turbo_bins", "cpu")
+    record_backend("turbo_bins", "cpu")
     return out[0] if images.ndim == 3 else out
 
 
@@ -479,13 +455,8 @@ def turbo_decode(images: Any, d_min: float, d_max: float, *, backend: Optional[s
 
         return front(images, lo, hi, backend=backend)
     out = native().turbo_decode(x, turbo_table(), depth_of_bin(lo, hi))
-    _record("turbo_decode", "cpu")
+    record_backend("turbo_decode", "cpu")
     return out[0] if images.ndim == 3 else out
-
-
-#: pycocotools' ``recThrs`` (``np.linspace(0, 1, 101)``) and the interpolations of average_precision
-COCO_RECALL_THRESHOLDS = np.linspace(0.0, 1.0, 101)
-INTERPOLATIONS = ("all", "coco101")
 
 
 def _ids(x: Any, n: int) -> Optional[np.ndarray]:
@@ -515,5 +486,5 @@ def average_precision(pred_boxes: Any, pred_scores: Any, pred_image: Any, gt_box
     f64 = [np.ascontiguousarray(x, dtype=np.float64) for x in (pred_boxes, pred_scores, gt_boxes)]
     ap = native().average_precision(f64[0], f64[1], pi, f64[2], gi, float(iou_threshold), max_detections or 0,
                                     INTERPOLATIONS.index(interpolation), COCO_RECALL_THRESHOLDS)
-    _record("average_precision", "cpu")
+    record_backend("average_precision", "cpu")
     return float(ap)

@@ -31,7 +31,7 @@ import torch
 
 from icl.ops._boxes import check_boxes, host_numpy, iou_matrix
 from icl.ops._dispatch import native, op
-from icl.ops._host import COCO_RECALL_THRESHOLDS, INTERPOLATIONS  # pycocotools' recThrs
+from icl.ops._numpy_core import COCO_RECALL_THRESHOLDS, INTERPOLATIONS  # pycocotools' recThrs
 from icl.ops._tensor import ArrayLike, NDArray, as_tensor, call_op, custom_op, restore_one
 
 _OP = op("average_precision", gpu_module="icl.ops._gpu.average_precision")

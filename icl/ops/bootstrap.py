@@ -20,7 +20,7 @@ from typing import Optional
 
 import numpy as np
 
-from icl.ops._dispatch import BackendError, _fallback, _record, backend_status, native
+from icl.ops._dispatch import BackendError, warn_fallback, record_backend, backend_status, native
 
 OP_NAME = "bootstrap_totals"
 BACKENDS = ("cpu", "reference")
@@ -105,12 +105,12 @@ def bootstrap_totals(rows: np.ndarray, seed: int, resamples: int, *, backend: Op
         ok, why = backend_status("cpu")
         fn = getattr(native(), "bootstrap_totals", None) if ok else None
         if fn is not None:
-            _record(OP_NAME, "cpu")
+            record_backend(OP_NAME, "cpu")
             out: np.ndarray = fn(rows, seed, resamples)
             return out
         why = why if not ok else "icl._C has no bootstrap_totals (rebuild it)"
         if forced == "cpu":
             raise BackendError(f"{OP_NAME}: backend 'cpu' cannot serve: {why}")
-        _fallback(OP_NAME, [("cpu", why)], "reference")
-    _record(OP_NAME, "reference")
+        warn_fallback(OP_NAME, [("cpu", why)], "reference")
+    record_backend(OP_NAME, "reference")
     return reference_totals(rows, seed, resamples)

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from icl.ops._dispatch import native, op
-from icl.ops._host import Components as Components  # re-exported: icl.ops.Components
+from icl.ops._numpy_core import Components as Components  # re-exported: icl.ops.Components
 from icl.ops._tensor import FLOAT_DTYPES, ArrayLike, as_tensor, call_op, check_finite, custom_op
 
 _OP = op("connected_components", gpu_module="icl.ops._gpu.components")

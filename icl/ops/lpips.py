@@ -21,7 +21,7 @@ import torch
 
 from icl.ops import _lpips_nets as nets
 from icl.ops._autograd import recording
-from icl.ops._dispatch import _record, backend_status, native, op
+from icl.ops._dispatch import record_backend, backend_status, native, op
 from icl.ops._lpips_weights import (LPIPSWeights, LPIPSWeightsNotFound, PathLike, cache_dir, find, host_params,
                                     lpips_weights)
 from icl.ops._tensor import ArrayLike, NDArray, as_tensor, check_finite, call_op, custom_op, restore_one
@@ -336,7 +336,7 @@ def lpips_each(a: Sequence[np.ndarray], b: Sequence[np.ndarray], net: str = "ale
     with torch.inference_mode():
         for i in range(len(a)):
             out[i] = float(nets.head_distance(units[i], units[len(a) + i], params)[0])
-    _record("lpips", "reference")
+    record_backend("lpips", "reference")
     return out
 
 

@@ -17,7 +17,7 @@ _CHUNK = 1 << 16  # pixels per block in the reference (block x P distances in me
 
 
 @_OP.register("reference")
-def _reference(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch.Tensor]) -> torch.Tensor:
+def nearest_palette_reference(images: torch.Tensor, palette: torch.Tensor, candidates: Optional[torch.Tensor]) -> torch.Tensor:
     batch, height, width, _ = images.shape
     pal = palette.to(torch.float64)
     # |x - p|^2 = |x|^2 - 2 x.p + |p|^2, and |x|^2 is the same for every colour. Every term is

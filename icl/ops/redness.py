@@ -11,7 +11,7 @@ from typing import Optional, overload
 import torch
 
 from icl.ops._dispatch import op
-from icl.ops._host import redness_numpy
+from icl.ops._numpy_core import redness_numpy
 from icl.ops._tensor import (ArrayLike, NDArray, as_tensor, batch_images, call_op, check_quantisable, custom_op,
                              restore_one, to_uint8)
 

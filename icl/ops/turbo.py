@@ -15,7 +15,7 @@ from icl.ops._dispatch import native, op
 from icl.ops._turbo_table import check_range, depth_of_bin, turbo_table
 from icl.ops._tensor import (FLOAT_DTYPES, ArrayLike, NDArray, as_tensor, batch_images, check_quantisable, call_op, custom_op,
                              restore_one, to_uint8)
-from icl.ops.palette import _reference as _palette_reference
+from icl.ops.palette import nearest_palette_reference
 
 _ENCODE = op("turbo_encode", gpu_module="icl.ops._gpu.turbo")
 _BINS = op("turbo_bins", gpu_module="icl.ops._gpu.turbo")
@@ -33,7 +33,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _torch_table(device: torch.device) -> torch.Tensor:
+def torch_table(device: torch.device) -> torch.Tensor:
     return torch.tensor(_table(), device=device)
 
 
@@ -42,7 +42,7 @@ def _encode_reference(depth: torch.Tensor, d_min: float, d_max: float) -> torch.
     valid = depth > 0  # False for NaN
     bins = torch.floor((depth - d_min) / (d_max - d_min) * 256.0).clamp(0, 255)
     bins = torch.where(valid, bins, torch.zeros_like(bins)).to(torch.int64)
-    out = _torch_table(depth.device)[bins]
+    out = torch_table(depth.device)[bins]
     out[~valid] = 0
     return out
 
@@ -57,7 +57,7 @@ def _encode_cpu(depth: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor
 
 @_BINS.register("reference")
 def _bins_reference(images: torch.Tensor) -> torch.Tensor:
-    out: torch.Tensor = _palette_reference(images, _torch_table(images.device), None)
+    out: torch.Tensor = nearest_palette_reference(images, torch_table(images.device), None)
     return out
 
 

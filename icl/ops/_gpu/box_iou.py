@@ -5,7 +5,9 @@ from __future__ import annotations
 import torch
 
 from icl.ops._gpu import float32_only, kernels_module
-from icl.ops.box_iou import _OP
+from icl.ops._dispatch import op
+
+_OP = op('box_iou')  # created by icl.ops.box_iou, which imports this module on first dispatch
 
 
 @_OP.register("triton", supports=float32_only)

@@ -7,7 +7,10 @@ from typing import Optional
 import torch
 
 from icl.ops._gpu import kernels_module
-from icl.ops.components import _OP, Components
+from icl.ops._dispatch import op
+from icl.ops._numpy_core import Components
+
+_OP = op("connected_components")  # created by icl.ops.components, which imports this module on first dispatch
 
 
 def _supports(mask: torch.Tensor, connectivity: int, values: Optional[torch.Tensor]) -> Optional[str]:

@@ -7,7 +7,9 @@ from typing import Optional
 import torch
 
 from icl.ops._gpu import kernels_module
-from icl.ops.palette import _OP
+from icl.ops._dispatch import op
+
+_OP = op('nearest_palette')  # created by icl.ops.palette, which imports this module on first dispatch
 
 
 @_OP.register("triton")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import torch
 
 from icl.ops._gpu import kernels_module
-from icl.ops.redness import _OP
+from icl.ops._dispatch import op
+
+_OP = op('redness')  # created by icl.ops.redness, which imports this module on first dispatch
 
 
 @_OP.register("triton")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import torch
 
 from icl.ops._gpu import kernels_module
-from icl.ops.ssim import _OP
+from icl.ops._dispatch import op
+
+_OP = op('ssim')  # created by icl.ops.ssim, which imports this module on first dispatch
 
 
 @_OP.register("triton")  # float64 throughout: any input dtype

@@ -7,18 +7,22 @@ from __future__ import annotations
 import torch
 
 from icl.ops._gpu import kernels_module
-from icl.ops.turbo import _BINS, _DECODE, _depth_of_bin, _torch_table
+from icl.ops._dispatch import op
+from icl.ops._turbo_table import depth_of_bin
+from icl.ops.turbo import torch_table
+
+_BINS, _DECODE = op("turbo_bins"), op("turbo_decode")  # created by icl.ops.turbo, which imports this module on first dispatch
 
 
 def _lut(device: torch.device) -> torch.Tensor:
     turbo = kernels_module("turbo")
     if device.type == "cuda":
-        out: torch.Tensor = turbo.turbo_lut(_torch_table(device), device)
+        out: torch.Tensor = turbo.turbo_lut(torch_table(device), device)
         return out
     # interpreter mode (tests): the 2^24-colour table is built by the native CPU kernel
     from icl.ops.palette import nearest_palette
 
-    lut: torch.Tensor = turbo.turbo_lut(_torch_table(device), device, lambda img, pal: nearest_palette(img, pal))
+    lut: torch.Tensor = turbo.turbo_lut(torch_table(device), device, lambda img, pal: nearest_palette(img, pal))
     return lut
 
 
@@ -30,6 +34,6 @@ def _bins_triton(images: torch.Tensor) -> torch.Tensor:
 
 @_DECODE.register("triton")
 def _decode_triton(images: torch.Tensor, d_min: float, d_max: float) -> torch.Tensor:
-    centres = torch.from_numpy(_depth_of_bin(d_min, d_max)).to(images.device)
+    centres = torch.from_numpy(depth_of_bin(d_min, d_max)).to(images.device)
     out: torch.Tensor = kernels_module("turbo").turbo_lookup_triton(images, _lut(images.device), centres)
     return out

@@ -84,12 +84,12 @@ class LPIPSBatch:
         self.submit()
         with self._lock:
             if self._scores is None:
-                from icl.ops._dispatch import _record
+                from icl.ops._dispatch import record_backend
                 from icl.ops._lpips_weights import LPIPSWeightsNotFound, report_missing
 
                 try:
                     self._scores = np.asarray(self._job.result(), np.float64) if self._a else np.zeros(0)
-                    _record("lpips", "reference")
+                    record_backend("lpips", "reference")
                 except LPIPSWeightsNotFound as exc:
                     report_missing("alex", exc)
                     self._scores = np.full(len(self._a), np.nan)
