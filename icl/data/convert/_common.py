@@ -206,7 +206,7 @@ class Conversion:
         self.settings = dict(settings or {})
         self.writer = DatasetWriter(self.root, meta)
         if paper is None:
-            from icl.data.convert import PAPER_COUNTS
+            from icl.data.convert.outputs import PAPER_COUNTS
 
             paper = PAPER_COUNTS.get(meta.name)
         self.report = Report(meta.name, paper=paper)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from icl.benchmarks.vibe.tasks.base import PredictionError, is_tensor
+from icl.benchmarks.vibe.tasks.errors import PredictionError, is_tensor
 
 
 def groups_by(keys: Iterable[Hashable]) -> dict[Hashable, list[int]]:

@@ -15,17 +15,8 @@ import cv2
 import numpy as np
 
 from icl._helpers import resolved
+from icl.benchmarks.vibe.tasks.errors import PredictionError as PredictionError, is_tensor as is_tensor
 from icl.data.dataset import TASK_PARTS, DatasetMeta, Sample
-
-
-class PredictionError(ValueError):
-    """A model output that cannot be scored (wrong shape, dtype, range, NaN). ``index`` is its
-    position in the batch passed to :meth:`Task.evaluate`; the runner adds model/task/sample."""
-
-    def __init__(self, index: int, message: str):
-        self.index = index
-        self.message = message
-        super().__init__(f"prediction {index}: {message}")
 
 
 class EncodingError(ValueError):
@@ -59,15 +50,6 @@ class Episode:
     context_inputs: list[np.ndarray]
     context_targets: list[Any]
     context_outputs: list[np.ndarray]
-
-
-def is_tensor(x: Any) -> bool:
-    """Whether ``x`` is a torch tensor, without importing torch when nothing has (nor using one
-    that another thread is still importing: :func:`icl._modules.imported`)."""
-    from icl._modules import imported
-
-    torch_mod = imported("torch")
-    return torch_mod is not None and isinstance(x, torch_mod.Tensor)
 
 
 def all_tensors(predictions: Any) -> bool:
