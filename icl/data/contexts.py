@@ -112,9 +112,9 @@ _HEADER = [f.name for f in fields(ContextRow)]
 
 def context_csv_bytes(rows: Iterable[ContextRow]) -> bytes:
     """The CSV text (header + rows in the given order, ``\\n`` line ends) as UTF-8 bytes, by the
-    one table writer (:func:`icl.report.tables.csv_text`: a cell a spreadsheet would run as a
+    one table writer (:func:`icl._csv.csv_text`: a cell a spreadsheet would run as a
     formula gets a leading ``'``)."""
-    from icl.report.tables import csv_text
+    from icl._csv import csv_text
 
     return csv_text([astuple(row) for row in rows], _HEADER).encode("utf-8")
 

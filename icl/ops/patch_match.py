@@ -27,7 +27,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from icl.ops._dispatch import op
+from icl.ops._dispatch import native, op
 from icl.ops._tensor import as_tensor, restore
 
 _OP = op("patch_match")
@@ -145,8 +145,7 @@ def _reference(source: torch.Tensor, target: torch.Tensor, init: Optional[torch.
 @_OP.register("cpu")
 def _cpu(source: torch.Tensor, target: torch.Tensor, init: Optional[torch.Tensor], patch: int,
          iterations: int, kappa: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    from icl import _C
-
+    _C = native()
     has_init = init is not None
     init_np = init.numpy() if init is not None else np.zeros((1, 1, 1), np.int32)
     nnf, dist = _C.patch_match(source.contiguous().numpy(), target.contiguous().numpy(), init_np, has_init,

@@ -21,6 +21,7 @@ has none, so only its failed lines count).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import re
@@ -31,7 +32,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import cv2
 import numpy as np
 
-from icl.run.atomic import write_bytes, write_text
+from icl.store.atomic import OutputWriteError, write_bytes, write_text
 
 FOLDER = "gallery"
 INDEX = "gallery.json"
@@ -148,9 +149,8 @@ def write_gallery(out: Path, lines: Sequence[Mapping[str, Any]], request_of: Cal
     thumbs = _Thumbs(out)
     folder = thumbs.folder
     if folder.exists() and not folder.is_dir():
-        from icl.run.errors import ConfigError
-
-        raise ConfigError(f"{folder}: exists and is not a folder; icl writes the gallery there: move it away")
+        raise OutputWriteError(folder, NotADirectoryError(
+            errno.ENOTDIR, "exists and is not a folder (icl writes the gallery there): move it away"))
     before = _before(folder)
     lines = [d for d in lines if (d.get("answer") or {}).get("png")
              or (d.get("request") or {}).get("type") == "GenerationRequest"]

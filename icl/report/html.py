@@ -411,7 +411,7 @@ def may_write_index(path: Path) -> bool:
 def write_index(runs: Sequence[tuple[str, Path, int]]) -> Optional[Path]:
     """``report.html`` in the folder holding the runs' folders (when they share one), linking each
     run's report; None when they do not share a folder or a file of the user's holds the name."""
-    from icl.run.atomic import write_text  # a unique temporary name, then a rename
+    from icl.store.atomic import write_text  # a unique temporary name, then a rename
 
     parents = {Path(run_dir).resolve().parent for _, run_dir, _ in runs}
     if len(parents) != 1:

@@ -423,7 +423,7 @@ def write_rgb(path: Path, image: np.ndarray, level: Optional[int] = None) -> Non
     """Write an RGB uint8 image atomically (a killed run never leaves half a PNG); ``level``: the
     zlib level (OpenCV's default, run-length coding, suits flat masks; level 1 with filtering
     halves photographic grids for a fifth more time)."""
-    from icl.run.atomic import write_bytes  # a unique temporary name, never a fixed one
+    from icl.store.atomic import write_bytes  # a unique temporary name, never a fixed one
 
     path.parent.mkdir(parents=True, exist_ok=True)
     params = [] if level is None else png_params(level)

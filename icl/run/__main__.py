@@ -414,7 +414,7 @@ def _checked_main(argv: list[str], free_space: Any = None) -> int:
         print(f"icl.run: {bad}", file=sys.stderr)
         return 2
     _start_declared_helpers(argv)  # first: before the imports below
-    from icl.run.atomic import OutputWriteError
+    from icl.store.atomic import OutputWriteError
     from icl.run.guard import sigterm_as_interrupt
     from icl.run.lock import LockError
 

@@ -819,7 +819,7 @@ def render(report: dict[str, Any]) -> str:
 def check(config: RunConfig, stdout: Optional[TextIO] = None, free_space: Optional[FreeSpace] = None) -> int:
     """``--check``: :func:`preflight`, its table on ``stdout``, ``check.json`` in the output
     folder; returns the exit status (0 runnable, 2 problems)."""
-    from icl.run.atomic import OutputWriteError, write_text
+    from icl.store.atomic import OutputWriteError, write_text
 
     stdout = stdout or sys.stdout
     report = preflight(config, free_space)

@@ -1,6 +1,6 @@
 """The common files every run writes: one CSV per summary table, results.json, report.md,
 report.html and plots/. Each file is written to a unique temporary name beside it and renamed
-(:mod:`icl.run.atomic`), so a killed run never leaves a truncated file behind.
+(:mod:`icl.store.atomic`), so a killed run never leaves a truncated file behind.
 
 A run's output folder belongs to one benchmark and holds no links: :func:`claim_folder`
 (called while holding the folder's lock) refuses a folder holding another benchmark's run or
@@ -32,7 +32,7 @@ from icl.benchmarks.base import Benchmark
 from icl.report.schema import COLUMNS, COMPARISON_COLUMNS
 from icl.report.html import report_html, report_title
 from icl.report.tables import csv_text, jsonable
-from icl.run.atomic import STAGING_PREFIX, remove_stale_temporaries, write_text
+from icl.store.atomic import STAGING_PREFIX, remove_stale_temporaries, write_text
 from icl.run.errors import ConfigError
 from icl.run.meta import git_revision, package_versions
 from icl.run.shard import note as shard_note

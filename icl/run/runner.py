@@ -38,7 +38,7 @@ from icl.run.config import ModelSpec, RunConfig, closest, parse_models
 from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
 from icl.run.errors import ConfigError
-from icl.run.atomic import OutputWriteError, is_user_fixable, write_text
+from icl.store.atomic import OutputWriteError, is_user_fixable, write_text
 from icl.run.files import DEFAULT_STORE, claim_folder, replacing, start_plots, write_artifacts, write_outputs
 from icl.run.lock import FolderLock
 from icl.models import hub

@@ -45,7 +45,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 from icl.benchmarks.base import Benchmark, Item
 from icl.report.gallery import write_gallery
 from icl.report.tables import jsonable
-from icl.run.atomic import atomic_open, write_bytes, write_text
+from icl.store.atomic import atomic_open, write_bytes, write_text
 from icl.run.errors import ConfigError
 from icl.store import ScoreKey, Store
 

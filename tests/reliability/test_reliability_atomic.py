@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from icl.run.atomic import OutputWriteError, write_bytes, write_csv, write_json, write_text
+from icl.store.atomic import OutputWriteError, write_bytes, write_csv, write_json, write_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,7 +70,7 @@ def test_concurrent_writers_never_share_a_temporary_name(tmp_path):
 
 KILLED_WRITER = textwrap.dedent("""
     import sys
-    from icl.run.atomic import write_text
+    from icl.store.atomic import write_text
     path, i = sys.argv[1], 0
     while True:
         i += 1
@@ -95,7 +95,7 @@ def test_a_kill_mid_write_leaves_the_old_or_the_new_file_whole(tmp_path):
 
 FSIZE_WRITER = textwrap.dedent("""
     import resource, signal, sys
-    from icl.run.atomic import OutputWriteError, write_text
+    from icl.store.atomic import OutputWriteError, write_text
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the limit then gives EFBIG instead of killing
     resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
     try:
@@ -119,7 +119,7 @@ def test_full_disk_is_one_clear_line_and_the_old_file_stays(tmp_path):
 
 READONLY_WRITER = textwrap.dedent("""
     import os, sys
-    from icl.run.atomic import OutputWriteError, write_text  # imported first: nobody may not read the venv
+    from icl.store.atomic import OutputWriteError, write_text  # imported first: nobody may not read the venv
     if os.geteuid() == 0:
         os.setgid(65534)
         os.setuid(65534)  # as nobody, so that permissions apply

@@ -15,7 +15,7 @@ import pytest
 
 from icl.report.plots import read_rgb, write_rgb
 from icl.run import ModelSpec, RunConfig, run
-from icl.run.atomic import write_text
+from icl.store.atomic import write_text
 from icl.run.errors import ConfigError
 from icl.run.lock import LOCK_NAME, FolderLock, LockError
 from tests.reliability.test_reliability_runner import _cmd, _env

@@ -295,7 +295,7 @@ class Vibe(Benchmark):
                      answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:
         """``context_sensitivity.csv``: per swapped item and model, the output change (1 - SSIM of
         the two predictions) and both values of the task's first rank metric; its means complete
-        the ``diagnostics`` table (written by the one table writer, :func:`icl.report.tables.csv_text`)."""
+        the ``diagnostics`` table (written by the one table writer, :func:`icl._csv.csv_text`)."""
         from icl.report.tables import csv_text
 
         own = {(r["model"], r["dataset"], r["task"], int(r["shots"]), r["query"]): r for r in self._own_rows}

@@ -509,7 +509,7 @@ class VLICL(Benchmark):
     def episodes_csv(self) -> str:
         """Every episode's support list as CSV (``task, seed, shots, query_id, rank, support_id,
         protocol``): byte-identical whenever the plan is. Written by the one table writer
-        (:func:`icl.report.tables.csv_text`): a release id a spreadsheet would run as a formula
+        (:func:`icl._csv.csv_text`): a release id a spreadsheet would run as a formula
         (``=``, ``+``, ``-``, ``@``, ...) gets a leading ``'``."""
         rows: list = []
         seen = set()

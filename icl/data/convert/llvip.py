@@ -5,7 +5,7 @@ ids) and ``Annotations/<id>.xml`` (PASCAL VOC: ``object/name``, ``object/bndbox`
 keeps every 25th frame (every 25th id in sorted order over both splits) and removes the frames
 "where the bounding boxes of more than three persons overlap": a frame is dropped when its boxes
 do not fit the three colour channels of the detection encoding, decided by the encoding's own
-packing (``icl.benchmarks.vibe.tasks.detection.pack_channels``: red, else green, else blue where
+packing (``icl.data.geometry.pack_channels``: red, else green, else blue where
 a box neither overlaps nor touches one already drawn). Frames with no person are kept (no
 filter of the paper removes them).
 
@@ -67,7 +67,7 @@ def read_voc(path: Path) -> tuple[tuple[int, int] | None, list[tuple[str, list[f
 
 
 def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
-    from icl.benchmarks.vibe.tasks.detection import pack_channels, pixel_rects
+    from icl.data.geometry import pack_channels, pixel_rects
 
     root = _root(raw)
     frames = sorted((p.stem, p) for p in (root / "visible").rglob("*.jpg"))

@@ -76,7 +76,7 @@ def _run(conv: Conversion, items: list[tuple[str, Path, Path]], decode: Callable
         labels = decode(mask_path)
         resized = labels.shape[:2] if labels.shape[:2] != image.shape[:2] else None
         if resized and resize:
-            from icl.benchmarks.vibe.tasks.base import resize_nearest  # PROTOCOL §1.3's label-map resize
+            from icl.data.geometry import resize_nearest  # PROTOCOL §1.3's label-map resize
 
             labels = resize_nearest(labels, image.shape[:2])
         else:

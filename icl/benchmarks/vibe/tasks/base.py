@@ -11,12 +11,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
-import cv2
 import numpy as np
 
 from icl._helpers import resolved
 from icl.benchmarks.vibe.tasks.errors import PredictionError as PredictionError, is_tensor as is_tensor
 from icl.data.dataset import TASK_PARTS, DatasetMeta, Sample
+from icl.data.geometry import resize_image as resize_image, resize_nearest as resize_nearest
 
 
 class EncodingError(ValueError):
@@ -83,27 +83,6 @@ def float_to_uint8(index: int, pred: np.ndarray) -> np.ndarray:
     if not np.isfinite(x).all():
         raise PredictionError(index, "contains NaN or infinite values")
     return np.rint(np.clip(x, 0.0, 1.0) * 255.0).astype(np.uint8)
-
-
-def resize_nearest(labels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Nearest-neighbour resize of a 2-D map to ``size`` (h, w), pixel centres aligned:
-    source index ``floor((i + 0.5) * src / dst)``. Any dtype."""
-    h, w = size
-    sh, sw = labels.shape[:2]
-    if (sh, sw) == (h, w):
-        return labels
-    rows = np.minimum(((np.arange(h) + 0.5) * sh / h).astype(np.int64), sh - 1)
-    cols = np.minimum(((np.arange(w) + 0.5) * sw / w).astype(np.int64), sw - 1)
-    return labels[rows[:, None], cols[None, :]]
-
-
-def resize_image(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Bilinear resize of a uint8 [h, w, 3] image to ``size`` (h, w) without antialias
-    (OpenCV ``INTER_LINEAR``)."""
-    h, w = size
-    if image.shape[:2] == (h, w):
-        return image
-    return cv2.resize(image, (w, h), interpolation=cv2.INTER_LINEAR)
 
 
 def scale_points(xy: np.ndarray, src: tuple[int, int], dst: tuple[int, int]) -> np.ndarray:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from icl.data.dataset import DatasetMeta, Sample
+from icl.data.geometry import pack_channels as pack_channels, pixel_rects as pixel_rects
 from icl.benchmarks.vibe.tasks.base import BoxesTarget, EncodingError, Task, scale_boxes
 
 if TYPE_CHECKING:
@@ -14,36 +15,6 @@ if TYPE_CHECKING:
 
 IOU_THRESHOLD = 0.5
 MIN_LOSSLESS_SIDE = 3  # px: PROTOCOL §1.4's lossless boxes
-
-
-def pixel_rects(boxes: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Drawn pixel extent (x0, y0, x1, y1), x1/y1 exclusive, int64 [N, 4]: edges rounded half
-    up, at least one pixel, inside the image."""
-    h, w = size
-    r = np.floor(np.asarray(boxes, np.float64).reshape(-1, 4) + 0.5).astype(np.int64)
-    r[:, 0] = np.clip(r[:, 0], 0, w - 1)
-    r[:, 1] = np.clip(r[:, 1], 0, h - 1)
-    r[:, 2] = np.clip(np.maximum(r[:, 2], r[:, 0] + 1), 1, w)
-    r[:, 3] = np.clip(np.maximum(r[:, 3], r[:, 1] + 1), 1, h)
-    return r
-
-
-def pack_channels(rects: np.ndarray) -> list[int] | str:
-    """Channel (0 R, 1 G, 2 B) per box in annotation order: the first channel where the box
-    neither overlaps nor touches (8-neighbour) a box already drawn there, since touching
-    boxes would merge into one component. A reason string when a box fits no channel."""
-    placed: list[list[np.ndarray]] = [[], [], []]
-    out: list[int] = []
-    for i, r in enumerate(rects):
-        for c in range(3):
-            # touching = the rectangles grown by one pixel overlap
-            if all(r[0] > q[2] or q[0] > r[2] or r[1] > q[3] or q[1] > r[3] for q in placed[c]):
-                placed[c].append(r)
-                out.append(c)
-                break
-        else:
-            return f"box {i} {r.tolist()} overlaps or touches a box in each of R, G and B"
-    return out
 
 
 def decode_boxes(pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -182,10 +182,10 @@ def write_json(path: str | Path, obj: Any, *, indent: Optional[int] = 2, durable
 
 def write_csv(path: str | Path, rows: Iterable[Sequence[Any]] | Iterable[dict], header: Optional[Sequence[str]] = None,
               *, durable: bool = True) -> Path:
-    """Atomically write a CSV through the one table writer (:func:`icl.report.tables.csv_text`:
+    """Atomically write a CSV through the one table writer (:func:`icl._csv.csv_text`:
     formula-like text guarded, numpy scalars as numbers): ``rows`` are sequences (``header``
     optional) or dicts (``header`` is then the field order and required)."""
-    from icl.report.tables import csv_text
+    from icl._csv import csv_text
 
     table: list[Any] = list(rows)
     if table and isinstance(table[0], dict) and header is None:
