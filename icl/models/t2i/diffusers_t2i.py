@@ -37,13 +37,13 @@ from typing import Any, ClassVar, Optional, Sequence, Union
 
 import numpy as np
 
+from icl._parse import parse_bool
 from icl.models.base import PRECISIONS, Adapter
 from icl.models.memory import (ActivationMemory, dit_values, first_int, lm_config_values, read_config, t5_bytes,
                                unet_values, vae_channels, vae_scale, vae_values)
 from icl.models.requests import GenerationRequest
 from icl.models.t2i.common import (PretrainedFolder, Recorder, RequestRefused, check_generation, chunks,
                                    cpu_generator, prompt_text, refuse_images, seed_of, to_size, torch_dtype)
-from icl.models.vicl._diffusion_sd import as_bool
 from icl.models.hub import DIFFUSERS_PATTERNS
 from icl.models.weights import WeightsError, pipeline_architectures
 
@@ -106,7 +106,7 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
             raise ValueError(f"{self.name}: call_args {owned} are set by the adapter (use its own arguments)")
         self.height, self.width, self.batch_size = height, width, batch_size
         self.call_args = {**self.default_call_args, **(call_args or {})}
-        self.cpu_offload = as_bool("cpu_offload", cpu_offload)
+        self.cpu_offload = parse_bool(cpu_offload, "model argument cpu_offload")
         self.pipe: Any = None
         self.recorder = Recorder()
 

@@ -9,7 +9,7 @@ chosen Triton's interpreter mode.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence
 
 import cv2
 import numpy as np
@@ -22,18 +22,6 @@ from icl.models.weights import PathLike, WeightsError, resolve_weights
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 SD_PARTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
-
-
-def as_bool(name: str, value: Union[bool, str, int]) -> bool:
-    """A model argument that may arrive as a string from the command line."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"model argument {name}: expected a boolean (true/false), got {value!r}")
 
 
 def check_range(name: str, value: float, low: float, high: float = float("inf")) -> None:

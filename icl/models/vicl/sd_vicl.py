@@ -38,6 +38,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
+from icl._parse import parse_bool
 from icl.models.base import PRECISIONS, Adapter
 from icl.models.memory import ActivationMemory, first_int, unet_values, vae_channels, vae_scale, vae_values
 from icl.models.requests import AnalogyRequest
@@ -91,7 +92,7 @@ class SDVICL(Adapter):
         self.steps, self.skip_steps = int(steps), int(skip_steps)
         self.temperature, self.contrast_strength = float(temperature), float(contrast_strength)
         self.swap_guidance_scale = float(swap_guidance_scale)
-        self.rewire, self.adain = sd.as_bool("rewire", rewire), sd.as_bool("adain", adain)
+        self.rewire, self.adain = parse_bool(rewire, "model argument rewire"), parse_bool(adain, "model argument adain")
         self.rewire_full = (int(rewire_full_start), int(rewire_full_end))
         self.rewire_half = (int(rewire_half_start), int(rewire_half_end))
         self.adain_range = (int(adain_start), int(adain_end))
