@@ -68,7 +68,7 @@ def vlicl(seeds: Path) -> dict[str, Any]:
         shots = [int(h.split("-")[0]) for h in header]
         tables[name] = dict(
             title=lines[start].split(":", 1)[1].strip(), metric=metric, scale=1.0, std="over 3 seeds (ddof 0)",
-            count=3, columns={h: {"shots": s} for h, s in zip(header, shots)},
+            count=3, std_over="seed", columns={h: {"shots": s} for h, s in zip(header, shots)},
             cell=dict(task=task, subset=f"{variant}/detailed/direct/*/1", metric=metric),
             unmatched=VLICL_UNMATCHED.get(n, ""),
             reproduce=dict(options={"tasks": [task], "variant": variant, "seeds": [0, 1, 2]}, shots=shots,
@@ -77,12 +77,12 @@ def vlicl(seeds: Path) -> dict[str, Any]:
             for h, text in zip(header, r[1:]):
                 printed, std = _cell(text)
                 values.append(dict(table=name, row=r[0].strip(), column=h, printed=printed, std_printed=std))
-    differences = [dict(part=3, expected="reference",
+    differences = [dict(part=3, expected="reference:*",
                         text="prompt style {value}: the paper prompted with the reference code's layout "
                              "(--prompt-style reference)")]
     return dict(benchmark="vlicl", paper=VLICL_PAPER, short="VL-ICL", document="001_86e88a9a8d0434c5.txt",
                 subset_parts=["variant", "description", "cot", "prompt", "repeat"], differences=differences,
-                tables=tables, values=values, official={})
+                tables=tables, values=values, official={}, row_aliases={"InternLM-XComposer2": "InternLM-X2"})
 
 
 # ---------------------------------------------------------------- CoBSAT (main-text Tables 1-4)
