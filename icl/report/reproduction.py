@@ -61,17 +61,20 @@ class Published:
         out: dict[str, str] = {}
         for v in self.values:
             if v.cell is not None:
-                name = self.row_aliases.get(v.cell["model"], v.cell["model"])
+                name = self._unalias(v.cell["model"])
                 out.setdefault(name.casefold(), name)
         return list(out.values())
 
     def row_name(self, name: str) -> Optional[str]:
         """The row ``name`` stands for (case and an alias ignored); None when none."""
-        want = self.row_aliases.get(name, name).casefold()
+        want = self._unalias(name).casefold()
         return next((r for r in self.rows() if r.casefold() == want), None)
 
+    def _unalias(self, name: str) -> str:
+        return next((r for a, r in self.row_aliases.items() if a.casefold() == name.casefold()), name)
+
     def same_row(self, printed: str, row: str) -> bool:
-        return self.row_aliases.get(printed, printed).casefold() == row.casefold()
+        return self._unalias(printed).casefold() == row.casefold()
 
     def source(self, v: Value) -> str:
         return f"{self.short} {v.table}"
