@@ -98,7 +98,8 @@ def report_html(benchmark: str, tables: Mapping[str, Sequence[Mapping[str, Any]]
         sections.append(("tables", "Results", "".join(_table_section(n, tables[n], files.get(n), info)
                                                       for n in order)))
     if "reproduction" in tables:
-        sections.append(("paper", "Against the paper", _against_paper(tables["reproduction"], meta, info)))
+        sections.append(("paper", "Against the paper", _against_paper(tables["reproduction"], meta, info,
+                                                                      files.get("reproduction"))))
     if shot_figs:
         sections.append(("shots", "Metric against shots", "".join(f[1] for f in shot_figs)))
     if other_figs:
@@ -125,20 +126,21 @@ def report_html(benchmark: str, tables: Mapping[str, Sequence[Mapping[str, Any]]
 
 
 def _against_paper(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
-                   info: Mapping[str, tuple[Optional[str], bool]]) -> str:
+                   info: Mapping[str, tuple[Optional[str], bool]], file: Optional[str]) -> str:
     """The source papers' numbers beside the run's (reproduction.csv): a summary line, the figure
     (yours against published, identity line, 95% intervals) and the table."""
     if synthetic_note(meta.get("data") or {}) and not rows:
-        return "<p>Not compared: synthetic data is never compared with the papers.</p>"
-    if not rows:
-        return ("<p>No cell to compare: match a model to a paper row with the model argument "
+        note = "<p>Not compared: synthetic data is never compared with the papers.</p>"
+    elif not rows:
+        note = ("<p>No cell to compare: match a model to a paper row with the model argument "
                 "<code>published_as=ROW</code>, or run an official checkpoint (<code>weights=hf:default</code>); "
                 "docs/reproducing.md lists the rows.</p>")
-    figure = reproduction.figure_svg(rows)
-    return (f"<p>{escape(reproduction.summary_line(rows))} (reproduction.csv)</p>"
-            + (f"<figure>{figure}<figcaption>yours against published: green inside your 95% interval, red "
-               f"outside; dashed: identity</figcaption></figure>" if figure else "")
-            + html_table(rows, info))
+    else:
+        figure = reproduction.figure_svg(rows)
+        note = (f"<p>{escape(reproduction.summary_line(rows))}</p>"
+                + (f"<figure>{figure}<figcaption>yours against published: green inside your 95% interval, red "
+                   f"outside; dashed: identity</figcaption></figure>" if figure else ""))
+    return note + _table_section("reproduction", rows, file, info)
 
 
 def _page(title: str, body: str) -> str:
