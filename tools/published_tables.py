@@ -71,7 +71,8 @@ def vlicl(seeds: Path) -> dict[str, Any]:
             count=3, std_over="seed", columns={h: {"shots": s} for h, s in zip(header, shots)},
             cell=dict(task=task, subset=f"{variant}/detailed/direct/*/1", metric=metric),
             unmatched=VLICL_UNMATCHED.get(n, ""),
-            reproduce=dict(options={"tasks": [task], "variant": variant, "seeds": [0, 1, 2]}, shots=shots,
+            reproduce=dict(options={"tasks": [task], "variant": variant, "seeds": [0, 1, 2],
+                                    "prompt_style": "reference"}, shots=shots,
                            rows=[r[0].strip() for r in rows]))
         for r in rows:
             for h, text in zip(header, r[1:]):
@@ -149,9 +150,13 @@ def cobsat(seeds: Path) -> dict[str, Any]:
                     values.append(dict(table=table, row=row, column=task, printed=printed, std_printed="", cell=None))
     t4 = block("Model Shot CoT", "Table 4:")
     add("Table 4", "SEED-LLaMA, 2 shots, without CoT", _numbers(t4[2]), 2, "image", "default", "seed")
-    add("Table 4", "SEED-LLaMA, 2 shots, CoT", _numbers(t4[3]), 2, "image", "cot", "seed")
+    # icl's two-pass chain of thought needs description mode: the paper's CoT rows of image
+    # generation are printed, never a run's cell
+    cot = [("SEED-LLaMA, 2 shots, CoT", t4[3]), ("SEED-LLaMA, 4 shots, CoT", t4[5])]
     add("Table 4", "SEED-LLaMA, 4 shots, without CoT", _numbers(t4[4]), 4, "image", "default", "seed")
-    add("Table 4", "SEED-LLaMA, 4 shots, CoT", _numbers(t4[5]), 4, "image", "cot", "seed")
+    for row, line in cot:
+        for task, printed in zip(COBSAT_TASKS, _numbers(line)):
+            values.append(dict(table="Table 4", row=row, column=task, printed=printed, std_printed="", cell=None))
     titles = {"Table 1": "T2I-ICL vs T-ICL accuracy (Gemini, image description)",
               "Table 2": "accuracy with and without precise textual inputs (SEED-LLaMA, image generation)",
               "Table 3": "accuracy of pretrained-only vs fine-tuned Qwen-VL (image description)",
@@ -161,7 +166,7 @@ def cobsat(seeds: Path) -> dict[str, Any]:
         mine = [v for v in values if v["table"] == name]
         shots = sorted({v["cell"]["shots"] for v in mine if v["cell"]})
         modes = {v["cell"]["subset"].split("/")[0] for v in mine if v["cell"]}
-        variants = sorted({v["cell"]["subset"].split("/")[1] for v in mine if v["cell"]})
+        variants = list(dict.fromkeys(v["cell"]["subset"].split("/")[1] for v in mine if v["cell"]))
         families = sorted({v["cell"]["subset"].split("/")[2] for v in mine if v["cell"]})
         tables[name] = dict(
             title=title, metric="overall", scale=100.0, std="", count=1000,

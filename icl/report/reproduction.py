@@ -361,3 +361,65 @@ def summary_line(rows: Sequence[Mapping[str, Any]]) -> str:
     outside = sum(r.get("inside_interval") == "no" for r in rows)
     return (f"{len(rows)} cells against the paper: {inside} inside your 95% interval, {outside} outside, "
             f"{len(rows) - inside - outside} not comparable")
+
+
+@dataclass
+class Grid:
+    """What ``--reproduce "Table N"`` plans: the benchmark options (tasks, datasets, shots, ...),
+    the models of the table's rows that icl can name (an official checkpoint by its Hub name,
+    ``weights=hf:default``; a weight-free baseline by name), the rows it cannot (and why), and
+    the table's other settings that need a run of their own."""
+
+    table: str
+    options: dict[str, Any]
+    models: list[str]
+    unplanned: list[tuple[str, str]]
+    also: list[str]
+
+    def describe(self, short: str) -> str:
+        opts = "; ".join(f"{k} {','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+                         for k, v in self.options.items())
+        lines = [f"--reproduce {self.table!r} ({short}): {opts}",
+                 "  models: " + (", ".join(self.models) or "none with an official checkpoint")]
+        by_why: dict[str, list[str]] = {}
+        for row, why in self.unplanned:
+            by_why.setdefault(why, []).append(row)
+        lines += [f"  not planned ({why}): {', '.join(rows)}" for why, rows in by_why.items()]
+        lines += [f"  also in the table: {a}" for a in self.also]
+        return "\n".join(lines)
+
+
+def grid(published: Published, table: str, official: Mapping[str, Optional[str]],
+         variant: Optional[str] = None) -> Grid:
+    """The grid of ``table`` (ValueError naming the known tables for an unknown one).
+    ``official``: family -> its official checkpoint reference (None: not on the Hub, with where
+    it lives instead) for the families icl's checkpoint table lists; ``variant``: the user's
+    choice among the table's variants (default: the first)."""
+    key = next((t for t in published.tables if t.casefold() == table.strip().casefold()), None)
+    if key is None:
+        raise ValueError(f"--reproduce {table!r}: {published.benchmark} knows "
+                         + ", ".join(sorted(published.tables, key=lambda t: (len(t), t))) + " (docs/reproducing.md)")
+    spec = published.tables[key].get("reproduce") or {}
+    options = {k: (tuple(v) if isinstance(v, list) else v) for k, v in (spec.get("options") or {}).items()}
+    if spec.get("shots"):
+        options["shots"] = tuple(spec["shots"])
+    also = []
+    variants = list(spec.get("variants") or ())
+    if variants:
+        chosen = variant if variant in variants else variants[0]
+        options["variant"] = chosen
+        also = [f"rows with --variant {v} (run again with it)" for v in variants if v != chosen]
+    by_row = {row: family for family, row in published.official.items()}
+    models, unplanned = [], []
+    for row in spec.get("rows") or ():
+        family = by_row.get(published._unalias(row)) or by_row.get(row)
+        if family is None:
+            unplanned.append((row, "no official checkpoint in icl: give --models NAME:...,published_as=ROW"))
+        elif family not in official:
+            models.append(family)  # a weight-free baseline
+        elif official[family]:
+            models.append(f"{family}:weights=hf:default")
+        else:
+            unplanned.append((row, f"weights not on the Hub: give --models {family}:weights=PATH, "
+                                   f"docs/models.md 'Official weights'"))
+    return Grid(key, options, models, unplanned, also)
