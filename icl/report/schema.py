@@ -39,7 +39,7 @@ import numpy as np
 
 from icl.report import stats
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: published_value, published_std, published_source
 COLUMNS = ("benchmark", "protocol", "task", "subset", "shots", "model", "metric", "value", "ci_low", "ci_high", "n",
            "n_failed", "direction", "unit", "data", "published_value", "published_std", "published_source")
 COMPARISON_COLUMNS = ("benchmark", "protocol", "task", "subset", "shots", "metric", "model_a", "model_b", "difference",
