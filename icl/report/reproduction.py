@@ -298,6 +298,10 @@ def reproduction_rows(published: Optional[Published], rows: Mapping[str, Mapping
                        published_std="" if v.std is None else v.std, yours=yours, ci_low=lo, ci_high=hi, n=r.get("n", ""),
                        difference=why or yours - v.value,
                        inside_interval="" if why else ("yes" if lo <= v.value <= hi else "no"), test="", p_value="")
+            if not why and any(math.isnan(x) for x in (yours, lo, hi)):  # no value to judge: no verdict
+                row.update(difference="", inside_interval="")
+                out.append(row)
+                continue
             count, unit = table.get("count"), table.get("std_over")
             if not why and v.std is not None and count and unit and spec is not None and int(count) > 1:
                 mine = _seed_values(score_rows, r, spec, unit)

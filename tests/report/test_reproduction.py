@@ -181,3 +181,10 @@ def test_unknown_row_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
                  "copy-last:published_as=Nobody"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "published_as='Nobody': no such row in VL-ICL's tables" in err[0]
+
+
+def test_a_cell_without_a_value_gets_no_verdict() -> None:
+    row = dict(benchmark="demo", task="t1", subset="image/ref", shots=1, model="m", metric="accuracy",
+               value=float("nan"), ci_low=float("nan"), ci_high=float("nan"), n=0, data="release d")
+    out = R.reproduction_rows(R.parse(DOC), {"m": {"row": "Row A"}}, [row])
+    assert len(out) == 1 and out[0]["difference"] == "" and out[0]["inside_interval"] == ""
