@@ -169,7 +169,7 @@ def cobsat(seeds: Path) -> dict[str, Any]:
         variants = list(dict.fromkeys(v["cell"]["subset"].split("/")[1] for v in mine if v["cell"]))
         families = sorted({v["cell"]["subset"].split("/")[2] for v in mine if v["cell"]})
         tables[name] = dict(
-            title=title, metric="overall", scale=100.0, std="", count=1000,
+            title=title, metric="overall", scale=100.0, std="", count=None,
             columns={t: {"task": t} for t in COBSAT_TASKS}, cell=dict(metric="overall"), unmatched="",
             reproduce=dict(options={"tasks": COBSAT_TASKS, "gen_mode": modes.pop(), "family": families[0],
                                     "legacy_prompts": True}, variants=variants, shots=shots, rows=models[name]))
