@@ -23,6 +23,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from icl.report import reproduction
 from icl.report.gallery import gallery_html
 from icl.report.plots import LOWER_IS_BETTER, METRIC_UNITS, metric_label
 
@@ -82,7 +83,7 @@ def report_html(benchmark: str, tables: Mapping[str, Sequence[Mapping[str, Any]]
     info = metric_info(tables)
     table_names = list((meta.get("tables") or {}) or tables)
     names = [n for n in table_names if n in tables]
-    main = [n for n in names if "diag" not in n.lower()]
+    main = [n for n in names if "diag" not in n.lower() and n != "reproduction"]
     diag = [n for n in names if "diag" in n.lower()]
     order = sorted(main, key=lambda n: (n != "results", "rank" not in n.lower(), main.index(n)))
     files = (meta.get("tables") or {})
@@ -96,6 +97,9 @@ def report_html(benchmark: str, tables: Mapping[str, Sequence[Mapping[str, Any]]
     if order:
         sections.append(("tables", "Results", "".join(_table_section(n, tables[n], files.get(n), info)
                                                       for n in order)))
+    if "reproduction" in tables:
+        sections.append(("paper", "Against the paper", _against_paper(tables["reproduction"], meta, info,
+                                                                      files.get("reproduction"))))
     if shot_figs:
         sections.append(("shots", "Metric against shots", "".join(f[1] for f in shot_figs)))
     if other_figs:
@@ -119,6 +123,24 @@ def report_html(benchmark: str, tables: Mapping[str, Sequence[Mapping[str, Any]]
     body.append("<nav>" + "".join(f'<a href="#{i}">{escape(h)}</a>' for i, h, _ in sections) + "</nav>")
     body += [f'<section id="{i}"><h2>{escape(h)}</h2>{content}</section>' for i, h, content in sections]
     return _page(title, "\n".join(body))
+
+
+def _against_paper(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
+                   info: Mapping[str, tuple[Optional[str], bool]], file: Optional[str]) -> str:
+    """The source papers' numbers beside the run's (reproduction.csv): a summary line, the figure
+    (yours against published, identity line, 95% intervals) and the table."""
+    if synthetic_note(meta.get("data") or {}) and not rows:
+        note = "<p>Not compared: synthetic data is never compared with the papers.</p>"
+    elif not rows:
+        note = ("<p>No cell to compare: match a model to a paper row with the model argument "
+                "<code>published_as=ROW</code>, or run an official checkpoint (<code>weights=hf:default</code>); "
+                "docs/reproducing.md lists the rows.</p>")
+    else:
+        figure = reproduction.figure_svg(rows)
+        note = (f"<p>{escape(reproduction.summary_line(rows))}</p>"
+                + (f"<figure>{figure}<figcaption>yours against published: green inside your 95% interval, red "
+                   f"outside; dashed: identity</figcaption></figure>" if figure else ""))
+    return note + _table_section("reproduction", rows, file, info)
 
 
 def _page(title: str, body: str) -> str:

@@ -7,7 +7,7 @@ unit, scale, pooled ratios), and which column names a query when a query has sev
 a group (seeds). Columns (:data:`COLUMNS`):
 
 ``benchmark, protocol, task, subset, shots, model, metric, value, ci_low, ci_high, n,
-n_failed, direction, unit, data``
+n_failed, direction, unit, data, published_value, published_std, published_source``
 
 - ``value``: the mean over the group's items (``scale`` times; a ratio metric: the pooled
   ``sum(numerator) / sum(denominator)``), ``ci_low``/``ci_high`` its 95% percentile bootstrap
@@ -17,6 +17,9 @@ n_failed, direction, unit, data``
 - ``n``: items in the mean (items a benchmark scores on failure included), ``n_failed``: items
   of the group whose model call failed. ``data``: the data origin of the group
   (``Benchmark.data_origin()``: built-in, or the release with its digest).
+- ``published_value``, ``published_std``, ``published_source``: what the source paper printed
+  for the cell ("VL-ICL Table 18"), on the rows of a model matched to a paper row; empty
+  elsewhere and on synthetic data (filled by :mod:`icl.report.reproduction`).
 
 Comparisons (``comparisons.csv``, ``results.json``): for every pair of models and every row
 group both have, the paired bootstrap difference ``a - b`` on their shared units, its interval,
@@ -36,9 +39,9 @@ import numpy as np
 
 from icl.report import stats
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: published_value, published_std, published_source
 COLUMNS = ("benchmark", "protocol", "task", "subset", "shots", "model", "metric", "value", "ci_low", "ci_high", "n",
-           "n_failed", "direction", "unit", "data")
+           "n_failed", "direction", "unit", "data", "published_value", "published_std", "published_source")
 COMPARISON_COLUMNS = ("benchmark", "protocol", "task", "subset", "shots", "metric", "model_a", "model_b", "difference",
                       "ci_low", "ci_high", "p_value", "p_holm", "n", "direction", "unit")
 ALL = "all"  # task or subset of a benchmark that has no such column
@@ -196,7 +199,8 @@ def results_rows(benchmark: str, protocol: str, rows: Sequence[Mapping[str, Any]
             n = int(round(den.sum())) if m.denominator is None else len(ids)
             out.append(dict(benchmark=benchmark, protocol=protocol, task=g.task, subset=g.subset, shots=g.shots,
                             model=g.model, metric=m.name, value=est.value, ci_low=est.ci_low, ci_high=est.ci_high,
-                            n=n, n_failed=failed, direction=m.direction, unit=m.unit, data=g.data))
+                            n=n, n_failed=failed, direction=m.direction, unit=m.unit, data=g.data,
+                            published_value="", published_std="", published_source=""))
     return out
 
 

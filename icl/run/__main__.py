@@ -102,6 +102,10 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--profile", type=Path, metavar="FILE",
                    help="write a cProfile of the whole command to FILE (pstats: python -m pstats FILE); "
                         "also for rescore, export and merge")
+    p.add_argument("--reproduce", metavar="TABLE",
+                   help="plan a source paper's table: its tasks, datasets, shots and the models of its rows that "
+                        "have an official checkpoint (e.g. --reproduce 'Table 18'; with --check: the plan, weights "
+                        "and cost; docs/reproducing.md)")
     p.add_argument("--list", action="store_true", help="list the benchmark's tasks, datasets and models, then exit")
     p.add_argument("--check", action="store_true", default=None,
                    help="check the run without running it: plan and resume counts, data, weights, checkpoints "
@@ -181,6 +185,36 @@ _COMMON_KEYS = ("models", "judge", "data_root", "name", "out", "store", "device"
                 "gpus_per_worker", "worker_retries", "log_samples", "check", "calibrate")
 
 
+def _reproduce(bench_name: str, cls: Any, args: argparse.Namespace, options: dict[str, Any],
+               models: Optional[list[ModelSpec]]) -> tuple[dict[str, Any], list[ModelSpec]]:
+    """``--reproduce TABLE``: the table's grid (the benchmark's published.json says which
+    options, shots and rows; :func:`icl.report.reproduction.grid`) on top of the user's
+    settings; an option the user set otherwise is a conflict. The user's models run beside the
+    table's official ones. Leaves the plan's description in ``args.reproduce_note``."""
+    from icl.models import hub
+    from icl.report import reproduction
+
+    published = reproduction.load(cls)
+    if published is None:
+        raise ConfigError(f"--reproduce: benchmark {bench_name!r} ships no published numbers (docs/reproducing.md)")
+    official = {family: o.ref for (family, arg), o in hub.OFFICIAL.items() if arg == "weights"}
+    try:
+        g = reproduction.grid(published, str(args.reproduce), official, options.get("variant"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    options = dict(options)
+    for k, v in g.options.items():
+        if k in options and options[k] != v:
+            raise ConfigError(f"--reproduce {g.table!r} sets {k} to {v!r}; leave --{k.replace('_', '-')} out")
+        options[k] = v
+    planned = [s for m in g.models for s in parse_models(m)] + list(models or [])
+    if not planned:
+        raise ConfigError(f"--reproduce {g.table!r}: no row of it has an official checkpoint in icl; give --models "
+                          f"NAME:...,published_as=ROW (rows: {', '.join(r for r, _ in g.unplanned)})")
+    args.reproduce_note = g.describe(published.short)
+    return options, planned
+
+
 def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequence[str]) -> RunConfig:
     """Resolve file settings, then flags, into a RunConfig."""
     file: dict[str, Any] = _read_toml(args.config) if args.config else {}
@@ -214,6 +248,8 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
         if models is None:
             models = [s for m in cls.default_models for s in parse_models(m)]
         models = apply_model_args(models, pairs)
+    if getattr(args, "reproduce", None) is not None:
+        options, models = _reproduce(bench_name, cls, args, options, models)
     judges = parse_judges(args.judge if args.judge is not None else file.get("judge"), args.config)
 
     def pick(name: str, default: Any) -> Any:
@@ -526,6 +562,8 @@ def _main(argv: list[str], free_space: Any = None) -> int:
         return 0
     args = parser.parse_args(rest)
     config = build_config(name, args, cls, typed)
+    if getattr(args, "reproduce_note", None):
+        print(args.reproduce_note)
     if args.list:
         from icl.run.runner import open_benchmark
 

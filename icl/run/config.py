@@ -21,7 +21,7 @@ from typing import Any, Mapping, Optional, Sequence
 from icl.run.errors import ConfigError
 
 # Arguments the runner applies to any adapter (unless its __init__ takes them itself).
-RUNNER_MODEL_ARGS = ("dtype", "batch_size", "timeout")
+RUNNER_MODEL_ARGS = ("dtype", "batch_size", "timeout", "published_as")  # never in the identity
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from icl.benchmarks.base import Benchmark
 from icl.report.schema import COLUMNS, COMPARISON_COLUMNS
+from icl.report.reproduction import COLUMNS as REPRODUCTION_COLUMNS
 from icl.report.html import report_html, report_title
 from icl.report.tables import csv_text, jsonable
 from icl.store.atomic import STAGING_PREFIX, remove_stale_temporaries, write_text
@@ -40,7 +41,7 @@ from icl.store import Failure
 from icl.store.sqlite import stored_benchmarks
 
 DEFAULT_STORE = "store.sqlite"
-COMMON_COLUMNS = {"results": COLUMNS, "comparisons": COMPARISON_COLUMNS}
+COMMON_COLUMNS = {"results": COLUMNS, "comparisons": COMPARISON_COLUMNS, "reproduction": REPRODUCTION_COLUMNS}
 
 
 INCOMPLETE = "INCOMPLETE"

@@ -43,7 +43,7 @@ from icl.run.errors import ConfigError
 from icl.run.files import INCOMPLETE, claim_folder, replacing, write_artifacts
 from icl.run.lock import LOCK_NAME, FolderLock
 from icl.run.runner import (Outcome, _absolute, _applicable, _plan, _run_store, finish, open_benchmark,
-                            print_summary, recorded_judges, recorded_models, writable)
+                            print_summary, recorded_judges, recorded_models, recorded_roles, writable)
 from icl.run.samples import SAMPLES
 from icl.store import ComputeRecord, Failure, Store, StoreError
 from icl.store.copy import open_read_only
@@ -106,7 +106,7 @@ def merge(out: Path, shard_dirs: Sequence[Path], stdout: Optional[TextIO] = None
                           f"since; merge with the data and icl the shards ran with")
     meta = shards[0].meta
     models = recorded_models(meta)  # the run's order: tables and figures as the unsharded run draws them
-    roles = {label: {k: m[k] for k in ("serves", "reference") if k in m} for label, m in meta["models"].items()}
+    roles = recorded_roles(meta)
     judges = recorded_judges(meta)
     _check_complete(bench, items, shards, models, [j["judge_id"] for j in judges] or [""], roles, stderr)
     _check_out(out, shards[0])

@@ -45,6 +45,7 @@ class RunModel:
     load_error: Optional[str] = None
     calls: int = 0  # guarded model calls made (0: not yet asked)
     stopped: Optional[str] = None  # why the run stopped asking this model (load or first batch failed)
+    published: Optional[dict[str, str]] = None  # the paper row it stands for (icl.report.reproduction)
 
     @property
     def privileged(self) -> bool:

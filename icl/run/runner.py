@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TextIO
 from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
+from icl.report import reproduction
 from icl.report.html import synthetic_note
 from icl.report.schema import METHOD, SCHEMA_VERSION, common_tables
 from icl.run import responses as R
@@ -142,6 +143,13 @@ def _models(config: RunConfig, bench: Benchmark, device: str, problems: Optional
             models.append(make_model(s, where, config.dtype, bench.request_types, bench.name))
         except ConfigError as exc:
             report(f"model {s.label}", str(exc))
+            continue
+        try:  # the paper row it stands for: only said explicitly (published_as, or the official checkpoint)
+            models[-1].published = reproduction.paper_row(reproduction.load(bench), s.name, s.args,
+                                                          sorted({f for f, _ in hub.OFFICIAL}))
+        except ValueError as exc:
+            report(f"model {s.label}", f"model {s.name!r}: {exc}")
+            models.pop()
     judge_specs = config.judges or [s for j in bench.default_judges for s in parse_models(j)]
     try:  # the benchmark refuses judges that cannot judge its data (or more judges than it takes)
         asked = tuple(t for t in bench.request_types if any(m.serves(t) for m in models))
@@ -354,10 +362,24 @@ def open_pool(config: RunConfig, device: str, workers: Optional[int], flag: str,
                    config.gpus_per_worker if flag == "--workers" else 1)
 
 
+#: what results.json keeps of each model's role, read back by rescore, export and merge
+ROLE_KEYS = ("serves", "reference", "published_as")
+
+
 def model_role(m: RunModel) -> dict[str, Any]:
-    """What the summary needs of a model besides its scores: the request types it serves and
-    whether it is a reference point (kept out of ranks); recorded in results.json for rescore."""
-    return dict(serves=sorted(t.__name__ for t in m.adapter.serves), reference=m.reference)
+    """What the summary needs of a model besides its scores: the request types it serves,
+    whether it is a reference point (kept out of ranks) and the paper row it stands for
+    (``published_as``, :func:`icl.report.reproduction.paper_row`, only when matched); recorded
+    in results.json for rescore."""
+    role: dict[str, Any] = dict(serves=sorted(t.__name__ for t in m.adapter.serves), reference=m.reference)
+    if m.published is not None:
+        role["published_as"] = m.published
+    return role
+
+
+def recorded_roles(meta: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The roles (:data:`ROLE_KEYS`) of a finished run's models, from its results.json."""
+    return {label: {k: m[k] for k in ROLE_KEYS if k in m} for label, m in meta["models"].items()}
 
 
 def _applicable(bench: Benchmark, items: Sequence[Item], role: Optional[Mapping[str, Any]]) -> list[Item]:
@@ -443,9 +465,17 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
                              "reason": s.reason, **column, **dict(it.group), **s.metrics})
     # the long results.csv (one schema for every benchmark)
     common = common_tables(bench, rows, {k for it in items for k in it.group})
+    # the papers' numbers beside ours, for the models matched to a paper row (roles' published_as)
+    published = reproduction.load(bench)
+    paper_rows = {label: r["published_as"] for label, r in roles.items() if r.get("published_as")}
+    reproduction.annotate(published, paper_rows, common["results"])
     # a plugin's own table named like a common one keeps its rows under "<benchmark>_<name>"
-    own = {(f"{bench.name}_{k}" if k in common else k): v for k, v in bench.summarise(rows).items()}
+    own = {(f"{bench.name}_{k}" if k in common or k == "reproduction" else k): v
+           for k, v in bench.summarise(rows).items()}
     tables = {"results": common["results"], **own, "comparisons": common["comparisons"]}
+    if published is not None:
+        tables["reproduction"] = reproduction.reproduction_rows(published, paper_rows, common["results"],
+                                                                bench.result_rows(rows), bench.results_spec)
     failures = store.failures(run_id)
     timings["summarise_s"] = time.perf_counter() - t_report
     if t0 is not None:
@@ -627,8 +657,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                              write_artifacts(bench, config.out_dir), meta_timings,
                              identities={m["model_id"]: m.get("identity") for m in meta["models"].values()},
                              device=meta.get("device", "cpu"), t0=t0,
-                             roles={label: {k: m[k] for k in ("serves", "reference") if k in m}
-                                    for label, m in meta["models"].items()},
+                             roles=recorded_roles(meta),
                              extra=dict(rescore_command=rescore_command, **shard))
     print_summary(bench, outcome, stdout, stderr)
     return outcome
@@ -667,7 +696,7 @@ def export(run_dir: Path, command: Optional[list[str]] = None) -> Path:
     bench = open_benchmark(config)
     items, _ = _planned(bench, config)
     models = recorded_models(meta)
-    roles = {label: {k: m[k] for k in ("serves", "reference") if k in m} for label, m in meta["models"].items()}
+    roles = recorded_roles(meta)
     with writable(config.out_dir, config.store_path), \
             FolderLock(config.out_dir, command or ["python", "-m", "icl.run", "export", str(run_dir)]), \
             _claimed_store(config.out_dir, bench.name, config.store_path) as store:

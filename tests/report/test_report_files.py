@@ -198,7 +198,7 @@ def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_
 
     assert "context_sensitivity.csv" in bench.result_files(shuffled, answers)
     assert any(r["output_change"] is not None for r in tables["diagnostics"])
-    assert tables == {k: v for k, v in outcome.tables.items() if k not in ("results", "comparisons")}
+    assert tables == {k: v for k, v in outcome.tables.items() if k not in ("results", "comparisons", "reproduction")}
     # the long table and its comparisons (bootstrap intervals included) bit for bit
     assert common_tables(bench, shuffled) == {k: outcome.tables[k] for k in ("results", "comparisons")}
     assert bench.report(tables) in (tmp_path / "out" / "report.md").read_text()

@@ -46,7 +46,7 @@ def test_every_benchmark_writes_the_long_results_schema(fast_run):
         rows = _csv(out / "results.csv")
         assert rows and {r["benchmark"] for r in rows} == {name}, name
         meta = json.loads((out / "results.json").read_text())
-        assert meta["schema_version"] == SCHEMA_VERSION == 1 and "Holm" in meta["statistics"]["comparisons"]
+        assert meta["schema_version"] == SCHEMA_VERSION == 2 and "Holm" in meta["statistics"]["comparisons"]
         assert {r["protocol"] for r in rows} == {meta["protocol"]}
         assert all(r["direction"] in ("higher", "lower") and r["data"] for r in rows), name
         assert all("built-in" in r["data"] for r in rows), name  # --fast is never passed off as a release
