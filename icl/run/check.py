@@ -62,6 +62,9 @@ BYTES_PER_PARAM = {"fp32": 4, "fp16": 2, "bf16": 2}
 # An answer's bytes when the store holds none of the model's yet: a PNG image answer, a text answer
 IMAGE_ANSWER_BYTES, TEXT_ANSWER_BYTES = 256 * 1024, 2 * 1024
 REPORT_BYTES = 16 * 1024 * 1024  # tables, report.md / .html, plots, results.json
+# the base class of the families that build their own torch network from a torch.save checkpoint,
+# named (not imported: importing it imports torch)
+OWN_NETWORK_ADAPTER = "icl.models.vicl._torch.CheckpointNetworkAdapter"
 UNKNOWN_COST = "unknown (no stored compute; run once or --calibrate N)"
 
 FreeSpace = Callable[[Path], int]
@@ -345,7 +348,10 @@ def _own_network(adapter: Any, out: Checkpoint) -> None:
     checkpoint, by the rule its loading applies (``_load.state_mismatch``); the parameters and
     dtypes counted from it when no safetensors file did. An adapter whose ``build`` is its own
     (a subclass with random weights, a plugin loading its own way) loads by another rule:
-    nothing is compared."""
+    nothing is compared. Which adapters these are is read from their classes' names, so a model
+    that loads no such checkpoint (the built-in baselines) costs no torch import."""
+    if not any(f"{c.__module__}.{c.__qualname__}" == OWN_NETWORK_ADAPTER for c in type(adapter).__mro__):
+        return
     from icl.models.vicl._torch import CheckpointNetworkAdapter
 
     if not isinstance(adapter, CheckpointNetworkAdapter) or type(adapter).build is not CheckpointNetworkAdapter.build:

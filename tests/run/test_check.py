@@ -389,3 +389,26 @@ def test_the_run_warns_of_a_disk_too_small_and_goes_on_and_a_resume_with_nothing
     assert (out / "results.json").is_file()
     assert main(args) == 0  # everything is in the store: nothing to write, nothing to say
     assert "warning" not in capsys.readouterr().err
+
+
+def test_the_own_network_class_is_named_as_the_check_names_it():
+    """The run-start checkpoint check finds the families that build their own network by the class's
+    name (importing it imports torch): the name must be the class's."""
+    from icl.models.vicl._torch import CheckpointNetworkAdapter
+    from icl.run.check import OWN_NETWORK_ADAPTER
+
+    assert f"{CheckpointNetworkAdapter.__module__}.{CheckpointNetworkAdapter.__qualname__}" == OWN_NETWORK_ADAPTER
+
+
+@pytest.mark.slow  # a run in a fresh process
+def test_a_run_of_models_without_checkpoints_never_imports_torch(fast_data, tmp_path):
+    """The built-in baselines load no checkpoint: a run of them (its checkpoint check before loading
+    included) imports no torch in the main process (about 1 s and 50 MB a run)."""
+    code = ("import sys\nfrom icl.run.__main__ import main\n"
+            f"status = main(['vibe', '--fast', '--no-plots', '--no-progress', '--data-root', {str(fast_data)!r}, "
+            f"'--out', {str(tmp_path / 'out')!r}])\n"
+            "print('status', status, 'torch', 'torch' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "status 0 torch False", proc.stdout[-2000:]
