@@ -543,6 +543,10 @@ def fix_for(check: str, message: str) -> str:
     if check == "checkpoint":
         if "not a complete safetensors file" in message:
             return "download or copy the weight file again (its size must match its header)"
+        if "not a complete torch checkpoint" in message:
+            return "download or copy the weight file again"
+        if "torch.load(weights_only=True) does not accept" in message or "a bare pickle" in message:
+            return "save the state dict again with torch.save (or safetensors), or point weights= at the published file"
         return "point weights= at the checkpoint of the architecture config.json declares (or the config.json of "\
                "these weights)"
     if check == "data":
