@@ -568,7 +568,7 @@ def fix_for(check: str, message: str) -> str:
 def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict[str, Any]:
     """Check ``config`` (see the module docstring); returns what check.json holds."""
     from icl.models import hub
-    from icl.run.check_cost import calibrate, http_cost, judge_time_estimate, time_estimate
+    from icl.run.check_cost import calibrate, http_cost, judge_time_estimate, remove_stale_scratch, time_estimate
     from icl.run.files import folder_refusal
     from icl.run.lock import FolderLock
     from icl.run.models import resolve_device
@@ -582,6 +582,10 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     warnings: list[str] = []
 
     user_offline = hub.offline()
+    stale = remove_stale_scratch()  # the scratch folders of --calibrate checks that were killed
+    if stale:
+        warnings.append(f"removed {len(stale)} scratch folder(s) of --calibrate checks that were killed before "
+                        f"removing them: {', '.join(str(p) for p in stale)}")
 
     def add(check: str, where: str, message: str) -> None:
         if not user_offline:  # the check's own offline mode, not the user's

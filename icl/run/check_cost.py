@@ -18,7 +18,9 @@ their sum. Each is read (:func:`time_estimate`, :func:`judge_time_estimate`) fro
    judges, scoring, the helper processes of the benchmark) into a scratch store in a temporary
    folder, removed afterwards, read back with the same two functions: basis
    ``calibrated on n items``. The user's store and output folder receive nothing of it; its
-   answers are not kept (the run asks again). N items make ``ceil(N / batch_size)`` batches: with
+   answers are not kept (the run asks again). A check killed while it calibrates (SIGKILL)
+   cannot remove its scratch folder: the next check does (:func:`remove_stale_scratch`: only
+   folders a calibration of this host made, whose process is gone). N items make ``ceil(N / batch_size)`` batches: with
    N below the model's ``batch_size`` the one batch is partial and its time per item overestimates
    a batched model's (a warning says so). A model whose calibration fails to load or fails
    its whole first batch is a problem (``check`` ``calibrate``): the run would stop it the same
@@ -58,7 +60,11 @@ holds for this model identity is reused, not sent, and not counted; retries are 
 from __future__ import annotations
 
 import math
+import os
+import re
 import shutil
+import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -76,6 +82,7 @@ IMAGE_BASE_TOKENS, IMAGE_TILE_TOKENS, IMAGE_TILE = 85, 170, 512  # OpenAI's visi
 IMAGE_FIT, IMAGE_SHORT_SIDE = 2048, 768
 PER_MILLION = 1_000_000
 REQUEST_CHUNK = 256  # requests built (images read) and looked up in the store at a time
+SCRATCH_PREFIX = "icl-calibrate-"  # a calibration's scratch folder: this, then the host and the process id
 CALIBRATE_FIX = ("the model failed when --calibrate ran its first items for real (a scratch store): the run would "
                  "fail the same way; fix what the message says (or check without --calibrate)")
 
@@ -230,7 +237,7 @@ def _scratch_run(config: Any, bench: Any, device: str, targets: Sequence[Any], j
     for name in pools:
         _helpers.warm(name)
     out: dict[str, dict[str, Any]] = {}
-    scratch = Path(tempfile.mkdtemp(prefix="icl-calibrate-"))
+    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix()))
     try:
         with Store(scratch / "store.sqlite") as store, _offline():  # hf: references stay resolved from the cache
             run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol, calibrate=n))
@@ -260,6 +267,55 @@ def _scratch_run(config: Any, bench: Any, device: str, targets: Sequence[Any], j
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return out, judged
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
+
+
+def scratch_prefix() -> str:
+    """The name a calibration's scratch folder starts with: :data:`SCRATCH_PREFIX`, this host and
+    this process id (a folder whose process is gone is stale: :func:`remove_stale_scratch`)."""
+    return f"{SCRATCH_PREFIX}{_host()}-{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale_scratch(root: Optional[Path] = None) -> list[Path]:
+    """Remove the scratch folders of calibrations whose process died before removing its own
+    (SIGKILL, a node lost) in ``root`` (the system's temporary folder: ``$TMPDIR``); returns
+    them. Only what a calibration makes is touched: a folder (not a link) of this user named
+    :func:`scratch_prefix` by this host (a ``$TMPDIR`` shared by nodes holds other hosts' live
+    ones) and a process id no process has now."""
+    root = Path(root if root is not None else tempfile.gettempdir())
+    pattern = re.compile(rf"{re.escape(SCRATCH_PREFIX)}{re.escape(_host())}-(\d+)-[a-z0-9_]+")
+    removed = []
+    try:
+        candidates = list(root.glob(f"{SCRATCH_PREFIX}*"))
+    except OSError:
+        return removed
+    for path in candidates:
+        found = pattern.fullmatch(path.name)
+        if found is None or int(found.group(1)) == os.getpid() or _alive(int(found.group(1))):
+            continue
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append(path)
+    return removed
 
 
 # --- HTTP cost -------------------------------------------------------------------------------------

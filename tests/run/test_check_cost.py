@@ -386,3 +386,62 @@ def test_a_bad_price_is_refused_naming_it(tmp_path, family, arg, value):
     (problem,) = _report(out)["problems"]
     unit = "per image" if arg == "price_image" else "per 1M tokens"
     assert f"{family}: {arg} must be a non-negative number (the price {unit})" in problem["message"]
+
+
+@pytest.mark.slow  # a real check killed in its calibration, then a check
+def test_a_calibration_killed_with_sigkill_leaves_a_scratch_folder_the_next_check_removes(
+        tmp_path, scratch_root, builtin_root, capsys):
+    """``--check --calibrate`` killed (SIGKILL) inside its model's first batch cannot remove its
+    scratch store; the next check removes it: a folder of this host's calibrations whose process
+    is gone. Nothing else in $TMPDIR is touched: a live process's folder, another host's, a file
+    of that name, a folder another program named alike."""
+    import signal
+    import socket
+    import time
+
+    from icl.run.check_cost import SCRATCH_PREFIX, scratch_prefix
+
+    site = tmp_path / "site"
+    dist = site / "icl_kill_adapter-0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: icl-kill-adapter\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[icl.models]\nslow-oracle = tests.run._kill_adapter:SlowOracle\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), TMPDIR=str(scratch_root),
+               ICL_TEST_SLEEP="60", ICL_TEST_COUNT_LOG=str(tmp_path / "answered.log"))
+    args = ["vibe", "--fast", "--models", "slow-oracle", "--tasks", "edges", "--datasets", "scenes-a", "--limit", "3",
+            "--data-root", str(builtin_root), "--no-plots", "--no-progress", "--out", str(tmp_path / "out"), "--check"]
+    proc = subprocess.Popen([sys.executable, "-m", "icl.run", *args, "--calibrate", "2"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not list(scratch_root.glob(f"{SCRATCH_PREFIX}*/store.sqlite")) and proc.poll() is None:
+            assert time.time() < deadline, "the calibration never made its scratch store"
+            time.sleep(0.05)
+        time.sleep(1.0)  # inside the model's first batch (60 s)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    (killed,) = scratch_root.glob(f"{SCRATCH_PREFIX}*")
+    assert killed.name.startswith(scratch_prefix().replace(str(os.getpid()), str(proc.pid)))
+
+    host = scratch_prefix().split("-")[2]
+    live = scratch_root / f"{scratch_prefix()}live1"  # this process: alive
+    other_host = scratch_root / f"{SCRATCH_PREFIX}not{host}x-{proc.pid}-abc"  # another node's, same dead pid
+    a_file = scratch_root / f"{SCRATCH_PREFIX}{host}-{proc.pid}-file1"
+    alike = scratch_root / f"{SCRATCH_PREFIX}notes"
+    for folder in (live, other_host, alike):
+        folder.mkdir()
+        (folder / "keep.txt").write_text("mine")
+    a_file.write_text("mine")
+    assert socket.gethostname()  # the prefix names this host
+
+    args = [a if a != "slow-oracle" else "oracle" for a in args]  # the plugin is the subprocess's
+    assert main(args) == 0
+    report = _report(tmp_path / "out")
+    assert not killed.exists()
+    assert report["warnings"] == [f"removed 1 scratch folder(s) of --calibrate checks that were killed before removing "
+                                  f"them: {killed}"], report["warnings"]
+    for kept in (live, other_host, alike):
+        assert (kept / "keep.txt").read_text() == "mine"
+    assert a_file.read_text() == "mine"
+    assert main(args) == 0 and _report(tmp_path / "out")["warnings"] == []  # once
