@@ -2,10 +2,13 @@
 for HTTP models the tokens, images and money their requests take. Nothing here calls an API
 except ``--calibrate``, which runs models for real on purpose.
 
-**Time.** Per model with items remaining: ``load_s + seconds_per_item x items remaining``,
-``load_s`` the seconds the latest run took to load the model (:meth:`icl.store.Store.load_seconds`)
-and ``seconds_per_item`` the mean model + scoring seconds of its measured items
-(:meth:`icl.store.Store.model_seconds`: ``ok`` scores answered by a model call); per judge the
+**Time.** Per model with items remaining: ``load_s + model seconds per item x items to ask +
+scoring seconds per item x items remaining``, ``load_s`` the seconds the latest run took to load
+the model (:meth:`icl.store.Store.load_seconds`), the seconds per item the means over its
+measured items (:meth:`icl.store.Store.model_seconds`: ``ok`` scores answered by a model call),
+and the items to ask those whose answer the store does not hold yet (:func:`stored_answers`: a
+finished run judged by a new judge reuses every answer, so its model is neither loaded nor
+asked, and only the new judge's work is estimated); per judge the
 same over the items it has still to judge (every model's), ``seconds_per_item`` its judging
 seconds per item it was asked about (:meth:`icl.store.Store.judge_seconds`). The plan's time is
 their sum. Each is read (:func:`time_estimate`, :func:`judge_time_estimate`) from
@@ -88,14 +91,48 @@ CALIBRATE_FIX = ("the model failed when --calibrate ran its first items for real
 
 
 # --- time ----------------------------------------------------------------------------------------
-def time_estimate(store: Any, model_id: str, label: str, remaining: int, basis: str = "stored compute of {n}"
-                  ) -> dict[str, Any]:
+def time_estimate(store: Any, model_id: str, label: str, remaining: int, basis: str = "stored compute of {n}",
+                  answered: int = 0) -> dict[str, Any]:
     """The time fields of a model's check.json entry from the compute ``store`` (None: no
-    store) holds for ``model_id`` (loaded under ``label``), for ``remaining`` items;
+    store) holds for ``model_id`` (loaded under ``label``), for ``remaining`` items of which
+    ``answered`` have their answer in the store already (:func:`stored_answers`: the run reuses
+    it, so they cost their scoring only, and a model with every answer stored is never loaded);
     ``estimate_basis`` is ``basis`` with ``{n}`` the items measured."""
     n, model_s, score_s = store.model_seconds(model_id) if store is not None else (0, 0.0, 0.0)
-    load_s = (store.load_seconds(model_id, label) or 0.0) if n and remaining else 0.0
-    return _estimate(n, model_s + score_s, load_s, remaining, basis)
+    asked = max(0, remaining - answered)
+    load_s = (store.load_seconds(model_id, label) or 0.0) if n and asked else 0.0
+    out = _estimate(n, model_s, load_s, asked, basis)
+    out["answers_stored"] = answered
+    if n and remaining:
+        total = out["estimated_s"] + score_s / n * remaining
+        described = out["estimate_basis"] + (f"; {answered} answer{'s' if answered != 1 else ''} stored, only scored"
+                                             if answered else "")
+        out.update(seconds_per_item=(model_s + score_s) / n, estimated_s=total,
+                   estimate=f"{_duration(total)} ({described})")
+    return out
+
+
+def stored_answers(store: Any, bench: Any, model: Any, todo: Sequence[Any], model_id: str) -> int:
+    """How many of the items ``todo`` have the answer to their request stored for ``model_id``
+    (``ok``, or an overflow: a result, never asked again), which the run reuses without asking
+    the model: a finished run judged anew asks only its new judge. Requests are built (as the
+    run builds them) only when the store holds answers of the model at all, :data:`REQUEST_CHUNK`
+    at a time."""
+    if store is None or not todo or not store.answer_bytes(model_id)[0]:
+        return 0
+    from icl.models.requests import content_hash
+
+    found = 0
+    for start in range(0, len(todo), REQUEST_CHUNK):
+        hashes = []
+        for item in todo[start:start + REQUEST_CHUNK]:
+            try:
+                hashes.append(content_hash(bench.request(item, model.privileged)))
+            except Exception:  # the run records it as a data failure of the item
+                continue
+        stored = store.responses(hashes, model_id) if hashes else {}
+        found += sum(1 for r in stored.values() if r.status == "ok" or r.reason == "overflow")
+    return found
 
 
 def judge_time_estimate(store: Any, judge_id: str, label: str, remaining: int,
