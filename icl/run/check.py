@@ -669,10 +669,64 @@ def unstacked(where: str, message: str) -> str:
             return message
 
 
+def needs_download(message: str) -> bool:
+    """Whether a problem's ``message`` says its weights are not in the Hugging Face cache yet."""
+    return any(w in message for w in ("HF_HUB_OFFLINE", "never downloads", "not in the Hugging Face cache",
+                                      "cached snapshot"))
+
+
+NEEDS_DOWNLOAD = "needs download (--prefetch)"
+_MISSING_PACKAGE = re.compile(r"needs the package ([\w.-]+), which is not installed")
+
+
+def missing_package(exc: BaseException) -> Optional[str]:
+    """The package whose absence ``exc`` (an ImportError) reports: its module's top name, or the
+    library transformers names (``X requires the Torchvision library but it was not found``)."""
+    name = getattr(exc, "name", None)
+    if name:
+        return str(name).split(".")[0]
+    found = re.search(r"requires the ([\w.-]+) library", str(exc))
+    return found.group(1).lower() if found else None
+
+
+def missing_package_message(exc: BaseException) -> str:
+    """One line for an ImportError met while reading a model's files: the package it needs."""
+    package = missing_package(exc)
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    if package is None:
+        return f"cannot be read: {first}"
+    return f"needs the package {package}, which is not installed ({first})"
+
+
+def package_fix(package: str) -> str:
+    """How to install ``package``: the extra that carries it (:data:`icl._lazy.EXTRAS`, in both
+    locks), else the package itself, saying no lock carries it."""
+    from icl._lazy import EXTRAS
+
+    extra = EXTRAS.get(package)
+    if extra:
+        return (f'install the package {package}: pip install "icl-eval[{extra}]" (requirements/lock.txt and, on a GPU '
+                f"node, requirements/lock-gpu.txt carry it; docs/install.md)")
+    if package == "torchvision":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            torch = f"torch {version('torch')}"
+        except PackageNotFoundError:
+            torch = "the installed torch"
+        return (f"install the package torchvision, the release built for {torch}, from the index that torch came from "
+                f"(neither requirements/lock.txt nor requirements/lock-gpu.txt carries it: docs/install.md), or use a "
+                f"model whose processor needs no torchvision (an hf-vlm LLaVA, Idefics3 or Gemma 3)")
+    return (f"install the package {package} (pip install {package}); neither requirements/lock.txt nor "
+            f"requirements/lock-gpu.txt carries it (docs/install.md)")
+
+
 def fix_for(check: str, message: str) -> str:
     """The fix of a problem, from what it is."""
-    if any(w in message for w in ("HF_HUB_OFFLINE", "never downloads", "not in the Hugging Face cache",
-                                  "cached snapshot")):
+    package = _MISSING_PACKAGE.search(message)
+    if package:
+        return package_fix(package.group(1))
+    if needs_download(message):
         return ("the weights need a download: run the same command with --prefetch where the network is reachable "
                 "(same HF_HOME / HF_HUB_CACHE), then the run")
     if check == "checkpoint":
@@ -774,8 +828,19 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     for m in models:  # what load() reads before the weights
         try:
             m.adapter.check_loadable()
+        except ImportError as exc:  # a package its processor needs (Qwen2-VL's: torchvision)
+            found.append((f"model {m.label}", missing_package_message(exc)))
         except Exception as exc:
             found.append((f"model {m.label}", f"model {m.label!r}: {exc}"))
+    for j in list(judges):  # the run's judge check reads them too, and meets no missing package
+        try:
+            j.adapter.check_loadable()
+        except ImportError as exc:
+            found.append((f"judge {j.label}", missing_package_message(exc)))
+            judges.remove(j)
+            named_judges = True
+        except Exception:  # listed by _check_judges below
+            pass
     _check_judges(bench, items, models, judges, found, judge_named=named_judges)
     for where, message in found:
         add("judges" if where.startswith("judge") else "models", where, message)
@@ -806,7 +871,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         stored_ids = _stored_ids(store, [*models, *judges], identity_device is not None, warnings)
         judge_ids = (tuple(stored_ids.get(j.model_id, j.model_id) for j in judges)
                      + tuple(f"(unavailable judge {i})" for i in range(named - len(judges)))) or ("",)
-        cells, total_remaining, total_stored = [], 0, 0
+        cells, total_remaining, total_stored, planned_models = [], 0, 0, len(models)
         logs = log_samples(config.log_samples, len(items) * len(models))
         works = pending_work(store, bench, items, models, judge_ids, stored_ids)
         for m in models:
@@ -822,6 +887,16 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
             answered = stored_answers(store, bench, m, work.todo, mid)  # a new judge: the answers are reused
             e.update(time_estimate(store, mid, m.label, len(work.todo), answered=answered))  # icl.run.check_cost
             e.update(http_cost(store, bench, m, work.todo, mid))
+        for label, work in download_work(config, bench, items, judge_ids, found).items():
+            for task, (planned, stored) in work.cells.items():
+                cells.append(dict(task=task, model=label, model_id=None, planned=planned, stored=0,
+                                  remaining=planned, needs_download=True))
+            entries[label] = dict(label=label, role="model", model_id=None, needs_download=True, planned=work.served *
+                                  len(judge_ids), stored=0, remaining=work.served * len(judge_ids),
+                                  items_remaining=len(work.todo), not_applicable=work.not_applicable,
+                                  estimated_s=None, estimate=f"unknown ({NEEDS_DOWNLOAD})")
+            total_remaining += work.served * len(judge_ids)
+            planned_models += 1
         for j, jid in zip(judges, judge_ids):  # each judge asked about every answer it has not scored
             todo = sum(1 for w in works.values() for it in w.todo if jid in w.unscored.get(it.key, (jid,)))
             entries[j.label].update(items_remaining=todo)
@@ -835,7 +910,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
                                           entries, problems, warnings)
     busy = [e for e in entries.values() if e.get("items_remaining")]  # the models', then the judges' time
     known = all(e.get("estimated_s") is not None for e in busy)
-    report["plan"] = dict(items=len(items), models=len(models), judges=named, planned=total_stored +
+    report["plan"] = dict(items=len(items), models=planned_models, judges=named, planned=total_stored +
                           total_remaining, stored=total_stored, remaining=total_remaining, cells=cells,
                           estimated_s=sum(e["estimated_s"] for e in busy) if known else None,
                           **({"shard": extra["shard"]} if "shard" in extra else {}))
@@ -860,6 +935,35 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     with _offline():
         report["context"] = context_check(bench, items, models, warnings)
     return _finish(report, problems, warnings, t0)
+
+
+def download_work(config: RunConfig, bench: Any, items: Sequence[Any], judge_ids: Sequence[str],
+                  found: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Per label of a model left out because its weights are not in the Hugging Face cache yet
+    (``found``: the model problems, :func:`needs_download`), its :class:`icl.run.plan.ModelWork`
+    as the run will plan it once downloaded: the items of the request types its class serves,
+    none stored (its identity holds the commit it resolves to, known after the download)."""
+    from icl.models.registry import model_factory
+    from icl.run.plan import model_work
+
+    waiting = {where.partition(" ")[2] for where, message in found if where.startswith("model ")
+               and needs_download(message)}
+    if not waiting:
+        return {}
+    specs = config.models if config.models is not None else [s for m in bench.default_models for s in parse_models(m)]
+    out = {}
+    for spec in specs:
+        if spec.label not in waiting:
+            continue
+        try:
+            serves = tuple(getattr(model_factory(spec.name), "serves", ()) or ())
+        except Exception:  # not a class that says what it serves: its plan stays unknown
+            continue
+        if not serves:
+            continue
+        out[spec.label] = model_work(bench, items, lambda t, s=serves: any(issubclass(t, x) for x in s), judge_ids,
+                                     lambda judge_id: set())
+    return out
 
 
 def _chat() -> type:
@@ -932,8 +1036,8 @@ def render(report: dict[str, Any]) -> str:
     plan = report.get("plan")
     rows: list[tuple[str, ...]] = [("task", "model", "planned", "stored", "remaining")]
     if plan:
-        rows += [(c["task"], c["model"], str(c["planned"]), str(c["stored"]), str(c["remaining"]))
-                 for c in plan["cells"]]
+        rows += [(c["task"], c["model"] + (f" ({NEEDS_DOWNLOAD})" if c.get("needs_download") else ""),
+                  str(c["planned"]), str(c["stored"]), str(c["remaining"])) for c in plan["cells"]]
         rows.append(("all", f"{plan['models']} model(s), {plan['judges']} judge(s)", str(plan["planned"]),
                      str(plan["stored"]), str(plan["remaining"])))
     lines += _table(rows, right=(2, 3, 4))

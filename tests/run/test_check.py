@@ -255,22 +255,35 @@ def test_check_of_every_fast_run(tmp_path, fast_data, monkeypatch):
         assert not (tmp_path / f"{name}-fast" / "store.sqlite").exists()
 
 
-def test_hub_weights_not_in_the_cache_need_a_download_and_nothing_is_downloaded(hf_env, server, tmp_path):
+def test_hub_weights_not_in_the_cache_need_a_download_and_nothing_is_downloaded(hf_env, server, tmp_path, capsys):
     """``hf:`` references resolve from the Hugging Face cache only: one not there is a problem
-    whose fix is ``--prefetch``; after it, the same check is runnable."""
+    whose fix is ``--prefetch``, and the plan is shown all the same (the model's items, marked as
+    waiting for the download); after it, the same check is runnable and plans the same cells."""
     out = tmp_path / "run"
     args = ["vlicl", "--fast", "--models", "hf-vlm", "--model-arg", f"weights=hf:{REPO}", "--tasks", "clevr",
             "--seeds", "0", "--shots", "0,1", "--queries", "2", "--out", str(out), "--data-root",
             str(tmp_path / "data"), "--no-plots", "--no-progress", "--device", "cpu"]
     assert main([*args, "--check"]) == 2
-    (problem,) = _report(out)["problems"]
+    printed = capsys.readouterr().out
+    before = _report(out)
+    (problem,) = before["problems"]
     assert problem["check"] == "models" and f"hf:{REPO}" in problem["message"]
     assert "--check never downloads" in problem["message"] and "--prefetch" in problem["fix"]
     assert not (hf_env / "models--org--tiny" / "snapshots").exists()  # nothing came down
+    # the plan is shown all the same, the model marked as waiting for its download
+    label = f"hf-vlm[weights=hf:{REPO}]"
+    cells = before["plan"]["cells"]
+    assert cells and all(c["model"] == label and c["needs_download"] and c["stored"] == 0 for c in cells), cells
+    assert before["plan"]["models"] == 1 and before["plan"]["remaining"] == sum(c["planned"] for c in cells) > 0
+    (entry,) = [e for e in before["models"] if e["label"] == label]
+    assert entry["estimate"] == "unknown (needs download (--prefetch))" and before["plan"]["estimated_s"] is None
+    assert f"{label} (needs download (--prefetch))" in printed
     assert main([*args, "--prefetch"]) == 0
     assert main([*args, "--check"]) == 0
     report = _report(out)
     assert report["runnable"] and report["models"][0]["params"] > 0 and report["plan"]["remaining"] > 0
+    # the plan the download waited for is the plan
+    assert [(c["task"], c["planned"]) for c in report["plan"]["cells"]] == [(c["task"], c["planned"]) for c in cells]
 
 
 COST_FACTOR = 3  # docs/runs.md "Before a long run": the time estimate against the following run
@@ -424,3 +437,41 @@ def test_a_run_of_models_without_checkpoints_never_imports_torch(fast_data, tmp_
                           env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines()[-1] == "status 0 torch False", proc.stdout[-2000:]
+
+
+@pytest.mark.slow  # a tiny checkpoint and the built-in VL-ICL data
+def test_a_missing_package_is_named_with_where_it_comes_from(tmp_path, capsys):
+    """Qwen2-VL's processor needs torchvision (its video processor), which neither lock carries:
+    a real Qwen2-VL folder (the tiny LLaVA's tokenizer, a Qwen2-VL configuration and image
+    processor) is one problem naming the package and how to install it, not "fix the model's
+    arguments or weights", in one line."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is not None:
+        pytest.skip("torchvision is installed: Qwen2-VL's processor loads")
+    from transformers import Qwen2VLConfig, Qwen2VLImageProcessor
+
+    from icl.models.vlm.tiny import build_llava
+
+    folder = build_llava(tmp_path / "qwen2-vl")
+    Qwen2VLConfig(vision_config=dict(depth=1, embed_dim=16, hidden_size=16, num_heads=2), hidden_size=32,
+                  intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                  vocab_size=128).save_pretrained(folder)
+    Qwen2VLImageProcessor().save_pretrained(folder)
+    processor = folder / "processor_config.json"
+    processor.write_text(json.dumps({**json.loads(processor.read_text()), "processor_class": "Qwen2VLProcessor"}))
+    out = tmp_path / "out"
+    args = ["vlicl", "--fast", "--models", f"hf-vlm:weights={folder}", "--tasks", "clevr", "--seeds", "0", "--shots",
+            "0", "--queries", "2", "--out", str(out), "--data-root", str(tmp_path / "data"), "--no-plots",
+            "--no-progress", "--device", "cpu", "--check"]
+    assert main(args) == 2
+    printed = capsys.readouterr().out
+    # (the tiny LLaVA's weights under a Qwen2-VL configuration are a checkpoint problem besides)
+    problems = [p for p in _report(out)["problems"] if p["check"] == "models"]
+    assert len(problems) == 1 and problems[0]["where"] == f"model hf-vlm[weights={folder}]", problems
+    (problem,) = problems
+    assert problem["message"].startswith("needs the package torchvision, which is not installed ("), problem
+    assert "\n" not in problem["message"]
+    assert problem["fix"].startswith("install the package torchvision, the release built for torch ")
+    assert "requirements/lock-gpu.txt" in problem["fix"] and "arguments or weights" not in problem["fix"]
+    assert "fix: install the package torchvision" in printed
