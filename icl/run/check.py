@@ -3,7 +3,8 @@ a forward pass. Every problem is listed at once, each with its fix; one table is
 ``check.json`` is written into the output folder (the only file written: the store is opened
 read-only when it exists, the output folder's lock is probed, never taken; ``--calibrate`` writes
 its scratch store into a temporary folder it removes) and the exit status
-is 0 (runnable) or 2 (problems).
+is 0 (runnable) or 2 (problems). ``--calibrate``'s scratch folders left by a check killed before
+removing them are removed by the next check (:func:`icl.run.check_cost.remove_stale_scratch`).
 
 What it looks at, through the run's own planning (:mod:`icl.run.runner`):
 
@@ -20,7 +21,8 @@ What it looks at, through the run's own planning (:mod:`icl.run.runner`):
    ``model_index.json``) is built on the ``meta`` device and its parameter names and shapes
    compared with the checkpoint's, so a checkpoint of another architecture fails;
 5. resources: parameters and bytes at the chosen precision per model, the disk the outputs need
-   against the free space, the output folder's lock and its earlier runs;
+   (:func:`disk_estimate`) against the free space (a shortfall is a warning, as in the run:
+   :func:`disk_warning`), the output folder's lock and its earlier runs;
 6. cost (:mod:`icl.run.check_cost`): per model, its load time plus the time per item times the
    items remaining, from the compute the store holds for that model identity, else (``--calibrate
    N``) from its first N remaining items run for real by the run's engine into a scratch store in
@@ -778,7 +780,8 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
                         f"removing them: {', '.join(str(p) for p in stale)}")
 
     def add(check: str, where: str, message: str) -> None:
-        message = unstacked(where, message)
+        # one line (a library's message may span several), naming its model once (in where)
+        message = unstacked(where, " ".join(line.strip() for line in message.strip().splitlines() if line.strip()))
         if not user_offline:  # the check's own offline mode, not the user's
             message = message.replace("and HF_HUB_OFFLINE is set", "(--check never downloads)")
             message = message.replace("HF_HUB_OFFLINE is set", "--check never downloads")

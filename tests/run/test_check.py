@@ -475,3 +475,17 @@ def test_a_missing_package_is_named_with_where_it_comes_from(tmp_path, capsys):
     assert problem["fix"].startswith("install the package torchvision, the release built for torch ")
     assert "requirements/lock-gpu.txt" in problem["fix"] and "arguments or weights" not in problem["fix"]
     assert "fix: install the package torchvision" in printed
+
+
+@pytest.mark.parametrize("where, message, expected", [
+    ("judge hf-vlm[weights=/w/j]", "judge 'hf-vlm[weights=/w/j]': model 'hf-vlm': hf-vlm: weights 'config.json' not found",
+     "weights 'config.json' not found"),
+    ("model openai[model=m]", "model 'openai': openai: price_in must be a non-negative number",
+     "price_in must be a non-negative number"),
+    ("model copy-last", "hf-vlm: not this model's prefix", "hf-vlm: not this model's prefix"),
+    ("output /x", "model 'x': kept (not a model's problem)", "model 'x': kept (not a model's problem)"),
+])
+def test_a_problem_names_its_model_once(where, message, expected):
+    from icl.run.check import unstacked
+
+    assert unstacked(where, message) == expected
