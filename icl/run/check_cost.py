@@ -115,17 +115,20 @@ def time_estimate(store: Any, model_id: str, label: str, remaining: int, basis: 
 def stored_answers(store: Any, bench: Any, model: Any, todo: Sequence[Any], model_id: str) -> int:
     """How many of the items ``todo`` have the answer to their request stored for ``model_id``
     (``ok``, or an overflow: a result, never asked again), which the run reuses without asking
-    the model: a finished run judged anew asks only its new judge. Requests are built (as the
-    run builds them) only when the store holds answers of the model at all, :data:`REQUEST_CHUNK`
-    at a time."""
+    the model: a finished run judged anew asks only its new judge. Only the items an earlier run
+    linked to an answer of the model (the store's links) are candidates; their requests are
+    built as the run builds them, :data:`REQUEST_CHUNK` at a time, and looked up by their cache
+    key (a request that changed since is asked again, and not counted)."""
     if store is None or not todo or not store.answer_bytes(model_id)[0]:
         return 0
     from icl.models.requests import content_hash
 
+    linked = store.links([it.key for it in todo], model_id)
+    candidates = [it for it in todo if "answer:0" in linked.get(it.key, {})]
     found = 0
-    for start in range(0, len(todo), REQUEST_CHUNK):
+    for start in range(0, len(candidates), REQUEST_CHUNK):
         hashes = []
-        for item in todo[start:start + REQUEST_CHUNK]:
+        for item in candidates[start:start + REQUEST_CHUNK]:
             try:
                 hashes.append(content_hash(bench.request(item, model.privileged)))
             except Exception:  # the run records it as a data failure of the item
