@@ -21,8 +21,10 @@ has, so an older checkout is measured the same way, ``--root``):
 Timers add busy time: with scoring on worker threads a stage's seconds can overlap others.
 Usage: ``python bench/bench_e2e.py [--root DIR] [--only NAME,...] [--json OUT]``. The
 "before" numbers come from the same script with ``--root`` at an older checkout; ``--against
-DIR --pairs N`` runs the two checkouts alternately, N pairs per scenario, and prints each pair's
-ratio and the median (``--only vibe-fast-identity --against <checkout of 35d1349>``: issue 29's
+DIR --pairs N`` (or ``--against COMMIT``: that commit of this repository, exported) runs the two
+checkouts alternately, N pairs per scenario, and prints each pair's wall time, CPU time (the
+process and the helpers it waited for) and peak resident memory (the largest of those), their
+ratios and medians (``--only vibe-fast-identity --against <checkout of 35d1349>``: issue 29's
 end-to-end target).
 """
 
@@ -183,14 +185,22 @@ def run_scenario(name: str, root: Path, data_root: Path | None) -> dict[str, Any
             argv += ["--data-root", str(data_root)]
         env = {**os.environ, "PYTHONPATH": str(root), "PYTHONWARNINGS": "ignore"}
         t, ticks = time.perf_counter(), _cpu_ticks()
-        proc = subprocess.run([sys.executable, __file__, "--child", str(report), "--", *argv], env=env, cwd=tmp,
-                              capture_output=True, text=True)
+        log = Path(tmp) / "stderr.txt"
+        with open(os.devnull, "wb") as devnull, open(log, "wb") as err:
+            proc = subprocess.Popen([sys.executable, __file__, "--child", str(report), "--", *argv], env=env,
+                                    cwd=tmp, stdout=devnull, stderr=err)
+            # wait4: the process's own resource use (CPU of it and of the helpers it waited for, its
+            # peak resident memory), which subprocess does not hand out
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
         outside = time.perf_counter() - t
         spent = [b - a for a, b in zip(ticks, _cpu_ticks())]
         if proc.returncode or not report.is_file():
-            raise SystemExit(f"{name}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+            raise SystemExit(f"{name}: exit {proc.returncode}\n{log.read_text(errors='replace')[-3000:]}")
         got: dict[str, Any] = json.loads(report.read_text())
         got["outside_s"] = outside
+        got["cpu_s"] = usage.ru_utime + usage.ru_stime
+        got["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux reports KiB
         if len(spent) == 8 and sum(spent):  # the hypervisor's share: time the run's CPUs were taken away
             got["steal_share"] = spent[7] / sum(spent)
         return got
@@ -213,15 +223,42 @@ def compare(names: list[str], before: Path, after: Path, pairs: int, data_root: 
             a = run_scenario(name, after, data_root)
             ratio = b["wall_s"] / a["wall_s"]
             steal = max(b.get("steal_share", 0.0), a.get("steal_share", 0.0))
-            rows.append(dict(before_s=b["wall_s"], after_s=a["wall_s"], ratio=ratio, steal=steal))
+            rows.append(dict(before_s=b["wall_s"], after_s=a["wall_s"], ratio=ratio, steal=steal,
+                             before_cpu_s=b["cpu_s"], after_cpu_s=a["cpu_s"], cpu_ratio=b["cpu_s"] / a["cpu_s"],
+                             before_rss_mb=b["peak_rss_mb"], after_rss_mb=a["peak_rss_mb"],
+                             rss_ratio=b["peak_rss_mb"] / a["peak_rss_mb"]))
             print(f"{name:20s} pair {i + 1}: before {b['wall_s']:5.2f} s, after {a['wall_s']:5.2f} s, "
-                  f"ratio {ratio:4.2f}x | steal {steal:.0%}", flush=True)
-        ratios = [r["ratio"] for r in rows]
-        print(f"{name:20s} median {statistics.median(ratios):4.2f}x over {len(ratios)} pairs "
-              f"(range {min(ratios):4.2f}-{max(ratios):4.2f}x)", flush=True)
+                  f"ratio {ratio:4.2f}x | cpu {b['cpu_s']:5.2f} s / {a['cpu_s']:5.2f} s | peak rss "
+                  f"{b['peak_rss_mb']:4.0f} MB / {a['peak_rss_mb']:4.0f} MB | steal {steal:.0%}", flush=True)
+        for key, what in (("ratio", "wall"), ("cpu_ratio", "cpu"), ("rss_ratio", "peak rss")):
+            ratios = [r[key] for r in rows]
+            label = "median" if key == "ratio" else f"{what} median"
+            print(f"{name:20s} {label} {statistics.median(ratios):4.2f}x over {len(ratios)} pairs "
+                  f"(range {min(ratios):4.2f}-{max(ratios):4.2f}x)", flush=True)
     if out:
         out.write_text(json.dumps(results, indent=2))
     return 0
+
+
+def checkout(against: str, root: Path, tmp: Path) -> Path:
+    """The "before" checkout: ``against`` itself when it is a folder, else the files of the git
+    commit ``against`` of ``root``'s repository exported into ``tmp`` (``git archive``), with
+    ``root``'s built native modules (``icl/_C*.so``, never committed) copied beside them: a
+    comparison of the Python code, both sides on the same native build."""
+    if Path(against).is_dir():
+        return Path(against)
+    archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", against], capture_output=True)
+    if archive.returncode:
+        raise SystemExit(f"--against {against}: neither a folder nor a commit of {root} "
+                         f"({archive.stderr.decode(errors='replace').strip().splitlines()[-1:]})")
+    before = tmp / "before"
+    before.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(before)], input=archive.stdout, check=True)
+    import shutil
+
+    for native in (root / "icl").glob("_C*.so"):
+        shutil.copy2(native, before / "icl" / native.name)
+    return before
 
 
 def main() -> int:
@@ -232,9 +269,10 @@ def main() -> int:
     parser.add_argument("--data-root", type=Path, default=None,
                         help="built-in data cache (default: the runner's); a cold cache times data generation too")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
-    parser.add_argument("--against", type=Path, default=None, metavar="DIR",
+    parser.add_argument("--against", default=None, metavar="DIR|COMMIT",
                         help="a before/after comparison: each scenario run --pairs times, alternately in the "
-                             "checkout DIR (before) and in --root (after); prints every pair's ratio and their median")
+                             "checkout DIR or the git COMMIT of --root's repository (before) and in --root (after); "
+                             "prints every pair's wall, CPU and peak-memory ratios and their medians")
     parser.add_argument("--pairs", type=int, default=5, help="interleaved pairs per scenario with --against")
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
@@ -249,11 +287,13 @@ def main() -> int:
     # (0.1-0.2 s of a run here), so both checkouts of a before/after get theirs first
     import compileall
 
-    for root in (args.root, args.against):
-        if root is not None:
-            compileall.compile_dir(str(root / "icl"), quiet=1)
     if args.against is not None:
-        return compare(names, args.against, args.root, args.pairs, args.data_root, args.json)
+        with tempfile.TemporaryDirectory(prefix="e2e-against-") as tmp:
+            before = checkout(args.against, args.root, Path(tmp))
+            for root in (args.root, before):
+                compileall.compile_dir(str(root / "icl"), quiet=1)
+            return compare(names, before, args.root, args.pairs, args.data_root, args.json)
+    compileall.compile_dir(str(args.root / "icl"), quiet=1)
     results = {}
     for name in names:
         r = run_scenario(name, args.root, args.data_root)

@@ -3,7 +3,8 @@ a forward pass. Every problem is listed at once, each with its fix; one table is
 ``check.json`` is written into the output folder (the only file written: the store is opened
 read-only when it exists, the output folder's lock is probed, never taken; ``--calibrate`` writes
 its scratch store into a temporary folder it removes) and the exit status
-is 0 (runnable) or 2 (problems).
+is 0 (runnable) or 2 (problems). ``--calibrate``'s scratch folders left by a check killed before
+removing them are removed by the next check (:func:`icl.run.check_cost.remove_stale_scratch`).
 
 What it looks at, through the run's own planning (:mod:`icl.run.runner`):
 
@@ -20,7 +21,8 @@ What it looks at, through the run's own planning (:mod:`icl.run.runner`):
    ``model_index.json``) is built on the ``meta`` device and its parameter names and shapes
    compared with the checkpoint's, so a checkpoint of another architecture fails;
 5. resources: parameters and bytes at the chosen precision per model, the disk the outputs need
-   against the free space, the output folder's lock and its earlier runs;
+   (:func:`disk_estimate`) against the free space (a shortfall is a warning, as in the run:
+   :func:`disk_warning`), the output folder's lock and its earlier runs;
 6. cost (:mod:`icl.run.check_cost`): per model, its load time plus the time per item times the
    items remaining, from the compute the store holds for that model identity, else (``--calibrate
    N``) from its first N remaining items run for real by the run's engine into a scratch store in
@@ -59,9 +61,18 @@ from icl.run.errors import ConfigError
 CHECK_FILE = "check.json"
 EXIT_OK, EXIT_PROBLEMS = 0, 2
 BYTES_PER_PARAM = {"fp32": 4, "fp16": 2, "bf16": 2}
-# An answer's bytes when the store holds none of the model's yet: a PNG image answer, a text answer
+# The disk estimate (:func:`disk_estimate`). An answer's bytes when neither the store nor its
+# request tells (an image generated at the model's own size, a request that cannot be built):
 IMAGE_ANSWER_BYTES, TEXT_ANSWER_BYTES = 256 * 1024, 2 * 1024
-REPORT_BYTES = 16 * 1024 * 1024  # tables, report.md / .html, plots, results.json
+TEXT_BYTES_PER_TOKEN = 8  # a generated text's most bytes per token (UTF-8 of a long token)
+SAMPLED_REQUESTS = 16  # requests built (spread over the items remaining) to size a model's answers
+STORE_ROW_BYTES = 2 * 1024  # the store's rows of one score besides the answer (links, score, indexes)
+SAMPLE_LINE_BYTES = 2 * 1024  # a samples.jsonl line when the output folder has none yet
+# reports (tables, report.md / .html, plots, results.json, gallery) when the folder has none yet
+REPORT_BASE_BYTES, REPORT_BYTES_PER_SCORE, REPORT_MAX_BYTES = 64 * 1024, 24 * 1024, 64 * 1024 * 1024
+# the base class of the families that build their own torch network from a torch.save checkpoint,
+# named (not imported: importing it imports torch)
+OWN_NETWORK_ADAPTER = "icl.models.vicl._torch.CheckpointNetworkAdapter"
 UNKNOWN_COST = "unknown (no stored compute; run once or --calibrate N)"
 
 FreeSpace = Callable[[Path], int]
@@ -345,7 +356,10 @@ def _own_network(adapter: Any, out: Checkpoint) -> None:
     checkpoint, by the rule its loading applies (``_load.state_mismatch``); the parameters and
     dtypes counted from it when no safetensors file did. An adapter whose ``build`` is its own
     (a subclass with random weights, a plugin loading its own way) loads by another rule:
-    nothing is compared."""
+    nothing is compared. Which adapters these are is read from their classes' names, so a model
+    that loads no such checkpoint (the built-in baselines) costs no torch import."""
+    if not any(f"{c.__module__}.{c.__qualname__}" == OWN_NETWORK_ADAPTER for c in type(adapter).__mro__):
+        return
     from icl.models.vicl._torch import CheckpointNetworkAdapter
 
     if not isinstance(adapter, CheckpointNetworkAdapter) or type(adapter).build is not CheckpointNetworkAdapter.build:
@@ -468,29 +482,142 @@ def pending_work(store: Any, bench: Any, items: Sequence[Any], models: Sequence[
     return out
 
 
-def answer_disk_bytes(store: Any, bench: Any, model: Any, model_id: str, items: int, logs: bool) -> int:
-    """The disk ``items`` more answers of ``model`` take: the mean size of its answers the store
-    holds under ``model_id``, else :data:`IMAGE_ANSWER_BYTES` or :data:`TEXT_ANSWER_BYTES` by what it
-    answers; an image answer twice when per-sample logs keep a copy."""
+def png_upper_bound(height: int, width: int, channels: int = 3) -> int:
+    """The most bytes a PNG of ``height x width x channels`` 8-bit pixels takes: its rows stored
+    uncompressed (a filter byte each) in deflate's stored blocks (5 bytes per 65,535), in IDAT
+    chunks of 8 KiB (12 bytes each), plus the signature, IHDR, IEND and zlib's 6 bytes."""
+    raw = height * (width * channels + 1)
+    return raw + 5 * math.ceil(raw / 65535) + 12 * math.ceil(raw / 8192) + 8 + 25 + 12 + 6
+
+
+def request_answer_bytes(request: Any) -> Optional[int]:
+    """The most bytes an answer to ``request`` takes in the store, from what the request asks: a
+    chat answer ``max_new_tokens`` x :data:`TEXT_BYTES_PER_TOKEN`; an image (an analogy at the
+    larger of its query and target sizes, a generation at its ``size``) as :func:`png_upper_bound`
+    of 3 channels; None when the request does not say (a generation without a size)."""
+    from icl.models.requests import AnalogyRequest, ChatRequest, GenerationRequest
+
+    if isinstance(request, ChatRequest):
+        return int(request.max_new_tokens) * TEXT_BYTES_PER_TOKEN
+    if isinstance(request, AnalogyRequest):
+        shape = tuple(getattr(request.query, "shape", ())[:2]) or (0, 0)
+        h, w = (max(a, b) for a, b in zip(request.target_size, shape))
+        return png_upper_bound(int(h), int(w), 3)
+    if isinstance(request, GenerationRequest) and request.size:
+        return png_upper_bound(int(request.size[0]), int(request.size[1]), 3)
+    return None
+
+
+def answer_bytes(store: Any, bench: Any, model: Any, model_id: str, todo: Sequence[Any]) -> tuple[float, str]:
+    """(bytes, basis) of one more answer of ``model``: the mean of its answers the store holds
+    under ``model_id``; else the mean of :func:`request_answer_bytes` over up to
+    :data:`SAMPLED_REQUESTS` requests spread over its remaining items ``todo``; else
+    :data:`IMAGE_ANSWER_BYTES` or :data:`TEXT_ANSWER_BYTES` by what it answers."""
     seen, body = store.answer_bytes(model_id) if store is not None else (0, 0)
-    images = not any(issubclass(t, _chat()) for t in bench.request_types if model.serves(t))
-    per_answer = body / seen if seen else (IMAGE_ANSWER_BYTES if images else TEXT_ANSWER_BYTES)
-    return int(items * per_answer * (2 if logs and images else 1))
+    if seen:
+        return body / seen, f"stored answers ({seen})"
+    step = max(1, len(todo) // SAMPLED_REQUESTS)
+    sizes = []
+    for item in list(todo)[::step][:SAMPLED_REQUESTS]:
+        try:
+            size = request_answer_bytes(bench.request(item, model.privileged))
+        except Exception:  # the run records an unbuildable request as the item's data failure
+            continue
+        if size is not None:
+            sizes.append(size)
+    if sizes:
+        return sum(sizes) / len(sizes), f"requests ({len(sizes)} sampled)"
+    return float(IMAGE_ANSWER_BYTES if answers_are_images(bench, model) else TEXT_ANSWER_BYTES), "default"
 
 
-def disk_problem(out: Path, needed: int, free: int, remaining: int) -> Optional[str]:
-    """The disk line of ``--check`` and of the run (None when ``needed`` fits in ``free``)."""
+def answers_are_images(bench: Any, model: Any) -> bool:
+    """Whether ``model``'s answers to ``bench`` are images (it serves none of its chat requests)."""
+    return not any(issubclass(t, _chat()) for t in bench.request_types if model.serves(t))
+
+
+def _folder_bytes(out: Path) -> tuple[int, Optional[float]]:
+    """(bytes of the reports an earlier run left in ``out``, the mean bytes of a line of its
+    samples.jsonl or None): the files a run rewrites, besides the store, the per-sample log's
+    images, check.json and the lock."""
+    from icl.run.samples import IMAGES, SAMPLES
+
+    reports, line = 0, None
+    if not out.is_dir():
+        return 0, None
+    skip = {SAMPLES, IMAGES, CHECK_FILE, ".icl.lock"}
+    for path in out.iterdir():
+        if path.name in skip or path.name.startswith("store.sqlite") or path.is_symlink():
+            continue
+        try:
+            if path.is_file():
+                reports += path.stat().st_size
+            elif path.is_dir():
+                reports += sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+        except OSError:
+            continue
+    samples = out / SAMPLES
+    try:
+        if samples.is_file() and samples.stat().st_size:
+            with open(samples, "rb") as f:
+                lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+            line = samples.stat().st_size / max(1, lines)
+    except OSError:
+        pass
+    return reports, line
+
+
+def disk_estimate(store: Any, bench: Any, out: Path, models: Sequence[Any], works: dict[str, Any],
+                  logs: bool, stored_ids: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """The disk a run's outputs need (docs/runs.md "Disk"), the same for ``--check`` and the run:
+
+    - answers: per model, its items remaining x one answer's bytes (:func:`answer_bytes`), twice
+      for image answers when the per-sample log (``logs``) keeps a PNG copy under ``samples/``;
+    - the store's rows: :data:`STORE_ROW_BYTES` per score to compute (item x judge);
+    - ``samples.jsonl`` (``logs``): a line per score to compute, the mean line of the output
+      folder's samples.jsonl, else :data:`SAMPLE_LINE_BYTES`;
+    - reports, rewritten at the end: those an earlier run left in the output folder, else
+      :data:`REPORT_BASE_BYTES` + :data:`REPORT_BYTES_PER_SCORE` per planned score, at most
+      :data:`REPORT_MAX_BYTES`.
+
+    Returns check.json's ``disk`` fields: ``needed_bytes``, the parts, each model's answer size
+    and its basis. With nothing left to compute, nothing is needed."""
+    answers, scores, planned, per_model = 0.0, 0, 0, {}
+    for m in models:
+        work = works[m.label]
+        scores += work.remaining
+        planned += work.remaining + work.skipped
+        if not work.todo:
+            continue
+        mid = (stored_ids or {}).get(m.model_id, m.model_id)
+        size, basis = answer_bytes(store, bench, m, mid, work.todo)
+        copies = 2 if logs and answers_are_images(bench, m) else 1
+        answers += len(work.todo) * size * copies
+        per_model[m.label] = dict(answer_bytes=int(size), basis=basis, answers=len(work.todo), copies=copies)
+    reports, line = _folder_bytes(out)
+    if not reports:
+        reports = min(REPORT_MAX_BYTES, REPORT_BASE_BYTES + REPORT_BYTES_PER_SCORE * planned)
+    parts = dict(answers_bytes=int(answers), store_rows_bytes=STORE_ROW_BYTES * scores,
+                 samples_bytes=int((line or SAMPLE_LINE_BYTES) * scores) if logs else 0, reports_bytes=int(reports))
+    needed = sum(parts.values()) if scores else 0
+    return dict(needed_bytes=needed, **parts, per_model=per_model)
+
+
+def disk_warning(out: Path, needed: int, free: int, remaining: int) -> Optional[str]:
+    """The one disk line of ``--check`` and of the run, both a warning (None when ``needed`` fits
+    in ``free``): the need is an estimate, so neither stops for it; a disk that does fill stops
+    the run with one line, keeping every result it stored."""
     if needed <= free:
         return None
     return (f"the outputs need about {_size(needed)} ({remaining} scores to compute, the store, samples and "
-            f"reports) and {out} has {_size(free)} free")
+            f"reports) and {out} has {_size(free)} free; the run goes on and, if the disk fills, stops keeping "
+            f"every result it stored ({fix_for('disk', '')})")
 
 
 def to_load(config: RunConfig, bench: Any, items: Sequence[Any], models: Sequence[Any],
             judges: Sequence[Any]) -> tuple[list[Any], int, int]:
     """What a run will load and write: the models with work left in the store at
     ``config.store_path`` (read-only) and the judges when any model has; the disk bytes its
-    outputs need (as ``--check`` counts them) and the scores remaining."""
+    outputs need (:func:`disk_estimate`, as ``--check`` counts them) and the scores remaining."""
     from icl.run.samples import log_samples
     from icl.store import Store, StoreError
 
@@ -500,17 +627,15 @@ def to_load(config: RunConfig, bench: Any, items: Sequence[Any], models: Sequenc
     except StoreError:  # the run itself reports it when it opens the store
         pass
     logs = log_samples(config.log_samples, len(items) * len(models))
-    disk, remaining = REPORT_BYTES, 0
     try:
         work = pending_work(store, bench, items, models, tuple(j.model_id for j in judges) or ("",))
-        for m in models:
-            disk += answer_disk_bytes(store, bench, m, m.model_id, len(work[m.label].todo), logs)
-            remaining += work[m.label].remaining
+        disk = disk_estimate(store, bench, config.out_dir, models, work, logs)
     finally:
         if store is not None:
             store.close()
+    remaining = sum(work[m.label].remaining for m in models)
     busy = [m for m in models if work[m.label].todo]
-    return busy + (list(judges) if busy else []), disk, remaining
+    return busy + (list(judges) if busy else []), disk["needed_bytes"], remaining
 
 
 # --- the check ---------------------------------------------------------------------------------
@@ -528,15 +653,91 @@ def _offline() -> Iterator[None]:
             os.environ["HF_HUB_OFFLINE"] = before
 
 
+def unstacked(where: str, message: str) -> str:
+    """``message`` without the leading prefixes that repeat its ``where`` (``model LABEL`` or
+    ``judge LABEL``): each layer that passed the error on named the model again (``judge 'L':
+    model 'hf-vlm': hf-vlm: weights ... not found``); the listing names it once, in ``where``."""
+    role, _, label = where.partition(" ")
+    if role not in ("model", "judge") or not label:
+        return message
+    family = label.split("[", 1)[0]
+    while True:
+        quoted = re.match(r"(?:model|judge) '([^']*)': ", message)
+        if quoted and quoted.group(1) in (label, family):
+            message = message[quoted.end():]
+        elif message.startswith(f"{family}: "):
+            message = message[len(family) + 2:]
+        else:
+            return message
+
+
+def needs_download(message: str) -> bool:
+    """Whether a problem's ``message`` says its weights are not in the Hugging Face cache yet."""
+    return any(w in message for w in ("HF_HUB_OFFLINE", "never downloads", "not in the Hugging Face cache",
+                                      "cached snapshot"))
+
+
+NEEDS_DOWNLOAD = "needs download (--prefetch)"
+_MISSING_PACKAGE = re.compile(r"needs the package ([\w.-]+), which is not installed")
+
+
+def missing_package(exc: BaseException) -> Optional[str]:
+    """The package whose absence ``exc`` (an ImportError) reports: its module's top name, or the
+    library transformers names (``X requires the Torchvision library but it was not found``)."""
+    name = getattr(exc, "name", None)
+    if name:
+        return str(name).split(".")[0]
+    found = re.search(r"requires the ([\w.-]+) library", str(exc))
+    return found.group(1).lower() if found else None
+
+
+def missing_package_message(exc: BaseException) -> str:
+    """One line for an ImportError met while reading a model's files: the package it needs."""
+    package = missing_package(exc)
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    if package is None:
+        return f"cannot be read: {first}"
+    return f"needs the package {package}, which is not installed ({first})"
+
+
+def package_fix(package: str) -> str:
+    """How to install ``package``: the extra that carries it (:data:`icl._lazy.EXTRAS`, in both
+    locks), else the package itself, saying no lock carries it."""
+    from icl._lazy import EXTRAS
+
+    extra = EXTRAS.get(package)
+    if extra:
+        return (f'install the package {package}: pip install "icl-eval[{extra}]" (requirements/lock.txt and, on a GPU '
+                f"node, requirements/lock-gpu.txt carry it; docs/install.md)")
+    if package == "torchvision":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            torch = f"torch {version('torch')}"
+        except PackageNotFoundError:
+            torch = "the installed torch"
+        return (f"install the package torchvision, the release built for {torch}, from the index that torch came from "
+                f"(neither requirements/lock.txt nor requirements/lock-gpu.txt carries it: docs/install.md), or use a "
+                f"model whose processor needs no torchvision (an hf-vlm LLaVA, Idefics3 or Gemma 3)")
+    return (f"install the package {package} (pip install {package}); neither requirements/lock.txt nor "
+            f"requirements/lock-gpu.txt carries it (docs/install.md)")
+
+
 def fix_for(check: str, message: str) -> str:
     """The fix of a problem, from what it is."""
-    if any(w in message for w in ("HF_HUB_OFFLINE", "never downloads", "not in the Hugging Face cache",
-                                  "cached snapshot")):
+    package = _MISSING_PACKAGE.search(message)
+    if package:
+        return package_fix(package.group(1))
+    if needs_download(message):
         return ("the weights need a download: run the same command with --prefetch where the network is reachable "
                 "(same HF_HOME / HF_HUB_CACHE), then the run")
     if check == "checkpoint":
         if "not a complete safetensors file" in message:
             return "download or copy the weight file again (its size must match its header)"
+        if "not a complete torch checkpoint" in message:
+            return "download or copy the weight file again"
+        if "torch.load(weights_only=True) does not accept" in message or "a bare pickle" in message:
+            return "save the state dict again with torch.save (or safetensors), or point weights= at the published file"
         return "point weights= at the checkpoint of the architecture config.json declares (or the config.json of "\
                "these weights)"
     if check == "data":
@@ -558,7 +759,8 @@ def fix_for(check: str, message: str) -> str:
 def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict[str, Any]:
     """Check ``config`` (see the module docstring); returns what check.json holds."""
     from icl.models import hub
-    from icl.run.check_cost import calibrate, http_cost, judge_time_estimate, time_estimate
+    from icl.run.check_cost import (calibrate, http_cost, judge_time_estimate, remove_stale_scratch, stored_answers,
+                                    time_estimate)
     from icl.run.files import folder_refusal
     from icl.run.lock import FolderLock
     from icl.run.models import resolve_device
@@ -572,8 +774,14 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     warnings: list[str] = []
 
     user_offline = hub.offline()
+    stale = remove_stale_scratch()  # the scratch folders of --calibrate checks that were killed
+    if stale:
+        warnings.append(f"removed {len(stale)} scratch folder(s) of --calibrate checks that were killed before "
+                        f"removing them: {', '.join(str(p) for p in stale)}")
 
     def add(check: str, where: str, message: str) -> None:
+        # one line (a library's message may span several), naming its model once (in where)
+        message = unstacked(where, " ".join(line.strip() for line in message.strip().splitlines() if line.strip()))
         if not user_offline:  # the check's own offline mode, not the user's
             message = message.replace("and HF_HUB_OFFLINE is set", "(--check never downloads)")
             message = message.replace("HF_HUB_OFFLINE is set", "--check never downloads")
@@ -623,8 +831,19 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     for m in models:  # what load() reads before the weights
         try:
             m.adapter.check_loadable()
+        except ImportError as exc:  # a package its processor needs (Qwen2-VL's: torchvision)
+            found.append((f"model {m.label}", missing_package_message(exc)))
         except Exception as exc:
             found.append((f"model {m.label}", f"model {m.label!r}: {exc}"))
+    for j in list(judges):  # the run's judge check reads them too, and meets no missing package
+        try:
+            j.adapter.check_loadable()
+        except ImportError as exc:
+            found.append((f"judge {j.label}", missing_package_message(exc)))
+            judges.remove(j)
+            named_judges = True
+        except Exception:  # listed by _check_judges below
+            pass
     _check_judges(bench, items, models, judges, found, judge_named=named_judges)
     for where, message in found:
         add("judges" if where.startswith("judge") else "models", where, message)
@@ -655,7 +874,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         stored_ids = _stored_ids(store, [*models, *judges], identity_device is not None, warnings)
         judge_ids = (tuple(stored_ids.get(j.model_id, j.model_id) for j in judges)
                      + tuple(f"(unavailable judge {i})" for i in range(named - len(judges)))) or ("",)
-        cells, total_remaining, total_stored, disk = [], 0, 0, REPORT_BYTES
+        cells, total_remaining, total_stored, planned_models = [], 0, 0, len(models)
         logs = log_samples(config.log_samples, len(items) * len(models))
         works = pending_work(store, bench, items, models, judge_ids, stored_ids)
         for m in models:
@@ -668,13 +887,24 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
                      items_remaining=len(work.todo), not_applicable=work.not_applicable)
             total_remaining += work.remaining
             total_stored += work.skipped
-            disk += answer_disk_bytes(store, bench, m, mid, len(work.todo), logs)
-            e.update(time_estimate(store, mid, m.label, len(work.todo)))  # icl.run.check_cost
+            answered = stored_answers(store, bench, m, work.todo, mid)  # a new judge: the answers are reused
+            e.update(time_estimate(store, mid, m.label, len(work.todo), answered=answered))  # icl.run.check_cost
             e.update(http_cost(store, bench, m, work.todo, mid))
+        for label, work in download_work(config, bench, items, judge_ids, found).items():
+            for task, (planned, stored) in work.cells.items():
+                cells.append(dict(task=task, model=label, model_id=None, planned=planned, stored=0,
+                                  remaining=planned, needs_download=True))
+            entries[label] = dict(label=label, role="model", model_id=None, needs_download=True, planned=work.served *
+                                  len(judge_ids), stored=0, remaining=work.served * len(judge_ids),
+                                  items_remaining=len(work.todo), not_applicable=work.not_applicable,
+                                  estimated_s=None, estimate=f"unknown ({NEEDS_DOWNLOAD})")
+            total_remaining += work.served * len(judge_ids)
+            planned_models += 1
         for j, jid in zip(judges, judge_ids):  # each judge asked about every answer it has not scored
             todo = sum(1 for w in works.values() for it in w.todo if jid in w.unscored.get(it.key, (jid,)))
             entries[j.label].update(items_remaining=todo)
             entries[j.label].update(judge_time_estimate(store, jid, j.label, todo))
+        disk = disk_estimate(store, bench, out, models, works, logs, stored_ids)
     finally:
         if store is not None:
             store.close()
@@ -683,7 +913,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
                                           entries, problems, warnings)
     busy = [e for e in entries.values() if e.get("items_remaining")]  # the models', then the judges' time
     known = all(e.get("estimated_s") is not None for e in busy)
-    report["plan"] = dict(items=len(items), models=len(models), judges=named, planned=total_stored +
+    report["plan"] = dict(items=len(items), models=planned_models, judges=named, planned=total_stored +
                           total_remaining, stored=total_stored, remaining=total_remaining, cells=cells,
                           estimated_s=sum(e["estimated_s"] for e in busy) if known else None,
                           **({"shard": extra["shard"]} if "shard" in extra else {}))
@@ -699,15 +929,44 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     report["lock"] = dict(held=holder is not None, holder=getattr(holder, "holder", None))
     report["resume"] = dict(store_exists=store_path.is_file(), stored=total_stored, remaining=total_remaining)
     free = int(free_space(out))
-    report["disk"] = dict(path=str(out), needed_bytes=disk, free_bytes=free)
-    why = disk_problem(out, disk, free, total_remaining)
-    if why is not None:
-        add("disk", str(out), why)
+    report["disk"] = dict(path=str(out), free_bytes=free, **disk)
+    why = disk_warning(out, disk["needed_bytes"], free, total_remaining)
+    if why is not None:  # one policy with the run: a warning, never a stop (disk_warning)
+        warnings.append(why)
     from icl.run.check_context import context_check  # 7: the longest prompts against the context
 
     with _offline():
         report["context"] = context_check(bench, items, models, warnings)
     return _finish(report, problems, warnings, t0)
+
+
+def download_work(config: RunConfig, bench: Any, items: Sequence[Any], judge_ids: Sequence[str],
+                  found: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Per label of a model left out because its weights are not in the Hugging Face cache yet
+    (``found``: the model problems, :func:`needs_download`), its :class:`icl.run.plan.ModelWork`
+    as the run will plan it once downloaded: the items of the request types its class serves,
+    none stored (its identity holds the commit it resolves to, known after the download)."""
+    from icl.models.registry import model_factory
+    from icl.run.plan import model_work
+
+    waiting = {where.partition(" ")[2] for where, message in found if where.startswith("model ")
+               and needs_download(message)}
+    if not waiting:
+        return {}
+    specs = config.models if config.models is not None else [s for m in bench.default_models for s in parse_models(m)]
+    out = {}
+    for spec in specs:
+        if spec.label not in waiting:
+            continue
+        try:
+            serves = tuple(getattr(model_factory(spec.name), "serves", ()) or ())
+        except Exception:  # not a class that says what it serves: its plan stays unknown
+            continue
+        if not serves:
+            continue
+        out[spec.label] = model_work(bench, items, lambda t, s=serves: any(issubclass(t, x) for x in s), judge_ids,
+                                     lambda judge_id: set())
+    return out
 
 
 def _chat() -> type:
@@ -780,8 +1039,8 @@ def render(report: dict[str, Any]) -> str:
     plan = report.get("plan")
     rows: list[tuple[str, ...]] = [("task", "model", "planned", "stored", "remaining")]
     if plan:
-        rows += [(c["task"], c["model"], str(c["planned"]), str(c["stored"]), str(c["remaining"]))
-                 for c in plan["cells"]]
+        rows += [(c["task"], c["model"] + (f" ({NEEDS_DOWNLOAD})" if c.get("needs_download") else ""),
+                  str(c["planned"]), str(c["stored"]), str(c["remaining"])) for c in plan["cells"]]
         rows.append(("all", f"{plan['models']} model(s), {plan['judges']} judge(s)", str(plan["planned"]),
                      str(plan["stored"]), str(plan["remaining"])))
     lines += _table(rows, right=(2, 3, 4))

@@ -2,10 +2,13 @@
 for HTTP models the tokens, images and money their requests take. Nothing here calls an API
 except ``--calibrate``, which runs models for real on purpose.
 
-**Time.** Per model with items remaining: ``load_s + seconds_per_item x items remaining``,
-``load_s`` the seconds the latest run took to load the model (:meth:`icl.store.Store.load_seconds`)
-and ``seconds_per_item`` the mean model + scoring seconds of its measured items
-(:meth:`icl.store.Store.model_seconds`: ``ok`` scores answered by a model call); per judge the
+**Time.** Per model with items remaining: ``load_s + model seconds per item x items to ask +
+scoring seconds per item x items remaining``, ``load_s`` the seconds the latest run took to load
+the model (:meth:`icl.store.Store.load_seconds`), the seconds per item the means over its
+measured items (:meth:`icl.store.Store.model_seconds`: ``ok`` scores answered by a model call),
+and the items to ask those whose answer the store does not hold yet (:func:`stored_answers`: a
+finished run judged by a new judge reuses every answer, so its model is neither loaded nor
+asked, and only the new judge's work is estimated); per judge the
 same over the items it has still to judge (every model's), ``seconds_per_item`` its judging
 seconds per item it was asked about (:meth:`icl.store.Store.judge_seconds`). The plan's time is
 their sum. Each is read (:func:`time_estimate`, :func:`judge_time_estimate`) from
@@ -18,7 +21,9 @@ their sum. Each is read (:func:`time_estimate`, :func:`judge_time_estimate`) fro
    judges, scoring, the helper processes of the benchmark) into a scratch store in a temporary
    folder, removed afterwards, read back with the same two functions: basis
    ``calibrated on n items``. The user's store and output folder receive nothing of it; its
-   answers are not kept (the run asks again). N items make ``ceil(N / batch_size)`` batches: with
+   answers are not kept (the run asks again). A check killed while it calibrates (SIGKILL)
+   cannot remove its scratch folder: the next check does (:func:`remove_stale_scratch`: only
+   folders a calibration of this host made, whose process is gone). N items make ``ceil(N / batch_size)`` batches: with
    N below the model's ``batch_size`` the one batch is partial and its time per item overestimates
    a batched model's (a warning says so). A model whose calibration fails to load or fails
    its whole first batch is a problem (``check`` ``calibrate``): the run would stop it the same
@@ -58,7 +63,11 @@ holds for this model identity is reused, not sent, and not counted; retries are 
 from __future__ import annotations
 
 import math
+import os
+import re
 import shutil
+import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -76,19 +85,57 @@ IMAGE_BASE_TOKENS, IMAGE_TILE_TOKENS, IMAGE_TILE = 85, 170, 512  # OpenAI's visi
 IMAGE_FIT, IMAGE_SHORT_SIDE = 2048, 768
 PER_MILLION = 1_000_000
 REQUEST_CHUNK = 256  # requests built (images read) and looked up in the store at a time
+SCRATCH_PREFIX = "icl-calibrate-"  # a calibration's scratch folder: this, then the host and the process id
 CALIBRATE_FIX = ("the model failed when --calibrate ran its first items for real (a scratch store): the run would "
                  "fail the same way; fix what the message says (or check without --calibrate)")
 
 
 # --- time ----------------------------------------------------------------------------------------
-def time_estimate(store: Any, model_id: str, label: str, remaining: int, basis: str = "stored compute of {n}"
-                  ) -> dict[str, Any]:
+def time_estimate(store: Any, model_id: str, label: str, remaining: int, basis: str = "stored compute of {n}",
+                  answered: int = 0) -> dict[str, Any]:
     """The time fields of a model's check.json entry from the compute ``store`` (None: no
-    store) holds for ``model_id`` (loaded under ``label``), for ``remaining`` items;
+    store) holds for ``model_id`` (loaded under ``label``), for ``remaining`` items of which
+    ``answered`` have their answer in the store already (:func:`stored_answers`: the run reuses
+    it, so they cost their scoring only, and a model with every answer stored is never loaded);
     ``estimate_basis`` is ``basis`` with ``{n}`` the items measured."""
     n, model_s, score_s = store.model_seconds(model_id) if store is not None else (0, 0.0, 0.0)
-    load_s = (store.load_seconds(model_id, label) or 0.0) if n and remaining else 0.0
-    return _estimate(n, model_s + score_s, load_s, remaining, basis)
+    asked = max(0, remaining - answered)
+    load_s = (store.load_seconds(model_id, label) or 0.0) if n and asked else 0.0
+    out = _estimate(n, model_s, load_s, asked, basis)
+    out["answers_stored"] = answered
+    if n and remaining:
+        total = out["estimated_s"] + score_s / n * remaining
+        described = out["estimate_basis"] + (f"; {answered} answer{'s' if answered != 1 else ''} stored, only scored"
+                                             if answered else "")
+        out.update(seconds_per_item=(model_s + score_s) / n, estimated_s=total,
+                   estimate=f"{_duration(total)} ({described})")
+    return out
+
+
+def stored_answers(store: Any, bench: Any, model: Any, todo: Sequence[Any], model_id: str) -> int:
+    """How many of the items ``todo`` have the answer to their request stored for ``model_id``
+    (``ok``, or an overflow: a result, never asked again), which the run reuses without asking
+    the model: a finished run judged anew asks only its new judge. Only the items an earlier run
+    linked to an answer of the model (the store's links) are candidates; their requests are
+    built as the run builds them, :data:`REQUEST_CHUNK` at a time, and looked up by their cache
+    key (a request that changed since is asked again, and not counted)."""
+    if store is None or not todo or not store.answer_bytes(model_id)[0]:
+        return 0
+    from icl.models.requests import content_hash
+
+    linked = store.links([it.key for it in todo], model_id)
+    candidates = [it for it in todo if "answer:0" in linked.get(it.key, {})]
+    found = 0
+    for start in range(0, len(candidates), REQUEST_CHUNK):
+        hashes = []
+        for item in candidates[start:start + REQUEST_CHUNK]:
+            try:
+                hashes.append(content_hash(bench.request(item, model.privileged)))
+            except Exception:  # the run records it as a data failure of the item
+                continue
+        stored = store.responses(hashes, model_id) if hashes else {}
+        found += sum(1 for r in stored.values() if r.status == "ok" or r.reason == "overflow")
+    return found
 
 
 def judge_time_estimate(store: Any, judge_id: str, label: str, remaining: int,
@@ -230,7 +277,7 @@ def _scratch_run(config: Any, bench: Any, device: str, targets: Sequence[Any], j
     for name in pools:
         _helpers.warm(name)
     out: dict[str, dict[str, Any]] = {}
-    scratch = Path(tempfile.mkdtemp(prefix="icl-calibrate-"))
+    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix()))
     try:
         with Store(scratch / "store.sqlite") as store, _offline():  # hf: references stay resolved from the cache
             run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol, calibrate=n))
@@ -260,6 +307,55 @@ def _scratch_run(config: Any, bench: Any, device: str, targets: Sequence[Any], j
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return out, judged
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
+
+
+def scratch_prefix() -> str:
+    """The name a calibration's scratch folder starts with: :data:`SCRATCH_PREFIX`, this host and
+    this process id (a folder whose process is gone is stale: :func:`remove_stale_scratch`)."""
+    return f"{SCRATCH_PREFIX}{_host()}-{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale_scratch(root: Optional[Path] = None) -> list[Path]:
+    """Remove the scratch folders of calibrations whose process died before removing its own
+    (SIGKILL, a node lost) in ``root`` (the system's temporary folder: ``$TMPDIR``); returns
+    them. Only what a calibration makes is touched: a folder (not a link) of this user named
+    :func:`scratch_prefix` by this host (a ``$TMPDIR`` shared by nodes holds other hosts' live
+    ones) and a process id no process has now."""
+    root = Path(root if root is not None else tempfile.gettempdir())
+    pattern = re.compile(rf"{re.escape(SCRATCH_PREFIX)}{re.escape(_host())}-(\d+)-[a-z0-9_]+")
+    removed = []
+    try:
+        candidates = list(root.glob(f"{SCRATCH_PREFIX}*"))
+    except OSError:
+        return removed
+    for path in candidates:
+        found = pattern.fullmatch(path.name)
+        if found is None or int(found.group(1)) == os.getpid() or _alive(int(found.group(1))):
+            continue
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append(path)
+    return removed
 
 
 # --- HTTP cost -------------------------------------------------------------------------------------

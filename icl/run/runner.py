@@ -203,16 +203,16 @@ def _check_before_loading(config: RunConfig, bench: Benchmark, items: Sequence[I
     every model and judge the run will load (work left in the store), its safetensors headers and
     its networks' architecture against them (:func:`icl.run.check.checkpoint_problems`): one line,
     exit 2. The disk its outputs need against the output folder's free space
-    (:func:`icl.run.check.disk_problem`) is an estimate: a warning line, and the run goes on (a
-    disk that does fill stops it with one line, keeping every result it stored)."""
+    (:func:`icl.run.check.disk_warning`, the line ``--check`` warns with) is an estimate: a
+    warning line, and the run goes on (a disk that does fill stops it with one line, keeping
+    every result it stored)."""
     import icl.run.check as check
 
     loading, needed, remaining = check.to_load(config, bench, items, models, judges)
     if remaining:
-        why = check.disk_problem(config.out_dir, needed, int(check.disk_free(config.out_dir)), remaining)
+        why = check.disk_warning(config.out_dir, needed, int(check.disk_free(config.out_dir)), remaining)
         if why is not None:
-            print(f"icl.run: warning: {why}; the run goes on and, if the disk fills, stops keeping every result "
-                  f"it stored ({check.fix_for('disk', why)})", file=stderr)
+            print(f"icl.run: warning: {why}", file=stderr)
     found = check.checkpoint_problems(loading)
     if found:
         more = f" (and {len(found) - 1} more: python -m icl.run ... --check lists them)" if len(found) > 1 else ""

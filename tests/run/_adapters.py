@@ -13,6 +13,7 @@ import numpy as np
 from icl.benchmarks.cobsat.judge import CoBSATJudge
 from icl.models import Adapter
 from icl.models.builtin import Oracle
+from icl.models.icl_baselines import CopyLast
 from icl.models.requests import ChatRequest
 from tests.run._kill_adapter import SlowOracle
 
@@ -153,3 +154,22 @@ class SlowCoBSATJudge(CoBSATJudge):
     def answer(self, request: ChatRequest) -> str:
         time.sleep(SLOW_JUDGE_S)
         return super().answer(request)
+
+
+SLOW_LOAD_S, SLOW_MODEL_S = 2.0, 0.05
+
+
+class SlowCopyLast(CopyLast):
+    """cobsat's baseline taking ``SLOW_LOAD_S`` to load and ``SLOW_MODEL_S`` per request: a model
+    whose load is much of a run (``--check``'s estimate of a run that reuses its answers)."""
+
+    name = "slow-copy-last"
+    version = "1"
+
+    def load(self, device: str) -> None:
+        time.sleep(SLOW_LOAD_S)
+        super().load(device)
+
+    def predict(self, requests):
+        time.sleep(SLOW_MODEL_S * len(requests))
+        return super().predict(requests)

@@ -313,3 +313,52 @@ def test_the_memory_estimate_counts_the_batch_a_pipeline_takes_in_one_call(tmp_p
     estimate = memory_estimate(t2i, 1000, 2)
     assert estimate["batch_size"] == 4 and list(estimate["peak_bytes"]) == ["1", "4"]
     assert estimate["peak_bytes"]["4"] - estimate["peak_bytes"]["1"] == 3 * estimate["activation_bytes_per_request"] > 0
+
+
+def test_a_bare_pickle_is_not_called_torch_s_legacy_format_and_the_check_says_what_the_load_does(tmp_path):
+    """Painter's checkpoint as three real files: ``torch.save(_use_new_zipfile_serialization=False)``
+    (torch's legacy format: noted, the run reads it whole), ``pickle.dump`` of the same dict (a
+    bare pickle: no zip, no legacy magic number) and a legacy file that pickles an object of a
+    class ``weights_only`` does not accept. Told apart from the opcodes alone (nothing unpickled):
+    the last two are problems, and the load refuses them with the same line."""
+    import json
+    import pickle
+
+    import torch
+
+    from _tiny import PAINTER
+
+    path, _ = _painter(tmp_path / "zip")
+    state = torch.load(path, weights_only=True)
+
+    def adapter_of(name, save):
+        f = tmp_path / name
+        save(f)
+        return f, get_model("painter", weights=str(f), config=json.dumps(PAINTER))
+
+    legacy, adapter = adapter_of("legacy.pth", lambda f: torch.save(state, f, _use_new_zipfile_serialization=False))
+    ckpt = inspect_weights(adapter)
+    assert ckpt.problems == [] and any("legacy (pre-1.6) format" in n for n in ckpt.notes), ckpt
+    assert adapter.build() is not None
+
+    def dump(f):
+        with open(f, "wb") as out:
+            pickle.dump(state, out)
+
+    bare, adapter = adapter_of("bare.pth", dump)
+    (problem,) = inspect_weights(adapter).problems
+    assert problem.startswith(f"{bare}: a bare pickle, not a torch.save checkpoint") and "legacy" not in \
+        problem.split("(")[0], problem
+    assert "0x1950a86a20f9469cfc6c" in problem
+    with pytest.raises(Exception) as raised:
+        adapter.build()
+    assert str(raised.value) == problem  # the run refuses it with the same line
+
+    objects = {**state, "trainer": Path("x")}  # a pathlib class: code weights_only refuses
+    odd, adapter = adapter_of("objects.pth", lambda f: torch.save(objects, f, _use_new_zipfile_serialization=False))
+    (problem,) = inspect_weights(adapter).problems
+    assert problem.startswith(f"{odd}: torch's legacy (pre-1.6) format whose pickle names pathlib.") and \
+        "does not accept" in problem, problem
+    with pytest.raises(Exception) as raised:
+        adapter.build()
+    assert str(raised.value) == problem

@@ -385,4 +385,113 @@ def test_a_bad_price_is_refused_naming_it(tmp_path, family, arg, value):
                  "--no-progress", "--check"]) == 2
     (problem,) = _report(out)["problems"]
     unit = "per image" if arg == "price_image" else "per 1M tokens"
-    assert f"{family}: {arg} must be a non-negative number (the price {unit})" in problem["message"]
+    # named once, in where (not "model 'openai': openai: ..." again in the message)
+    assert problem["where"].startswith(f"model {family}[")
+    assert problem["message"].startswith(f"{arg} must be a non-negative number (the price {unit})"), problem
+
+
+@pytest.mark.slow  # a real check killed in its calibration, then a check
+def test_a_calibration_killed_with_sigkill_leaves_a_scratch_folder_the_next_check_removes(
+        tmp_path, scratch_root, builtin_root, capsys):
+    """``--check --calibrate`` killed (SIGKILL) inside its model's first batch cannot remove its
+    scratch store; the next check removes it: a folder of this host's calibrations whose process
+    is gone. Nothing else in $TMPDIR is touched: a live process's folder, another host's, a file
+    of that name, a folder another program named alike."""
+    import signal
+    import socket
+    import time
+
+    from icl.run.check_cost import SCRATCH_PREFIX, scratch_prefix
+
+    site = tmp_path / "site"
+    dist = site / "icl_kill_adapter-0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: icl-kill-adapter\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[icl.models]\nslow-oracle = tests.run._kill_adapter:SlowOracle\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), TMPDIR=str(scratch_root),
+               ICL_TEST_SLEEP="60", ICL_TEST_COUNT_LOG=str(tmp_path / "answered.log"))
+    args = ["vibe", "--fast", "--models", "slow-oracle", "--tasks", "edges", "--datasets", "scenes-a", "--limit", "3",
+            "--data-root", str(builtin_root), "--no-plots", "--no-progress", "--out", str(tmp_path / "out"), "--check"]
+    proc = subprocess.Popen([sys.executable, "-m", "icl.run", *args, "--calibrate", "2"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not list(scratch_root.glob(f"{SCRATCH_PREFIX}*/store.sqlite")) and proc.poll() is None:
+            assert time.time() < deadline, "the calibration never made its scratch store"
+            time.sleep(0.05)
+        time.sleep(1.0)  # inside the model's first batch (60 s)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    (killed,) = scratch_root.glob(f"{SCRATCH_PREFIX}*")
+    assert killed.name.startswith(scratch_prefix().replace(str(os.getpid()), str(proc.pid)))
+
+    host = scratch_prefix().split("-")[2]
+    live = scratch_root / f"{scratch_prefix()}live1"  # this process: alive
+    other_host = scratch_root / f"{SCRATCH_PREFIX}not{host}x-{proc.pid}-abc"  # another node's, same dead pid
+    a_file = scratch_root / f"{SCRATCH_PREFIX}{host}-{proc.pid}-file1"
+    alike = scratch_root / f"{SCRATCH_PREFIX}notes"
+    for folder in (live, other_host, alike):
+        folder.mkdir()
+        (folder / "keep.txt").write_text("mine")
+    a_file.write_text("mine")
+    assert socket.gethostname()  # the prefix names this host
+
+    args = [a if a != "slow-oracle" else "oracle" for a in args]  # the plugin is the subprocess's
+    assert main(args) == 0
+    report = _report(tmp_path / "out")
+    assert not killed.exists()
+    assert report["warnings"] == [f"removed 1 scratch folder(s) of --calibrate checks that were killed before removing "
+                                  f"them: {killed}"], report["warnings"]
+    for kept in (live, other_host, alike):
+        assert (kept / "keep.txt").read_text() == "mine"
+    assert a_file.read_text() == "mine"
+    assert main(args) == 0 and _report(tmp_path / "out")["warnings"] == []  # once
+
+
+@pytest.fixture
+def slow_model():
+    """cobsat's copy-last taking 2 s to load and 0.05 s a request (tests/run/_adapters.py), registered."""
+    from icl.models import register_model
+    from icl.models.registry import unregister_model
+
+    register_model("slow-copy-last", "tests.run._adapters:SlowCopyLast")
+    yield "slow-copy-last"
+    unregister_model("slow-copy-last")
+
+
+@pytest.mark.slow  # three real runs, one loading a model for 2 s
+def test_a_finished_run_judged_anew_is_estimated_as_its_new_judge_s_work(tmp_path, slow_model, slow_judge, capsys):
+    """A finished run (cobsat --fast, a model taking 2 s to load, judged by cobsat's judge) judged
+    again by another judge: the run reuses every stored answer (the model is neither loaded nor
+    asked) and only the new judge works. The check counts the answers stored, estimates the model
+    at its scoring seconds alone (no load) and the new judge from its stored compute (a run of it
+    on one task), and the following run's ``execute_s`` is within COST_FACTOR of the estimate."""
+    store = tmp_path / "store.sqlite"
+
+    def args(out: str, tasks: str, *extra: str) -> list[str]:
+        return ["cobsat", "--fast", "--tasks", tasks, "--shots", "0,2", "--prompts", "2", "--out", str(tmp_path / out),
+                "--store", str(store), "--no-progress", "--no-plots", "--device", "cpu", "--models", slow_model,
+                *extra]
+
+    assert main(args("first", "Color-I,Texture-II")) == 0  # the finished run, cobsat's own judge
+    assert main(args("judged", "Texture-II", "--judge", slow_judge)) == 0  # the new judge's compute, on one task
+    assert main(args("next", "Color-I,Texture-II", "--judge", slow_judge, "--check")) == 0
+    report = _report(tmp_path / "next")
+    entries = {e["label"]: e for e in report["models"]}
+    model, judge = entries[slow_model], entries[slow_judge]
+    assert model["items_remaining"] == judge["items_remaining"] == 4  # Color-I, not yet judged by the new judge
+    assert model["answers_stored"] == 4 and model["load_s"] == 0.0, model
+    assert "4 answers stored, only scored" in model["estimate"]
+    assert judge["estimate_basis"] == "stored compute of 4 items"
+    estimate = report["plan"]["estimated_s"]
+    assert estimate == pytest.approx(model["estimated_s"] + judge["estimated_s"])
+    capsys.readouterr()
+    assert main(args("next", "Color-I,Texture-II", "--judge", slow_judge)) == 0
+    real = json.loads((tmp_path / "next" / "results.json").read_text())["timings"]["execute_s"]
+    old = estimate + 2.0 + 4 * 0.05  # what counting the model's load and its calls added
+    with capsys.disabled():
+        print(f"\nre-judged: estimated {estimate:.3f} s, ran {real:.3f} s: ratio {estimate / real:.2f} "
+              f"(counting the model's load and calls: {old / real:.2f})")
+    assert 1 / COST_FACTOR <= estimate / real <= COST_FACTOR, (estimate, real)
+    assert model["estimated_s"] < real / COST_FACTOR  # the model only scores: its part is the judge's fraction

@@ -24,10 +24,108 @@ class UnmappableCheckpoint(WeightsError):
     ``mmap=True`` (names and shapes without the tensors' bytes) cannot be had."""
 
 
-def _check_mappable(path: Path) -> None:
-    """Refuse, before ``torch.load(mmap=True)``, what it cannot map: the legacy format (a pickle
-    from the first byte) as :class:`UnmappableCheckpoint`; a zip archive without its central
-    directory (a truncated download) as :class:`WeightsError`."""
+# the first pickle of torch's legacy (pre-1.6) format is this number (torch.serialization.MAGIC_NUMBER)
+LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+_STRING_OPS = {"UNICODE", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "STRING", "BINSTRING", "SHORT_BINSTRING"}
+_INT_OPS = {"INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4"}
+
+
+def pickle_globals(f: Any) -> list[str]:
+    """``module.name`` of every global the next pickle in the binary file ``f`` names (its
+    ``GLOBAL`` and ``STACK_GLOBAL`` opcodes, up to its ``STOP``), read with
+    :func:`pickletools.genops`: nothing is unpickled, imported or run. A ``STACK_GLOBAL``'s
+    module and name are the two strings pushed before it (directly or from the memo); a
+    ``STACK_GLOBAL`` is prefixed ``STACK_GLOBAL `` (``weights_only`` reads no such opcode).
+    Raises ValueError for a truncated or damaged pickle."""
+    import pickletools
+
+    found: list[str] = []
+    recent: list[Any] = []  # what each pushing opcode pushed: a string, or None for anything else
+    memo: dict[int, Any] = {}
+    for op, arg, _ in pickletools.genops(f):
+        name = op.name
+        if name in _STRING_OPS:
+            recent.append(arg.decode("latin-1") if isinstance(arg, bytes) else arg)
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            recent.append(memo.get(int(arg)))
+        elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            memo[int(arg)] = recent[-1] if recent else None
+        elif name == "MEMOIZE":
+            memo[len(memo)] = recent[-1] if recent else None
+        elif name == "GLOBAL":
+            found.append(str(arg).replace(" ", ".", 1))
+            recent.append(None)
+        elif name == "STACK_GLOBAL":
+            module, attr = (recent[-2:] if len(recent) >= 2 else [None, None])
+            found.append(f"STACK_GLOBAL {module if isinstance(module, str) else '?'}."
+                         f"{attr if isinstance(attr, str) else '?'}")
+            recent.append(None)
+        elif name not in ("PROTO", "FRAME", "STOP"):
+            recent.append(None)
+        if len(recent) > 64:
+            del recent[:-2]
+    return found
+
+
+def _is_legacy_magic(f: Any) -> bool:
+    """Whether the next pickle in ``f`` is the one number :data:`LEGACY_MAGIC` (genops only)."""
+    import pickletools
+
+    values = [(op.name, arg) for op, arg, _ in pickletools.genops(f) if op.name not in ("PROTO", "FRAME", "STOP")]
+    return len(values) == 1 and values[0][0] in _INT_OPS and values[0][1] == LEGACY_MAGIC
+
+
+def _weights_only_accepts(name: str, allowed: list, opaque: bool) -> bool:
+    """Whether ``torch.load(weights_only=True)`` under ``safe_globals(allowed)`` would read the
+    global ``name`` (torch's own allowlist and the user's), or, ``opaque``, stand in an
+    :class:`OpaqueObject` for it as :func:`read_training_checkpoint` does."""
+    if name.startswith("STACK_GLOBAL "):
+        return False
+    try:  # torch's allowlist has no public name; a torch without it: only ours and the user's
+        from torch._weights_only_unpickler import _get_allowed_globals
+
+        default = set(_get_allowed_globals())
+    except (ImportError, AttributeError):
+        default = set()
+    user = {g[1] if isinstance(g, tuple) else f"{g.__module__}.{g.__qualname__}"
+            for g in [*allowed, *torch.serialization.get_safe_globals()]}
+    if name in default or name in user:
+        return True
+    return opaque and "." in name and name.split(".")[0] not in _CODE_MODULES
+
+
+def pickle_refusal(path: Path, allowed: list, opaque: bool = False) -> Optional[str]:
+    """Why ``torch.load(weights_only=True)`` refuses ``path``, a file that is a pickle from its
+    first byte, or None when it reads it (torch's legacy format with globals it accepts); found
+    without executing anything (:func:`pickle_globals`): a bare pickle (its first pickle is not
+    the legacy magic number :data:`LEGACY_MAGIC`: ``pickle.dump`` of a state dict), or a legacy
+    file whose data pickle names a global ``weights_only`` does not accept."""
+    try:
+        with open(path, "rb") as f:
+            if not _is_legacy_magic(f):
+                return (f"{path}: a bare pickle, not a torch.save checkpoint (neither a zip archive nor torch's "
+                        f"legacy format, whose first pickle is the number {LEGACY_MAGIC:#x}): torch.load refuses it; "
+                        f"save its state dict with torch.save or safetensors")
+            for _ in range(2):  # the legacy format's protocol version and system information
+                pickle_globals(f)
+            names = pickle_globals(f)
+    except (ValueError, EOFError, OSError) as exc:
+        return (f"{path}: not a complete torch checkpoint (a pickle that ends early or is damaged: {exc}): download "
+                f"or copy it again")
+    refused = sorted({n for n in names if not _weights_only_accepts(n, allowed, opaque)})
+    if refused:
+        return (f"{path}: torch's legacy (pre-1.6) format whose pickle names {', '.join(refused[:3])}"
+                f"{f' and {len(refused) - 3} more' if len(refused) > 3 else ''}, which torch.load(weights_only=True) "
+                f"does not accept: save its state dict again with torch.save or safetensors")
+    return None
+
+
+def _check_readable(path: Path, allowed: list, mmap: bool, opaque: bool) -> None:
+    """Refuse, before ``torch.load``, what it would refuse or (``mmap``) cannot map: a pickle
+    from the first byte that is not torch's legacy format or names globals ``weights_only``
+    refuses (:func:`pickle_refusal`) and a zip archive without its central directory (a
+    truncated download) as :class:`WeightsError`; with ``mmap``, the legacy format as
+    :class:`UnmappableCheckpoint`."""
     import zipfile
 
     with open(path, "rb") as f:
@@ -36,13 +134,16 @@ def _check_mappable(path: Path) -> None:
         raise WeightsError(f"{path}: not a complete torch checkpoint (a zip archive without its central directory): "
                            f"the file is truncated or damaged: download or copy it again")
     if head[:1] == b"\x80":
-        raise UnmappableCheckpoint(f"{path}: in torch's legacy (pre-1.6) format, read whole when the run loads it: "
-                                   f"names and shapes are compared then")
+        why = pickle_refusal(path, allowed, opaque)
+        if why is not None:
+            raise WeightsError(why)
+        if mmap:
+            raise UnmappableCheckpoint(f"{path}: in torch's legacy (pre-1.6) format, read whole when the run loads "
+                                       f"it: names and shapes are compared then")
 
 
-def _torch_load(path: Path, allowed: list, mmap: bool) -> Any:
-    if mmap:
-        _check_mappable(path)
+def _torch_load(path: Path, allowed: list, mmap: bool, opaque: bool = False) -> Any:
+    _check_readable(path, allowed, mmap, opaque)
     with torch.serialization.safe_globals(allowed):
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
 
@@ -123,7 +224,7 @@ def read_training_checkpoint(path: Path, key: Optional[str] = None, mmap: bool =
     for _ in range(256):
         allowed = SAFE_GLOBALS + [(cls, name) for name, cls in stubs.items()]
         try:
-            state: Any = _torch_load(path, allowed, mmap)
+            state: Any = _torch_load(path, allowed, mmap, opaque=True)
             break
         except WeightsError:
             raise
