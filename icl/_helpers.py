@@ -227,9 +227,15 @@ def _seconds(name: str, default: float) -> float:
 
 
 def _say(line: str) -> None:
-    """One line on standard error (a helper that had to be killed)."""
+    """One line on standard error (a helper that had to be killed), on a line of its own: a
+    progress bar drawn there (the run's tqdm bar) is cleared first and drawn again below it,
+    not left with the line glued to its end. tqdm is used only when the run already loaded it."""
+    bars = sys.modules.get("tqdm")
     try:
-        sys.stderr.write(line.rstrip() + "\n")
+        if bars is not None and hasattr(bars, "tqdm"):
+            bars.tqdm.write(line.rstrip(), file=sys.stderr)
+        else:
+            sys.stderr.write(line.rstrip() + "\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
