@@ -235,3 +235,25 @@ def test_merge_into_a_disk_that_fills_mid_copy_is_one_line_and_leaves_the_shards
         again = _icl("merge", str(merged), *map(str, shards))
         assert again.returncode == 0, again.stderr
         assert len(_scores(merged / "store.sqlite")) == sum(len(_scores(f / "store.sqlite")) for f in shards)
+
+
+@pytest.mark.slow
+def test_a_disk_that_fills_while_figures_are_written_is_one_line_and_publishes_no_figure(tmp_path, builtin_root):
+    """The figures are drawn in helper processes, each PNG encoded in a thread: the full disk
+    reaches the run's one failure path (no thread traceback, no 'cannot read the helper's
+    answer'), named where the figure was to go, and no figure or staging folder is left."""
+    args = ["vibe", "--fast", "--models", "identity", "--data-root", str(builtin_root), "--no-progress",
+            "--device", "cpu", "--datasets", "scenes-a", "--tasks", "flip,edges"]
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        out = disk / "run"
+        filler = fill(disk, 900)
+        proc = _icl(*args, "--out", str(out))
+        _one_full_disk_line(proc, disk)
+        assert "Exception in thread" not in proc.stderr and f"cannot write {out / 'plots'}/" in proc.stderr
+        assert not (out / "plots").exists() and not list(out.glob(".icl-staging-*"))
+        earlier = _scores(out / "store.sqlite")
+        assert earlier, "the disk filled before the figures"
+        filler.unlink()
+        again = _icl(*args, "--out", str(out))
+        assert again.returncode == 0, again.stderr
+        assert _scores(out / "store.sqlite") == earlier and list((out / "plots").glob("*.png"))
