@@ -226,10 +226,11 @@ def _seconds(name: str, default: float) -> float:
     return value
 
 
-def _say(line: str) -> None:
-    """One line on standard error (a helper that had to be killed), on a line of its own: a
-    progress bar drawn there (the run's tqdm bar) is cleared first and drawn again below it,
-    not left with the line glued to its end. tqdm is used only when the run already loaded it."""
+def say(line: str) -> None:
+    """One line on standard error while a run may be drawing its progress bar (a helper or a
+    Ray worker that had to be killed), on a line of its own: the bar (tqdm) is cleared first and
+    drawn again below it, not left with the line glued to its end. tqdm is used only when the
+    run already loaded it."""
     bars = sys.modules.get("tqdm")
     try:
         if bars is not None and hasattr(bars, "tqdm"):
@@ -334,7 +335,7 @@ class _Helper:
                 return
             except _Stuck as exc:  # alive but of no use: killed, its jobs run in the caller (one line)
                 self.kill()
-                _say(f"icl: {self.who} {exc}; killed it, its jobs run in this process")
+                say(f"icl: {self.who} {exc}; killed it, its jobs run in this process")
                 future.set_exception(HelperLost(f"{self.who} {exc}"))
                 self._drain()
                 return
