@@ -120,6 +120,7 @@ def test_the_only_dataset_refused_is_the_message_not_the_empty_plan(builtin_root
         make_plan(None, ("lone",), (1,), 1, 0, root, False)
 
 
+@pytest.mark.slow
 def test_the_only_dataset_refused_is_the_cli_line(builtin_root, tmp_path, capsys):
     from icl.run.__main__ import main
 
