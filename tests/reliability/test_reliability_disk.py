@@ -178,11 +178,13 @@ def test_run_on_a_disk_that_fills_mid_run_is_one_line_and_keeps_earlier_results(
         first = _icl(*_vibe(builtin_root, "--datasets", "scenes-a", "--tasks", "flip", "--out", str(out)))
         assert first.returncode == 0, first.stderr
         earlier = _scores(out / "store.sqlite")
+        files = {name: (out / name).read_bytes() for name in ("results.csv", "results.json", "report.md")}
         filler = fill(disk, 400)
         proc = _icl(*_vibe(builtin_root, "--datasets", "scenes-a", "--out", str(out)))  # every task: more batches
         _one_full_disk_line(proc, disk)
         now = _scores(out / "store.sqlite")
         assert set(earlier) < set(now), "the disk filled at the run's start, not part way"
+        assert {name: (out / name).read_bytes() for name in files} == files  # the earlier run's files, whole
         filler.unlink()
         again = _icl(*_vibe(builtin_root, "--datasets", "scenes-a", "--out", str(out)))
         assert again.returncode == 0 and f"{len(now)} already in the store" in again.stdout, again.stdout
@@ -207,6 +209,7 @@ def test_rescore_and_export_on_a_disk_that_fills_mid_write_are_one_line(command,
         assert len(written) < len(list((finished_run / "samples").glob("*.png")))
         assert _scores(out / "store.sqlite") == earlier
         assert not list(out.rglob("*.tmp")), "a partial file was left behind"
+        assert (out / "results.csv").read_bytes() == (finished_run / "results.csv").read_bytes()
         filler.unlink()
         assert _icl(command, str(out)).returncode == 0
         assert (out / "results.csv").read_bytes() == (finished_run / "results.csv").read_bytes()
