@@ -226,10 +226,17 @@ def _seconds(name: str, default: float) -> float:
     return value
 
 
-def _say(line: str) -> None:
-    """One line on standard error (a helper that had to be killed)."""
+def say(line: str) -> None:
+    """One line on standard error while a run may be drawing its progress bar (a helper or a
+    Ray worker that had to be killed), on a line of its own: the bar (tqdm) is cleared first and
+    drawn again below it, not left with the line glued to its end. tqdm is used only when the
+    run already loaded it."""
+    bars = sys.modules.get("tqdm")
     try:
-        sys.stderr.write(line.rstrip() + "\n")
+        if bars is not None and hasattr(bars, "tqdm"):
+            bars.tqdm.write(line.rstrip(), file=sys.stderr)
+        else:
+            sys.stderr.write(line.rstrip() + "\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
@@ -328,7 +335,7 @@ class _Helper:
                 return
             except _Stuck as exc:  # alive but of no use: killed, its jobs run in the caller (one line)
                 self.kill()
-                _say(f"icl: {self.who} {exc}; killed it, its jobs run in this process")
+                say(f"icl: {self.who} {exc}; killed it, its jobs run in this process")
                 future.set_exception(HelperLost(f"{self.who} {exc}"))
                 self._drain()
                 return

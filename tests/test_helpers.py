@@ -338,3 +338,35 @@ def test_lpips_in_its_helper_equals_lpips_here(monkeypatch):
     finally:
         pool.close()
     np.testing.assert_allclose(remote, lp.lpips_each(a, b, net="alex"), rtol=1e-5, atol=1e-7)
+
+
+def _screen_lines(text: str) -> list[str]:
+    """``text`` as a terminal shows it: each line after its carriage returns overwrote it."""
+    shown = []
+    for raw in text.split("\n"):
+        line: list[str] = []
+        for part in raw.split("\r"):  # each part is written from the line's first column
+            line[:len(part)] = part
+        shown.append("".join(line).rstrip())
+    return shown
+
+
+def test_the_killed_helper_line_is_not_glued_to_the_progress_bar(jobs_module, monkeypatch, capfd):
+    """The run's progress bar (tqdm on standard error) is cleared before the line and drawn
+    again after it: the line is a line of its own on the screen, the bar not at its start."""
+    from tqdm import tqdm
+
+    monkeypatch.setenv("ICL_HELPER_SILENCE_S", "1.5")
+    pool = HelperPool(1, name="test")
+    try:
+        with tqdm(total=10, unit="item", file=sys.stderr, desc="vibe identity", mininterval=0) as bar:
+            bar.update(3)
+            stopped = pool.submit("helper_jobs:stop_myself", os.getpid())
+            assert _within(30, stopped.result) == "ran in the parent"
+            bar.update(7)
+    finally:
+        _within(10, pool.close)
+    err = capfd.readouterr().err
+    told = [line for line in _screen_lines(err) if "killed it" in line]
+    assert len(told) == 1 and told[0].startswith("icl: ") and "sent no heartbeat for 1.5 s" in told[0], err
+    assert "vibe identity: 100%" in _screen_lines(err)[-2], err  # the bar drawn again, below the line

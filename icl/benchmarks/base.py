@@ -171,6 +171,16 @@ class Benchmark(ABC):
     def request(self, item: Item, privileged: bool = False) -> Any:
         """The typed request for ``item``; ``privileged`` models (oracles) may get the answer."""
 
+    def refuses(self, adapter: Any) -> Optional[str]:
+        """Why this benchmark, as configured, cannot serve the model ``adapter`` (a sentence), or
+        None. The runner refuses such a model before the run, in one line (``--check`` lists it),
+        rather than stopping it when its first batch fails. The default serves every model: one
+        that serves none of the request types sent is refused by the runner itself, and a
+        privileged reference baseline gets the ground truth in every request it is sent
+        (``request(item, privileged=True)``); a benchmark whose configuration cannot give it that
+        says so here."""
+        return None
+
     def request_type(self, item: Item) -> type:
         """The request type ``request(item)`` builds: a model is asked only for the items whose
         type it serves. With one declared type that is it; otherwise the request is built and its

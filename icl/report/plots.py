@@ -102,6 +102,7 @@ def save_figure(fig: Any, path: Path) -> list[Path]:
     took as long as the drawing) in a thread while the SVG is drawn (the encoder releases the
     GIL). The SVG keeps its text as text (smaller, and written in half the time of glyph
     outlines) and is byte-stable: fixed id salt, no date."""
+    import io
     import threading
 
     import matplotlib
@@ -109,25 +110,30 @@ def save_figure(fig: Any, path: Path) -> list[Path]:
     fig.set_dpi(FIGURE_DPI)
     fig.canvas.draw()
     bgr = cv2.cvtColor(np.asarray(fig.canvas.buffer_rgba()), cv2.COLOR_RGBA2BGR)  # a copy: the SVG draw follows
-    failed: list[str] = []
+    failed: list[BaseException] = []
 
     def encode() -> None:
-        ok, png = cv2.imencode(".png", bgr, png_params(1))
-        if ok:
-            path.write_bytes(_with_dpi(png.tobytes(), FIGURE_DPI))
-        else:
-            failed.append(f"cannot encode figure {path} ({bgr.shape})")
+        try:
+            ok, png = cv2.imencode(".png", bgr, png_params(1))
+            if not ok:
+                raise ValueError(f"cannot encode figure {path} ({bgr.shape})")
+            write_whole(path, _with_dpi(png.tobytes(), FIGURE_DPI))
+        except BaseException as exc:  # raised by the caller below: never a thread's traceback
+            failed.append(exc)
 
     worker = threading.Thread(target=encode, name="icl-png")
     worker.start()
     svg = path.with_suffix(".svg")
     try:
+        text = io.BytesIO()
         with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "icl"}):
-            fig.savefig(svg, format="svg", metadata={"Date": None})
+            fig.savefig(text, format="svg", metadata={"Date": None})
+        write_whole(svg, text.getvalue())
     finally:
         worker.join()
-    if failed:
-        raise ValueError(failed[0])
+    if failed:  # the PNG failed while the SVG was written: the figure failed, and the SVG goes too
+        svg.unlink(missing_ok=True)
+        raise failed[0]
     return [path, svg]
 
 
@@ -423,14 +429,21 @@ def write_rgb(path: Path, image: np.ndarray, level: Optional[int] = None) -> Non
     """Write an RGB uint8 image atomically (a killed run never leaves half a PNG); ``level``: the
     zlib level (OpenCV's default, run-length coding, suits flat masks; level 1 with filtering
     halves photographic grids for a fifth more time)."""
-    from icl.store.atomic import write_bytes  # a unique temporary name, never a fixed one
-
     path.parent.mkdir(parents=True, exist_ok=True)
     params = [] if level is None else png_params(level)
     ok, png = cv2.imencode(".png", np.ascontiguousarray(image[..., ::-1]), params)
     if not ok:
         raise ValueError(f"cannot encode image {path} (shape {image.shape}, {image.dtype})")
-    write_bytes(path, png.tobytes(), durable=False)  # a plot: whole or absent matters, not a power cut
+    write_whole(path, png.tobytes())
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` whole or not at all: a unique temporary name, then a rename, so a
+    write that fails (a full disk) or is killed never leaves a truncated image; a failure the
+    user must fix is one line naming the file (``OutputWriteError``)."""
+    from icl.store.atomic import write_bytes  # a unique temporary name, never a fixed one
+
+    write_bytes(path, data, durable=False)  # a plot: whole or absent matters, not a power cut
 
 
 def _tile(image: Optional[np.ndarray], label: str, size: int) -> np.ndarray:

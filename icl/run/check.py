@@ -746,6 +746,8 @@ def fix_for(check: str, message: str) -> str:
     if check == "judges":
         return "give a judge that is present and can judge this benchmark: --judge NAME[:weights=PATH]"
     if check == "models":
+        if "cannot run benchmark" in message:  # a model this benchmark (as configured) cannot serve
+            return "leave the model out of --models, or change what the message names"
         return "fix the model's arguments or weights (--models NAME:weights=PATH; docs/models.md)"
     if check == "output":
         return "wait for that run to finish, or choose another output folder (--out)"

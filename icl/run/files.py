@@ -33,7 +33,7 @@ from icl.report.schema import COLUMNS, COMPARISON_COLUMNS
 from icl.report.reproduction import COLUMNS as REPRODUCTION_COLUMNS
 from icl.report.html import report_html, report_title
 from icl.report.tables import csv_text, jsonable
-from icl.store.atomic import STAGING_PREFIX, remove_stale_temporaries, write_text
+from icl.store.atomic import STAGING_PREFIX, OutputWriteError, remove_stale_temporaries, write_text
 from icl.run.errors import ConfigError
 from icl.run.meta import git_revision, package_versions
 from icl.run.shard import note as shard_note
@@ -189,11 +189,22 @@ class Plots:
 
         try:
             paths = collect(self._parts)
+        except OutputWriteError as exc:  # a figure that could not be written, named where it was to go
+            self.abandon()
+            raise self._named_for_out(exc) from None
         except BaseException:
             self.abandon()
             raise
         self._stack.close()  # publishes the staging folder
         return published(self.out, self._stage, paths) if self._parts else []
+
+    def _named_for_out(self, exc: OutputWriteError) -> OutputWriteError:
+        """``exc`` naming the figure's place under ``out``, not the staging folder (removed)."""
+        try:
+            place = published(self.out, self._stage, [exc.path])[0]
+        except (AttributeError, ValueError, TypeError):  # not a file of the staging folder
+            return exc
+        return OutputWriteError(place, OSError(exc.errno, exc.strerror))
 
     def abandon(self) -> None:
         """Nothing published; the figure helpers are given 2 s, then killed (a run that stops

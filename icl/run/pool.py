@@ -31,6 +31,7 @@ from typing import Any, Iterator, Optional, Sequence
 import ray
 import ray.exceptions
 
+from icl._helpers import say
 from icl.run.errors import ConfigError
 from icl.run.guard import ERROR, ItemOutcome, ModelGuard, check_stop
 
@@ -469,8 +470,8 @@ class RayPool:
             elif ray.wait([ping], timeout=0)[0]:
                 ping, alive = None, now
             elif now - asked > silence and self.generation[ticket.slot] == ticket.generation:
-                print(f"icl.run: Ray worker {ticket.slot} answered no heartbeat for {silence:g} s (stopped or "
-                      f"frozen?); killed it, its batches go to another worker", file=sys.stderr, flush=True)
+                say(f"icl.run: Ray worker {ticket.slot} answered no heartbeat for {silence:g} s (stopped or "
+                    f"frozen?); killed it, its batches go to another worker")  # above the progress bar
                 try:
                     ray.kill(self.actors[ticket.slot], no_restart=True)
                 except Exception:  # already gone

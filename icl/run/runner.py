@@ -140,16 +140,21 @@ def _models(config: RunConfig, bench: Benchmark, device: str, problems: Optional
     models = []
     for s in specs:
         try:
-            models.append(make_model(s, where, config.dtype, bench.request_types, bench.name))
+            m = make_model(s, where, config.dtype, bench.request_types, bench.name)
         except ConfigError as exc:
             report(f"model {s.label}", str(exc))
             continue
+        why = bench.refuses(m.adapter)  # refused now, in one line, never stopped mid-run
+        if why is not None:
+            report(f"model {s.label}", f"model {s.label!r} cannot run benchmark {bench.name!r}: {why}")
+            continue
         try:  # the paper row it stands for: only said explicitly (published_as, or the official checkpoint)
-            models[-1].published = reproduction.paper_row(reproduction.load(bench), s.name, s.args,
-                                                          sorted({f for f, _ in hub.OFFICIAL}))
+            m.published = reproduction.paper_row(reproduction.load(bench), s.name, s.args,
+                                                 sorted({f for f, _ in hub.OFFICIAL}))
         except ValueError as exc:
             report(f"model {s.label}", f"model {s.name!r}: {exc}")
-            models.pop()
+            continue
+        models.append(m)
     judge_specs = config.judges or [s for j in bench.default_judges for s in parse_models(j)]
     try:  # the benchmark refuses judges that cannot judge its data (or more judges than it takes)
         asked = tuple(t for t in bench.request_types if any(m.serves(t) for m in models))

@@ -67,6 +67,16 @@ class OutputWriteError(OSError):
     def __str__(self) -> str:
         return str(self.args[1])
 
+    def __reduce__(self) -> tuple:  # a helper process's failed write comes back as this same line
+        return (_rebuild_output_write_error, (self.errno, str(self), self.path))
+
+
+def _rebuild_output_write_error(code: int, text: str, path: Path) -> OutputWriteError:
+    err = OutputWriteError.__new__(OutputWriteError, code, text)
+    OSError.__init__(err, code, text)
+    err.path = path
+    return err
+
 
 def is_user_fixable(err: OSError) -> bool:
     """True for the errors :class:`OutputWriteError` explains (read-only, permissions, space, limits)."""

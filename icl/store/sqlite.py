@@ -166,6 +166,18 @@ _RESPONSE_COLUMNS = ("request_hash", "model_id", "status", "reason", "kind", "bo
                      "created", "peak_memory_bytes", "memory_kind", "energy_j", "generation")
 
 
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back ``conn``'s open transaction, if SQLite has not already: on a full disk (or
+    another I/O error) SQLite rolls the whole transaction back itself, and a ROLLBACK then
+    fails with "no transaction is active", which would hide the error that mattered. A
+    rollback that itself fails is left to the error in flight (the caller re-raises it)."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
 class StoreError(RuntimeError):
     """The store file cannot be opened or is of another schema version."""
 
@@ -292,9 +304,13 @@ class Store:
         try:
             yield self._conn
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            rollback(self._conn)
             raise
-        self._conn.execute("COMMIT")
+        try:
+            self._conn.execute("COMMIT")
+        except BaseException:
+            rollback(self._conn)
+            raise
 
     # -- runs and models -------------------------------------------------------------------
     def start_run(self, info: dict) -> str:

@@ -147,3 +147,15 @@ def test_read_only_folder_is_one_clear_line():
     finally:
         os.chmod(folder, 0o755)
         os.rmdir(folder)
+
+
+def test_the_write_error_of_a_helper_process_comes_back_as_the_same_line():
+    """A figure helper's failed write crosses the process boundary pickled: it must come back
+    as the same one-line OutputWriteError (it came back as 'cannot read the helper's answer')."""
+    import errno
+    import pickle
+
+    sent = OutputWriteError(Path("/out/plots/f.png"), OSError(errno.ENOSPC, "No space left on device"))
+    back = pickle.loads(pickle.dumps(sent))
+    assert type(back) is OutputWriteError and str(back) == str(sent)
+    assert back.errno == errno.ENOSPC and back.path == sent.path and back.exit_code == 2

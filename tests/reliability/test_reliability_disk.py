@@ -1,25 +1,48 @@
 """A full or read-only disk under the output folder: one line naming the path and what to do,
 exit 2, and the store keeps every batch committed before (a real tmpfs, mounted by the test)."""
 
+import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (mount's syntax: 200k, 4m) mounted at ``where`` for the block
+    (skips the test where mounting is not allowed)."""
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                      capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root and mount rights)")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def fill(disk: Path, leave_kib: int) -> Path:
+    """Fill the filesystem of ``disk`` with one file so that only about ``leave_kib`` KiB stay
+    free: a command then starts writing and runs out of space part way. Returns the file
+    (remove it to free the space)."""
+    st = os.statvfs(disk)
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave_kib * 1024))
+    return filler
+
+
 @pytest.fixture
 def small_disk(tmp_path):
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    # bounded: a 200 KB tmpfs, unmounted by the test
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(mnt)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root and mount rights)")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    with tmpfs(tmp_path / "disk", "200k") as mnt:  # bounded: a 200 KB tmpfs, unmounted by the test
+        yield mnt
 
 
 def _run(out, data):
@@ -86,3 +109,154 @@ def test_file_size_limit_is_one_line_in_run_rescore_and_merge(tmp_path, builtin_
         assert "store.sqlite: file too large (file size limit); raise the file size limit (ulimit -f)" in line, name
     with sqlite3.connect(tmp_path / "again" / "store.sqlite") as db:  # what rescore found is intact
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+# -- a disk that fills part way through a command ---------------------------------------------
+
+def test_a_batch_the_disk_cannot_hold_raises_the_full_disk_error_and_keeps_the_store(tmp_path):
+    """A transaction larger than SQLite's page cache spills to the log part way; when that write
+    finds the disk full SQLite rolls the transaction back itself, and the store's own ROLLBACK
+    used to fail ("cannot rollback - no transaction is active") and hide the real error."""
+    from icl.store.sqlite import Response, Store
+
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        with Store(disk / "store.sqlite") as store:
+            store.write_batch([Response("kept", "m", "ok", "text", "an earlier batch")])
+            big = [Response(f"h{i}", "m", "ok", "png", os.urandom(100_000)) for i in range(30)]  # 3 MB > the disk
+            with pytest.raises(sqlite3.OperationalError, match="database or disk is full") as caught:
+                store.write_batch(big)
+            assert caught.value.__context__ is None  # nothing raised while handling it
+            assert set(store.responses(["kept", "h0"], "m")) == {"kept"}
+            store.write_batch([Response("after", "m", "ok", "text", "the store still takes small batches")])
+            assert set(store.responses(["kept", "after"], "m")) == {"kept", "after"}
+
+
+def _icl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "icl.run", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+def _vibe(data: Path, *args: str) -> list[str]:
+    return ["vibe", "--fast", "--models", "identity", "--data-root", str(data), "--no-plots", "--no-progress",
+            "--device", "cpu", *args]
+
+
+def _one_full_disk_line(proc: subprocess.CompletedProcess, disk: Path) -> None:
+    """Exit 2 and, besides warnings, exactly one line: the full disk, under ``disk``."""
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.strip() and "warning:" not in line]
+    assert len(errors) == 1, proc.stderr
+    assert "no space left on the device" in errors[0] and str(disk) in errors[0], errors[0]
+    assert "free some space or choose another output folder" in errors[0]
+
+
+def _scores(store: Path) -> list[tuple]:
+    with sqlite3.connect(store) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        return db.execute("SELECT benchmark, protocol, item_key, model_id, judge_id, scorer_version, status, metrics "
+                          "FROM scores ORDER BY 1, 2, 3, 4, 5, 6").fetchall()
+
+
+def _contents(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, builtin_root):
+    """A finished vibe run (two tasks, three datasets, identity) to rescore and export."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    proc = _icl(*_vibe(builtin_root, "--tasks", "flip,edges", "--out", str(out)))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_run_on_a_disk_that_fills_mid_run_is_one_line_and_keeps_earlier_results(tmp_path, builtin_root):
+    with tmpfs(tmp_path / "disk", "4m") as disk:
+        out = disk / "run"
+        first = _icl(*_vibe(builtin_root, "--datasets", "scenes-a", "--tasks", "flip", "--out", str(out)))
+        assert first.returncode == 0, first.stderr
+        earlier = _scores(out / "store.sqlite")
+        files = {name: (out / name).read_bytes() for name in ("results.csv", "results.json", "report.md")}
+        filler = fill(disk, 400)
+        proc = _icl(*_vibe(builtin_root, "--datasets", "scenes-a", "--out", str(out)))  # every task: more batches
+        _one_full_disk_line(proc, disk)
+        now = _scores(out / "store.sqlite")
+        assert set(earlier) < set(now), "the disk filled at the run's start, not part way"
+        assert {name: (out / name).read_bytes() for name in files} == files  # the earlier run's files, whole
+        filler.unlink()
+        again = _icl(*_vibe(builtin_root, "--datasets", "scenes-a", "--out", str(out)))
+        assert again.returncode == 0 and f"{len(now)} already in the store" in again.stdout, again.stdout
+        assert set(now) <= set(_scores(out / "store.sqlite"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["rescore", "export"])
+def test_rescore_and_export_on_a_disk_that_fills_mid_write_are_one_line(command, tmp_path, finished_run):
+    import shutil
+
+    with tmpfs(tmp_path / "disk", "4m") as disk:
+        out = disk / "run"
+        shutil.copytree(finished_run, out)
+        shutil.rmtree(out / "samples")  # both write the samples again
+        earlier = _scores(out / "store.sqlite")
+        filler = fill(disk, 200)
+        proc = _icl(command, str(out))
+        _one_full_disk_line(proc, disk)
+        written = list((out / "samples").glob("*.png"))
+        assert written, "the disk filled at the start, not part way"
+        assert len(written) < len(list((finished_run / "samples").glob("*.png")))
+        assert _scores(out / "store.sqlite") == earlier
+        assert not list(out.rglob("*.tmp")), "a partial file was left behind"
+        assert (out / "results.csv").read_bytes() == (finished_run / "results.csv").read_bytes()
+        filler.unlink()
+        assert _icl(command, str(out)).returncode == 0
+        assert (out / "results.csv").read_bytes() == (finished_run / "results.csv").read_bytes()
+        assert _contents(out / "samples") == _contents(finished_run / "samples")
+        assert _scores(out / "store.sqlite") == earlier
+
+
+@pytest.mark.slow
+def test_merge_into_a_disk_that_fills_mid_copy_is_one_line_and_leaves_the_shards(tmp_path, builtin_root):
+    """Two shards of a whole vibe --fast hold more than SQLite's page cache, so the copy spills
+    to the log part way and meets the full disk there (43-64 lines of traceback before)."""
+    shards = [tmp_path / f"shard{i}" for i in range(2)]
+    for i, folder in enumerate(shards):
+        proc = _icl(*_vibe(builtin_root, "--shard", f"{i}/2", "--out", str(folder)))
+        assert proc.returncode == 0, proc.stderr
+    before = [_contents(folder) for folder in shards]
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        filler = fill(disk, 400)
+        merged = disk / "merged"
+        proc = _icl("merge", str(merged), *map(str, shards))
+        _one_full_disk_line(proc, disk)
+        assert "store.sqlite" in proc.stderr
+        assert _scores(merged / "store.sqlite") == []  # the copy is one transaction: rolled back whole
+        assert [_contents(folder) for folder in shards] == before
+        filler.unlink()
+        again = _icl("merge", str(merged), *map(str, shards))
+        assert again.returncode == 0, again.stderr
+        assert len(_scores(merged / "store.sqlite")) == sum(len(_scores(f / "store.sqlite")) for f in shards)
+
+
+@pytest.mark.slow
+def test_a_disk_that_fills_while_figures_are_written_is_one_line_and_publishes_no_figure(tmp_path, builtin_root):
+    """The figures are drawn in helper processes, each PNG encoded in a thread: the full disk
+    reaches the run's one failure path (no thread traceback, no 'cannot read the helper's
+    answer'), named where the figure was to go, and no figure or staging folder is left."""
+    args = ["vibe", "--fast", "--models", "identity", "--data-root", str(builtin_root), "--no-progress",
+            "--device", "cpu", "--datasets", "scenes-a", "--tasks", "flip,edges"]
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        out = disk / "run"
+        filler = fill(disk, 900)
+        proc = _icl(*args, "--out", str(out))
+        _one_full_disk_line(proc, disk)
+        assert "Exception in thread" not in proc.stderr and f"cannot write {out / 'plots'}/" in proc.stderr
+        assert not (out / "plots").exists() and not list(out.glob(".icl-staging-*"))
+        earlier = _scores(out / "store.sqlite")
+        assert earlier, "the disk filled before the figures"
+        filler.unlink()
+        again = _icl(*args, "--out", str(out))
+        assert again.returncode == 0, again.stderr
+        assert _scores(out / "store.sqlite") == earlier and list((out / "plots").glob("*.png"))

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -135,3 +136,46 @@ def test_figure_pngs_are_lossless_and_written_with_one_row_filter(tmp_path):
     adaptive = cv2.imencode(".png", np.ascontiguousarray(image[..., ::-1]), [cv2.IMWRITE_PNG_COMPRESSION, 1])[1]
     assert len(data) <= 1.1 * len(adaptive)
     assert png_params(1)[:2] == [cv2.IMWRITE_PNG_COMPRESSION, 1]
+
+
+def _bar_figure(path):
+    from icl.report.aggregate import Aggregate, TaskSpec
+    from icl.report.plots import task_plot
+
+    task = TaskSpec("flip", ("psnr", "lpips"), ("psnr", "lpips"), frozenset({"lpips"}))
+    aggs = [Aggregate(m, "1", d, "flip", 1, k, v, 0.0, 4, 0, 0)
+            for m in ("a", "b") for d in ("x", "y") for k, v in (("psnr", 20.0), ("lpips", 0.3))]
+    return task_plot(task, aggs, 1, path)
+
+
+def test_a_png_that_fails_while_its_svg_is_written_fails_the_figure_in_the_caller(tmp_path):
+    """The PNG is encoded and written in a thread: its failure (here a file size limit between
+    the SVG's size and the PNG's) is raised by ``save_figure`` as one line naming the PNG, no
+    thread traceback is printed, and neither a truncated PNG nor the SVG is left."""
+    (tmp_path / "whole").mkdir()
+    png, svg = _bar_figure(tmp_path / "whole" / "f.png")
+    limit = (png.stat().st_size + svg.stat().st_size) // 2
+    assert svg.stat().st_size < limit < png.stat().st_size
+    out = tmp_path / "limited"
+    out.mkdir()
+    code = textwrap.dedent(f"""
+        import resource, signal, sys
+        from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_plots_figures import _bar_figure
+        from icl.run.atomic import OutputWriteError
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+        try:
+            _bar_figure(Path({str(out)!r}) / "f.png")
+        except OutputWriteError as exc:
+            print("raised:", exc)
+        else:
+            print("no error")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Exception in thread" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.startswith(f"raised: cannot write {out / 'f.png'}: file too large"), proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == [], "a truncated PNG, its SVG or a temporary was left"

@@ -143,8 +143,20 @@ def make_plan(tasks: Optional[Sequence[str]], datasets: Optional[Sequence[str]],
             groups.append(Group(dname, task.name, queries, contexts))
             rows.extend(selected)
     if not groups:
+        if issues:  # the data failures left nothing to run: they are the reason, not the tasks
+            raise PlanError(_nothing_usable(issues))
         raise PlanError(f"no (dataset, task) pair to run: tasks {task_names} apply to none of {dataset_names}")
     return Plan(opened, task_objs, groups, shots, seed, rows, issues, filtered)
+
+
+def _nothing_usable(issues: Sequence[DataIssue], shown: int = 3) -> str:
+    """One line for a plan that data failures left empty: the failures themselves (each names
+    its file and what is wrong), datasets refused whole first, then a count of the rest."""
+    ordered = sorted(issues, key=lambda i: i.tasks != ("*",))  # stable: a refused dataset's tasks are ("*",)
+    text = "; ".join(f"dataset {i.dataset!r}: {i.message}" for i in ordered[:shown])
+    if len(ordered) > shown:
+        text += f"; and {len(ordered) - shown} more data failure(s) of the same datasets"
+    return f"nothing to run: {text}"
 
 
 def qualitative(groups: list[Group], per_task: int) -> set[tuple[str, str, str]]:

@@ -10,6 +10,7 @@ built-in procedural versions (:mod:`icl.benchmarks.vlicl.builtin`; always for ``
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from pathlib import Path
@@ -249,10 +250,25 @@ class VLICL(Benchmark):
             return generation_request(data, ep, item.key, desc, rseed, size)
         if self.prompt_label(task) != "chat":
             shots = [(inputs(data, d), d.question, format_answer(d.answer)) for d in ep.support]
-            return reference_request(self.config["reference_family"], item.key, desc, shots,
-                                     (inputs(data, ep.query), ep.query.question), rseed, MAX_NEW_TOKENS)
-        cot = COT_PROMPT if self.cot_mode(task) == "two_pass" else None
-        return chat_request(data, ep, item.key, desc, rseed, cot=cot, cot_tokens=self.config["cot_tokens"])
+            request = reference_request(self.config["reference_family"], item.key, desc, shots,
+                                        (inputs(data, ep.query), ep.query.question), rseed, MAX_NEW_TOKENS)
+        else:
+            cot = COT_PROMPT if self.cot_mode(task) == "two_pass" else None
+            request = chat_request(data, ep, item.key, desc, rseed, cot=cot, cot_tokens=self.config["cot_tokens"])
+        if privileged:  # the oracle answers the truth as a support answer is written: the parser's round trip
+            request = dataclasses.replace(request, oracle_answer=format_answer(self.truth(item)))
+        return request
+
+    def refuses(self, adapter: Any) -> Optional[str]:
+        """A privileged baseline (the oracle) answers with the ground truth of each request; the
+        second pass of the two-pass chain of thought is built from the first answer alone
+        (:meth:`followup`) and carries none, so ``--cot`` cannot serve it."""
+        serves_chat = any(issubclass(ChatRequest, t) for t in getattr(adapter, "serves", ()))
+        if getattr(adapter, "privileged", False) and serves_chat and any(
+                self.cot_mode(t) == "two_pass" for t in self.task_ids()):
+            return ("the two-pass chain of thought (--cot) sends a second request that carries no ground truth for "
+                    "a privileged baseline to answer with; run it without --cot")
+        return None
 
     def prompt_size(self, item: Item) -> Optional[tuple[int, int]]:
         """``(images, text characters)`` of an image-to-text prompt from its episode (image

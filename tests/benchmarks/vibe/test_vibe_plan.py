@@ -81,3 +81,58 @@ def test_items_keys_and_artifacts(builtin_root, tmp_path):
 def test_context_hash_is_order_sensitive():
     assert context_hash(["a", "b"]) != context_hash(["b", "a"])
     assert context_hash(["a", "b"]) == context_hash(["a", "b"]) and len(context_hash([])) == 16
+
+
+def _dataset_copy(dst, name, **fields):
+    """The fast scenes-a, copied to ``dst`` as a dataset on disk whose meta.json says ``name``
+    (and ``fields``; the text is written as is, so a JSON escape of a lone surrogate stays one)."""
+    import json
+    import shutil
+
+    from icl.benchmarks.vibe.builtin import cache_path
+
+    shutil.copytree(cache_path("scenes-a", True), dst)
+    meta = {**json.loads((dst / "meta.json").read_text()), "name": name}
+    text = json.dumps(meta)
+    for key, raw in fields.items():
+        text = text.replace(f'"{key}": {json.dumps(meta[key])}', f'"{key}": {raw}')
+    (dst / "meta.json").write_text(text)
+
+
+def test_the_only_dataset_refused_is_the_message_not_the_empty_plan(builtin_root, tmp_path):
+    """The data failure that refused every dataset is the error (it named nothing when it
+    refused the only one: "no (dataset, task) pair to run")."""
+    root = tmp_path / "data"
+    _dataset_copy(root / "renamed", "mine")
+    with pytest.raises(PlanError) as caught:
+        make_plan(None, None, (1,), 1, 0, root, False)
+    text = str(caught.value)
+    assert "pair to run" not in text
+    assert "dataset 'renamed': meta.json names the dataset 'mine', its folder is named 'renamed'" in text
+    assert f"file '{root / 'renamed' / 'meta.json'}'" in text
+    _dataset_copy(root / "lone", "lone", description='"\\ud800 scenes"')  # a lone surrogate
+    with pytest.raises(PlanError) as caught:
+        make_plan(None, None, (1,), 1, 0, root, False)
+    text = str(caught.value)  # both refusals, each naming its file
+    assert "dataset 'lone': field 'description': not valid Unicode: a lone surrogate U+D800" in text
+    assert f"file '{root / 'lone' / 'meta.json'}'" in text and "its folder is named 'renamed'" in text
+    with pytest.raises(PlanError, match="^nothing to run: dataset 'lone': field 'description'"):
+        make_plan(None, ("lone",), (1,), 1, 0, root, False)
+
+
+@pytest.mark.slow
+def test_the_only_dataset_refused_is_the_cli_line(builtin_root, tmp_path, capsys):
+    from icl.run.__main__ import main
+
+    root = tmp_path / "data"
+    _dataset_copy(root / "lone", "lone", description='"\\ud800 scenes"')
+    for check in ([], ["--check"]):
+        code = main(["vibe", "--data-root", str(root), "--models", "identity", "--out", str(tmp_path / "out"),
+                     "--no-plots", "--no-progress", *check])
+        err = capsys.readouterr()
+        assert code == 2 and "Traceback" not in err.err, err
+        shown = err.err if not check else err.out
+        if not check:
+            assert len(err.err.strip().splitlines()) == 1, err.err
+        assert "a lone surrogate U+D800" in shown and str(root / "lone" / "meta.json") in shown, shown
+        assert "pair to run" not in err.err + err.out
