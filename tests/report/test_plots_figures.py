@@ -163,7 +163,7 @@ def test_a_png_that_fails_while_its_svg_is_written_fails_the_figure_in_the_calle
         from pathlib import Path
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_plots_figures import _bar_figure
-        from icl.run.atomic import OutputWriteError
+        from icl.store.atomic import OutputWriteError
 
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
