@@ -57,6 +57,8 @@ def stable_rank(key: str) -> str:
 def failed(line: Mapping[str, Any]) -> bool:
     """Whether a samples.jsonl line is a failure (see the module)."""
     metrics = line.get("metrics") or {}
+    if line.get("status") == "not applicable":  # the model refused the request: not a failure
+        return False
     if line.get("status") != "ok" or metrics.get("failed"):
         return True
     for name in VERDICT_METRICS:

@@ -10,7 +10,10 @@ without calling the model. Every batch is committed in one transaction, so a kil
 at most the batch in flight (and, with scoring overlapped, the one being scored). An item that
 cannot be built, answered or scored is recorded as
 failed (naming the item, model and file) and the run goes on; failed items are asked again on
-the next run.
+the next run. A request the model refuses (:meth:`icl.models.base.Adapter.would_refuse`, asked
+before it is sent, or a :class:`~icl.models.base.RequestRefused` in its slot) is the outcome
+``refused``: stored like an overflow (never asked again with the same settings), scored as not
+applicable (no metrics, never a failure) and never counted toward stopping the model.
 
 With device evaluation (:mod:`icl.run.device`) image answers stay tensors on the run's device
 and are scored there, in a background thread that overlaps the model's next batch; batches are
@@ -34,7 +37,7 @@ from typing import Any, Mapping, Optional, Sequence
 from icl._helpers import Deferred, pending
 from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
-from icl.models.base import ContextOverflowError
+from icl.models.base import ContextOverflowError, RequestRefused
 from icl.models.requests import AnalogyRequest, content_hash
 from icl.run import responses as R
 from icl.run.compute import CallCost, ComputeMeter, call_costs
@@ -49,7 +52,7 @@ DEFAULT_TIMEOUT_S = 3600.0  # per model call (a batch); the ``timeout`` model ar
 
 
 class ModelFailure(Exception):
-    """A request the guarded model call did not answer: ``reason`` error|timeout|overflow."""
+    """A request the guarded model call did not answer: ``reason`` error|timeout|overflow|refused."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -62,12 +65,30 @@ def _result(outcome: ItemOutcome) -> Any:
         return outcome.value
     if outcome.status == "timeout":
         return ModelFailure("timeout", outcome.message or "timed out")
-    reason = "overflow" if outcome.error_type == "ContextOverflowError" else "error"
+    reason = {"ContextOverflowError": "overflow", "RequestRefused": "refused"}.get(str(outcome.error_type), "error")
     return ModelFailure(reason, f"{outcome.error_type}: {outcome.message}")
 
 
 def _overflow(exc: BaseException) -> bool:
     return isinstance(exc, ContextOverflowError) or getattr(exc, "icl_reason", None) == "overflow"
+
+
+# outcomes that are results, not failures: stored once, never re-sent, never a reason to stop a model
+SETTLED = ("overflow", "refused")
+
+
+def _settled_outcome(exc: BaseException) -> bool:
+    return _overflow(exc) or isinstance(exc, RequestRefused) or getattr(exc, "icl_reason", None) == "refused"
+
+
+def refusal(adapter: Any, request: Any) -> Optional[str]:
+    """The adapter's refusal rule (:meth:`icl.models.base.Adapter.would_refuse`) for one request;
+    a rule that itself fails refuses nothing (the model's own call then says what is wrong)."""
+    try:
+        why = adapter.would_refuse(request)
+    except Exception:
+        return None
+    return None if why is None else str(why)
 
 
 def short_trace(exc: BaseException) -> str:
@@ -136,6 +157,8 @@ class Engine:
         self._guards: dict[str, ModelGuard] = {}
         # (model id, item key) -> the judge ids still to score it, for items some judge has scored
         self._unscored: dict[tuple[str, str], tuple[str, ...]] = {}
+        # models whose first batch with a request actually sent has been judged by the failure policy
+        self._first_settled: set[str] = set()
         # scoring (and PNG encoding) overlaps the next batch on the device path, and on the host
         # for benchmarks whose scorer may run beside request()
         self.pipeline = ScorePipeline(eval_device, overlap and (eval_device is not None or
@@ -200,7 +223,7 @@ class Engine:
     def _start(self, model: RunModel, batch: Sequence[Item]) -> _Open:
         """Build the batch's requests and ask its first step (from the store, or the model)."""
         answers = [_Answer(it, judges=self._unscored.pop((model.model_id, it.key), self.judge_ids)) for it in batch]
-        opened = _Open(model, answers, first_call=model.calls == 0)
+        opened = _Open(model, answers, first_call=False)  # decided when it finishes (_finish)
         failures = opened.failures
         with self.meter.measure("*", "data", len(batch)):
             for a in answers:
@@ -218,7 +241,7 @@ class Engine:
 
     def _finish(self, opened: _Open) -> None:
         """Collect the answers (follow-ups asked at once), judge, and queue scoring and commit."""
-        model, answers, first_call = opened.model, opened.answers, opened.first_call
+        model, answers = opened.model, opened.answers
         responses, links, failures = opened.responses, opened.links, opened.failures
         live = [a for a in answers if a.failed is None]
         for step in range(MAX_STEPS):
@@ -250,8 +273,12 @@ class Engine:
                     a.request = follow
                     nxt.append(a)
             live = nxt
-        asked = [a for a in answers if a.failed not in ("data",)]
-        if model.load_error is not None or (first_call and model.calls and asked and all(
+        # the failure policy counts the items the model was asked: a refusal is not a failure
+        asked = [a for a in answers if a.failed not in ("data", "refused")]
+        first_call = opened.first_call = bool(model.calls and asked) and model.model_id not in self._first_settled
+        if first_call:
+            self._first_settled.add(model.model_id)
+        if model.load_error is not None or (first_call and all(
                 a.failed in ("error", "timeout", "load") for a in asked)):
             # the model never answered: it is stopped, nothing of it is scored (a rerun asks again)
             model.stopped = model.load_error or f"model {model.label!r} failed its whole first batch ({asked[0].error})"
@@ -289,19 +316,23 @@ class Engine:
         """What the store answers, and the model call for the rest (sent, not awaited)."""
         hashes = [content_hash(r) for r in reqs]
         links += [(k, model.model_id, step, h) for k, h in zip(item_keys, hashes)]
-        # an answer, or an overflow (a result, never re-sent), is reused
+        # an answer, an overflow or a refusal (results, never re-sent), is reused
         cached = {h: r for h, r in self.store.responses(hashes, model.model_id).items()
-                  if r.status == "ok" or r.reason == "overflow"}
+                  if r.status == "ok" or r.reason in SETTLED}
         out: list[Optional[tuple]] = [None] * len(reqs)
         todo = []
         for i, h in enumerate(hashes):
             hit = cached.get(h)
             if hit is None:
-                todo.append(i)
+                why = refusal(model.adapter, reqs[i]) if step.startswith("answer") else None
+                if why is None:
+                    todo.append(i)
+                else:  # refused from the request alone: never sent, stored as not applicable
+                    out[i] = self._response(model, reqs[i], h, RequestRefused(why), CallCost(), responses)
                 continue
             self.stats.cached_responses += 1
             if hit.status != "ok":
-                out[i] = (None, None, "overflow", hit.error, CallCost())
+                out[i] = (None, None, hit.reason, hit.error, CallCost())
                 continue
             value = R.stored(hit.kind, hit.body)
             scored = value
@@ -331,6 +362,8 @@ class Engine:
 
         if isinstance(result, BaseException):
             reason = "overflow" if _overflow(result) else getattr(result, "icl_reason", "error")
+            if isinstance(result, RequestRefused):
+                reason = "refused"
             msg = f"model {model.label!r}: {short_trace(result)}"
             responses.append(response("failed", "none", None, msg, reason))
             return None, None, reason, msg, cost
@@ -419,7 +452,7 @@ class Engine:
         """Record the call's failures; per request (output or exception, its share ``per`` of the
         call's cost, with the generator's record of its image when there is one)."""
         for key, r in zip(keys, results):
-            if isinstance(r, BaseException) and not _overflow(r):
+            if isinstance(r, BaseException) and not _settled_outcome(r):
                 failures.append(Failure("model", f"model {model.label!r}, item {key!r}: {short_trace(r)}",
                                         model.label, key, None, self.run_id))
         records = list(generation) or [None] * len(results)
@@ -543,7 +576,9 @@ def score_answers(bench: Benchmark, rows: Sequence[tuple], device: Optional[str]
     out: list[Optional[tuple]] = [None] * len(rows)
     live = []
     for i, (item, response, judgements, reason, error) in enumerate(rows):
-        if reason is not None:
+        if reason == "refused":  # not applicable to this model: stored, no metrics, never a failure
+            out[i] = ("ok", {}, reason, error, 0.0)
+        elif reason is not None:
             metrics = bench.score_failure(item, reason)
             # an overflow the benchmark scores is a result (stored once, not a failure)
             status = "ok" if reason == "overflow" and metrics is not None else "failed"

@@ -318,8 +318,9 @@ class VIF(Benchmark):
 
 
 def _failed(mode: str) -> dict[str, float]:
-    """A failed or refused generation, counted as failed: with ``skip`` NaN on every score (means
-    skip NaN, so it is left out of them, as the source leaves out tasks without an image); with
+    """A failed generation (a refused one is not applicable, never scored: icl.run.engine): with
+    ``skip`` NaN on every score (means skip NaN, so it is left out of them, as the source leaves
+    out tasks without an image); with
     ``score1`` 1 on every criterion (and 0 on the spatial measures), kept in the means."""
     v, spatial = (1.0, 0.0) if mode == "score1" else (math.nan, math.nan)
     out = {c: v for c in rubric.CRITERIA}

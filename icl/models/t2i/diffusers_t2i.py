@@ -237,15 +237,21 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
         """Parts built here rather than by ``from_pretrained`` (none by default)."""
         return {}
 
-    def refusal(self, request: GenerationRequest) -> Optional[RequestRefused]:
-        """Why this pipeline cannot take ``request`` (None when it can)."""
+    def would_refuse(self, request: Any) -> Optional[str]:
+        """Why this pipeline cannot take ``request`` (None when it can): the number of images it
+        holds against ``min_images`` / ``max_images`` (the one rule of ``predict`` and ``--check``)."""
+        if not isinstance(request, GenerationRequest):
+            return f"{self.name}: serves GenerationRequest, got {type(request).__name__}"
         if self.max_images == 0:
             return refuse_images(request, self.name)
         n = len(request.images)
         if n < self.min_images or (self.max_images is not None and n > self.max_images):
-            most = "any number" if self.max_images is None else f"at most {self.max_images}"
-            return RequestRefused(f"{self.name}: request {request.id!r} holds {n} image(s); this pipeline takes "
-                                  f"at least {self.min_images} and {most}")
+            if self.max_images == self.min_images:
+                takes = f"exactly {self.min_images}"
+            else:
+                most = "any number" if self.max_images is None else f"at most {self.max_images}"
+                takes = f"at least {self.min_images} and {most}"
+            return f"{self.name}: request {request.id!r} holds {n} image(s); this pipeline takes {takes}"
         return None
 
     def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
@@ -267,7 +273,7 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
         if self.pipe is None:
             raise RuntimeError(f"{self.name}: call load(device) before predict")
         checked = [check_generation(r, self.name) for r in requests]
-        out: list[Any] = [self.refusal(r) for r in checked]
+        out: list[Any] = [None if why is None else RequestRefused(why) for why in map(self.would_refuse, checked)]
         live = [i for i, o in enumerate(out) if o is None]
         groups: dict[Any, list[int]] = {}  # one pipeline call takes one size
         for i in live:
