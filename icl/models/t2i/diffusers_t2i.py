@@ -5,9 +5,10 @@
   its slot with a sentence (run the benchmark's text-only variant).
 - ``flux-kontext``: ``FluxKontextPipeline`` (FLUX.1 Kontext [dev]); the request's one image is
   the image to edit (``image=``), as black-forest-labs/flux ``docs/image-editing.md`` and the
-  pipeline's docstring use it. It generates at the request's size (``height``, ``width`` and
-  ``max_area = height * width``; the pipeline would otherwise rescale to 1024 x 1024), unless the
-  model's ``height`` / ``width`` or a ``call_args`` ``max_area`` say otherwise.
+  pipeline's docstring use it. It generates at the asked size, the model's ``height`` /
+  ``width`` where given, else the request's (``height``, ``width`` and ``max_area = height *
+  width`` passed together: the pipeline would otherwise rescale to 1024 x 1024), unless a
+  ``call_args`` ``max_area`` says otherwise.
 - ``qwen-image-edit``: ``QwenImageEditPlusPipeline`` (Qwen-Image-Edit-2509/2511); the request's
   images go as one list, in prompt order (``image=[img1, img2, ...]``), as the pipeline's
   docstring and QwenLM/Qwen-Image ``README.md`` (Qwen-Image-Edit-2509 usage) pass them; its
@@ -327,25 +328,27 @@ class FluxKontext(DiffusersGenerator):
     reference_side = 1024
 
     def size_kwargs(self, size: Optional[tuple[int, int]]) -> dict[str, Any]:
-        """Generate at the requested size. ``FluxKontextPipeline.__call__`` rescales any
-        ``height`` x ``width`` to its ``max_area`` (1024 x 1024 by default) at the same aspect, then
-        rounds each side down to a multiple of ``2 * vae_scale_factor`` (16 for FLUX.1 Kontext):
-        so ``height``, ``width`` and ``max_area = height * width`` are passed together, each side
-        rounded down to that multiple here (logged when that changes it; the image is then
-        resized to the request's size). The model's own ``height`` / ``width`` arguments, or a
-        ``max_area`` in ``call_args``, take precedence as given."""
-        if size is None or self.height is not None or self.width is not None:
+        """Generate at the asked size: the model's ``height`` / ``width`` arguments where given,
+        else the request's size. ``FluxKontextPipeline.__call__`` rescales any ``height`` x
+        ``width`` to its ``max_area`` (1024 x 1024 by default) at the same aspect, then rounds each
+        side down to a multiple of ``2 * vae_scale_factor`` (16 for FLUX.1 Kontext): so ``height``,
+        ``width`` and ``max_area = height * width`` are passed together, each side rounded down
+        to that multiple here (logged when that changes it; the image is then resized to the
+        request's size). A ``max_area`` in ``call_args`` is passed as given instead."""
+        h = self.height if self.height is not None else (None if size is None else int(size[0]))
+        w = self.width if self.width is not None else (None if size is None else int(size[1]))
+        if h is None or w is None:  # one side unknown: the pipeline's default resolution decides
             return super().size_kwargs(size)
         m = 2 * int(getattr(self.pipe, "vae_scale_factor", 8))
-        h, w = (max(m, int(v) // m * m) for v in size)
+        rh, rw = max(m, h // m * m), max(m, w // m * m)
         rounded = self.__dict__.setdefault("_rounded", set())  # sizes already logged
-        if (h, w) != tuple(size) and tuple(size) not in rounded:
-            rounded.add(tuple(size))
-            log.warning("%s: requested %dx%d is generated at %dx%d (FluxKontextPipeline needs sides that are "
-                        "multiples of %d) and resized to %dx%d", self.name, size[0], size[1], h, w, m, size[0], size[1])
-        out: dict[str, Any] = {"height": h, "width": w}
+        if (rh, rw) != (h, w) and (h, w) not in rounded:
+            rounded.add((h, w))
+            log.warning("%s: %dx%d is generated at %dx%d (FluxKontextPipeline needs sides that are multiples of %d)"
+                        "%s", self.name, h, w, rh, rw, m, "" if size is None else f" and resized to {size[0]}x{size[1]}")
+        out: dict[str, Any] = {"height": rh, "width": rw}
         if "max_area" not in self.call_args:
-            out["max_area"] = h * w
+            out["max_area"] = rh * rw
         return out
 
     def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:

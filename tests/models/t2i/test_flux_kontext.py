@@ -6,6 +6,8 @@ pipeline's docstring, black-forest-labs/flux docs/image-editing.md); Kontext's a
 resizing to its preferred resolutions (>= 672 px) is switched off through ``call_args`` to keep
 the test tiny. fp32 tolerance: 2 uint8 levels, batch of four against singles."""
 
+import functools
+
 import numpy as np
 import pytest
 from tiny_t2i import build_flux_kontext
@@ -90,3 +92,44 @@ def test_the_requested_size_is_the_generated_size(tmp_path_factory):
     # the model's own height / width, or call_args' max_area, take precedence as given
     fixed = get_model("flux-kontext", weights=str(folder), height=16, width=16, call_args={"max_area": 256})
     assert fixed.size_kwargs((64, 64)) == {"height": 16, "width": 16}
+
+
+def test_sizes_as_model_arguments_and_on_the_request_reach_the_pipeline(tmp_path_factory, monkeypatch):
+    """Issue 45.2: ``flux-kontext:height=H,width=W`` generated at 1024 x 1024 (``max_area``'s
+    default). The real ``FluxKontextPipeline.__call__`` is wrapped to record its arguments: the
+    model's ``height`` / ``width`` and, without them, the request's size both arrive with
+    ``max_area = height * width``, and the generated image (the recorder's size, read off the
+    pipeline's output) has that size."""
+    from diffusers import FluxKontextPipeline
+
+    seen: list[dict] = []
+    original = FluxKontextPipeline.__call__
+
+    @functools.wraps(original)  # the adapter reads the real signature (its defaults, call_args' names)
+    def spy(self, *args, **kwargs):
+        seen.append({k: kwargs.get(k) for k in ("height", "width", "max_area")})
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FluxKontextPipeline, "__call__", spy)
+    folder = build_flux_kontext(tmp_path_factory.mktemp("tiny-kontext-spy") / "kontext")
+    img = np.random.default_rng(3).integers(0, 256, (20, 30, 3), dtype=np.uint8)
+    small = {"_auto_resize": False, "max_sequence_length": 48}
+    # model arguments: they win over the request's size, which the image is then resized to
+    by_args = get_model("flux-kontext", weights=str(folder), steps=1, height=48, width=32, call_args=small)
+    by_args.load("cpu")
+    out = by_args.predict([GenerationRequest("a", ("make it red", img), size=(24, 24), seed=1),
+                           GenerationRequest("b", ("make it red", img), seed=2)])
+    assert seen == [{"height": 48, "width": 32, "max_area": 48 * 32}]  # one call: one pipeline size for both
+    assert [r.size for r in by_args.records] == [(48, 32), (48, 32)]
+    assert out[0].shape == (24, 24, 3) and out[1].shape == (48, 32, 3)
+    assert by_args.size_kwargs(None) == by_args.size_kwargs((64, 64)) == {"height": 48, "width": 32, "max_area": 1536}
+    # the issue's case, without generating 512 x 512 here: the arguments the pipeline gets
+    big = get_model("flux-kontext", weights=str(folder), height=512, width=512)
+    assert big.size_kwargs(None) == {"height": 512, "width": 512, "max_area": 512 * 512}
+    # the request's size, without model arguments
+    seen.clear()
+    by_request = get_model("flux-kontext", weights=str(folder), steps=1, call_args=small)
+    by_request.load("cpu")
+    out = by_request.predict([GenerationRequest("c", ("make it red", img), size=(32, 64), seed=3)])
+    assert seen == [{"height": 32, "width": 64, "max_area": 32 * 64}]
+    assert by_request.records[-1].size == (32, 64) and out[0].shape == (32, 64, 3)
