@@ -43,7 +43,7 @@ from icl.run import responses as R
 from icl.run.compute import CallCost, ComputeMeter, call_costs
 from icl.run.device import ScorePipeline, tensor_requests
 from icl.run.guard import ItemOutcome, ModelGuard, check_stop
-from icl.run.plan import model_work
+from icl.run.plan import model_work, refusal
 from icl.run.models import RunModel
 from icl.store import Failure, Response, Score, ScoreKey, Store
 
@@ -79,16 +79,6 @@ SETTLED = ("overflow", "refused")
 
 def _settled_outcome(exc: BaseException) -> bool:
     return _overflow(exc) or isinstance(exc, RequestRefused) or getattr(exc, "icl_reason", None) == "refused"
-
-
-def refusal(adapter: Any, request: Any) -> Optional[str]:
-    """The adapter's refusal rule (:meth:`icl.models.base.Adapter.would_refuse`) for one request;
-    a rule that itself fails refuses nothing (the model's own call then says what is wrong)."""
-    try:
-        why = adapter.would_refuse(request)
-    except Exception:
-        return None
-    return None if why is None else str(why)
 
 
 def short_trace(exc: BaseException) -> str:

@@ -12,7 +12,7 @@ Counts are scores (item x judge).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from icl.benchmarks.base import Benchmark, Item
 
@@ -74,3 +74,14 @@ def refusal_cell(bench: Benchmark, item: Item) -> str:
     if shots and shots in item.group:
         return f"{kind} {item.group[shots]}-shot"
     return kind
+
+
+def refusal(adapter: Any, request: Any) -> Optional[str]:
+    """The adapter's one refusal rule (:meth:`icl.models.base.Adapter.would_refuse`) for one
+    request, as the engine asks it before sending and ``--check`` asks it for the plan; a rule
+    that itself fails refuses nothing (the model's own call then says what is wrong)."""
+    try:
+        why = adapter.would_refuse(request)
+    except Exception:
+        return None
+    return None if why is None else str(why)

@@ -124,3 +124,24 @@ def test_a_model_failing_its_first_answered_batch_is_still_stopped(tmp_path, cap
     # batch 2 holds the last 0-shot item (refused) and the first 1-shot one (failed, retried alone by
     # the guard): that was the model's first batch it was asked, and its other 1-shot items never were
     assert len({i for call in CALLS for i in call if "shot1" in i}) == 1
+
+
+def test_check_lists_the_cells_the_run_then_records_as_not_applicable(tmp_path, capsys):
+    """Issue 50.6: ``--check`` puts every planned request to the same rule (``would_refuse``) and
+    lists the refused cells per (task, shots) and model with why; the run then refuses exactly
+    those (nothing of them sent to the model)."""
+    out = tmp_path / "out"
+    args = _args("test-one-image", out, tmp_path / "data")
+    assert main([*args, "--check"]) == 0  # a recorded outcome, not a problem
+    text = capsys.readouterr().out
+    assert "refused requests (not applicable" in text
+    row = next(line for line in text.splitlines() if "3 of 3" in line)
+    assert row.split()[:3] == ["cobsat", "0", "test-one-image"] and "holds 0 image(s)" in row
+    report = json.loads((out / "check.json").read_text())
+    assert report["refusals"]["refused"] == 3 and [(c["task"], c["shots"]) for c in report["refusals"]["cells"]] == [
+        ("cobsat", 0)]
+    assert any("refuses 3 of 3 items of cobsat 0 shots" in w for w in report["warnings"])
+    assert CALLS == []  # the check called no model
+    assert main(args) == 0
+    meta = json.loads((out / "results.json").read_text())
+    assert meta["refused"]["test-one-image"]["cobsat 0-shot"]["items"] == report["refusals"]["refused"]
