@@ -43,7 +43,7 @@ from icl.run import responses as R
 from icl.run.compute import CallCost, ComputeMeter, call_costs
 from icl.run.device import ScorePipeline, tensor_requests
 from icl.run.guard import ItemOutcome, ModelGuard, check_stop
-from icl.run.plan import model_work, refusal
+from icl.run.plan import SETTLED, model_work, refusal
 from icl.run.models import RunModel
 from icl.store import Failure, Response, Score, ScoreKey, Store
 
@@ -71,10 +71,6 @@ def _result(outcome: ItemOutcome) -> Any:
 
 def _overflow(exc: BaseException) -> bool:
     return isinstance(exc, ContextOverflowError) or getattr(exc, "icl_reason", None) == "overflow"
-
-
-# outcomes that are results, not failures: stored once, never re-sent, never a reason to stop a model
-SETTLED = ("overflow", "refused")
 
 
 def _settled_outcome(exc: BaseException) -> bool:
@@ -523,9 +519,9 @@ class Engine:
         labels = {m.model_id: m.label for m in self.models}
         scores = [_settled(s, failures, labels.get(s.key.model_id)) for s in scores]  # values from helpers
         self.store.write_batch(responses, links, scores, failures)
-        n_ok = sum(s.status == "ok" for s in scores)
+        n_ok = sum(s.status == "ok" and s.reason != "refused" for s in scores)  # a refusal is neither
         self.stats.computed += n_ok
-        self.stats.failed += len(scores) - n_ok
+        self.stats.failed += sum(s.status != "ok" for s in scores)
 
 
 def generation_records(records: Sequence[Any]) -> dict[Any, dict]:

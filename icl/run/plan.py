@@ -16,6 +16,10 @@ from typing import Any, Callable, Optional, Sequence
 
 from icl.benchmarks.base import Benchmark, Item
 
+# answers that are results, not failures (a context overflow, a refusal): stored once, never sent
+# again for the same request and model, never a reason to stop a model
+SETTLED = ("overflow", "refused")
+
 
 @dataclass
 class ModelWork:

@@ -640,7 +640,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                     r = b[5]  # the answer's stored cost goes with its new score
                     scores.append(Score(key, status, metrics, error, reason, r.seconds, score_s, run_id,
                                         r.peak_memory_bytes, r.memory_kind, r.energy_j))
-                    stats.computed += status == "ok"
+                    stats.computed += status == "ok" and reason != "refused"
                     stats.failed += status != "ok"
                 store.write_batch(scores=scores, failures=failures)
         meta_timings = dict(meta.get("timings") or {})

@@ -70,7 +70,9 @@ class VIF(Benchmark):
 
     name = "vif"
     protocol = "vif-1"
-    scorer_version = "2"  # 2: the source's hard caps (vif-rubric-2); failed generations per --failed
+    # 2: the source's hard caps (vif-rubric-2); failed generations per --failed; 3: every cap and
+    # calibration scale of the source's prompt (vif-rubric-3)
+    scorer_version = "3"
     request_types = (GenerationRequest,)
     # results.csv: judge scores per variant over the judge-averaged items (tables.judged_items);
     # NaN (a criterion the judge left out) is skipped as in the benchmark's own means
