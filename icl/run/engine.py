@@ -6,8 +6,10 @@ Loop order: models -> the benchmark's items in plan order -> batches of the mode
 ``ok`` is skipped (with several judges, an item is taken again only for the judges that have no
 score of it: a judge added later reuses the model's stored answers and scores only its own); a
 response already stored for the same request and model identity is reused
-without calling the model. Every batch is committed in one transaction, so a killed run loses
-at most the batch in flight (and, with scoring overlapped, the one being scored). An item that
+without calling the model. Every batch is committed in one transaction as soon as it is scored,
+so a killed run loses at most the batch in flight (and, with scoring overlapped, the one being
+scored): with overlap, the main thread commits a scored batch while it waits for the model's next
+call (:func:`icl.run.guard.while_waiting`), never only after that call. An item that
 cannot be built, answered or scored is recorded as
 failed (naming the item, model and file) and the run goes on; failed items are asked again on
 the next run. A request the model refuses (:meth:`icl.models.base.Adapter.would_refuse`, asked
@@ -42,7 +44,7 @@ from icl.models.requests import AnalogyRequest, content_hash
 from icl.run import responses as R
 from icl.run.compute import CallCost, ComputeMeter, call_costs
 from icl.run.device import ScorePipeline, tensor_requests
-from icl.run.guard import ItemOutcome, ModelGuard, check_stop
+from icl.run.guard import ItemOutcome, ModelGuard, check_stop, while_waiting
 from icl.run.plan import SETTLED, model_work, refusal
 from icl.run.models import RunModel
 from icl.store import Failure, Response, Score, ScoreKey, Store
@@ -174,8 +176,9 @@ class Engine:
                 self.stats.not_applicable[m.label] = work.not_applicable
             pending.append(work.todo)
         try:
+            # a scored batch is committed while the model answers the next one (not after it)
             with tqdm(total=sum(map(len, pending)), unit="item", file=sys.stderr, disable=not self.progress,
-                      dynamic_ncols=True) as bar:
+                      dynamic_ncols=True) as bar, while_waiting(self.pipeline.commit_ready):
                 ahead = self.pool.ahead if self.pool is not None else 1
                 for m, todo in zip(self.models, pending):
                     bs = max(1, int(m.adapter.batch_size))
@@ -185,6 +188,7 @@ class Engine:
                     while finished < len(batches):
                         while len(started) < ahead and finished + len(started) < len(batches):
                             check_stop()  # SIGTERM/SIGINT stop the run here, between batches (icl.run.guard)
+                            self.pipeline.commit_ready()
                             started.append(self._start(m, batches[finished + len(started)]))
                         bar.set_description(f"{b.name} {m.label}", refresh=False)
                         self._finish(started.popleft())
