@@ -57,7 +57,7 @@ MANIFEST = ".samples-manifest.json"
 AUTO_LIMIT = 100_000  # planned items x models: --log-samples defaults on below, off from here
 CHUNK = 256  # items read from the store at a time
 _GENERATION_COMPUTE = ("latency_s", "peak_bytes", "memory")
-_GALLERY_KEYS = ("item", "group", "model", "judge", "status", "reason", "error", "request", "answer", "metrics",
+_GALLERY_KEYS = ("item", "group", "model", "model_id", "judge", "status", "reason", "error", "request", "answer", "metrics",
                  "judge_answers")
 
 
@@ -256,7 +256,7 @@ def write_samples(out: Path, bench: Benchmark, items: Sequence[Item], models: Se
                 generated.append({k: line[k] for k in _GALLERY_KEYS})
     images.close()
     by_key = {it.key: it for it in items}
-    write_gallery(out, generated, lambda key: bench.request(by_key[key], False))
+    write_gallery(out, generated, lambda key: bench.request(by_key[key], False), bench.verdict)
     request_text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in requests.values())
     write_text(out / REQUESTS, request_text)
     return {SAMPLES: digest.hexdigest(), REQUESTS: hashlib.sha256(request_text.encode()).hexdigest()}

@@ -314,9 +314,23 @@ class VIF(Benchmark):
         (out / "vif_tasks.jsonl").write_text(text, encoding="utf-8")
         return {"vif_tasks.jsonl": hashlib.sha256(text.encode()).hexdigest()}
 
+    def verdict(self, metrics: Mapping[str, float]) -> Optional[str]:
+        """The six scores by short name (``adherence 3``; ``-`` where the judge gave none), and
+        how many a cap lowered."""
+        if metrics.get("failed") or not all(c in metrics for c in rubric.CRITERIA):
+            return None
+        scores = ", ".join(f"{short} {'-' if math.isnan(metrics[c]) else format(metrics[c], 'g')}"
+                           for short, c in zip(_SHORT, rubric.CRITERIA))
+        capped = int(metrics.get("judge_capped") or 0)
+        return scores + (f" ({capped} lowered by a cap)" if capped else "")
+
     def fingerprints(self) -> dict[str, str]:
         return {"vif/tasks": hashlib.sha256(self._records().encode()).hexdigest(),
                 "vif/rubric": hashlib.sha256((rubric.HEADER + rubric.CRITERIA_TEXT).encode()).hexdigest()}
+
+
+# the criteria as the gallery names them (rubric.CRITERIA order)
+_SHORT = ("text", "reference", "adherence", "cleanliness", "scene", "quality")
 
 
 def _failed(mode: str) -> dict[str, float]:

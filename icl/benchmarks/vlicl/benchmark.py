@@ -326,6 +326,14 @@ class VLICL(Benchmark):
             out["latent"], out["non_latent"] = float(verdicts[0]), float(verdicts[1])
         return out
 
+    def verdict(self, metrics: Mapping[str, float]) -> Optional[str]:
+        """``correct`` / ``wrong`` (the judge's yes or no); for the tasks judged twice, each concept."""
+        if metrics.get("failed") or metrics.get("overflow") or "correct" not in metrics:
+            return None
+        if "latent" in metrics and "non_latent" in metrics:
+            return (f"latent concept {_right(metrics['latent'])}, other concept {_right(metrics['non_latent'])}")
+        return "correct" if metrics["correct"] else "wrong"
+
     def truth(self, item: Item) -> Any:
         """The ground truth of an image-to-text item (the real name in the real-name variant)."""
         task, _, _, qid = item.payload
@@ -551,3 +559,7 @@ def _fmt(v: Any) -> str:
 
 
 
+
+
+def _right(value: float) -> str:
+    return "right" if value else "wrong"
