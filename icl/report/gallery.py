@@ -19,10 +19,11 @@ judge failed), has ``failed`` set, or scores 0 on its verdict metric (the first 
 has none, so only its failed lines count).
 
 What each item shows: the prompt with its parts marked (the text right before an image: its
-caption in the support set; text before the first caption: the task's instruction or description;
-the text after the last image: the **query**, set apart; a prompt without images is all query); each model under its short name (the label up to its arguments, numbered when two share
-it) with its full label and model id on hover (``title``); each verdict as what it means (the
-benchmark's :meth:`~icl.benchmarks.base.Benchmark.verdict`, e.g. "object right, attribute
+caption in the support set; text before the first caption: the task's instruction or
+description; the text after the last image: the **query**, set apart; a prompt without images is
+all query); each model under its short name (the label up to its arguments, numbered when two
+share it) with its full label and model id on hover (``title``); each verdict as what it means
+(the benchmark's :meth:`~icl.benchmarks.base.Benchmark.verdict`, e.g. "object right, attribute
 wrong") with the judge's raw answers beside it.
 """
 
@@ -318,8 +319,9 @@ def gallery_html(out: Path) -> str:
                 error = f'<div class="verdict">{escape(str(m["error"]))}</div>' if m.get("error") else ""
                 image = _img(m.get("image"), f"answer of {m.get('name') or m.get('model')}") or "<div>(no image)</div>"
                 name, identity = m.get("name") or m.get("model"), m.get("identity") or m.get("model")
-                answers.append(f'<div class="{cls}"><div class="model" title="{escape(str(identity))}">'
-                               f'{escape(str(name))} [{escape(str(m.get("status")))}]</div>{image}{verdicts}{error}</div>')
+                head = f'{escape(str(name))} [{escape(str(m.get("status")))}]'
+                answers.append(f'<div class="{cls}"><div class="model" title="{escape(str(identity))}">{head}</div>'
+                               f'{image}{verdicts}{error}</div>')
             prompt = _prompt_html([p for p in it.get("prompt") or [] if isinstance(p, Mapping)])
             rows.append(f'<tr><td>{escape(str(it.get("item")))}<br><span class="note">{escape(group)}; '
                         f'{escape(str(it.get("why")))}</span></td><td>{prompt}</td><td>{"".join(answers)}</td></tr>')

@@ -149,14 +149,14 @@ def _origin(meta: Mapping[str, Any]) -> str:
         mid = m.get("model_id") if isinstance(m, Mapping) else m
         items.append(f"<li><b>model</b> <code>{escape(str(label))}</code>: id <code>{escape(str(mid))}</code>"
                      f"{escape(ref)}</li>")
-    for label, cells in (meta.get("not_applicable") or {}).items():
+    for label, kinds in (meta.get("not_applicable") or {}).items():
+        named = ", ".join(f"{k} {n} items" for k, n in sorted(kinds.items()))
         items.append(f"<li><b>not applicable</b> to <code>{escape(str(label))}</code> (it does not serve their "
-                     "request type; not scored): " + escape(", ".join(f"{k} {n} items" for k, n in sorted(cells.items())))
-                     + "</li>")
+                     f"request type; not scored): {escape(named)}</li>")
     for label, cells in (meta.get("refused") or {}).items():
+        named = "; ".join(f"{c} {r['items']} items ({r['why']})" for c, r in sorted(cells.items()))
         items.append(f"<li><b>not applicable</b> to <code>{escape(str(label))}</code> (it refuses them; stored, not "
-                     "scored): " + escape("; ".join(f"{c} {r['items']} items ({r['why']})" for c, r in sorted(cells.items())))
-                     + "</li>")
+                     f"scored): {escape(named)}</li>")
     for label, why in (meta.get("stopped_models") or {}).items():
         items.append(f"<li><b>stopped</b> <code>{escape(str(label))}</code>: {escape(str(why))}</li>")
     if meta.get("judge_id"):

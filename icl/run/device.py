@@ -99,8 +99,9 @@ class ScorePipeline:
     ``commit`` writes) and then commits, on the calling thread and in submission order, every
     finished job but the newest, so that the model can run on the next batch meanwhile;
     ``commit_ready()`` commits the jobs scored since, waiting for nothing (the engine calls it
-    while it waits for the model). ``drain()`` commits everything. Without overlap, ``submit`` runs and commits at once. On
-    CUDA the worker scores on its own stream, after the model's work queued so far.
+    while it waits for the model). ``drain()`` commits everything. Without overlap, ``submit``
+    runs and commits at once. On CUDA the worker scores on its own stream, after the model's work
+    queued so far.
 
     ``waits(result)``: whether committing a finished job would wait for values a helper process
     still computes (:class:`icl._helpers.Deferred`); such jobs stay queued, up to

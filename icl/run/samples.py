@@ -57,8 +57,8 @@ MANIFEST = ".samples-manifest.json"
 AUTO_LIMIT = 100_000  # planned items x models: --log-samples defaults on below, off from here
 CHUNK = 256  # items read from the store at a time
 _GENERATION_COMPUTE = ("latency_s", "peak_bytes", "memory")
-_GALLERY_KEYS = ("item", "group", "model", "model_id", "judge", "status", "reason", "error", "request", "answer", "metrics",
-                 "judge_answers")
+_GALLERY_KEYS = ("item", "group", "model", "model_id", "judge", "status", "reason", "error", "request", "answer",
+                 "metrics", "judge_answers")
 
 
 def _status(score: Any) -> str:

@@ -344,8 +344,9 @@ class FluxKontext(DiffusersGenerator):
         rounded = self.__dict__.setdefault("_rounded", set())  # sizes already logged
         if (rh, rw) != (h, w) and (h, w) not in rounded:
             rounded.add((h, w))
-            log.warning("%s: %dx%d is generated at %dx%d (FluxKontextPipeline needs sides that are multiples of %d)"
-                        "%s", self.name, h, w, rh, rw, m, "" if size is None else f" and resized to {size[0]}x{size[1]}")
+            resized = "" if size is None else f" and resized to {size[0]}x{size[1]}"
+            log.warning("%s: %dx%d is generated at %dx%d (FluxKontextPipeline needs sides that are multiples of %d)%s",
+                        self.name, h, w, rh, rw, m, resized)
         out: dict[str, Any] = {"height": rh, "width": rw}
         if "max_area" not in self.call_args:
             out["max_area"] = rh * rw

@@ -133,3 +133,41 @@ def test_sizes_as_model_arguments_and_on_the_request_reach_the_pipeline(tmp_path
     out = by_request.predict([GenerationRequest("c", ("make it red", img), size=(32, 64), seed=3)])
     assert seen == [{"height": 32, "width": 64, "max_area": 32 * 64}]
     assert by_request.records[-1].size == (32, 64) and out[0].shape == (32, 64, 3)
+
+
+@pytest.mark.slow  # a run of the tiny pipeline through vlicl, about 10 s
+def test_vlicl_refusals_are_not_applicable_and_the_one_image_items_run(tmp_path_factory, capsys):
+    """Issue 45.1: ``vlicl --fast --tasks open_t2i_mi`` with flux-kontext (exactly one image) used
+    to STOP the model on its 0-shot items (planned first, refused). Now every refused item is
+    listed as not applicable and the model goes on. open_t2i_mi's 1-shot prompt holds two
+    images (one support image per class, 2-way as VL-ICL's MiniImageNet task), so Kontext refuses
+    it too; the cobsat task's 1-shot prompt holds one image, which it generates."""
+    import json
+
+    from icl.run.__main__ import main
+
+    folder = build_flux_kontext(tmp_path_factory.mktemp("tiny-kontext-vlicl") / "kontext")
+    out = tmp_path_factory.mktemp("kontext-vlicl") / "out"
+    model = (f'flux-kontext:weights={folder},steps=1,height=16,width=16,'
+             'call_args={"_auto_resize": false, "max_sequence_length": 48}')
+    args = ["vlicl", "--fast", "--tasks", "open_t2i_mi,cobsat", "--models", model, "--seeds", "0", "--shots", "0,1",
+            "--queries", "2", "--out", str(out), "--data-root", str(out.parent / "data"), "--no-plots",
+            "--no-progress", "--device", "cpu"]
+    assert main(args) == 0
+    o = capsys.readouterr()
+    assert "STOPPED" not in o.err and "FAILED" not in o.err, o.err[-2000:]
+    lines = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    cell = {(d["group"]["task"], d["group"]["shots"]): set() for d in lines}
+    for d in lines:
+        cell[d["group"]["task"], d["group"]["shots"]].add(d["status"])
+    assert cell == {("open_t2i_mi", 0): {"not applicable"}, ("open_t2i_mi", 1): {"not applicable"},
+                    ("cobsat", 0): {"not applicable"}, ("cobsat", 1): {"ok"}}
+    generated = [d for d in lines if d["status"] == "ok"]
+    assert len(generated) == 2 and all("png" in d["answer"] and d["generation"]["size"] == [16, 16]
+                                       for d in generated)
+    refused = json.loads((out / "results.json").read_text())["refused"]
+    (label,) = refused
+    assert "holds 0 image(s); this pipeline takes exactly 1" in refused[label]["open_t2i_mi 0-shot"]["why"]
+    assert "holds 2 image(s)" in refused[label]["open_t2i_mi 1-shot"]["why"]
+    assert "2 items of open_t2i_mi 0-shot not applicable to flux-kontext" in o.out
+    assert main(args) == 0 and "0 items computed, 8 already in the store" in capsys.readouterr().out
