@@ -76,7 +76,8 @@ def _overflow(exc: BaseException) -> bool:
 
 
 def _settled_outcome(exc: BaseException) -> bool:
-    return _overflow(exc) or isinstance(exc, RequestRefused) or getattr(exc, "icl_reason", None) == "refused"
+    """An overflow or a refusal: a result of the request, not a failure of the model."""
+    return _overflow(exc) or getattr(exc, "icl_reason", None) in SETTLED
 
 
 def short_trace(exc: BaseException) -> str:
@@ -351,9 +352,8 @@ class Engine:
                             cost.peak_memory_bytes, cost.memory_kind, cost.energy_j, cost.generation)
 
         if isinstance(result, BaseException):
+            # RequestRefused carries icl_reason "refused"
             reason = "overflow" if _overflow(result) else getattr(result, "icl_reason", "error")
-            if isinstance(result, RequestRefused):
-                reason = "refused"
             msg = f"model {model.label!r}: {short_trace(result)}"
             responses.append(response("failed", "none", None, msg, reason))
             return None, None, reason, msg, cost

@@ -71,8 +71,8 @@ def model_work(bench: Benchmark, items: Sequence[Item], serves: Callable[[type],
 
 
 def refusal_cell(bench: Benchmark, item: Item) -> str:
-    """How a model's refused items are grouped (the run's summary and ``--check``): the item's
-    kind and, for a benchmark with a shots column, its shots (``open_t2i_mi 0-shot``)."""
+    """How a model's refused items are grouped in the run's summary, report and results.json:
+    the item's kind and, for a benchmark with a shots column, its shots (``open_t2i_mi 0-shot``)."""
     shots = getattr(getattr(bench, "results_spec", None), "shots", None)
     kind = bench.item_kind(item)
     if shots and shots in item.group:
