@@ -748,10 +748,11 @@ def refusal_check(bench: Any, items: Sequence[Any], models: Sequence[Any], warni
                 cell["refused"] += 1
                 cell["why"] = cell["why"] or why
     refused = [c for c in cells.values() if c["refused"]]
-    for c in refused:
-        shots = "" if c["shots"] is None else f" {c['shots']} shots"
-        warnings.append(f"model {c['model']} refuses {c['refused']} of {c['items']} items of {c['task']}{shots} "
-                        f"({c['why']}): the run records them as not applicable (stored, never scored)")
+    for label in dict.fromkeys(c["model"] for c in refused):  # one line per model; the table says why
+        mine = [c for c in refused if c["model"] == label]
+        named = ", ".join(f"{c['task']}" + ("" if c["shots"] is None else f" {c['shots']} shots") for c in mine)
+        warnings.append(f"model {label} refuses {sum(c['refused'] for c in mine)} planned items ({named}; why: the "
+                        f"refused requests table): the run records them as not applicable, stored, never scored")
     return dict(cells=refused, refused=sum(c["refused"] for c in refused))
 
 

@@ -140,7 +140,9 @@ def test_check_lists_the_cells_the_run_then_records_as_not_applicable(tmp_path, 
     report = json.loads((out / "check.json").read_text())
     assert report["refusals"]["refused"] == 3 and [(c["task"], c["shots"]) for c in report["refusals"]["cells"]] == [
         ("cobsat", 0)]
-    assert any("refuses 3 of 3 items of cobsat 0 shots" in w for w in report["warnings"])
+    assert [w for w in report["warnings"] if "refuses" in w] == [
+        "model test-one-image refuses 3 planned items (cobsat 0 shots; why: the refused requests table): the run "
+        "records them as not applicable, stored, never scored"]
     assert CALLS == []  # the check called no model
     assert main(args) == 0
     meta = json.loads((out / "results.json").read_text())
