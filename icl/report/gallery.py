@@ -13,8 +13,8 @@ nothing else.
 Which items: per task (the item group's ``task``), the :data:`PER_TASK` items whose key has the
 smallest SHA-256 (a stable sample: the same run, and a longer run of the same plan, show the
 same items), plus every failed item, up to :data:`MAX_FAILURES` per task (the page says how many
-more samples.jsonl holds). An item failed when one of its lines is not ``ok`` (the model or the
-judge failed), has ``failed`` set, or scores 0 on its verdict metric (the first of
+more samples.jsonl holds). An item failed when one of its lines is neither ``ok`` nor ``not
+applicable`` (the model or the judge failed; a refusal is not a failure), has ``failed`` set, or scores 0 on its verdict metric (the first of
 :data:`VERDICT_METRICS` it carries: ``correct`` for VL-ICL, ``overall`` for CoBSAT; VIF's rubric
 has none, so only its failed lines count).
 
