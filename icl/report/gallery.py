@@ -14,9 +14,9 @@ Which items: per task (the item group's ``task``), the :data:`PER_TASK` items wh
 smallest SHA-256 (a stable sample: the same run, and a longer run of the same plan, show the
 same items), plus every failed item, up to :data:`MAX_FAILURES` per task (the page says how many
 more samples.jsonl holds). An item failed when one of its lines is neither ``ok`` nor ``not
-applicable`` (the model or the judge failed; a refusal is not a failure), has ``failed`` set, or scores 0 on its verdict metric (the first of
-:data:`VERDICT_METRICS` it carries: ``correct`` for VL-ICL, ``overall`` for CoBSAT; VIF's rubric
-has none, so only its failed lines count).
+applicable`` (the model or the judge failed; a refusal is not a failure), has ``failed`` set, or
+scores 0 on its verdict metric (the first of :data:`VERDICT_METRICS` it carries: ``correct`` for
+VL-ICL, ``overall`` for CoBSAT; VIF's rubric has none, so only its failed lines count).
 
 What each item shows: the prompt with its parts marked (the text right before an image: its
 caption in the support set; text before the first caption: the task's instruction or
