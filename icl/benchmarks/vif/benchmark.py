@@ -316,11 +316,13 @@ class VIF(Benchmark):
 
     def verdict(self, metrics: Mapping[str, float]) -> Optional[str]:
         """The six scores by short name (``adherence 3``; ``-`` where the judge gave none), and
-        how many a cap lowered."""
+        how many a cap lowered (``metrics`` as samples.jsonl holds them: NaN written as null)."""
         if metrics.get("failed") or not all(c in metrics for c in rubric.CRITERIA):
             return None
-        scores = ", ".join(f"{short} {'-' if math.isnan(metrics[c]) else format(metrics[c], 'g')}"
-                           for short, c in zip(_SHORT, rubric.CRITERIA))
+        def shown(v: Any) -> str:  # samples.jsonl writes NaN as null
+            return "-" if v is None or math.isnan(float(v)) else format(float(v), "g")
+
+        scores = ", ".join(f"{short} {shown(metrics[c])}" for short, c in zip(_SHORT, rubric.CRITERIA))
         capped = int(metrics.get("judge_capped") or 0)
         return scores + (f" ({capped} lowered by a cap)" if capped else "")
 

@@ -328,3 +328,14 @@ def test_a_judgement_of_the_previous_rubric_is_not_reused(tmp_path, capsys, monk
         versions = dict(c.execute("SELECT scorer_version, COUNT(*) FROM scores GROUP BY scorer_version"))
         answers = c.execute("SELECT COUNT(*) FROM responses WHERE model_id = ?", (judge_id,)).fetchone()[0]
     assert versions == {"2": n, "3": n} and answers == 2 * n  # each item's judge request, old and new
+
+
+def test_verdict_in_words_for_the_gallery():
+    """Issue 45.5: the gallery shows a VIF verdict as its six scores by name (samples.jsonl writes
+    NaN as null: shown as -), and how many a cap lowered."""
+    bench = VIF({"fast": True})
+    metrics = {**{c: None for c in CRITERIA}, "reference_consistency": 10.0, "visual_instruction_adherence": 3.0,
+               "failed": 0.0, "judge_capped": 1.0}
+    assert bench.verdict(metrics) == ("text -, reference 10, adherence 3, cleanliness -, scene -, quality - "
+                                      "(1 lowered by a cap)")
+    assert bench.verdict({**metrics, "failed": 1.0}) is None and bench.verdict({"failed": 0.0}) is None
