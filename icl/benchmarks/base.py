@@ -212,6 +212,12 @@ class Benchmark(ABC):
     def score(self, item: Item, response: Any, judgements: Sequence[str] = ()) -> dict[str, float]:
         """Metrics of one response (the last answer when there were follow-ups)."""
 
+    def verdict(self, metrics: Mapping[str, float]) -> Optional[str]:
+        """What one judged answer's scores mean, in words (``"object right, attribute wrong"``),
+        shown in the report's gallery beside the judge's raw answers; None (the default): the
+        gallery shows the verdict metric's value."""
+        return None
+
     def score_failure(self, item: Item, reason: str) -> Optional[dict[str, float]]:
         """Scores of an item whose model call failed (``reason``: "error", "timeout",
         "overflow", "invalid"); None leaves it out of the means and counts it as a failure."""

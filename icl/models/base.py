@@ -34,6 +34,16 @@ class Architecture:
     config: Any = None
 
 
+class RequestRefused(ValueError):
+    """A request this model cannot answer as asked, known from the request alone (its images,
+    its kind): :meth:`Adapter.would_refuse` says why. ``predict`` returns it in the request's
+    slot, never raises it, so the batch's other requests are answered. The runner records it as
+    the outcome ``refused``: not applicable to this model, stored (never asked again with the same
+    settings), never scored 0, never a failure, never a reason to stop the model."""
+
+    icl_reason = "refused"
+
+
 class ContextOverflowError(ValueError):
     """The request does not fit the model's context window. Raised per request (never
     truncated silently); the runner records it as ``overflow`` for that item."""
@@ -138,9 +148,13 @@ class Adapter(ABC):
         return None
 
     def would_refuse(self, request: Any) -> Optional[str]:
-        """Why this adapter would refuse ``request`` (one line), decided without a model; None
-        when it may take it. The runner asks it about a stand-in judge request of the run before
-        any generation, so a judge that cannot judge the benchmark is refused at once."""
+        """The adapter's one refusal rule: why it would refuse ``request`` (one line), decided
+        from the request alone, without weights; None when it may take it. ``predict`` answers a
+        refused request with :class:`RequestRefused` of this sentence in its slot. The runner asks
+        it before sending each request (a refused one is recorded as not applicable, never sent),
+        ``--check`` asks it for every planned request (its refused cells, like overflow), and a
+        judge is asked about the run's stand-in judge request before any generation, so a judge
+        that cannot judge the benchmark is refused at once."""
         return None
 
     @abstractmethod

@@ -13,10 +13,18 @@ nothing else.
 Which items: per task (the item group's ``task``), the :data:`PER_TASK` items whose key has the
 smallest SHA-256 (a stable sample: the same run, and a longer run of the same plan, show the
 same items), plus every failed item, up to :data:`MAX_FAILURES` per task (the page says how many
-more samples.jsonl holds). An item failed when one of its lines is not ``ok`` (the model or the
-judge failed), has ``failed`` set, or scores 0 on its verdict metric (the first of
-:data:`VERDICT_METRICS` it carries: ``correct`` for VL-ICL, ``overall`` for CoBSAT; VIF's rubric
-has none, so only its failed lines count).
+more samples.jsonl holds). An item failed when one of its lines is neither ``ok`` nor ``not
+applicable`` (the model or the judge failed; a refusal is not a failure), has ``failed`` set, or
+scores 0 on its verdict metric (the first of :data:`VERDICT_METRICS` it carries: ``correct`` for
+VL-ICL, ``overall`` for CoBSAT; VIF's rubric has none, so only its failed lines count).
+
+What each item shows: the prompt with its parts marked (the text right before an image: its
+caption in the support set; text before the first caption: the task's instruction or
+description; the text after the last image: the **query**, set apart; a prompt without images is
+all query); each model under its short name (the label up to its arguments, numbered when two
+share it) with its full label and model id on hover (``title``); each verdict as what it means
+(the benchmark's :meth:`~icl.benchmarks.base.Benchmark.verdict`, e.g. "object right, attribute
+wrong") with the judge's raw answers beside it.
 """
 
 from __future__ import annotations
@@ -58,6 +66,8 @@ def stable_rank(key: str) -> str:
 def failed(line: Mapping[str, Any]) -> bool:
     """Whether a samples.jsonl line is a failure (see the module)."""
     metrics = line.get("metrics") or {}
+    if line.get("status") == "not applicable":  # the model refused the request: not a failure
+        return False
     if line.get("status") != "ok" or metrics.get("failed"):
         return True
     for name in VERDICT_METRICS:
@@ -141,11 +151,38 @@ def _before(folder: Path) -> list[str]:
         return []
 
 
-def write_gallery(out: Path, lines: Sequence[Mapping[str, Any]], request_of: Callable[[str], Any]) -> Optional[Path]:
+def short_names(labels: Iterable[str]) -> dict[str, str]:
+    """Model label -> the name a gallery shows: the label up to its ``[arguments]`` (the
+    adapter's name), numbered in label order when two labels share it."""
+    labels = sorted(set(labels))
+    base = {label: label.split("[", 1)[0] or label for label in labels}
+    seen: dict[str, int] = {}
+    out = {}
+    for label in labels:
+        n = sum(1 for b in base.values() if b == base[label])
+        seen[base[label]] = seen.get(base[label], 0) + 1
+        out[label] = base[label] if n == 1 else f"{base[label]} #{seen[base[label]]}"
+    return out
+
+
+def prompt_roles(parts: Sequence[Any]) -> list[str]:
+    """The role of each prompt part (see the module): ``instruction``, ``support`` (captions and
+    images of the support set) or ``query``."""
+    images = [i for i, p in enumerate(parts) if not isinstance(p, str)]
+    if not images:
+        return ["query"] * len(parts)
+    # a text right before the first image is that image's caption; text before it, the instruction
+    return ["instruction" if i < images[0] - 1 else "query" if i > images[-1] else "support"
+            for i, p in enumerate(parts)]
+
+
+def write_gallery(out: Path, lines: Sequence[Mapping[str, Any]], request_of: Callable[[str], Any],
+                  verdict: Optional[Callable[[Mapping[str, float]], Optional[str]]] = None) -> Optional[Path]:
     """Write ``out/gallery/`` for the samples.jsonl ``lines`` of generated images (answers as
     ``samples/*.png`` under ``out``); ``request_of(item_key)``: the item's request (its
-    ``prompt`` parts: text and RGB arrays). Returns gallery.json's path, None (and an earlier
-    gallery removed) when no line holds a generated image."""
+    ``prompt`` parts: text and RGB arrays); ``verdict(metrics)``: what a judged answer's scores
+    mean, in words (the benchmark's ``verdict``). Returns gallery.json's path, None (and an
+    earlier gallery removed) when no line holds a generated image."""
     thumbs = _Thumbs(out)
     folder = thumbs.folder
     if folder.exists() and not folder.is_dir():
@@ -162,11 +199,12 @@ def write_gallery(out: Path, lines: Sequence[Mapping[str, Any]], request_of: Cal
     by_item: dict[str, list[Mapping[str, Any]]] = {}
     for d in lines:
         by_item.setdefault(d["item"], []).append(d)
+    names = short_names(d["model"] for d in lines)
     tasks = []
     for t in pick(lines):
         items = []
         for key, why in [(k, "sample") for k in t["sampled"]] + [(k, "failure") for k in t["failures"]]:
-            items.append(_item(key, why, by_item[key], request_of, thumbs, out))
+            items.append(_item(key, why, by_item[key], request_of, thumbs, out, names, verdict))
         tasks.append({"task": t["task"], "failed": t["failed"], "hidden": t["hidden"], "items": items})
     folder.mkdir(exist_ok=True)
     index = {"schema": SCHEMA, "thumb": THUMB, "per_task": PER_TASK, "max_failures": MAX_FAILURES,
@@ -177,12 +215,15 @@ def write_gallery(out: Path, lines: Sequence[Mapping[str, Any]], request_of: Cal
 
 
 def _item(key: str, why: str, lines: Sequence[Mapping[str, Any]], request_of: Callable[[str], Any],
-          thumbs: _Thumbs, out: Path) -> dict[str, Any]:
+          thumbs: _Thumbs, out: Path, names: Mapping[str, str],
+          verdict: Optional[Callable[[Mapping[str, float]], Optional[str]]]) -> dict[str, Any]:
     prompt: list[dict[str, Any]] = []
     try:
         request = request_of(key)
-        for part in getattr(request, "prompt", ()):
-            prompt.append({"text": part[:MAX_TEXT]} if isinstance(part, str) else thumbs.put(part))
+        parts = list(getattr(request, "prompt", ()))
+        for part, role in zip(parts, prompt_roles(parts)):
+            prompt.append({"text": part[:MAX_TEXT], "role": role} if isinstance(part, str)
+                          else {**thumbs.put(part), "role": role})
     except Exception as exc:  # an item that cannot be rebuilt still shows its answers
         prompt = [{"text": f"(request not rebuilt: {type(exc).__name__}: {exc})"[:MAX_TEXT]}]
     models: dict[str, dict[str, Any]] = {}
@@ -191,7 +232,8 @@ def _item(key: str, why: str, lines: Sequence[Mapping[str, Any]], request_of: Ca
         if m is None:
             png = (d.get("answer") or {}).get("png")
             m = models[d["model"]] = {
-                "model": d["model"], "status": d.get("status"), "failed": False,
+                "model": d["model"], "name": names.get(d["model"], d["model"]),
+                "identity": f"{d['model']} (model id {d.get('model_id')})", "status": d.get("status"), "failed": False,
                 "image": thumbs.put_file(out / png) if png and "/../" not in f"/{png}/" else None,
                 "error": d.get("error") or d.get("reason"), "verdicts": []}
         m["failed"] = m["failed"] or failed(d)
@@ -199,8 +241,14 @@ def _item(key: str, why: str, lines: Sequence[Mapping[str, Any]], request_of: Ca
         score = next((f"{n}={metrics[n]:g}" for n in VERDICT_METRICS if metrics.get(n) is not None), None)
         judge = (d.get("judge") or {}).get("label")
         text = " | ".join(str(a) for a in d.get("judge_answers") or [] if a is not None)
+        meaning = None
+        if verdict is not None and d.get("status") == "ok":
+            try:
+                meaning = verdict(metrics)
+            except Exception:  # a verdict that cannot be read in words shows its raw answers alone
+                meaning = None
         if judge or score or text:
-            m["verdicts"].append({"judge": judge, "score": score, "text": text[:MAX_TEXT]})
+            m["verdicts"].append({"judge": judge, "score": score, "meaning": meaning, "text": text[:MAX_TEXT]})
     return {"item": key, "group": dict(lines[0].get("group") or {}), "why": why, "prompt": prompt,
             "models": list(models.values())}
 
@@ -216,6 +264,30 @@ def _img(image: Any, alt: str) -> str:
     if folder != FOLDER or not _NAME.match(name) or not all(isinstance(v, int) and 0 < v <= 4 * THUMB for v in (w, h)):
         return ""
     return f'<img class="thumb" loading="lazy" src="{escape(src)}" width="{w}" height="{h}" alt="{escape(alt)}">'
+
+
+def _prompt_html(parts: Sequence[Mapping[str, Any]]) -> str:
+    """The prompt's parts in order, the query set apart in a box of its own (``role``; an index
+    written before roles existed shows every part as before)."""
+    def part(p: Mapping[str, Any]) -> str:
+        if "src" in p:
+            return _img(p, "support image" if p.get("role") != "query" else "query image")
+        cls = "ptext instr" if p.get("role") == "instruction" else "ptext"
+        return f'<span class="{cls}">{escape(str(p.get("text", "")))}</span>'
+
+    context = "".join(part(p) for p in parts if p.get("role") != "query")
+    query = "".join(part(p) for p in parts if p.get("role") == "query")
+    return (context + (f'<div class="query"><span class="qlabel">query</span>{query}</div>' if query else ""))
+
+
+def _verdict_html(v: Mapping[str, Any]) -> str:
+    """One judge's verdict: what it means (or its score), then the raw answers beside it."""
+    judge = escape(str(v.get("judge") or "score"))
+    meaning = v.get("meaning") or v.get("score")
+    head = f'{judge}: <span class="meaning">{escape(str(meaning))}</span>' if meaning else judge
+    raw = f' <span class="raw" title="the judge\'s raw answers">raw: {escape(str(v["text"]))}</span>' \
+        if v.get("text") else ""
+    return f'<div class="verdict">{head}{raw}</div>'
 
 
 def gallery_html(out: Path) -> str:
@@ -236,24 +308,21 @@ def gallery_html(out: Path) -> str:
         hidden = int(t.get("hidden") or 0)
         head = (f'<h3>{escape(str(t.get("task")))}</h3><p class="note">{len(items)} items shown; '
                 f'{int(t.get("failed") or 0)} failed' + (f", {hidden} of them not shown" if hidden else "") + "</p>")
-        rows = [head, '<div class="scroll"><table class="gallery"><tr><th>item</th><th>prompt and support set</th>'
+        rows = [head, '<div class="scroll"><table class="gallery"><tr><th>item</th><th>support set, then the query</th>'
                       "<th>answers and verdicts</th></tr>"]
         for it in items:
             group = ", ".join(f"{k}={v}" for k, v in (it.get("group") or {}).items() if k != "task")
-            prompt = "".join(_img(p, "support image") if "src" in p else f'<span class="ptext">{escape(str(p.get("text", "")))}</span>'
-                             for p in it.get("prompt") or [] if isinstance(p, Mapping))
             answers = []
             for m in it.get("models") or []:
                 cls = "answer bad" if m.get("failed") else "answer"
-                verdicts = "".join(
-                    f'<div class="verdict">{escape(str(v.get("judge") or "score"))}'
-                    + (f' ({escape(str(v["score"]))})' if v.get("score") else "")
-                    + (f': {escape(str(v["text"]))}' if v.get("text") else "") + "</div>"
-                    for v in m.get("verdicts") or [] if isinstance(v, Mapping))
+                verdicts = "".join(_verdict_html(v) for v in m.get("verdicts") or [] if isinstance(v, Mapping))
                 error = f'<div class="verdict">{escape(str(m["error"]))}</div>' if m.get("error") else ""
-                image = _img(m.get("image"), f"answer of {m.get('model')}") or "<div>(no image)</div>"
-                answers.append(f'<div class="{cls}"><div class="model">{escape(str(m.get("model")))}'
-                               f' [{escape(str(m.get("status")))}]</div>{image}{verdicts}{error}</div>')
+                image = _img(m.get("image"), f"answer of {m.get('name') or m.get('model')}") or "<div>(no image)</div>"
+                name, identity = m.get("name") or m.get("model"), m.get("identity") or m.get("model")
+                head = f'{escape(str(name))} [{escape(str(m.get("status")))}]'
+                answers.append(f'<div class="{cls}"><div class="model" title="{escape(str(identity))}">{head}</div>'
+                               f'{image}{verdicts}{error}</div>')
+            prompt = _prompt_html([p for p in it.get("prompt") or [] if isinstance(p, Mapping)])
             rows.append(f'<tr><td>{escape(str(it.get("item")))}<br><span class="note">{escape(group)}; '
                         f'{escape(str(it.get("why")))}</span></td><td>{prompt}</td><td>{"".join(answers)}</td></tr>')
         rows.append("</table></div>")

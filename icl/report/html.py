@@ -51,7 +51,11 @@ nav a{margin-right:10px}.note{color:#555;font-size:12px}
 table.gallery td{max-width:520px}img.thumb{margin:2px;border:1px solid #ccc;vertical-align:middle}
 .ptext{display:inline-block;max-width:420px;margin:2px 4px;white-space:pre-wrap;font-size:12px}
 .answer{display:inline-block;vertical-align:top;margin:2px 6px 6px 0;max-width:260px;font-size:12px}
-.answer.bad{background:#fbeeee}.model{font-weight:600}.verdict{color:#333;white-space:pre-wrap;word-break:break-word}
+.answer.bad{background:#fbeeee}.model{font-weight:600;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.verdict{color:#333;white-space:pre-wrap;word-break:break-word}.meaning{font-weight:600}.raw{color:#777;font-size:11px}
+.ptext.instr{color:#555;font-style:italic}.query{margin:6px 0 2px;padding:3px 6px;border:2px solid #36c;
+background:#eef3fc;border-radius:3px}.qlabel{font-weight:700;color:#36c;margin-right:6px;font-size:11px;
+text-transform:uppercase}
 """
 
 
@@ -167,6 +171,14 @@ def _origin(meta: Mapping[str, Any]) -> str:
         mid = m.get("model_id") if isinstance(m, Mapping) else m
         items.append(f"<li><b>model</b> <code>{escape(str(label))}</code>: id <code>{escape(str(mid))}</code>"
                      f"{escape(ref)}</li>")
+    for label, kinds in (meta.get("not_applicable") or {}).items():
+        named = ", ".join(f"{k} {n} items" for k, n in sorted(kinds.items()))
+        items.append(f"<li><b>not applicable</b> to <code>{escape(str(label))}</code> (it does not serve their "
+                     f"request type; not scored): {escape(named)}</li>")
+    for label, cells in (meta.get("refused") or {}).items():
+        named = "; ".join(f"{c} {r['items']} items ({r['why']})" for c, r in sorted(cells.items()))
+        items.append(f"<li><b>not applicable</b> to <code>{escape(str(label))}</code> (it refuses them; stored, not "
+                     f"scored): {escape(named)}</li>")
     for label, why in (meta.get("stopped_models") or {}).items():
         items.append(f"<li><b>stopped</b> <code>{escape(str(label))}</code>: {escape(str(why))}</li>")
     if meta.get("judge_id"):

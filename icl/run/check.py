@@ -33,7 +33,10 @@ What it looks at, through the run's own planning (:mod:`icl.run.runner`):
    model arguments; no API is called (except by ``--calibrate``).
 7. context: per (task, shots) and model, the longest chat prompt tokenised as the run tokenises
    it, against the model's context: the cells that will overflow (a recorded outcome, so a
-   warning) (:mod:`icl.run.check_context`).
+   warning) (:mod:`icl.run.check_context`);
+8. refusals: per (task, shots) and model, the planned requests the model's one refusal rule
+   (``Adapter.would_refuse``, the rule its ``predict`` and the run's engine apply) refuses, and
+   why: recorded as not applicable by the run, so listed as a warning (:func:`refusal_check`).
 
 A real run performs the checkpoint checks (4) too, after the models are instantiated and before
 any is loaded (:func:`checkpoint_problems`), for the models it will load (:func:`to_load`: those
@@ -939,6 +942,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
 
     with _offline():
         report["context"] = context_check(bench, items, models, warnings)
+    report["refusals"] = refusal_check(bench, items, models, warnings)  # 8
     return _finish(report, problems, warnings, t0)
 
 
@@ -969,6 +973,58 @@ def download_work(config: RunConfig, bench: Any, items: Sequence[Any], judge_ids
         out[spec.label] = model_work(bench, items, lambda t, s=serves: any(issubclass(t, x) for x in s), judge_ids,
                                      lambda judge_id: set())
     return out
+
+
+def refusal_check(bench: Any, items: Sequence[Any], models: Sequence[Any], warnings: list[str]) -> dict[str, Any]:
+    """Per (task, shots) and model, how many planned requests the model refuses and why (the
+    first refusal's sentence): every planned request a model serves is built (reading its images)
+    and put to the model's rule, for the models whose adapter has one (``would_refuse``
+    overridden; the others refuse nothing). Each refusing cell is also a warning."""
+    from icl.models.base import Adapter
+    from icl.run.plan import refusal
+
+    shots_column = getattr(getattr(bench, "results_spec", None), "shots", None)
+    built: dict[tuple[str, bool], Any] = {}  # one build per item, whichever models ask it
+    cells: dict[tuple[str, Any, str], dict[str, Any]] = {}
+    for m in models:
+        if type(m.adapter).would_refuse is Adapter.would_refuse:
+            continue
+        for it in items:
+            if not m.serves(bench.request_type(it)):
+                continue
+            key = (it.key, bool(m.privileged))
+            if key not in built:
+                try:
+                    built[key] = bench.request(it, m.privileged)
+                except Exception:  # the data check lists it; the run records it as a data failure
+                    built[key] = None
+            if built[key] is None:
+                continue
+            shots = it.group.get(shots_column) if shots_column else None
+            cell = cells.setdefault((bench.item_kind(it), shots, m.label), dict(
+                task=bench.item_kind(it), shots=shots, model=m.label, items=0, refused=0, why=None))
+            cell["items"] += 1
+            why = refusal(m.adapter, built[key])
+            if why is not None:
+                cell["refused"] += 1
+                cell["why"] = cell["why"] or why
+    refused = [c for c in cells.values() if c["refused"]]
+    for label in dict.fromkeys(c["model"] for c in refused):  # one line per model; the table says why
+        mine = [c for c in refused if c["model"] == label]
+        named = ", ".join(f"{c['task']}" + ("" if c["shots"] is None else f" {c['shots']} shots") for c in mine)
+        warnings.append(f"model {label} refuses {sum(c['refused'] for c in mine)} planned items ({named}; why: the "
+                        f"refused requests table): the run records them as not applicable, stored, never scored")
+    return dict(cells=refused, refused=sum(c["refused"] for c in refused))
+
+
+def refusal_lines(refusals: Optional[dict[str, Any]]) -> list[str]:
+    """The printed table of a :func:`refusal_check` (none when no model refuses anything)."""
+    if not refusals or not refusals.get("cells"):
+        return []
+    rows: list[tuple[str, ...]] = [("task", "shots", "model", "refused", "why (first)")]
+    rows += [(c["task"], "" if c["shots"] is None else str(c["shots"]), c["model"], f"{c['refused']} of {c['items']}",
+              str(c["why"])) for c in refusals["cells"]]
+    return ["refused requests (not applicable: stored, never scored):"] + _table(rows, right=(1, 3))
 
 
 def _chat() -> type:
@@ -1065,6 +1121,7 @@ def render(report: dict[str, Any]) -> str:
     from icl.run.check_context import context_lines
 
     lines += context_lines(report.get("context"))
+    lines += refusal_lines(report.get("refusals"))
     for w in report["warnings"]:
         lines.append(f"warning: {w}")
     if report["problems"]:

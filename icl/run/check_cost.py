@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from icl.run.check import UNKNOWN_COST, Problem, _duration, _offline, _table
+from icl.run.plan import SETTLED
 
 # adapters whose requests are priced (class anywhere in the adapter's MRO -> family)
 HTTP_FAMILIES = {"icl.models.t2i.openai_images.OpenAIImages": "openai-images",
@@ -445,7 +446,7 @@ def http_cost(store: Any, bench: Any, model: Any, todo: Sequence[Any], model_id:
                 continue
             built.append((item, request, content_hash(request)))
         stored = store.responses([h for _, _, h in built], model_id) if store is not None and built else {}
-        reused = {h for h, r in stored.items() if r.status == "ok" or r.reason == "overflow"}  # as the engine does
+        reused = {h for h, r in stored.items() if r.status == "ok" or r.reason in SETTLED}  # as the engine does
         for item, request, digest in built:
             if digest in reused:
                 c["cached"] += 1

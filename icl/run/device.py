@@ -97,9 +97,11 @@ class ScorePipeline:
 
     ``submit(job, commit, outputs)`` queues ``job()`` (decode and score, returning what
     ``commit`` writes) and then commits, on the calling thread and in submission order, every
-    finished job but the newest, so that the model can run on the next batch meanwhile.
-    ``drain()`` commits everything. Without overlap, ``submit`` runs and commits at once. On
-    CUDA the worker scores on its own stream, after the model's work queued so far.
+    finished job but the newest, so that the model can run on the next batch meanwhile;
+    ``commit_ready()`` commits the jobs scored since, waiting for nothing (the engine calls it
+    while it waits for the model). ``drain()`` commits everything. Without overlap, ``submit``
+    runs and commits at once. On CUDA the worker scores on its own stream, after the model's work
+    queued so far.
 
     ``waits(result)``: whether committing a finished job would wait for values a helper process
     still computes (:class:`icl._helpers.Deferred`); such jobs stay queued, up to
@@ -168,6 +170,17 @@ class ScorePipeline:
     def _commit_oldest(self) -> None:
         future, commit, _ = self._queue.popleft()
         commit(_wait(future))
+
+    def commit_ready(self) -> None:
+        """Commit, in order, the queued jobs already scored whose values are all there, waiting
+        for nothing (the engine calls it while it waits for a model: a batch is committed as soon
+        as it is scored). A job that failed is left for :meth:`drain` to raise."""
+        while self._queue:
+            future, _, waits = self._queue[0]
+            if not future.done() or future.exception() is not None or (
+                    waits is not None and waits(future.result())):
+                return
+            self._commit_oldest()
 
     def drain(self) -> None:
         """Wait for every queued job and commit it, in order."""

@@ -6,11 +6,16 @@ Loop order: models -> the benchmark's items in plan order -> batches of the mode
 ``ok`` is skipped (with several judges, an item is taken again only for the judges that have no
 score of it: a judge added later reuses the model's stored answers and scores only its own); a
 response already stored for the same request and model identity is reused
-without calling the model. Every batch is committed in one transaction, so a killed run loses
-at most the batch in flight (and, with scoring overlapped, the one being scored). An item that
+without calling the model. Every batch is committed in one transaction as soon as it is scored,
+so a killed run loses at most the batch in flight (and, with scoring overlapped, the one being
+scored): with overlap, the main thread commits a scored batch while it waits for the model's next
+call (:func:`icl.run.guard.while_waiting`), never only after that call. An item that
 cannot be built, answered or scored is recorded as
 failed (naming the item, model and file) and the run goes on; failed items are asked again on
-the next run.
+the next run. A request the model refuses (:meth:`icl.models.base.Adapter.would_refuse`, asked
+before it is sent, or a :class:`~icl.models.base.RequestRefused` in its slot) is the outcome
+``refused``: stored like an overflow (never asked again with the same settings), scored as not
+applicable (no metrics, never a failure) and never counted toward stopping the model.
 
 With device evaluation (:mod:`icl.run.device`) image answers stay tensors on the run's device
 and are scored there, in a background thread that overlaps the model's next batch; batches are
@@ -34,13 +39,13 @@ from typing import Any, Mapping, Optional, Sequence
 from icl._helpers import Deferred, pending
 from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
-from icl.models.base import ContextOverflowError
+from icl.models.base import ContextOverflowError, RequestRefused
 from icl.models.requests import AnalogyRequest, content_hash
 from icl.run import responses as R
 from icl.run.compute import CallCost, ComputeMeter, call_costs
 from icl.run.device import ScorePipeline, tensor_requests
-from icl.run.guard import ItemOutcome, ModelGuard, check_stop
-from icl.run.plan import model_work
+from icl.run.guard import ItemOutcome, ModelGuard, check_stop, while_waiting
+from icl.run.plan import SETTLED, model_work, refusal
 from icl.run.models import RunModel
 from icl.store import Failure, Response, Score, ScoreKey, Store
 
@@ -49,7 +54,7 @@ DEFAULT_TIMEOUT_S = 3600.0  # per model call (a batch); the ``timeout`` model ar
 
 
 class ModelFailure(Exception):
-    """A request the guarded model call did not answer: ``reason`` error|timeout|overflow."""
+    """A request the guarded model call did not answer: ``reason`` error|timeout|overflow|refused."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -62,12 +67,17 @@ def _result(outcome: ItemOutcome) -> Any:
         return outcome.value
     if outcome.status == "timeout":
         return ModelFailure("timeout", outcome.message or "timed out")
-    reason = "overflow" if outcome.error_type == "ContextOverflowError" else "error"
+    reason = {"ContextOverflowError": "overflow", "RequestRefused": "refused"}.get(str(outcome.error_type), "error")
     return ModelFailure(reason, f"{outcome.error_type}: {outcome.message}")
 
 
 def _overflow(exc: BaseException) -> bool:
     return isinstance(exc, ContextOverflowError) or getattr(exc, "icl_reason", None) == "overflow"
+
+
+def _settled_outcome(exc: BaseException) -> bool:
+    """An overflow or a refusal: a result of the request, not a failure of the model."""
+    return _overflow(exc) or getattr(exc, "icl_reason", None) in SETTLED
 
 
 def short_trace(exc: BaseException) -> str:
@@ -136,6 +146,8 @@ class Engine:
         self._guards: dict[str, ModelGuard] = {}
         # (model id, item key) -> the judge ids still to score it, for items some judge has scored
         self._unscored: dict[tuple[str, str], tuple[str, ...]] = {}
+        # models whose first batch with a request actually sent has been judged by the failure policy
+        self._first_settled: set[str] = set()
         # scoring (and PNG encoding) overlaps the next batch on the device path, and on the host
         # for benchmarks whose scorer may run beside request()
         self.pipeline = ScorePipeline(eval_device, overlap and (eval_device is not None or
@@ -165,8 +177,9 @@ class Engine:
                 self.stats.not_applicable[m.label] = work.not_applicable
             pending.append(work.todo)
         try:
+            # a scored batch is committed while the model answers the next one (not after it)
             with tqdm(total=sum(map(len, pending)), unit="item", file=sys.stderr, disable=not self.progress,
-                      dynamic_ncols=True) as bar:
+                      dynamic_ncols=True) as bar, while_waiting(self.pipeline.commit_ready):
                 ahead = self.pool.ahead if self.pool is not None else 1
                 for m, todo in zip(self.models, pending):
                     bs = max(1, int(m.adapter.batch_size))
@@ -176,6 +189,7 @@ class Engine:
                     while finished < len(batches):
                         while len(started) < ahead and finished + len(started) < len(batches):
                             check_stop()  # SIGTERM/SIGINT stop the run here, between batches (icl.run.guard)
+                            self.pipeline.commit_ready()
                             started.append(self._start(m, batches[finished + len(started)]))
                         bar.set_description(f"{b.name} {m.label}", refresh=False)
                         self._finish(started.popleft())
@@ -200,7 +214,7 @@ class Engine:
     def _start(self, model: RunModel, batch: Sequence[Item]) -> _Open:
         """Build the batch's requests and ask its first step (from the store, or the model)."""
         answers = [_Answer(it, judges=self._unscored.pop((model.model_id, it.key), self.judge_ids)) for it in batch]
-        opened = _Open(model, answers, first_call=model.calls == 0)
+        opened = _Open(model, answers, first_call=False)  # decided when it finishes (_finish)
         failures = opened.failures
         with self.meter.measure("*", "data", len(batch)):
             for a in answers:
@@ -218,7 +232,7 @@ class Engine:
 
     def _finish(self, opened: _Open) -> None:
         """Collect the answers (follow-ups asked at once), judge, and queue scoring and commit."""
-        model, answers, first_call = opened.model, opened.answers, opened.first_call
+        model, answers = opened.model, opened.answers
         responses, links, failures = opened.responses, opened.links, opened.failures
         live = [a for a in answers if a.failed is None]
         for step in range(MAX_STEPS):
@@ -250,8 +264,12 @@ class Engine:
                     a.request = follow
                     nxt.append(a)
             live = nxt
-        asked = [a for a in answers if a.failed not in ("data",)]
-        if model.load_error is not None or (first_call and model.calls and asked and all(
+        # the failure policy counts the items the model was asked: a refusal is not a failure
+        asked = [a for a in answers if a.failed not in ("data", "refused")]
+        first_call = opened.first_call = bool(model.calls and asked) and model.model_id not in self._first_settled
+        if first_call:
+            self._first_settled.add(model.model_id)
+        if model.load_error is not None or (first_call and all(
                 a.failed in ("error", "timeout", "load") for a in asked)):
             # the model never answered: it is stopped, nothing of it is scored (a rerun asks again)
             model.stopped = model.load_error or f"model {model.label!r} failed its whole first batch ({asked[0].error})"
@@ -289,19 +307,23 @@ class Engine:
         """What the store answers, and the model call for the rest (sent, not awaited)."""
         hashes = [content_hash(r) for r in reqs]
         links += [(k, model.model_id, step, h) for k, h in zip(item_keys, hashes)]
-        # an answer, or an overflow (a result, never re-sent), is reused
+        # an answer, an overflow or a refusal (results, never re-sent), is reused
         cached = {h: r for h, r in self.store.responses(hashes, model.model_id).items()
-                  if r.status == "ok" or r.reason == "overflow"}
+                  if r.status == "ok" or r.reason in SETTLED}
         out: list[Optional[tuple]] = [None] * len(reqs)
         todo = []
         for i, h in enumerate(hashes):
             hit = cached.get(h)
             if hit is None:
-                todo.append(i)
+                why = refusal(model.adapter, reqs[i]) if step.startswith("answer") else None
+                if why is None:
+                    todo.append(i)
+                else:  # refused from the request alone: never sent, stored as not applicable
+                    out[i] = self._response(model, reqs[i], h, RequestRefused(why), CallCost(), responses)
                 continue
             self.stats.cached_responses += 1
             if hit.status != "ok":
-                out[i] = (None, None, "overflow", hit.error, CallCost())
+                out[i] = (None, None, hit.reason, hit.error, CallCost())
                 continue
             value = R.stored(hit.kind, hit.body)
             scored = value
@@ -330,6 +352,7 @@ class Engine:
                             cost.peak_memory_bytes, cost.memory_kind, cost.energy_j, cost.generation)
 
         if isinstance(result, BaseException):
+            # RequestRefused carries icl_reason "refused"
             reason = "overflow" if _overflow(result) else getattr(result, "icl_reason", "error")
             msg = f"model {model.label!r}: {short_trace(result)}"
             responses.append(response("failed", "none", None, msg, reason))
@@ -419,7 +442,7 @@ class Engine:
         """Record the call's failures; per request (output or exception, its share ``per`` of the
         call's cost, with the generator's record of its image when there is one)."""
         for key, r in zip(keys, results):
-            if isinstance(r, BaseException) and not _overflow(r):
+            if isinstance(r, BaseException) and not _settled_outcome(r):
                 failures.append(Failure("model", f"model {model.label!r}, item {key!r}: {short_trace(r)}",
                                         model.label, key, None, self.run_id))
         records = list(generation) or [None] * len(results)
@@ -500,9 +523,9 @@ class Engine:
         labels = {m.model_id: m.label for m in self.models}
         scores = [_settled(s, failures, labels.get(s.key.model_id)) for s in scores]  # values from helpers
         self.store.write_batch(responses, links, scores, failures)
-        n_ok = sum(s.status == "ok" for s in scores)
+        n_ok = sum(s.status == "ok" and s.reason != "refused" for s in scores)  # a refusal is neither
         self.stats.computed += n_ok
-        self.stats.failed += len(scores) - n_ok
+        self.stats.failed += sum(s.status != "ok" for s in scores)
 
 
 def generation_records(records: Sequence[Any]) -> dict[Any, dict]:
@@ -543,7 +566,9 @@ def score_answers(bench: Benchmark, rows: Sequence[tuple], device: Optional[str]
     out: list[Optional[tuple]] = [None] * len(rows)
     live = []
     for i, (item, response, judgements, reason, error) in enumerate(rows):
-        if reason is not None:
+        if reason == "refused":  # not applicable to this model: stored, no metrics, never a failure
+            out[i] = ("ok", {}, reason, error, 0.0)
+        elif reason is not None:
             metrics = bench.score_failure(item, reason)
             # an overflow the benchmark scores is a result (stored once, not a failure)
             status = "ok" if reason == "overflow" and metrics is not None else "failed"

@@ -282,6 +282,9 @@ def report_markdown(bench: Benchmark, tables: Mapping[str, list[dict[str, Any]]]
     for label, kinds in (meta.get("not_applicable") or {}).items():
         lines.append(f"- **not applicable** to `{label}` (it does not serve their request type; not scored): "
                      + ", ".join(f"{k} {n} items" for k, n in sorted(kinds.items())))
+    for label, cells in (meta.get("refused") or {}).items():
+        lines.append(f"- **not applicable** to `{label}` (it refuses them; stored, not scored): "
+                     + "; ".join(f"{c} {r['items']} items ({r['why']})" for c, r in sorted(cells.items())))
     for label, why in (meta.get("stopped_models") or {}).items():
         lines.append(f"- **stopped** `{label}`: {why}")
     for j in meta.get("judges") or ([dict(label="judge", judge_id=meta["judge_id"])] if meta.get("judge_id") else []):

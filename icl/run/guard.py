@@ -362,6 +362,30 @@ def _wait(done: threading.Event, timeout_s: Optional[float]) -> bool:
         if done.wait(left):
             return True
         check_stop()
+        idle_work()
+
+
+# what the main thread does while it waits for a model (the engine commits its scored batches);
+# main thread only, like the stop flag
+_idle: list[Callable[[], None]] = []
+
+
+@contextmanager
+def while_waiting(work: Callable[[], None]) -> Iterator[None]:
+    """Inside the block, a caller waiting for a model (:func:`_wait`, the Ray pool's wait) runs
+    ``work`` every poll: the engine commits the batches scored meanwhile, so a batch is in the
+    store as soon as it is scored, not after the next batch's model call."""
+    _idle.append(work)
+    try:
+        yield
+    finally:
+        _idle.remove(work)
+
+
+def idle_work() -> None:
+    """Run the work registered by :func:`while_waiting` (called between polls of a wait)."""
+    for work in list(_idle):
+        work()
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)

@@ -12,9 +12,13 @@ Counts are scores (item x judge).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from icl.benchmarks.base import Benchmark, Item
+
+# answers that are results, not failures (a context overflow, a refusal): stored once, never sent
+# again for the same request and model, never a reason to stop a model
+SETTLED = ("overflow", "refused")
 
 
 @dataclass
@@ -64,3 +68,24 @@ def model_work(bench: Benchmark, items: Sequence[Item], serves: Callable[[type],
             if len(unscored) < len(judge_ids):
                 work.unscored[it.key] = unscored
     return work
+
+
+def refusal_cell(bench: Benchmark, item: Item) -> str:
+    """How a model's refused items are grouped in the run's summary, report and results.json:
+    the item's kind and, for a benchmark with a shots column, its shots (``open_t2i_mi 0-shot``)."""
+    shots = getattr(getattr(bench, "results_spec", None), "shots", None)
+    kind = bench.item_kind(item)
+    if shots and shots in item.group:
+        return f"{kind} {item.group[shots]}-shot"
+    return kind
+
+
+def refusal(adapter: Any, request: Any) -> Optional[str]:
+    """The adapter's one refusal rule (:meth:`icl.models.base.Adapter.would_refuse`) for one
+    request, as the engine asks it before sending and ``--check`` asks it for the plan; a rule
+    that itself fails refuses nothing (the model's own call then says what is wrong)."""
+    try:
+        why = adapter.would_refuse(request)
+    except Exception:
+        return None
+    return None if why is None else str(why)

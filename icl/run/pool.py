@@ -33,7 +33,7 @@ import ray.exceptions
 
 from icl._helpers import say
 from icl.run.errors import ConfigError
-from icl.run.guard import ERROR, ItemOutcome, ModelGuard, check_stop
+from icl.run.guard import ERROR, ItemOutcome, ModelGuard, check_stop, idle_work
 
 LOCAL_OBJECT_STORE = 512 * 2**20  # bytes; a local instance spills to disk beyond it
 DEFAULT_RETRIES = 2
@@ -456,6 +456,7 @@ class RayPool:
         asked = 0.0
         while not ray.wait([ticket.ref], timeout=_WAIT_S)[0]:
             check_stop()
+            idle_work()  # the engine's scored batches are committed meanwhile
             self._check_local()
             now = time.monotonic()
             up = self._up[ticket.slot]

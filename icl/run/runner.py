@@ -38,6 +38,7 @@ from icl.run.compute import ComputeMeter, summarise_costs
 from icl.run.config import ModelSpec, RunConfig, closest, parse_models
 from icl.run.device import eval_device
 from icl.run.engine import Engine, ExecStats, score_answers
+from icl.run.plan import refusal_cell
 from icl.run.errors import ConfigError
 from icl.store.atomic import OutputWriteError, is_user_fixable, write_text
 from icl.run.files import DEFAULT_STORE, claim_folder, replacing, start_plots, write_artifacts, write_outputs
@@ -66,6 +67,8 @@ class Outcome:
     missing_items: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     not_applicable: dict[str, dict[str, int]] = field(default_factory=dict)
+    # model label -> cell (task and shots) -> {"items": n, "why": the first refusal's sentence}
+    refused: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -439,6 +442,7 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     bench.reference_models = {label for label, r in roles.items() if r.get("reference")}
     rows, failed, missing = [], 0, 0
     not_applicable: dict[str, dict[str, int]] = {}
+    refused: dict[str, dict[str, dict[str, Any]]] = {}  # items the model refused: not applicable, no row
     asked_items: dict[str, list[Item]] = {}
     costs: dict[str, list[Score]] = {}
     for label, model_id in models:
@@ -462,6 +466,12 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
                 s = found.get(it.key)
                 if s is None:
                     missing += 1
+                    continue
+                if s.reason == "refused":  # the model refused it: not applicable, never a row or a 0
+                    if judge is slots[0]:
+                        cell = refused.setdefault(label, {}).setdefault(
+                            refusal_cell(bench, it), {"items": 0, "why": _refusal_text(s.error)})
+                        cell["items"] += 1
                     continue
                 failed += s.status != "ok"
                 if judge is slots[0]:  # compute is the model's, one per item whatever the judges
@@ -500,13 +510,21 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     plots = start_plots(config.out_dir, bench, tables, answers, config.plots)
     try:
         meta = _meta(config, bench, items, models, judges, store, run_id, stats, artifacts, timings, identities,
-                     device, roles, extra, rows, failed, missing, not_applicable, asked_items, costs, common, answers)
+                     device, roles, extra, rows, failed, missing, not_applicable, asked_items, costs, common, answers,
+                     refused)
     except BaseException:
         plots.abandon()
         raise
     write_outputs(config.out_dir, bench, tables, meta, failures, answers, plots=plots)
     timings["report_s"] = time.perf_counter() - t_report
-    return Outcome(config.out_dir, run_id, stats, tables, rows, failures, failed, missing, timings, not_applicable)
+    return Outcome(config.out_dir, run_id, stats, tables, rows, failures, failed, missing, timings, not_applicable,
+                   refused)
+
+
+def _refusal_text(error: Optional[str]) -> str:
+    """The refusal's own sentence out of a stored error (``model 'x': RequestRefused: ...``)."""
+    text = str(error or "refused")
+    return text.split("RequestRefused: ", 1)[-1]
 
 
 def _meta(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, str]],
@@ -514,8 +532,8 @@ def _meta(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Se
           artifacts: Mapping[str, str], timings: dict[str, float], identities: Mapping[str, Any], device: str,
           roles: Mapping[str, Mapping[str, Any]], extra: Optional[Mapping[str, Any]], rows: list, failed: int,
           missing: int, not_applicable: Mapping[str, Mapping[str, int]], asked_items: Mapping[str, list[Item]],
-          costs: Mapping[str, list[Score]], common: Mapping[str, Any], answers: Callable[[str], dict[str, Any]]
-          ) -> dict[str, Any]:
+          costs: Mapping[str, list[Score]], common: Mapping[str, Any], answers: Callable[[str], dict[str, Any]],
+          refused: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """results.json of a finished run, less the provenance and tables; writes the per-sample log
     and the benchmark's per-run files on the way (their digests are in it)."""
     compute = [dict(asdict(c), samples_per_s=c.samples_per_s) for c in store.compute([run_id])]
@@ -534,7 +552,7 @@ def _meta(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Se
         models={label: dict(model_id=mid, identity=identities.get(mid), **roles.get(label, {}))
                 for label, mid in models},
         model_order=[label for label, _ in models],  # ``models`` is written with sorted keys
-        not_applicable=not_applicable, stopped_models=dict(stats.stopped),
+        not_applicable=not_applicable, refused=dict(refused or {}), stopped_models=dict(stats.stopped),
         data=bench.data_origin(),
         judges=[dict(j) for j in judges],  # ``judge``/``judge_id``: the first, as earlier versions read them
         judge=judges[0]["identity"] if judges else None, judge_id=judges[0]["judge_id"] if judges else None,
@@ -598,6 +616,10 @@ def print_summary(bench: Benchmark, o: Outcome, stdout: TextIO, stderr: TextIO) 
         types = sorted({k.rsplit(" (", 1)[-1].rstrip(")") for k in kinds})
         print(f"{sum(kinds.values())} items of {len(kinds)} task(s) skipped for {label}: it does not serve "
               f"{', '.join(types)} ({', '.join(sorted(kinds))}); not applicable, not scored", file=stdout)
+    for label, cells in o.refused.items():
+        for cell, r in cells.items():
+            print(f"{r['items']} items of {cell} not applicable to {label}: it refuses them ({r['why']}); "
+                  "stored, not scored", file=stdout)
     for label, why in s.stopped.items():
         print(f"STOPPED {label}: {why}; its other items were not asked (rerun to retry)", file=stderr)
     if o.failed_items or o.failures:
@@ -653,7 +675,7 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
                     r = b[5]  # the answer's stored cost goes with its new score
                     scores.append(Score(key, status, metrics, error, reason, r.seconds, score_s, run_id,
                                         r.peak_memory_bytes, r.memory_kind, r.energy_j))
-                    stats.computed += status == "ok"
+                    stats.computed += status == "ok" and reason != "refused"
                     stats.failed += status != "ok"
                 store.write_batch(scores=scores, failures=failures)
         meta_timings = dict(meta.get("timings") or {})

@@ -9,7 +9,8 @@ keys in a fixed order:
 
 - ``item`` (key), ``group`` (the item's group columns), ``model`` (label), ``model_id``,
   ``judge`` (``{"label", "judge_id"}`` of the judge whose score the line holds; null without);
-- ``status`` ok|failed|missing (missing: no score stored), ``reason``, ``error``;
+- ``status`` ok|failed|missing|not applicable (missing: no score stored; not applicable: the
+  model refused the request, ``reason`` "refused" and ``error`` its sentence), ``reason``, ``error``;
 - ``request``: ``hash`` (the cache key of the first request sent, PROTOCOL §1.4), ``steps``
   (answers asked: the first and its follow-ups), ``type``, ``images`` and ``text_sha256`` of
   the request's text summary (the first request, rebuilt from the plan as an unprivileged model
@@ -56,8 +57,14 @@ MANIFEST = ".samples-manifest.json"
 AUTO_LIMIT = 100_000  # planned items x models: --log-samples defaults on below, off from here
 CHUNK = 256  # items read from the store at a time
 _GENERATION_COMPUTE = ("latency_s", "peak_bytes", "memory")
-_GALLERY_KEYS = ("item", "group", "model", "judge", "status", "reason", "error", "request", "answer", "metrics",
-                 "judge_answers")
+_GALLERY_KEYS = ("item", "group", "model", "model_id", "judge", "status", "reason", "error", "request", "answer",
+                 "metrics", "judge_answers")
+
+
+def _status(score: Any) -> str:
+    if score is None:
+        return "missing"
+    return "not applicable" if score.reason == "refused" else score.status
 
 
 def log_samples(setting: Optional[bool], planned: int) -> bool:
@@ -185,7 +192,7 @@ def _lines(bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, 
             yield {
                 "item": it.key, "group": dict(it.group), "model": label, "model_id": model_id,
                 "judge": {"label": judge["label"], "judge_id": judge_id} if judge else None,
-                "status": s.status if s is not None else "missing",
+                "status": _status(s),
                 "reason": s.reason if s is not None else None, "error": s.error if s is not None else None,
                 "request": {"hash": first, "steps": steps, "type": summary and summary[0],
                             "images": summary and summary[2], "text_sha256": summary and summary[1]},
@@ -249,7 +256,7 @@ def write_samples(out: Path, bench: Benchmark, items: Sequence[Item], models: Se
                 generated.append({k: line[k] for k in _GALLERY_KEYS})
     images.close()
     by_key = {it.key: it for it in items}
-    write_gallery(out, generated, lambda key: bench.request(by_key[key], False))
+    write_gallery(out, generated, lambda key: bench.request(by_key[key], False), bench.verdict)
     request_text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in requests.values())
     write_text(out / REQUESTS, request_text)
     return {SAMPLES: digest.hexdigest(), REQUESTS: hashlib.sha256(request_text.encode()).hexdigest()}

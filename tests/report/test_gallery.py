@@ -13,7 +13,10 @@ import numpy as np
 import pytest
 from _browser import CHROMIUM, browse
 
-from icl.report.gallery import FOLDER, INDEX, MAX_TEXT, THUMB, failed, gallery_html, pick, thumbnail
+from icl.models import Adapter, GenerationRequest, register_model
+from icl.models.registry import unregister_model
+from icl.report.gallery import (FOLDER, INDEX, MAX_TEXT, THUMB, failed, gallery_html, pick, prompt_roles, short_names,
+                                thumbnail)
 from icl.report.html import report_html
 from icl.run.__main__ import main
 
@@ -68,7 +71,7 @@ def test_gallery_escapes_and_refuses_foreign_sources(tmp_path):
                          "verdicts": [{"judge": evil, "score": "correct=0", "text": evil}]}]}]}]}
     (tmp_path / FOLDER / INDEX).write_text(json.dumps(index))
     got = gallery_html(tmp_path)
-    assert "<script" not in got and got.count("alert(&quot;x&quot;)") == 8
+    assert "<script" not in got and got.count("alert(&quot;x&quot;)") == 9  # the model also in its title
     parsed = _Images()
     parsed.feed(got)
     assert [i["src"] for i in parsed.images] == [thumb["src"]]  # the foreign and malformed ones dropped
@@ -117,3 +120,68 @@ def test_cobsat_gallery_shows_its_images_in_chromium(tmp_path, capsys):
         assert score < 0.01, (src, score)
         seen += 1
     assert seen >= 10
+
+
+class _Gray(Adapter):
+    """A weight-free generator with a long label (its ``tag`` argument stands for a weights path)."""
+
+    name = "test-gray"
+    serves = (GenerationRequest,)
+    batch_size = 8
+
+    def __init__(self, tag: str = ""):
+        self.tag = tag
+
+    def predict(self, requests):
+        return [np.full((*(r.size or (16, 16)), 3), 128, np.uint8) for r in requests]
+
+
+def test_roles_and_short_names():
+    img = np.zeros((2, 2, 3), np.uint8)
+    assert prompt_roles(["describe", "a red car:", img, "a blue car:", img, "a green", "answer"]) == [
+        "instruction", "support", "support", "support", "support", "query", "query"]
+    assert prompt_roles(["describe", "a green"]) == ["query", "query"]  # no support set: all of it is asked
+    assert short_names(["qwen-image-edit[weights=/a]", "qwen-image-edit[weights=/b]", "copy-last"]) == {
+        "copy-last": "copy-last", "qwen-image-edit[weights=/a]": "qwen-image-edit #1",
+        "qwen-image-edit[weights=/b]": "qwen-image-edit #2"}
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium; "
+                                             ".ci/run installs it when run as root)")
+def test_gallery_marks_the_query_names_models_and_says_what_verdicts_mean(tmp_path, capsys):
+    """Issue 45.5, in Chromium as a user sees it: the query in its own box after the support set,
+    each model under its short name with its full label and id on hover (``title``), each verdict
+    in words ("object right, attribute wrong") with the judge's raw answers beside it."""
+    tag = "/very/long/path/to/some/checkpoint/folder/" + "x" * 80
+    register_model("test-gray", _Gray, replace=True)
+    try:
+        out = tmp_path / "cobsat"
+        args = ["cobsat", "--fast", "--tasks", "Color-I", "--shots", "0,2", "--prompts", "2", "--out", str(out),
+                "--models", f"test-gray:tag={tag}", "--data-root", str(tmp_path / "data"), "--no-plots",
+                "--no-progress"]
+        assert main(args) == 0, capsys.readouterr().err[-2000:]
+    finally:
+        unregister_model("test-gray")
+    label = f"test-gray[tag={tag}]"
+    meta = json.loads((out / "results.json").read_text())
+    model_id = meta["models"][label]["model_id"]
+    dom, console, shot = browse(out / "report.html", tmp_path, size=(1280, 3000))
+    cv2.imwrite(str(tmp_path / "gallery.png"), shot)
+    print("screenshot:", tmp_path / "gallery.png")
+    assert console == [], console
+    section = dom[dom.index('id="gallery"'):]
+    end = section.find("<h2", section.index("</h2>"))  # up to the next section
+    section = section if end < 0 else section[:end]
+    rows = section.split("<tr>")[2:]  # the item rows
+    assert rows
+    for row in rows:
+        two_shot = "shots=2" in row
+        query = row[row.index('<div class="query">'):]
+        assert '<span class="qlabel">query</span>' in query
+        # the support set (captions and images) comes before the query box, never inside it
+        assert (row[:row.index('<div class="query">')].count('class="thumb"') == 2) == two_shot
+        assert 'alt="support image"' not in query
+        assert f'title="{label} (model id {model_id})"' in row and ">test-gray [ok]</div>" in row
+        assert tag not in row.replace(f'title="{label} (model id {model_id})"', "")  # the path only on hover
+        assert re.search(r'cobsat-judge: <span class="meaning">object (right|wrong), attribute (right|wrong)</span>'
+                         r' <span class="raw" title="[^"]*">raw: [^<|]+ \| [^<|]+</span>', row), row[-800:]

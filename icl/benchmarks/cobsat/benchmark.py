@@ -260,6 +260,16 @@ class CoBSAT(Benchmark):
     def fingerprints(self) -> dict[str, str]:
         return {"cobsat/prompts.csv": sha256(self.prompts_csv())}
 
+    def verdict(self, metrics: Mapping[str, float]) -> Optional[str]:
+        """``object right, attribute wrong``: the judge's two answers against the truth."""
+        if metrics.get("failed") or "object" not in metrics or "attribute" not in metrics:
+            return None
+        return f"object {_right(metrics['object'])}, attribute {_right(metrics['attribute'])}"
+
+
+def _right(value: float) -> str:
+    return "right" if value else "wrong"
+
 
 def _metrics(p: Prompt, obj: float, attribute: float, failed: float) -> dict[str, float]:
     text_attr = TASKS[p.task].text_gives_attribute

@@ -70,7 +70,9 @@ class VIF(Benchmark):
 
     name = "vif"
     protocol = "vif-1"
-    scorer_version = "2"  # 2: the source's hard caps (vif-rubric-2); failed generations per --failed
+    # 2: the source's hard caps (vif-rubric-2); failed generations per --failed; 3: every cap and
+    # calibration scale of the source's prompt (vif-rubric-3)
+    scorer_version = "3"
     request_types = (GenerationRequest,)
     # results.csv: judge scores per variant over the judge-averaged items (tables.judged_items);
     # NaN (a criterion the judge left out) is skipped as in the benchmark's own means
@@ -312,14 +314,31 @@ class VIF(Benchmark):
         (out / "vif_tasks.jsonl").write_text(text, encoding="utf-8")
         return {"vif_tasks.jsonl": hashlib.sha256(text.encode()).hexdigest()}
 
+    def verdict(self, metrics: Mapping[str, float]) -> Optional[str]:
+        """The six scores by short name (``adherence 3``; ``-`` where the judge gave none), and
+        how many a cap lowered (``metrics`` as samples.jsonl holds them: NaN written as null)."""
+        if metrics.get("failed") or not all(c in metrics for c in rubric.CRITERIA):
+            return None
+        def shown(v: Any) -> str:  # samples.jsonl writes NaN as null
+            return "-" if v is None or math.isnan(float(v)) else format(float(v), "g")
+
+        scores = ", ".join(f"{short} {shown(metrics[c])}" for short, c in zip(_SHORT, rubric.CRITERIA))
+        capped = int(metrics.get("judge_capped") or 0)
+        return scores + (f" ({capped} lowered by a cap)" if capped else "")
+
     def fingerprints(self) -> dict[str, str]:
         return {"vif/tasks": hashlib.sha256(self._records().encode()).hexdigest(),
                 "vif/rubric": hashlib.sha256((rubric.HEADER + rubric.CRITERIA_TEXT).encode()).hexdigest()}
 
 
+# the criteria as the gallery names them (rubric.CRITERIA order)
+_SHORT = ("text", "reference", "adherence", "cleanliness", "scene", "quality")
+
+
 def _failed(mode: str) -> dict[str, float]:
-    """A failed or refused generation, counted as failed: with ``skip`` NaN on every score (means
-    skip NaN, so it is left out of them, as the source leaves out tasks without an image); with
+    """A failed generation (a refused one is not applicable, never scored: icl.run.engine): with
+    ``skip`` NaN on every score (means skip NaN, so it is left out of them, as the source leaves
+    out tasks without an image); with
     ``score1`` 1 on every criterion (and 0 on the spatial measures), kept in the means."""
     v, spatial = (1.0, 0.0) if mode == "score1" else (math.nan, math.nan)
     out = {c: v for c in rubric.CRITERIA}

@@ -46,11 +46,11 @@ FAST_POOL = max(MANY_SHOTS)  # records are cheap: images are drawn only when sho
 JUDGE_TOKENS = 5  # the reference judge's budget
 
 
-# why a variant leaves tasks out (named in report.md; an error when --tasks names them)
+# why a variant leaves tasks out (named in report.md; an error when --tasks names them): what they lack
 VARIANT_WHY = {
-    "text": "have no text version (neither the release nor the reference code's utils/utils.py "
+    "text": "no text version (neither the release nor the reference code's utils/utils.py "
             "load_text_data names a folder for them)",
-    "real_names": "have no real class names (only open_mi's MiniImageNet classes have them)",
+    "real_names": "no real class names (only open_mi's MiniImageNet classes have them)",
 }
 
 
@@ -135,7 +135,8 @@ class VLICL(Benchmark):
                 self.not_in_variant = [t for t in tasks if not keep(t)]
                 tasks = [t for t in tasks if keep(t)]
                 if self.config["tasks"] and self.not_in_variant:
-                    raise ValueError(f"vlicl: --variant {variant}: {', '.join(self.not_in_variant)} "
+                    verb = "has" if len(self.not_in_variant) == 1 else "have"
+                    raise ValueError(f"vlicl: --variant {variant}: {', '.join(self.not_in_variant)} {verb} "
                                      f"{VARIANT_WHY[variant]}; leave them out of --tasks")
             if self.release:
                 assert self.data_root is not None
@@ -340,6 +341,14 @@ class VLICL(Benchmark):
         if TASKS[task].scoring == JUDGE_TWICE:
             out["latent"], out["non_latent"] = float(verdicts[0]), float(verdicts[1])
         return out
+
+    def verdict(self, metrics: Mapping[str, float]) -> Optional[str]:
+        """``correct`` / ``wrong`` (the judge's yes or no); for the tasks judged twice, each concept."""
+        if metrics.get("failed") or metrics.get("overflow") or "correct" not in metrics:
+            return None
+        if "latent" in metrics and "non_latent" in metrics:
+            return (f"latent concept {_right(metrics['latent'])}, other concept {_right(metrics['non_latent'])}")
+        return "correct" if metrics["correct"] else "wrong"
 
     def truth(self, item: Item) -> Any:
         """The ground truth of an image-to-text item (the real name in the real-name variant)."""
@@ -566,3 +575,7 @@ def _fmt(v: Any) -> str:
 
 
 
+
+
+def _right(value: float) -> str:
+    return "right" if value else "wrong"

@@ -14,15 +14,11 @@ from typing import Any, ClassVar, Iterator, Optional, Sequence
 import cv2
 import numpy as np
 
+from icl.models.base import RequestRefused  # noqa: F401  (re-exported: generators import it from here)
 from icl.models.requests import GenerationRequest
 from icl.models.weights import resolve_weights
 
 PRECISION_DTYPES = ("fp32", "fp16", "bf16")
-
-
-class RequestRefused(ValueError):
-    """A request this model cannot answer as asked (returned in the request's slot, never
-    raised, so the batch's other requests are answered)."""
 
 
 @dataclass(frozen=True)
@@ -98,12 +94,12 @@ def prompt_text(request: GenerationRequest) -> str:
     return " ".join(p.strip() for p in request.prompt if isinstance(p, str) and p.strip())
 
 
-def refuse_images(request: GenerationRequest, adapter: str) -> Optional[RequestRefused]:
-    """A refusal for a request with images sent to a text-only model (None when it has none)."""
+def refuse_images(request: GenerationRequest, adapter: str) -> Optional[str]:
+    """Why a text-only model refuses a request with images (None when it has none)."""
     n = len(request.images)
     if not n:
         return None
-    return RequestRefused(f"{adapter}: request {request.id!r} holds {n} image(s), but this model generates "
+    return (f"{adapter}: request {request.id!r} holds {n} image(s), but this model generates "
                           f"from text only; run the benchmark's text-only variant or pick a model that takes "
                           f"images (janus, qwen-image-edit, flux-kontext, openai-images)")
 

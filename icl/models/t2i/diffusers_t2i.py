@@ -5,9 +5,10 @@
   its slot with a sentence (run the benchmark's text-only variant).
 - ``flux-kontext``: ``FluxKontextPipeline`` (FLUX.1 Kontext [dev]); the request's one image is
   the image to edit (``image=``), as black-forest-labs/flux ``docs/image-editing.md`` and the
-  pipeline's docstring use it. It generates at the request's size (``height``, ``width`` and
-  ``max_area = height * width``; the pipeline would otherwise rescale to 1024 x 1024), unless the
-  model's ``height`` / ``width`` or a ``call_args`` ``max_area`` say otherwise.
+  pipeline's docstring use it. It generates at the asked size, the model's ``height`` /
+  ``width`` where given, else the request's (``height``, ``width`` and ``max_area = height *
+  width`` passed together: the pipeline would otherwise rescale to 1024 x 1024), unless a
+  ``call_args`` ``max_area`` says otherwise.
 - ``qwen-image-edit``: ``QwenImageEditPlusPipeline`` (Qwen-Image-Edit-2509/2511); the request's
   images go as one list, in prompt order (``image=[img1, img2, ...]``), as the pipeline's
   docstring and QwenLM/Qwen-Image ``README.md`` (Qwen-Image-Edit-2509 usage) pass them; its
@@ -237,15 +238,21 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
         """Parts built here rather than by ``from_pretrained`` (none by default)."""
         return {}
 
-    def refusal(self, request: GenerationRequest) -> Optional[RequestRefused]:
-        """Why this pipeline cannot take ``request`` (None when it can)."""
+    def would_refuse(self, request: Any) -> Optional[str]:
+        """Why this pipeline cannot take ``request`` (None when it can): the number of images it
+        holds against ``min_images`` / ``max_images`` (the one rule of ``predict`` and ``--check``)."""
+        if not isinstance(request, GenerationRequest):
+            return f"{self.name}: serves GenerationRequest, got {type(request).__name__}"
         if self.max_images == 0:
             return refuse_images(request, self.name)
         n = len(request.images)
         if n < self.min_images or (self.max_images is not None and n > self.max_images):
-            most = "any number" if self.max_images is None else f"at most {self.max_images}"
-            return RequestRefused(f"{self.name}: request {request.id!r} holds {n} image(s); this pipeline takes "
-                                  f"at least {self.min_images} and {most}")
+            if self.max_images == self.min_images:
+                takes = f"exactly {self.min_images}"
+            else:
+                most = "any number" if self.max_images is None else f"at most {self.max_images}"
+                takes = f"at least {self.min_images} and {most}"
+            return f"{self.name}: request {request.id!r} holds {n} image(s); this pipeline takes {takes}"
         return None
 
     def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:
@@ -267,7 +274,7 @@ class DiffusersGenerator(PretrainedFolder, Adapter):
         if self.pipe is None:
             raise RuntimeError(f"{self.name}: call load(device) before predict")
         checked = [check_generation(r, self.name) for r in requests]
-        out: list[Any] = [self.refusal(r) for r in checked]
+        out: list[Any] = [None if why is None else RequestRefused(why) for why in map(self.would_refuse, checked)]
         live = [i for i, o in enumerate(out) if o is None]
         groups: dict[Any, list[int]] = {}  # one pipeline call takes one size
         for i in live:
@@ -321,25 +328,28 @@ class FluxKontext(DiffusersGenerator):
     reference_side = 1024
 
     def size_kwargs(self, size: Optional[tuple[int, int]]) -> dict[str, Any]:
-        """Generate at the requested size. ``FluxKontextPipeline.__call__`` rescales any
-        ``height`` x ``width`` to its ``max_area`` (1024 x 1024 by default) at the same aspect, then
-        rounds each side down to a multiple of ``2 * vae_scale_factor`` (16 for FLUX.1 Kontext):
-        so ``height``, ``width`` and ``max_area = height * width`` are passed together, each side
-        rounded down to that multiple here (logged when that changes it; the image is then
-        resized to the request's size). The model's own ``height`` / ``width`` arguments, or a
-        ``max_area`` in ``call_args``, take precedence as given."""
-        if size is None or self.height is not None or self.width is not None:
+        """Generate at the asked size: the model's ``height`` / ``width`` arguments where given,
+        else the request's size. ``FluxKontextPipeline.__call__`` rescales any ``height`` x
+        ``width`` to its ``max_area`` (1024 x 1024 by default) at the same aspect, then rounds each
+        side down to a multiple of ``2 * vae_scale_factor`` (16 for FLUX.1 Kontext): so ``height``,
+        ``width`` and ``max_area = height * width`` are passed together, each side rounded down
+        to that multiple here (logged when that changes it; the image is then resized to the
+        request's size). A ``max_area`` in ``call_args`` is passed as given instead."""
+        h = self.height if self.height is not None else (None if size is None else int(size[0]))
+        w = self.width if self.width is not None else (None if size is None else int(size[1]))
+        if h is None or w is None:  # one side unknown: the pipeline's default resolution decides
             return super().size_kwargs(size)
         m = 2 * int(getattr(self.pipe, "vae_scale_factor", 8))
-        h, w = (max(m, int(v) // m * m) for v in size)
+        rh, rw = max(m, h // m * m), max(m, w // m * m)
         rounded = self.__dict__.setdefault("_rounded", set())  # sizes already logged
-        if (h, w) != tuple(size) and tuple(size) not in rounded:
-            rounded.add(tuple(size))
-            log.warning("%s: requested %dx%d is generated at %dx%d (FluxKontextPipeline needs sides that are "
-                        "multiples of %d) and resized to %dx%d", self.name, size[0], size[1], h, w, m, size[0], size[1])
-        out: dict[str, Any] = {"height": h, "width": w}
+        if (rh, rw) != (h, w) and (h, w) not in rounded:
+            rounded.add((h, w))
+            resized = "" if size is None else f" and resized to {size[0]}x{size[1]}"
+            log.warning("%s: %dx%d is generated at %dx%d (FluxKontextPipeline needs sides that are multiples of %d)%s",
+                        self.name, h, w, rh, rw, m, resized)
+        out: dict[str, Any] = {"height": rh, "width": rw}
         if "max_area" not in self.call_args:
-            out["max_area"] = h * w
+            out["max_area"] = rh * rw
         return out
 
     def image_kwargs(self, batch: Sequence[GenerationRequest]) -> dict[str, Any]:

@@ -300,3 +300,42 @@ def test_size_is_bounded_by_the_image_cap(tmp_path, capsys, monkeypatch):
     assert err.count("\n") == 1 and "over the image cap" in err and not out.exists()
     monkeypatch.setenv("ICL_MAX_IMAGE_PIXELS", str(7000 * 7000))
     assert VIF({"vi_size": 7000}).config["vi_size"] == 7000
+
+
+def test_a_judgement_of_the_previous_rubric_is_not_reused(tmp_path, capsys, monkeypatch):
+    """Issue 45.3: the rubric's text changed (vif-rubric-3: every cap of the source), so a store
+    filled under vif-rubric-2 (its prompt text and scorer version 2, stood in for here) keeps its
+    generations (same requests) but its judge answers and scores are not reused: the judge is
+    asked again with the new prompt and every item is scored anew under scorer version 3."""
+    import sqlite3
+
+    from icl.benchmarks.vif import rubric
+
+    out = tmp_path / "out"
+    args = ["vif", "--fast", "--out", str(out), "--no-progress", "--no-plots", "--judge", "vif-spatial-judge"]
+    with monkeypatch.context() as m:
+        m.setattr(rubric, "CRITERIA_TEXT", "the vif-rubric-2 criteria (an older text)")
+        m.setattr(VIF, "scorer_version", "2")
+        assert main(args) == 0
+    n = int(capsys.readouterr().out.split(" items computed")[0].rsplit("vif: ", 1)[1])
+    assert VIF.scorer_version == "3" and rubric.RUBRIC_VERSION == "vif-rubric-3"
+    assert main(args) == 0
+    # the generations only are reused; every item is judged and scored again
+    assert f"vif: {n} items computed, 0 already in the store, 0 failed ({n} answers reused from the store)" \
+        in capsys.readouterr().out
+    judge_id = json.loads((out / "results.json").read_text())["judge_id"]
+    with sqlite3.connect(f"file:{out / 'store.sqlite'}?mode=ro", uri=True) as c:
+        versions = dict(c.execute("SELECT scorer_version, COUNT(*) FROM scores GROUP BY scorer_version"))
+        answers = c.execute("SELECT COUNT(*) FROM responses WHERE model_id = ?", (judge_id,)).fetchone()[0]
+    assert versions == {"2": n, "3": n} and answers == 2 * n  # each item's judge request, old and new
+
+
+def test_verdict_in_words_for_the_gallery():
+    """Issue 45.5: the gallery shows a VIF verdict as its six scores by name (samples.jsonl writes
+    NaN as null: shown as -), and how many a cap lowered."""
+    bench = VIF({"fast": True})
+    metrics = {**{c: None for c in CRITERIA}, "reference_consistency": 10.0, "visual_instruction_adherence": 3.0,
+               "failed": 0.0, "judge_capped": 1.0}
+    assert bench.verdict(metrics) == ("text -, reference 10, adherence 3, cleanliness -, scene -, quality - "
+                                      "(1 lowered by a cap)")
+    assert bench.verdict({**metrics, "failed": 1.0}) is None and bench.verdict({"failed": 0.0}) is None

@@ -251,7 +251,9 @@ def test_variants_name_the_tasks_they_leave_out() -> None:
     with pytest.raises(ValueError, match=r"--variant text: fast_count_t2i, fast_attr_t2i have no text version "
                                          r"\(neither the release nor the reference code"):
         VLICL({"fast": True, "variant": "text", "tasks": ("clevr", "fast_count_t2i", "fast_attr_t2i")}).task_ids()
-    with pytest.raises(ValueError, match="--variant real_names: clevr have no real class names"):
+    with pytest.raises(ValueError, match=r"--variant text: fast_count_t2i has no text version \("):  # one name
+        VLICL({"fast": True, "variant": "text", "tasks": ("clevr", "fast_count_t2i")}).task_ids()
+    with pytest.raises(ValueError, match="--variant real_names: clevr has no real class names"):
         VLICL({"fast": True, "variant": "real_names", "tasks": ("open_mi", "clevr")}).task_ids()
     bench = VLICL({"fast": True, "variant": "text"})
     assert "fast_count_t2i" not in bench.task_ids()
@@ -259,3 +261,14 @@ def test_variants_name_the_tasks_they_leave_out() -> None:
     assert line.startswith("- not run with --variant text:") and "fast_count_t2i" in line and "fast_attr_t2i" in line
     assert "textocr" in line and "load_text_data" in line
     assert not any("not run with" in x for x in VLICL({"fast": True}).origin_lines())
+
+
+def test_verdict_in_words_for_the_gallery() -> None:
+    """Issue 45.5: the gallery shows the judge's yes/no as what it means, each concept for the
+    tasks judged twice; nothing for a failed or overflowed answer."""
+    bench = VLICL({"fast": True})
+    assert bench.verdict({"correct": 1.0, "failed": 0.0}) == "correct"
+    assert bench.verdict({"correct": 0.0, "failed": 0.0}) == "wrong"
+    assert bench.verdict({"correct": 0.0, "latent": 1.0, "non_latent": 0.0, "failed": 0.0}) == \
+        "latent concept right, other concept wrong"
+    assert bench.verdict({"correct": 0.0, "failed": 1.0}) is None and bench.verdict({"overflow": 1.0}) is None

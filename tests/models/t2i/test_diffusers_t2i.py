@@ -137,3 +137,20 @@ def test_a_folder_of_another_pipeline_names_the_folder_and_the_class(sd_folder, 
             assert str(sd_folder) in msg and "StableDiffusionPipeline" in msg and expected in msg
             assert "Repo id" not in msg and "\n" not in msg
     get_model("diffusers-t2i", weights=str(sd_folder)).check_loadable()  # AutoPipeline takes any
+
+
+def test_one_refusal_rule_known_without_weights():
+    """Issue 50.6: ``would_refuse`` (what ``predict`` puts in a refused slot, and what the runner
+    and ``--check`` ask) is decided from the request alone: no weights, no folder."""
+    img = np.zeros((4, 4, 3), np.uint8)
+    none, one, two = (GenerationRequest(name, ("a cat", *imgs)) for name, imgs in
+                      (("none", ()), ("one", (img,)), ("two", (img, img))))
+    sd, kontext, qwen = get_model("diffusers-t2i"), get_model("flux-kontext"), get_model("qwen-image-edit")
+    assert sd.would_refuse(none) is None and "'one' holds 1 image(s), but this model generates from text only" \
+        in sd.would_refuse(one)
+    assert kontext.would_refuse(one) is None
+    assert [kontext.would_refuse(r) for r in (none, two)] == [
+        "flux-kontext: request 'none' holds 0 image(s); this pipeline takes exactly 1",
+        "flux-kontext: request 'two' holds 2 image(s); this pipeline takes exactly 1"]
+    assert qwen.would_refuse(two) is None and qwen.would_refuse(none) == (
+        "qwen-image-edit: request 'none' holds 0 image(s); this pipeline takes at least 1 and any number")

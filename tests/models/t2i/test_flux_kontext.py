@@ -6,6 +6,8 @@ pipeline's docstring, black-forest-labs/flux docs/image-editing.md); Kontext's a
 resizing to its preferred resolutions (>= 672 px) is switched off through ``call_args`` to keep
 the test tiny. fp32 tolerance: 2 uint8 levels, batch of four against singles."""
 
+import functools
+
 import numpy as np
 import pytest
 from tiny_t2i import build_flux_kontext
@@ -90,3 +92,82 @@ def test_the_requested_size_is_the_generated_size(tmp_path_factory):
     # the model's own height / width, or call_args' max_area, take precedence as given
     fixed = get_model("flux-kontext", weights=str(folder), height=16, width=16, call_args={"max_area": 256})
     assert fixed.size_kwargs((64, 64)) == {"height": 16, "width": 16}
+
+
+def test_sizes_as_model_arguments_and_on_the_request_reach_the_pipeline(tmp_path_factory, monkeypatch):
+    """Issue 45.2: ``flux-kontext:height=H,width=W`` generated at 1024 x 1024 (``max_area``'s
+    default). The real ``FluxKontextPipeline.__call__`` is wrapped to record its arguments: the
+    model's ``height`` / ``width`` and, without them, the request's size both arrive with
+    ``max_area = height * width``, and the generated image (the recorder's size, read off the
+    pipeline's output) has that size."""
+    from diffusers import FluxKontextPipeline
+
+    seen: list[dict] = []
+    original = FluxKontextPipeline.__call__
+
+    @functools.wraps(original)  # the adapter reads the real signature (its defaults, call_args' names)
+    def spy(self, *args, **kwargs):
+        seen.append({k: kwargs.get(k) for k in ("height", "width", "max_area")})
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FluxKontextPipeline, "__call__", spy)
+    folder = build_flux_kontext(tmp_path_factory.mktemp("tiny-kontext-spy") / "kontext")
+    img = np.random.default_rng(3).integers(0, 256, (20, 30, 3), dtype=np.uint8)
+    small = {"_auto_resize": False, "max_sequence_length": 48}
+    # model arguments: they win over the request's size, which the image is then resized to
+    by_args = get_model("flux-kontext", weights=str(folder), steps=1, height=48, width=32, call_args=small)
+    by_args.load("cpu")
+    out = by_args.predict([GenerationRequest("a", ("make it red", img), size=(24, 24), seed=1),
+                           GenerationRequest("b", ("make it red", img), seed=2)])
+    assert seen == [{"height": 48, "width": 32, "max_area": 48 * 32}]  # one call: one pipeline size for both
+    assert [r.size for r in by_args.records] == [(48, 32), (48, 32)]
+    assert out[0].shape == (24, 24, 3) and out[1].shape == (48, 32, 3)
+    assert by_args.size_kwargs(None) == by_args.size_kwargs((64, 64)) == {"height": 48, "width": 32, "max_area": 1536}
+    # the issue's case, without generating 512 x 512 here: the arguments the pipeline gets
+    big = get_model("flux-kontext", weights=str(folder), height=512, width=512)
+    assert big.size_kwargs(None) == {"height": 512, "width": 512, "max_area": 512 * 512}
+    # the request's size, without model arguments
+    seen.clear()
+    by_request = get_model("flux-kontext", weights=str(folder), steps=1, call_args=small)
+    by_request.load("cpu")
+    out = by_request.predict([GenerationRequest("c", ("make it red", img), size=(32, 64), seed=3)])
+    assert seen == [{"height": 32, "width": 64, "max_area": 32 * 64}]
+    assert by_request.records[-1].size == (32, 64) and out[0].shape == (32, 64, 3)
+
+
+@pytest.mark.slow  # a run of the tiny pipeline through vlicl, about 10 s
+def test_vlicl_refusals_are_not_applicable_and_the_one_image_items_run(tmp_path_factory, capsys):
+    """Issue 45.1: ``vlicl --fast --tasks open_t2i_mi`` with flux-kontext (exactly one image) used
+    to STOP the model on its 0-shot items (planned first, refused). Now every refused item is
+    listed as not applicable and the model goes on. open_t2i_mi's 1-shot prompt holds two
+    images (one support image per class, 2-way as VL-ICL's MiniImageNet task), so Kontext refuses
+    it too; the cobsat task's 1-shot prompt holds one image, which it generates."""
+    import json
+
+    from icl.run.__main__ import main
+
+    folder = build_flux_kontext(tmp_path_factory.mktemp("tiny-kontext-vlicl") / "kontext")
+    out = tmp_path_factory.mktemp("kontext-vlicl") / "out"
+    model = (f'flux-kontext:weights={folder},steps=1,height=16,width=16,'
+             'call_args={"_auto_resize": false, "max_sequence_length": 48}')
+    args = ["vlicl", "--fast", "--tasks", "open_t2i_mi,cobsat", "--models", model, "--seeds", "0", "--shots", "0,1",
+            "--queries", "2", "--out", str(out), "--data-root", str(out.parent / "data"), "--no-plots",
+            "--no-progress", "--device", "cpu"]
+    assert main(args) == 0
+    o = capsys.readouterr()
+    assert "STOPPED" not in o.err and "FAILED" not in o.err, o.err[-2000:]
+    lines = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    cell = {(d["group"]["task"], d["group"]["shots"]): set() for d in lines}
+    for d in lines:
+        cell[d["group"]["task"], d["group"]["shots"]].add(d["status"])
+    assert cell == {("open_t2i_mi", 0): {"not applicable"}, ("open_t2i_mi", 1): {"not applicable"},
+                    ("cobsat", 0): {"not applicable"}, ("cobsat", 1): {"ok"}}
+    generated = [d for d in lines if d["status"] == "ok"]
+    assert len(generated) == 2 and all("png" in d["answer"] and d["generation"]["size"] == [16, 16]
+                                       for d in generated)
+    refused = json.loads((out / "results.json").read_text())["refused"]
+    (label,) = refused
+    assert "holds 0 image(s); this pipeline takes exactly 1" in refused[label]["open_t2i_mi 0-shot"]["why"]
+    assert "holds 2 image(s)" in refused[label]["open_t2i_mi 1-shot"]["why"]
+    assert "2 items of open_t2i_mi 0-shot not applicable to flux-kontext" in o.out
+    assert main(args) == 0 and "0 items computed, 8 already in the store" in capsys.readouterr().out
