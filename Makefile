@@ -46,10 +46,12 @@ build: venv
 	$(PY) -m cmake --build $(BUILD)
 
 # mypy --strict on the kernels and on a file that uses them as callers do (numpy in, numpy out);
+# the layers (import-linter contracts in pyproject.toml, docs/design.md);
 # the suite on TEST_WORKERS processes (pytest-xdist), each test file's tests in one of them, in order
 TEST_WORKERS ?= 2
 test: build
 	$(PY) -m mypy --strict icl/ops tests/ops/typing/ops_usage.py
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # the kernel tests on every instruction-set level of icl._C, the float tests under numpy limited to AVX2

@@ -61,7 +61,7 @@ TIMED: dict[str, list[tuple[str, str]]] = {
     "lpips_s": [("icl.ops.lpips", "lpips"), ("icl.ops.lpips", "lpips_each")],
     "psnr_s": [("icl.ops.psnr", "psnr"), ("icl.ops", "psnr")],
     "ssim_s": [("icl.ops.ssim", "ssim"), ("icl.ops", "ssim")],
-    "decode_s": [("icl.run.responses", "to_uint8_image"), ("icl.run.responses", "decode_png")],
+    "decode_s": [("icl.run.execution.responses", "to_uint8_image"), ("icl.run.execution.responses", "decode_png")],
     "store_s": [("icl.store.sqlite", "Store.write_batch"), ("icl.store.sqlite", "Store.scores")],
     "score_batch_s": [("icl.benchmarks.vibe.benchmark", "Vibe.score_batch"),
                       ("icl.benchmarks.best50.benchmark", "Best50.score_batch"),

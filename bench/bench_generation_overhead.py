@@ -103,7 +103,7 @@ def run_once(argv: list[str], profile: Path | None = None) -> tuple[Meter, int]:
     """One runner run of ``argv``, timed by :class:`Meter`; (meter, images generated)."""
     from icl.models.t2i.diffusers_t2i import DiffusersGenerator
     from icl.run.__main__ import main
-    from icl.run.engine import Engine
+    from icl.run.execution.engine import Engine
 
     meter = Meter()
     undo = [meter.wrap(Engine, "run", "execute"), meter.wrap(Engine, "_judge", "judge"),

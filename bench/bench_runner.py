@@ -42,7 +42,7 @@ def _vibe_data(root: Path) -> Path:
 def _bare(config: RunConfig, model_name: str) -> tuple[float, int]:
     """The same items through request -> predict -> score_batch, no runner."""
     from icl.models import get_model
-    from icl.run.responses import to_uint8_image
+    from icl.run.execution.responses import to_uint8_image
     from icl.run.runner import open_benchmark
 
     bench = open_benchmark(config)
@@ -103,7 +103,7 @@ def test_runner_overhead_per_item(benchmark, bench_name, tmp_path):
 
 
 def test_store_throughput(benchmark):
-    from icl.run.responses import encode_png
+    from icl.run.execution.responses import encode_png
     from icl.store import Response, Score, ScoreKey, Store
 
     import cv2

@@ -37,8 +37,8 @@ def _csvs(out: Path) -> dict[str, bytes]:
 
 def measure(items: int = 64, workers: tuple[int, ...] = (1, 2)) -> dict:
     from icl.models import register_model
-    from icl.run.config import ModelSpec, RunConfig
-    from icl.run.pool import connect
+    from icl.run.planning.config import ModelSpec, RunConfig
+    from icl.run.execution.pool import connect
     from icl.run.runner import run
 
     register_model("dies-once", "tests.run._adapters:DiesOnce", replace=True)

@@ -73,7 +73,7 @@ def _max_diff(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]]) ->
 def run(out_dir: Path, device: str = "cuda", dry_run: bool = False, ray_workers: int = 0,
         batch: Optional[int] = None) -> dict[str, Any]:
     from icl.models import register_model
-    from icl.run.config import ModelSpec, RunConfig
+    from icl.run.planning.config import ModelSpec, RunConfig
     from icl.run.runner import run as run_benchmark
 
     register_model(MODEL, "bench.gpu_run:RandomPainter", replace=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from icl.run.config import ModelSpec, RunConfig, parse_models
+from icl.run.planning.config import ModelSpec, RunConfig, parse_models
 
 _COMMON = ("judge", "fast", "data_root", "name", "out", "store", "device", "dtype", "evaluate", "overlap", "plots",
            "progress", "trace_memory")

@@ -192,7 +192,7 @@ class Benchmark(ABC):
     def prompt_size(self, item: Item) -> Optional[tuple[int, int]]:
         """``(images, text characters)`` of ``request(item)``'s prompt, known without reading an
         image: how ``--check`` finds the longest prompts of a (task, shots) cell cheaply
-        (:mod:`icl.run.check_context`). None (the default): the check builds the request and
+        (:mod:`icl.run.planning.check_context`). None (the default): the check builds the request and
         counts them there."""
         return None
 

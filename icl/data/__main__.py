@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "fetch":
-        from icl.data.fetch import FetchError, fetch
+        from icl.run.planning.fetch import FetchError, fetch
 
         try:
             fetch(args.name, args.out, revision=args.revision)

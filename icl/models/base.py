@@ -52,7 +52,7 @@ class ContextOverflowError(ValueError):
 def exceeds_context(prompt_tokens: int, max_new_tokens: int, context: Optional[int]) -> bool:
     """The context rule: a request overflows when its prompt (images included) plus the new tokens
     it may generate exceed the model's context (never, when the context is unknown). The adapters'
-    run-time guard and ``--check`` (:mod:`icl.run.check_context`) both decide with it."""
+    run-time guard and ``--check`` (:mod:`icl.run.planning.check_context`) both decide with it."""
     return context is not None and prompt_tokens + max_new_tokens > context
 
 
@@ -118,7 +118,7 @@ class Adapter(ABC):
     def architectures(self) -> Sequence[Architecture]:
         """The networks :meth:`load` builds from configuration folders (resolved, nothing read).
         ``--check`` builds each on the ``meta`` device and compares its parameter names and shapes
-        with the safetensors headers (:mod:`icl.run.check`), so a checkpoint of another
+        with the safetensors headers (:mod:`icl.run.planning.check`), so a checkpoint of another
         architecture fails before a device is held. Default: none (nothing compared)."""
         return ()
 

@@ -240,7 +240,7 @@ def resolve(ref: Union[str, HubRef], patterns: Optional[Sequence[str]] = None,
     with _lock:
         _resolved[key] = snap
         # the pinned text resolves to this snapshot too: an adapter re-resolving its pinned
-        # reference (icl.run.models.make_model pins it) asks the Hub nothing more in this process
+        # reference (icl.run.planning.models.make_model pins it) asks the Hub nothing more in this process
         _resolved.setdefault((snap.pinned, wanted), snap)
     return snap
 

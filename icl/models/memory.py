@@ -1,6 +1,6 @@
 """Activation memory of one request, estimated from a model's configuration alone (never its
 weights): what :meth:`icl.models.base.Adapter.activation_memory` returns and ``--check``'s
-``peak(B) = W + B x A`` (:func:`icl.run.check.memory_estimate`, docs/runs.md "Before a long run")
+``peak(B) = W + B x A`` (:func:`icl.run.planning.check.memory_estimate`, docs/runs.md "Before a long run")
 adds to the weights.
 
 Each family counts the values that are alive at once at its peak, phase by phase (text encoder,

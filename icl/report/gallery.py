@@ -2,7 +2,7 @@
 items and every failure, the prompt as the model saw it (text, and the support set's images in
 their place), each model's image and the judge's verdict, as thumbnails beside the report.
 
-Written with the per-sample log (:func:`icl.run.samples.write_samples`) into ``gallery/``:
+Written with the per-sample log (:func:`icl.run.outputs.samples.write_samples`) into ``gallery/``:
 ``gallery/gallery.json`` (what :func:`gallery_html` renders into ``report.html``) and the
 thumbnails ``gallery/<sha256 of the PNG>.png`` (the long side :data:`THUMB` pixels: downscaled
 with area averaging, a smaller image upscaled by nearest neighbour so its pixels stay pixels).

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from icl._parse import parse_bool
-from icl.run.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models, parse_shard
+from icl.run.planning.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models, parse_shard
 from icl.run.errors import ConfigError
 
 DEFAULT_BENCHMARK = "vibe"
@@ -42,7 +42,7 @@ class _Parser(argparse.ArgumentParser):
 
 def common_parser(prog: str) -> argparse.ArgumentParser:
     from icl.models import PRECISIONS
-    from icl.run.device import EVAL_MODES
+    from icl.run.execution.device import EVAL_MODES
 
     p = _Parser(prog=prog, description=__doc__.split("\n\n")[0], add_help=False, allow_abbrev=False,
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
@@ -296,7 +296,7 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
         if not check:
             raise ConfigError(f"{where} needs --check (it estimates a run's time before the run; a run measures "
                               f"its own)")
-    from icl.run.device import EVAL_MODES
+    from icl.run.execution.device import EVAL_MODES
 
     evaluate = pick("evaluate", "auto")
     if evaluate not in EVAL_MODES:
@@ -391,11 +391,11 @@ def _split(argv: list[str]) -> tuple[Optional[str], list[str]]:
 
 def main(argv: Optional[Sequence[str]] = None, *, free_space: Any = None) -> int:
     """Entry point; returns the exit status. ``free_space``: how ``--check`` reads a folder's free
-    bytes (default :func:`icl.run.check.disk_free`; tests give a small disk). ``--profile FILE`` (anywhere, taken out before the
+    bytes (default :func:`icl.run.planning.check.disk_free`; tests give a small disk). ``--profile FILE`` (anywhere, taken out before the
     command is read, so not recorded in results.json) runs the command under :mod:`cProfile` and
     writes its pstats to FILE: ``python -m cProfile -m icl.run`` writes nothing, as the process
     ends with ``os._exit`` (:func:`leave`). The models' batches run in worker threads
-    (:mod:`icl.run.guard`), each profiled on its own and added to the main thread's stats: the
+    (:mod:`icl.run.execution.guard`), each profiled on its own and added to the main thread's stats: the
     main thread's wait for a batch (``_thread.lock.acquire`` under ``guard._wait``) and the
     batch itself (``guarded`` in ``guard.py``) are then both counted."""
     argv, profile = take_profile(list(sys.argv[1:] if argv is None else argv))
@@ -404,7 +404,7 @@ def main(argv: Optional[Sequence[str]] = None, *, free_space: Any = None) -> int
     import cProfile
     import pstats
 
-    from icl.run.guard import profile_workers
+    from icl.run.execution.guard import profile_workers
 
     prof = cProfile.Profile()
     with profile_workers() as workers:
@@ -451,8 +451,8 @@ def _checked_main(argv: list[str], free_space: Any = None) -> int:
         return 2
     _start_declared_helpers(argv)  # first: before the imports below
     from icl.store.atomic import OutputWriteError
-    from icl.run.guard import sigterm_as_interrupt
-    from icl.run.lock import LockError
+    from icl.run.execution.guard import sigterm_as_interrupt
+    from icl.run.outputs.lock import LockError
 
     try:
         with sigterm_as_interrupt():  # SIGTERM stops like Ctrl-C: finished batches are kept
@@ -468,7 +468,7 @@ def _checked_main(argv: list[str], free_space: Any = None) -> int:
               file=sys.stderr)
         return 130
     except Exception as exc:
-        if type(exc).__name__ == "RayLost" and type(exc).__module__ == "icl.run.pool":  # without importing Ray
+        if type(exc).__name__ == "RayLost" and type(exc).__module__ == "icl.run.execution.pool":  # without importing Ray
             print(f"icl.run: --ray: {exc}", file=sys.stderr)
             return 1
         raise
@@ -569,11 +569,11 @@ def _main(argv: list[str], free_space: Any = None) -> int:
 
         return _list(open_benchmark(config))
     if args.prefetch:
-        from icl.run.prefetch import prefetch
+        from icl.run.planning.prefetch import prefetch
 
         return prefetch(config, typed, sys.stdout)
     if config.check:
-        from icl.run.check import check
+        from icl.run.planning.check import check
 
         if config.calibrate:  # the calibration runs models as the run does (see below)
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -614,7 +614,7 @@ def _fast_all(rest: list[str], names: list[str], typed: list[str], free_space: A
         configs.append(config)
     names = [n for n in names if n not in broken]
     if configs and configs[0].check:  # --check of every benchmark's smoke run
-        from icl.run.check import check
+        from icl.run.planning.check import check
 
         worst = 0
         for name, config in zip(names, configs):
@@ -671,7 +671,7 @@ def _merge(rest: list[str], typed: list[str]) -> int:
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="draw no plots")
     p.add_argument("--data-root", type=Path, help="the data as seen from this machine (default: the shards' own)")
     args = p.parse_args(rest)
-    from icl.run.merge import merge
+    from icl.run.scaleout.merge import merge
 
     return merge(args.out, args.shards, command=typed, plots=args.plots, data_root=args.data_root).exit_code
 
@@ -682,7 +682,7 @@ STOP_TEARDOWN_S = 3.0
 
 
 def _end_now(status: int) -> None:
-    pool = sys.modules.get("icl.run.pool")  # imported only for --ray
+    pool = sys.modules.get("icl.run.execution.pool")  # imported only for --ray
     if pool is not None:
         pool.tell_watcher()
     for stream in (sys.stdout, sys.stderr):

@@ -33,21 +33,21 @@ from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_b
 from icl.report import reproduction
 from icl.report.html import synthetic_note
 from icl.report.schema import METHOD, SCHEMA_VERSION, common_tables
-from icl.run import responses as R
-from icl.run.compute import ComputeMeter, summarise_costs
-from icl.run.config import ModelSpec, RunConfig, closest, parse_models
-from icl.run.device import eval_device
-from icl.run.engine import Engine, ExecStats, score_answers
-from icl.run.plan import refusal_cell
+from icl.run.execution import responses as R
+from icl.run.execution.compute import ComputeMeter, summarise_costs
+from icl.run.planning.config import ModelSpec, RunConfig, closest, parse_models
+from icl.run.execution.device import eval_device
+from icl.run.execution.engine import Engine, ExecStats, score_answers
+from icl.run.planning.plan import refusal_cell
 from icl.run.errors import ConfigError
 from icl.store.atomic import OutputWriteError, is_user_fixable, write_text
-from icl.run.files import DEFAULT_STORE, claim_folder, replacing, start_plots, write_artifacts, write_outputs
-from icl.run.lock import FolderLock
+from icl.run.outputs.files import DEFAULT_STORE, claim_folder, replacing, start_plots, write_artifacts, write_outputs
+from icl.run.outputs.lock import FolderLock
 from icl.models import hub
-from icl.run.models import RunModel, make_model, resolve_device
+from icl.run.planning.models import RunModel, make_model, resolve_device
 from icl.models.weights import WeightsError
-from icl.run import shard as S
-from icl.run.samples import SAMPLES, log_samples, write_samples
+from icl.run.scaleout import shard as S
+from icl.run.outputs.samples import SAMPLES, log_samples, write_samples
 from icl.store import Failure, Score, ScoreKey, Store, StoreError
 
 MAX_FAILURES_SHOWN = 20
@@ -209,12 +209,12 @@ def _check_before_loading(config: RunConfig, bench: Benchmark, items: Sequence[I
                           judges: Sequence[RunModel], stderr: TextIO) -> None:
     """Before any model is loaded, what ``--check`` lists of the run's files: the checkpoint of
     every model and judge the run will load (work left in the store), its safetensors headers and
-    its networks' architecture against them (:func:`icl.run.check.checkpoint_problems`): one line,
+    its networks' architecture against them (:func:`icl.run.planning.check.checkpoint_problems`): one line,
     exit 2. The disk its outputs need against the output folder's free space
-    (:func:`icl.run.check.disk_warning`, the line ``--check`` warns with) is an estimate: a
+    (:func:`icl.run.planning.check.disk_warning`, the line ``--check`` warns with) is an estimate: a
     warning line, and the run goes on (a disk that does fill stops it with one line, keeping
     every result it stored)."""
-    import icl.run.check as check
+    import icl.run.planning.check as check
 
     loading, needed, remaining = check.to_load(config, bench, items, models, judges)
     if remaining:
@@ -358,12 +358,12 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
 def open_pool(config: RunConfig, device: str, workers: Optional[int], flag: str, local_cpus: int = 0,
               beside: int = 0) -> Any:
     # the models' workers may each span several GPUs; the judge's take one each
-    """Ray workers of a ``--ray`` run (:mod:`icl.run.pool`), else None (Ray is not imported);
+    """Ray workers of a ``--ray`` run (:mod:`icl.run.execution.pool`), else None (Ray is not imported);
     ``local_cpus``: CPUs of a local instance started here (default ``workers``)."""
     if not config.ray:
         return None
     try:
-        from icl.run.pool import RayPool
+        from icl.run.execution.pool import RayPool
     except ImportError as exc:
         raise ConfigError(f"--ray: {exc}{extra_hint(exc)}") from None
     return RayPool(config.ray, workers, device, config.worker_retries, flag, local_cpus or None, beside,
@@ -541,7 +541,7 @@ def _meta(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Se
         extra = {**extra, "shard": {**extra["shard"], "content_sha256": S.content_sha256(
             store, bench.name, bench.protocol, bench.scorer_version, [it.key for it in items],
             [mid for _, mid in models])}}
-    if log_samples(config.log_samples, len(items) * len(models)):  # per-sample log (icl.run.samples)
+    if log_samples(config.log_samples, len(items) * len(models)):  # per-sample log (icl.run.outputs.samples)
         t_samples = time.perf_counter()
         artifacts = {**artifacts, **write_samples(config.out_dir, bench, items, models, judges, store,
                                                   asked_items)}

@@ -3,7 +3,7 @@
 Every file the runner and the shared report code write goes through here (tables,
 results.json, report.md, plots, images); files a benchmark writes with a writer of its own are
 written into a private staging folder and moved into place with ``os.replace``
-(:func:`icl.run.files.staged`). So no output follows a link. A kill at any moment leaves either the previous file or
+(:func:`icl.run.outputs.files.staged`). So no output follows a link. A kill at any moment leaves either the previous file or
 the new one, never a truncated one, and two writers never share a temporary name
 (``tempfile.mkstemp``: created with ``O_EXCL``, never through a link planted under its name).
 ``os.replace`` swaps the directory entry, so a symbolic link planted under an output's name is
@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 
 EXIT_CODE = 2
 _TMP_MARK = ".icl-"
-#: prefix of the staging folders of :func:`icl.run.files.staged` (``tempfile.mkdtemp`` names)
+#: prefix of the staging folders of :func:`icl.run.outputs.files.staged` (``tempfile.mkdtemp`` names)
 STAGING_PREFIX = ".icl-staging-"
 # this writer's temporaries, and the fixed ``<name>.tmp.png`` names of earlier versions
 _STALE = re.compile(r"^\..+\.icl-[a-z0-9_]{8}\.tmp$|^.+\.tmp\.png$")

@@ -15,9 +15,9 @@ import pytest
 from tests.benchmarks.vlicl.conftest import make_published_release
 from tests.models.hub_server import HubServer
 
-from icl.data import fetch as fetch_mod
+from icl.run.planning import fetch as fetch_mod
 from icl.data.__main__ import main
-from icl.data.fetch import HUB_RELEASES, FetchError, fetch
+from icl.run.planning.fetch import HUB_RELEASES, FetchError, fetch
 
 
 def _published_files(root: Path) -> dict[str, bytes]:

@@ -100,8 +100,8 @@ def test_pinned_revision_survives_a_moved_branch(hf_env, server, hub_llava):
 
 
 def test_branch_moved_changes_the_identity(hf_env, server, hub_llava):
-    from icl.run.config import ModelSpec
-    from icl.run.models import make_model
+    from icl.run.planning.config import ModelSpec
+    from icl.run.planning.models import make_model
 
     def model(weights):
         hub.forget()  # as a new run does
@@ -335,8 +335,8 @@ def test_a_corrupt_lfs_file_is_refused_and_removed(hf_env, server, hub_llava):
 def test_a_pickled_adapter_loads_the_recorded_commit_after_the_branch_moved(hf_env, server, hub_llava):
     import pickle
 
-    from icl.run.config import ModelSpec
-    from icl.run.models import make_model
+    from icl.run.planning.config import ModelSpec
+    from icl.run.planning.models import make_model
 
     model = make_model(ModelSpec("hf-vlm", {"weights": f"hf:{REPO}"}), "cpu")
     assert model.adapter.weights == f"hf:{REPO}@{server.a}"  # the adapter holds the pinned reference
@@ -350,8 +350,8 @@ def test_a_pickled_adapter_loads_the_recorded_commit_after_the_branch_moved(hf_e
 
 
 def test_the_pinned_reference_asks_the_hub_nothing_more_in_the_same_process(hf_env, server):
-    from icl.run.config import ModelSpec
-    from icl.run.models import make_model
+    from icl.run.planning.config import ModelSpec
+    from icl.run.planning.models import make_model
 
     model = make_model(ModelSpec("hf-vlm", {"weights": f"hf:{REPO}"}), "cpu")
     asked = len(server.requests)

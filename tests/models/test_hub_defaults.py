@@ -37,8 +37,8 @@ def test_hf_default_resolves_to_the_table_entry(hf_env, server, hub_llava):
 
 
 def test_hf_default_in_a_run_records_the_official_repository_at_its_commit(hf_env, server, hub_llava):
-    from icl.run.config import ModelSpec
-    from icl.run.models import make_model
+    from icl.run.planning.config import ModelSpec
+    from icl.run.planning.models import make_model
 
     repo = hub.parse_ref(OFFICIAL[("lvm", "weights")].ref).repo_id
     llm = server.commit_folder(repo, hub_llava[0])
@@ -74,9 +74,9 @@ def test_a_family_without_a_hub_default_says_where_its_weights_are(hf_env, serve
 
 
 def test_an_unknown_default_is_a_config_error_in_a_run(hf_env, server):
-    from icl.run.config import ModelSpec
+    from icl.run.planning.config import ModelSpec
     from icl.run.errors import ConfigError
-    from icl.run.models import make_model
+    from icl.run.planning.models import make_model
 
     with pytest.raises(ConfigError, match="hf-vlm.*no Hub default.*llava"):
         make_model(ModelSpec("hf-vlm", {"weights": "hf:default"}), "cpu")

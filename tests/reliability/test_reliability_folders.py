@@ -105,7 +105,7 @@ def test_a_run_recorded_in_the_folders_store_counts_a_shared_stores_other_runs_d
     """The store's runs table holds each run's resolved config (as ``run`` records it): a run
     of another benchmark into this folder (killed before its results.json) refuses the folder;
     runs that only shared the store from other folders do not."""
-    from icl.run.files import claim_folder
+    from icl.run.outputs.files import claim_folder
     from icl.store import Store
 
     out = tmp_path / "v"

@@ -19,7 +19,7 @@ import pytest
 
 from icl.data.seeds import rng as seeded_rng
 from icl.models.requests import AnalogyRequest, ChatRequest
-from icl.run.guard import ModelGuard, default_output_limit, readonly_copy, sigterm_as_interrupt, stop_on_signals
+from icl.run.execution.guard import ModelGuard, default_output_limit, readonly_copy, sigterm_as_interrupt, stop_on_signals
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -184,7 +184,7 @@ def test_sigterm_is_handled_like_ctrl_c():
 COPY_FAILS = textwrap.dedent("""
     import json, resource, sys
     import numpy as np
-    from icl.run.guard import ModelGuard
+    from icl.run.execution.guard import ModelGuard
     from tests.reliability.test_reliability_guard import _requests, invert
 
     reqs = _requests(3)
@@ -262,7 +262,7 @@ def test_profile_workers_sees_the_model_thread():
     profiles its own calls, and only inside it."""
     import pstats
 
-    from icl.run.guard import ModelGuard, profile_workers
+    from icl.run.execution.guard import ModelGuard, profile_workers
 
     def busy_model_call(reqs):
         return [sum(range(1000)) for _ in reqs]

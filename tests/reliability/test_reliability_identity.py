@@ -8,8 +8,8 @@ already in the store" with the old scores.
 import json
 import subprocess
 
-from icl.run.config import ModelSpec
-from icl.run.models import make_model
+from icl.run.planning.config import ModelSpec
+from icl.run.planning.models import make_model
 from tests.reliability._runner_models import Configured
 from tests.reliability.test_reliability_runner import _env
 

@@ -17,7 +17,7 @@ from icl.report.plots import read_rgb, write_rgb
 from icl.run import ModelSpec, RunConfig, run
 from icl.store.atomic import write_text
 from icl.run.errors import ConfigError
-from icl.run.lock import LOCK_NAME, FolderLock, LockError
+from icl.run.outputs.lock import LOCK_NAME, FolderLock, LockError
 from tests.reliability.test_reliability_runner import _cmd, _env
 
 PRECIOUS = "the user's file: never written by a run\n"
@@ -132,7 +132,7 @@ def test_a_benchmarks_own_writer_never_writes_through_a_link(tmp_path, builtin_r
     """vibe writes contexts.csv with its own writer (icl.data.contexts); the runner gives it a
     private staging folder and moves the file into place, so a link planted under the name
     after the run's checks is replaced, not followed."""
-    from icl.run.files import write_artifacts
+    from icl.run.outputs.files import write_artifacts
     from icl.run.runner import _plan, open_benchmark
 
     victim, mtime = _victim(tmp_path)

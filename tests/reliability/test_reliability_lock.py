@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from icl.run.lock import LOCK_NAME, FolderLock, LockError
+from icl.run.outputs.lock import LOCK_NAME, FolderLock, LockError
 
 ROOT = Path(__file__).resolve().parents[2]
 # a stand-in for a run's entry: take the folder lock, report, then hold it until stdin closes
 HOLDER = textwrap.dedent("""
     import sys
-    from icl.run.lock import FolderLock, LockError
+    from icl.run.outputs.lock import FolderLock, LockError
     try:
         lock = FolderLock(sys.argv[1]).acquire()
     except LockError as exc:

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from icl.run.guard import ModelGuard, check_stop, stop_on_signals
+from icl.run.execution.guard import ModelGuard, check_stop, stop_on_signals
 from tests.reliability.test_reliability_guard import _requests, invert
 from tests.reliability.test_reliability_runner import _cmd, _env, _scored, _wait_for
 

@@ -25,7 +25,7 @@ from _browser import CHROMIUM, browse
 from icl.report.aggregate import Aggregate, TaskSpec
 from icl.report.html import GENERATOR, html_table, index_html, inline_svg, report_html, write_index
 from icl.report.plots import task_plot
-from icl.run.config import ModelSpec, RunConfig
+from icl.run.planning.config import ModelSpec, RunConfig
 from icl.run.runner import run
 from icl.store import Failure
 

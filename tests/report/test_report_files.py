@@ -1,5 +1,5 @@
 """Report pieces (CSV, rank rows, markdown, terminal summary, plots) from hand-made rows, and
-the files a real run of the visual benchmark writes through them (``icl.run.files`` and the
+the files a real run of the visual benchmark writes through them (``icl.run.outputs.files`` and the
 vibe plugin's summarise / report / plots)."""
 
 import csv
@@ -182,7 +182,7 @@ def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_
     tables = bench.summarise(shuffled)
     # the diagnostics' output changes compare two stored predictions: result_files completes them,
     # as the runner does, from the store
-    from icl.run import responses as R
+    from icl.run.execution import responses as R
     from icl.store import Store
 
     store = Store(tmp_path / "out" / "store.sqlite", create=False)

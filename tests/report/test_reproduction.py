@@ -168,8 +168,8 @@ def test_run_rescore_and_merge_keep_the_verdicts(tmp_path: Path) -> None:
 
 
 def test_published_as_leaves_the_identity_alone() -> None:
-    from icl.run.config import ModelSpec
-    from icl.run.models import make_model
+    from icl.run.planning.config import ModelSpec
+    from icl.run.planning.models import make_model
 
     plain = make_model(ModelSpec("copy-last", {}), "cpu")
     named = make_model(ModelSpec("copy-last", {"published_as": "GPT4V"}), "cpu")

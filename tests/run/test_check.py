@@ -1,4 +1,4 @@
-"""``--check`` (icl.run.check): one check lists every problem a run would meet before its first
+"""``--check`` (icl.run.planning.check): one check lists every problem a run would meet before its first
 model call, with its fix, writes only ``check.json`` and exits 0 or 2; its counts are the run's.
 
 Real everything: tiny LLaVA / Idefics3 checkpoints (``icl.models.vlm.tiny``,
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from icl.run.__main__ import main
-from icl.run.check import CHECK_FILE
+from icl.run.planning.check import CHECK_FILE
 from tests.models.hub_server import REPO, hf_env, hub_llava, server  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def release(tmp_path):
 def held(tmp_path):
     """A live FolderLock on ``tmp_path/out`` held by another process (the real lock)."""
     out = tmp_path / "out"
-    code = ("import sys; from icl.run.lock import FolderLock; "
+    code = ("import sys; from icl.run.outputs.lock import FolderLock; "
             f"FolderLock({str(out)!r}, ['python', '-m', 'icl.run', 'cobsat', '(the other run)']).acquire(); "
             "print('held', flush=True); sys.stdin.read()")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -193,7 +193,7 @@ def test_declared_cuda_is_checked_as_declared(tmp_path):
 
 def _as_if_run_on(store: Path, gpu: str) -> None:
     """Rewrite a store written here as a GPU node's would be: every model's and judge's identity
-    holds ``device`` ``cuda:<gpu>`` (icl.run.models.device_kind), so its id is another, in every
+    holds ``device`` ``cuda:<gpu>`` (icl.run.planning.models.device_kind), so its id is another, in every
     table (no GPU here to write such a store for real)."""
     import hashlib
     import sqlite3
@@ -347,14 +347,14 @@ def _measured_peak(run) -> int:
 def test_the_memory_estimate_is_within_a_factor_of_the_measured_peak(family, tmp_path):
     """The tiny checkpoint of each hf-vlm family, loaded and generating for a batch of 2 requests
     of T = max_context tokens on the CPU: the peak of torch's allocations (weights included) is
-    within :data:`MEMORY_FACTOR` of ``W + 2 x A`` (icl.run.check.memory_estimate). Measured
+    within :data:`MEMORY_FACTOR` of ``W + 2 x A`` (icl.run.planning.check.memory_estimate). Measured
     ratios: 0.82 (LLaVA), 0.82-0.94 (Idefics3), 0.52-0.58 (Gemma 3)."""
     import torch
     from transformers import AutoModelForImageTextToText
 
     from icl.models.vlm.hf import HFVisionLanguage
     from icl.models.vlm.tiny import build_llava
-    from icl.run.check import inspect_weights, memory_estimate, peak_bytes
+    from icl.run.planning.check import inspect_weights, memory_estimate, peak_bytes
     from tests.models.vlm import tiny_vlm
 
     build = build_llava if family == "llava" else getattr(tiny_vlm, f"build_{family}")
@@ -387,11 +387,11 @@ def test_the_check_reports_the_memory_estimate(tmp_path):
 
 def test_the_run_warns_of_a_disk_too_small_and_goes_on_and_a_resume_with_nothing_left_says_nothing(
         tmp_path, monkeypatch, capsys):
-    """The run counts the disk its outputs need as --check does (icl.run.check.to_load); the count
+    """The run counts the disk its outputs need as --check does (icl.run.planning.check.to_load); the count
     is an estimate, so a run warns in one line naming the output folder and goes on (a disk that
     does fill is one line keeping the store: tests/reliability/test_reliability_disk.py); a run
     with nothing left to compute needs no room and says nothing."""
-    import icl.run.check as check
+    import icl.run.planning.check as check
 
     monkeypatch.setattr(check, "disk_free", lambda path: 1024)
     out = tmp_path / "out"
@@ -420,7 +420,7 @@ def test_the_own_network_class_is_named_as_the_check_names_it():
     """The run-start checkpoint check finds the families that build their own network by the class's
     name (importing it imports torch): the name must be the class's."""
     from icl.models.vicl._torch import CheckpointNetworkAdapter
-    from icl.run.check import OWN_NETWORK_ADAPTER
+    from icl.run.planning.check import OWN_NETWORK_ADAPTER
 
     assert f"{CheckpointNetworkAdapter.__module__}.{CheckpointNetworkAdapter.__qualname__}" == OWN_NETWORK_ADAPTER
 
@@ -486,6 +486,6 @@ def test_a_missing_package_is_named_with_where_it_comes_from(tmp_path, capsys):
     ("output /x", "model 'x': kept (not a model's problem)", "model 'x': kept (not a model's problem)"),
 ])
 def test_a_problem_names_its_model_once(where, message, expected):
-    from icl.run.check import unstacked
+    from icl.run.planning.check import unstacked
 
     assert unstacked(where, message) == expected

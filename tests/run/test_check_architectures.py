@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from icl.models import get_model
-from icl.run.check import inspect_weights
+from icl.run.planning.check import inspect_weights
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "models" / "vicl"))
@@ -302,7 +302,7 @@ def test_the_bytes_follow_a_dtype_argument_that_wins_over_precision(tmp_path):
 def test_the_memory_estimate_counts_the_batch_a_pipeline_takes_in_one_call(tmp_path):
     """qwen-image-edit's pipeline refuses a batch of prompts (``most_per_call = 1``): its peak is
     one request's whatever its ``batch_size``; diffusers-t2i's batch goes to the pipeline whole."""
-    from icl.run.check import memory_estimate
+    from icl.run.planning.check import memory_estimate
 
     folder = _sd(tmp_path / "sd")
     qwen = get_model("qwen-image-edit", weights=str(folder), batch_size=4)

@@ -1,4 +1,4 @@
-"""``--check``'s context table (icl.run.check_context): the (task, shots) cells it says overflow are
+"""``--check``'s context table (icl.run.planning.check_context): the (task, shots) cells it says overflow are
 exactly those where the following real run records overflow, and its token counts are the run's.
 
 Real everything: a fabricated VL-ICL release (``tests/benchmarks/vlicl/conftest.py``), tiny random
@@ -20,8 +20,8 @@ from icl.models.base import ContextOverflowError
 from icl.models.requests import ChatRequest, Message
 from icl.models.vlm.hf import HFVisionLanguage
 from icl.run.__main__ import main
-from icl.run.check import CHECK_FILE
-from icl.run.check_context import CANDIDATES
+from icl.run.planning.check import CHECK_FILE
+from icl.run.planning.check_context import CANDIDATES
 
 TASKS = "clevr,operator_induction,matching_mi,textocr,open_mi"
 # The tiny LLaVA's context: on the fabricated release (seeds 0-2, 15 new tokens) clevr's 8-shot
@@ -164,9 +164,9 @@ def test_a_benchmark_without_prompt_size_has_its_requests_built_and_finds_the_sa
     """The check's fallback (each request built and its images and text counted) against VL-ICL's
     own ``prompt_size`` (read off the episode), on the same plan and model: the same longest prompts."""
     from icl.benchmarks.vlicl.benchmark import VLICL
-    from icl.run.check_context import context_check
-    from icl.run.config import parse_models
-    from icl.run.models import make_model
+    from icl.run.planning.check_context import context_check
+    from icl.run.planning.config import parse_models
+    from icl.run.planning.models import make_model
 
     class Unsized(VLICL):
         def prompt_size(self, item):

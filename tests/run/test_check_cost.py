@@ -1,4 +1,4 @@
-"""``--check``'s cost (icl.run.check_cost): ``--calibrate N`` runs N items per model for real in a
+"""``--check``'s cost (icl.run.planning.check_cost): ``--calibrate N`` runs N items per model for real in a
 scratch store and estimates the run's time from them; HTTP models' requests are counted (tokens,
 images) and priced without calling the API, and the run then sends what was counted.
 
@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from icl.run.__main__ import main
-from icl.run.check import CHECK_FILE
-from icl.run.check_cost import MESSAGE_TOKENS, REPLY_TOKENS, image_tokens, text_tokens
+from icl.run.planning.check import CHECK_FILE
+from icl.run.planning.check_cost import MESSAGE_TOKENS, REPLY_TOKENS, image_tokens, text_tokens
 from tests.models.t2i.images_server import ImagesServer
 from tests.models.vlm.raw_http_server import RawServer, Reply, completion
 from tests.run.test_check import COST_FACTOR
@@ -110,7 +110,7 @@ def test_calibration_estimates_the_models_without_stored_compute_and_writes_noth
     assert calibrated["items_remaining"] == 8 and calibrated["seconds_per_item"] > 0
     assert calibrated["estimated_s"] == pytest.approx(calibrated["load_s"] + 8 * calibrated["seconds_per_item"])
     # the first 2 items of the plan (the run's own order)
-    from icl.run.config import RunConfig
+    from icl.run.planning.config import RunConfig
     from icl.run.runner import _planned, open_benchmark
 
     config = RunConfig("cobsat", options=dict(tasks=("Color-I", "Texture-II"), shots=(0, 2), prompts=2), fast=True)
@@ -401,7 +401,7 @@ def test_a_calibration_killed_with_sigkill_leaves_a_scratch_folder_the_next_chec
     import socket
     import time
 
-    from icl.run.check_cost import SCRATCH_PREFIX, scratch_prefix
+    from icl.run.planning.check_cost import SCRATCH_PREFIX, scratch_prefix
 
     site = tmp_path / "site"
     dist = site / "icl_kill_adapter-0.0.dist-info"

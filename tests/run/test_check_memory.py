@@ -1,4 +1,4 @@
-"""``--check``'s peak memory estimate ``peak(B) = W + B x A`` (icl.run.check.memory_estimate, each
+"""``--check``'s peak memory estimate ``peak(B) = W + B x A`` (icl.run.planning.check.memory_estimate, each
 family's ``Adapter.activation_memory``, shared formulas in icl.models.memory) against the measured
 peak of every family that loads torch weights, on its tiny random model.
 
@@ -281,7 +281,7 @@ SLOW = {"qwen-image-edit"}  # about 15 s: its VAE encodes each reference at 1024
 
 @pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.slow) if f in SLOW else f for f in FAMILIES])
 def test_the_memory_estimate_is_within_a_factor_of_the_measured_peak(family, tmp_path):
-    from icl.run.check import memory_estimate, peak_bytes
+    from icl.run.planning.check import memory_estimate, peak_bytes
 
     adapter, requests = FAMILIES[family](tmp_path)
     moved = weight_files_hidden(adapter)  # the estimate reads configurations only, never a weight file
@@ -306,7 +306,7 @@ def test_the_memory_estimate_is_within_a_factor_of_the_measured_peak(family, tmp
 
 def test_a_family_without_an_estimate_reports_the_weights_alone():
     from icl.models.builtin import CopyTarget  # no weights, no activation_memory of its own
-    from icl.run.check import memory_estimate
+    from icl.run.planning.check import memory_estimate
 
     estimate = memory_estimate(CopyTarget(), 1000, 4)
     assert estimate["activation_bytes_per_request"] is None and estimate["basis"].startswith("weights only")
@@ -316,7 +316,7 @@ def test_a_family_without_an_estimate_reports_the_weights_alone():
 def test_an_estimate_that_fails_leaves_the_weights_and_says_why():
     """A family's estimate is advice: one that raises does not stop the check."""
     from icl.models.base import Adapter
-    from icl.run.check import memory_estimate
+    from icl.run.planning.check import memory_estimate
 
     class BrokenEstimate(Adapter):
         name = "broken-estimate"

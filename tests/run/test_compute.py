@@ -1,4 +1,4 @@
-"""Compute per sample (icl.run.compute): the energy arithmetic on a fake counter (a function
+"""Compute per sample (icl.run.execution.compute): the energy arithmetic on a fake counter (a function
 returning millijoules, as ``pynvml.nvmlDeviceGetTotalEnergyConsumption`` does: NVML API
 reference, "nvmlDeviceGetTotalEnergyConsumption: total energy consumption in mJ since the driver
 was last reloaded"), the path where no GPU reports energy, per-request shares and the per-model
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from icl.run.compute import (CallCost, ComputeMeter, call_costs, energy_joules, nvml_energy_reader,
+from icl.run.execution.compute import (CallCost, ComputeMeter, call_costs, energy_joules, nvml_energy_reader,
                              summarise_costs)
 from icl.store import Score, ScoreKey
 

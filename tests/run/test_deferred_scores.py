@@ -14,8 +14,8 @@ from icl.benchmarks import registry as bench_registry
 from icl.benchmarks.base import Benchmark, Item
 from icl.models.requests import ChatRequest
 from icl.run import RunConfig, run
-from icl.run.config import ModelSpec
-from icl.run.device import ScorePipeline
+from icl.run.planning.config import ModelSpec
+from icl.run.execution.device import ScorePipeline
 from icl.store import Store
 
 

@@ -22,7 +22,7 @@ from icl.models.builtin import Oracle
 from icl.benchmarks.vibe.tasks import list_tasks
 from icl.models.registry import unregister_model
 from icl.run.__main__ import main
-from icl.run.device import ScorePipeline, eval_device, tensor_requests, upload
+from icl.run.execution.device import ScorePipeline, eval_device, tensor_requests, upload
 from icl.store import Store
 from tests.run._adapters import BadShape
 from tests.run.conftest import icl_run, item_fields, metrics_by_key, score_rows

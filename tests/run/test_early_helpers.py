@@ -85,7 +85,7 @@ def test_a_run_stops_a_guessed_pool_it_does_not_use(monkeypatch):
     """best50 scores no LPIPS: a pool started on the command line's guess is stopped when the run
     begins (here the LPIPS pool, with a helper that does nothing but wait); a pool an earlier run
     started itself stays for the next run that needs it."""
-    from icl.run.config import RunConfig
+    from icl.run.planning.config import RunConfig
     from icl.run.runner import _start_helpers, open_benchmark
 
     monkeypatch.delenv(_helpers.ENV, raising=False)

@@ -1,4 +1,4 @@
-"""``--prefetch`` (icl.run.prefetch): a run's Hub weights downloaded into the Hugging Face cache
+"""``--prefetch`` (icl.run.planning.prefetch): a run's Hub weights downloaded into the Hugging Face cache
 from the test Hub (tests/models/hub_server.py), with the offline command line; nothing runs. Its
 data: a missing VL-ICL or CoBSAT release fetched from the Hub (tests/data/test_fetch.py's fabricated
 ones), the fetch command named without --data-root, a release not fetched said so."""

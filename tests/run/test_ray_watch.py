@@ -1,4 +1,4 @@
-""":mod:`icl.run._ray_watch`: the watcher beside a local Ray instance says icl's line when the
+""":mod:`icl.run.execution._ray_watch`: the watcher beside a local Ray instance says icl's line when the
 driver ended without a word after a watched process ended, and nothing otherwise. Real
 processes: a ``sleep`` stands for the raylet, the watcher runs as the driver starts it
 (``python -I -S`` by path). Ray's own part (ending a driver at its next object-store call) is
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from icl.run import _ray_watch
+from icl.run.execution import _ray_watch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

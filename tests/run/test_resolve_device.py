@@ -17,7 +17,7 @@ import pytest
 
 PROBE = textwrap.dedent("""
     import json, sys
-    from icl.run.models import _cpu_only_torch, resolve_device
+    from icl.run.planning.models import _cpu_only_torch, resolve_device
     cpu_only = _cpu_only_torch()
     device = resolve_device("auto") if RESOLVE else None
     print(json.dumps({"cpu_only": cpu_only, "device": device, "torch": "torch" in sys.modules}))

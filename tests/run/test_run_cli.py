@@ -7,7 +7,7 @@ import pytest
 from icl.benchmarks.registry import get_benchmark
 from icl.benchmarks.vibe.plan import DEFAULT_MODELS
 from icl.run.__main__ import add_benchmark_options, build_config, common_parser, main
-from icl.run.config import ModelSpec, RunConfig, apply_model_args, parse_models, parse_value
+from icl.run.planning.config import ModelSpec, RunConfig, apply_model_args, parse_models, parse_value
 from icl.run.errors import ConfigError
 from icl.run.runner import open_benchmark
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from icl.run.__main__ import main
-from icl.run.config import ModelSpec, apply_model_args, parse_models, parse_value
+from icl.run.planning.config import ModelSpec, apply_model_args, parse_models, parse_value
 from icl.run.errors import ConfigError
 
 

@@ -10,10 +10,10 @@ from icl.benchmarks import registry as bench_registry
 from icl.benchmarks.base import Benchmark, Item
 from icl.models import register_model
 from icl.models.registry import unregister_model
-from icl.run.compute import ComputeMeter
-from icl.run.config import ModelSpec, RunConfig
+from icl.run.execution.compute import ComputeMeter
+from icl.run.planning.config import ModelSpec, RunConfig
 from icl.run.errors import ConfigError
-from icl.run.models import make_model
+from icl.run.planning.models import make_model
 from icl.run.runner import _plan, open_benchmark
 from tests.run._adapters import Constant
 

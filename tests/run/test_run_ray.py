@@ -4,7 +4,7 @@ killed mid-run (its batch goes to the other worker) and when the driver is kille
 the run resumed; without ``--ray`` nothing imports Ray.
 
 One Ray instance serves the module: started as ``--ray auto`` starts one
-(:func:`icl.run.pool.connect`: 127.0.0.1, one CPU per worker), then joined by the in-process runs
+(:func:`icl.run.execution.pool.connect`: 127.0.0.1, one CPU per worker), then joined by the in-process runs
 and, through ``RAY_ADDRESS``, by the driver subprocess that is killed.
 """
 
@@ -27,10 +27,10 @@ import pytest
 from icl.models import register_model
 from icl.models.builtin import Oracle
 from icl.models.registry import unregister_model
-from icl.run import _ray_watch
-from icl.run.config import ModelSpec, RunConfig
+from icl.run.execution import _ray_watch
+from icl.run.planning.config import ModelSpec, RunConfig
 from icl.run.runner import run
-from icl.run.samples import stable_digest
+from icl.run.outputs.samples import stable_digest
 from tests.run.conftest import score_rows
 
 ray = pytest.importorskip("ray")
@@ -51,7 +51,7 @@ def cluster(tmp_path_factory):
     register_model("dies-once", "tests.run._adapters:DiesOnce")
     register_model("stops-once", "tests.run._adapters:StopsOnce")
     address = os.environ.pop("RAY_ADDRESS", None)
-    from icl.run.pool import connect
+    from icl.run.execution.pool import connect
 
     assert connect("auto", WORKERS, gpus=False).startswith("a local Ray instance")
     try:
@@ -353,7 +353,7 @@ def test_sigterm_stops_a_ray_run_cleanly_with_130(tmp_path, builtin_root, whom):
 def test_losing_the_local_raylet_is_one_line(tmp_path, builtin_root):
     """The local instance's raylet killed (SIGKILL, as the OOM killer would): one line of icl's,
     exit 1, the committed batches kept: said by the run itself, or, when Ray ended the driver
-    first (at its next object-store call), by the watcher :func:`icl.run.pool.connect` started."""
+    first (at its next object-store call), by the watcher :func:`icl.run.execution.pool.connect` started."""
     proc, out = _own_instance_driver(tmp_path, builtin_root)
     try:
         raylets = []
@@ -387,7 +387,7 @@ def test_losing_the_local_raylet_is_one_line(tmp_path, builtin_root):
 _ENDED_BY_RAY = """
 import os, signal, sys, time
 import ray
-from icl.run.pool import _local_processes, connect
+from icl.run.execution.pool import _local_processes, connect
 connect("auto", 1, gpus=False)
 raylet = dict(_local_processes())["raylet"]
 os.kill(raylet.pid, signal.SIGKILL)

@@ -21,9 +21,9 @@ import pytest
 from icl.models import Adapter, register_model
 from icl.models.registry import unregister_model
 from icl.run.__main__ import main
-from icl.run.lock import FolderLock
-from icl.run.samples import stable_digest
-from icl.run.shard import select, shard_of
+from icl.run.outputs.lock import FolderLock
+from icl.run.outputs.samples import stable_digest
+from icl.run.scaleout.shard import select, shard_of
 
 COMMON = ["--no-progress", "--device", "cpu"]
 # files a merged run writes differently from the unsharded run by nature: its lock record, its
@@ -346,7 +346,7 @@ def test_shard_is_a_stable_hash_of_the_key():
 
 def test_growing_plan_moves_no_item(fast_data):
     """A plan with more tasks and shots keeps every earlier item in its shard (real vibe plans)."""
-    from icl.run.config import RunConfig
+    from icl.run.planning.config import RunConfig
     from icl.run.runner import _plan, open_benchmark
 
     def plan(tasks: str, shots: str) -> list:

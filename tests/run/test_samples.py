@@ -1,4 +1,4 @@
-"""samples.jsonl / requests.jsonl / samples/*.png of a run (icl.run.samples) and
+"""samples.jsonl / requests.jsonl / samples/*.png of a run (icl.run.outputs.samples) and
 ``python -m icl.run export``, on the fast built-in data of vibe (image answers of analogy
 models), vlicl (text answers and image answers judged by the built-in judge) and cobsat
 (generated images, judged). Fields and order follow lm-evaluation-harness's per-sample log
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from icl.run.__main__ import main
-from icl.run.samples import AUTO_LIMIT, image_name, log_samples, request_summary, stable_digest
+from icl.run.outputs.samples import AUTO_LIMIT, image_name, log_samples, request_summary, stable_digest
 
 KEYS = ["item", "group", "model", "model_id", "judge", "status", "reason", "error", "request", "answer", "metrics",
         "judge_answers", "generation", "compute"]

@@ -1,4 +1,4 @@
-"""Figures handed to helper processes (``Benchmark.plots`` returning jobs, icl.run.files.Plots): the
+"""Figures handed to helper processes (``Benchmark.plots`` returning jobs, icl.run.outputs.files.Plots): the
 runner writes its other files meanwhile, publishes the figures in the benchmark's order, and a
 figure that fails fails the run without leaving a staging folder or half a figure behind."""
 
@@ -13,7 +13,7 @@ from icl.benchmarks import registry as bench_registry
 from icl.benchmarks.base import Benchmark, Item
 from icl.models.requests import ChatRequest
 from icl.run import RunConfig, run
-from icl.run.config import ModelSpec
+from icl.run.planning.config import ModelSpec
 
 
 def write_figure(path: Path, text: str) -> list[Path]:

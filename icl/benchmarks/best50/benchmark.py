@@ -258,7 +258,7 @@ class Best50(Benchmark):
             rows = [r for r in tables["best50_results"] if r["model"] == model]
             prefix = "" if len(models) == 1 else f"{safe_name(model)}_"
             jobs.append(_helpers.submit("figures", plot_metrics, rows, out, prefix))
-        return jobs  # collected by the runner (icl.run.files.Plots)
+        return jobs  # collected by the runner (icl.run.outputs.files.Plots)
 
 
 def _register() -> None:

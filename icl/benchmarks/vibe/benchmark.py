@@ -359,7 +359,7 @@ class Vibe(Benchmark):
         for t in self._tables:
             jobs.append(_helpers.submit("figures", rank_heatmap, t, out / f"ranks_k{t.shots}.png", intervals.get(t.shots)))
         jobs += self._qualitative(specs, out, answers)
-        return [job for job in jobs if job is not None]  # collected by the runner (icl.run.files.Plots)
+        return [job for job in jobs if job is not None]  # collected by the runner (icl.run.outputs.files.Plots)
 
     def _qualitative(self, specs: Mapping[str, TaskSpec], out: Path,
                      answers: Optional[Callable[[str], dict[str, Any]]]) -> list[Any]:

@@ -336,7 +336,7 @@ _SHORT = ("text", "reference", "adherence", "cleanliness", "scene", "quality")
 
 
 def _failed(mode: str) -> dict[str, float]:
-    """A failed generation (a refused one is not applicable, never scored: icl.run.engine): with
+    """A failed generation (a refused one is not applicable, never scored: icl.run.execution.engine): with
     ``skip`` NaN on every score (means skip NaN, so it is left out of them, as the source leaves
     out tasks without an image); with
     ``score1`` 1 on every criterion (and 0 on the spatial measures), kept in the means."""

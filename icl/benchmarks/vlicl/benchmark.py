@@ -426,7 +426,7 @@ class VLICL(Benchmark):
         out.mkdir(parents=True, exist_ok=True)
         jobs = [_helpers.submit("figures", shot_curves, tables.get("accuracy", []), out),  # in helper processes
                 _helpers.submit("figures", efficiency_front, tables.get("shot_summary", []), out)]
-        return jobs  # collected by the runner (icl.run.files.Plots)
+        return jobs  # collected by the runner (icl.run.outputs.files.Plots)
 
     def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         rows = tables.get("shot_summary", [])

@@ -264,7 +264,7 @@ def load_module(module: nn.Module, state: dict[str, torch.Tensor], path: Path, w
 def state_mismatch(module: nn.Module, state: dict[str, torch.Tensor], path: Path, what: str) -> Optional[str]:
     """Why ``state`` does not load strictly into ``module`` (its missing, unexpected and
     wrongly shaped names), or None. Names and shapes only: ``module`` may live on ``meta`` and
-    ``state`` map its file (``--check``, :func:`icl.run.check.inspect_weights`)."""
+    ``state`` map its file (``--check``, :func:`icl.run.planning.check.inspect_weights`)."""
     own = module.state_dict()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]

@@ -179,7 +179,7 @@ class CheckpointNetworkAdapter(TorchAdapter):
     """A :class:`TorchAdapter` whose network is its own torch module loaded strictly from a
     ``torch.save`` / safetensors checkpoint (Painter, MAE-VQGAN): ``build`` is :meth:`network`
     with :meth:`checkpoint_state` loaded, and ``--check`` applies the same rule before any load
-    (the network built on ``meta``, the checkpoint mapped: :func:`icl.run.check.inspect_weights`)."""
+    (the network built on ``meta``, the checkpoint mapped: :func:`icl.run.planning.check.inspect_weights`)."""
 
     #: what a checkpoint that does not fit :meth:`network` is called in the error, and the names
     #: it may hold that the network has no place for (training-only tensors)

@@ -17,7 +17,7 @@ context, a :class:`~icl.models.ContextOverflowError` *instance* in that slot (ne
 never truncated); the other requests of the batch are answered. Malformed requests raise.
 :meth:`HFVisionLanguage.prompt_length` counts a prompt as that guard does (the same rendering,
 processor and count) from the configuration and processor alone, without the weights: what
-``--check`` tells the overflow of a run with (:mod:`icl.run.check_context`).
+``--check`` tells the overflow of a run with (:mod:`icl.run.planning.check_context`).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ Execution arguments (``execution_args``; outside the model identity, so the stor
 reused across them): ``concurrency``, ``timeout``, ``max_retries``, ``backoff``, ``max_backoff``,
 ``max_rps``, ``max_response_bytes`` and ``batch_size`` (each request is its own HTTP call, so the
 batch cannot change an answer), and the prices ``--check`` turns the requests into money with
-(:data:`PRICES`; ``icl.run.check_cost``): ``price_in`` and ``price_out`` per 1M input and output
+(:data:`PRICES`; ``icl.run.planning.check_cost``): ``price_in`` and ``price_out`` per 1M input and output
 tokens, ``price_image`` per image (see :func:`check_price`).
 """
 

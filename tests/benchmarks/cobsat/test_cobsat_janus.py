@@ -15,7 +15,7 @@ import pytest
 from icl.benchmarks.cobsat.benchmark import CoBSAT
 from icl.benchmarks.cobsat.vocab import display
 from icl.models import get_model
-from icl.run import responses as R
+from icl.run.execution import responses as R
 from icl.run.__main__ import main
 
 pytestmark = pytest.mark.slow  # ~8 s: six generations of 16 image tokens with classifier-free guidance

@@ -82,8 +82,8 @@ def test_a_url_answer_is_a_clear_failure(server):
 
 
 def test_key_from_the_named_variable_never_stored(server, monkeypatch):
-    from icl.run.config import ModelSpec
-    from icl.run.models import make_model
+    from icl.run.planning.config import ModelSpec
+    from icl.run.planning.models import make_model
 
     monkeypatch.setenv("ICL_TEST_IMAGES_KEY", "sk-secret-123")
     model = client(server, api_key_env="ICL_TEST_IMAGES_KEY")

@@ -1,12 +1,12 @@
 """The contents of the file a ``config=`` model argument names are part of the model's
-identity (``icl.run.models.make_model`` hashes ``weight_files()``): editing the file gives a
+identity (``icl.run.planning.models.make_model`` hashes ``weight_files()``): editing the file gives a
 new model id, so no stored answer is reused for another architecture."""
 
 import json
 
 from _tiny import PAINTER, painter_checkpoint
-from icl.run.config import ModelSpec
-from icl.run.models import make_model
+from icl.run.planning.config import ModelSpec
+from icl.run.planning.models import make_model
 
 
 def test_config_file_contents_enter_the_model_id(tmp_path):

@@ -223,8 +223,8 @@ def test_raw_mode_renders_the_reference_prompt_and_answers(tiny_folders, llava):
 
 
 def test_chat_template_file_name_and_system(tiny_folders, tmp_path):
-    from icl.run.config import ModelSpec
-    from icl.run.models import make_model
+    from icl.run.planning.config import ModelSpec
+    from icl.run.planning.models import make_model
 
     template = tmp_path / "plain.jinja"
     template.write_text("{% for m in messages %}[{{ m['role'] }}]{% for p in m['content'] %}"

@@ -13,8 +13,8 @@ import pytest
 
 from icl.models.vlm.tiny import BUILTIN_MARKER, build_llava, builtin_tiny_chat
 from icl.models.weights import tree_digest
-from icl.run.config import ModelSpec
-from icl.run.models import make_model
+from icl.run.planning.config import ModelSpec
+from icl.run.planning.models import make_model
 
 pytestmark = pytest.mark.slow  # transformers import and model builds: seconds
 

@@ -1,4 +1,4 @@
-"""``--check``'s cost (:mod:`icl.run.check`, item 6): the wall time each model will take, and
+"""``--check``'s cost (:mod:`icl.run.planning.check`, item 6): the wall time each model will take, and
 for HTTP models the tokens, images and money their requests take. Nothing here calls an API
 except ``--calibrate``, which runs models for real on purpose.
 
@@ -17,7 +17,7 @@ their sum. Each is read (:func:`time_estimate`, :func:`judge_time_estimate`) fro
    ``stored compute of n items``; else
 2. with ``--calibrate N`` (:func:`calibrate`): a real run of the model's first N remaining items,
    in plan order (those the run would ask it first), by the run's own engine
-   (:class:`icl.run.engine.Engine`: loading, batches of its ``batch_size``, the guard, follow-ups,
+   (:class:`icl.run.execution.engine.Engine`: loading, batches of its ``batch_size``, the guard, follow-ups,
    judges, scoring, the helper processes of the benchmark) into a scratch store in a temporary
    folder, removed afterwards, read back with the same two functions: basis
    ``calibrated on n items``. The user's store and output folder receive nothing of it; its
@@ -73,8 +73,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from icl.run.check import UNKNOWN_COST, Problem, _duration, _offline, _table
-from icl.run.plan import SETTLED
+from icl.run.planning.check import UNKNOWN_COST, Problem, _duration, _offline, _table
+from icl.run.planning.plan import SETTLED
 
 # adapters whose requests are priced (class anywhere in the adapter's MRO -> family)
 HTTP_FAMILIES = {"icl.models.t2i.openai_images.OpenAIImages": "openai-images",
@@ -202,7 +202,7 @@ def calibrate(config: Any, bench: Any, device: str, declared_only: bool, models:
     try:
         measured, judged = _scratch_run(config, bench, device, targets, judges, works, n, judge_todo)
     except Exception as exc:  # the engine records item failures itself: this is the scratch store or folder
-        from icl.run.engine import short_trace
+        from icl.run.execution.engine import short_trace
 
         problems.append(Problem("calibrate", "--calibrate", f"the calibration stopped: {short_trace(exc)}",
                                 "see the message (the scratch store lies in the system's temporary folder: "
@@ -267,9 +267,9 @@ def _scratch_run(config: Any, bench: Any, device: str, targets: Sequence[Any], j
     scratch store for the model's remaining items); per label of ``judge_todo`` (a judge -> the
     items it has still to judge): its :func:`judge_time_estimate` on the scratch store."""
     from icl import _helpers
-    from icl.run.compute import ComputeMeter
-    from icl.run.device import eval_device
-    from icl.run.engine import Engine
+    from icl.run.execution.compute import ComputeMeter
+    from icl.run.execution.device import eval_device
+    from icl.run.execution.engine import Engine
     from icl.store import Store
 
     where = eval_device(device, config.evaluate)
@@ -416,7 +416,7 @@ def http_cost(store: Any, bench: Any, model: Any, todo: Sequence[Any], model_id:
         return {}
     from icl.models.requests import ChatRequest, GenerationRequest, content_hash
     from icl.models.t2i.common import prompt_text
-    from icl.run.engine import MAX_STEPS
+    from icl.run.execution.engine import MAX_STEPS
 
     adapter = model.adapter
     detail, suffix = getattr(adapter, "detail", None), getattr(adapter, "suffix", None)

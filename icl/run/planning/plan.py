@@ -1,5 +1,5 @@
 """What a run asks each model: the one computation of the work left, shared by the engine
-(:meth:`icl.run.engine.Engine.run`) and ``--check`` (:mod:`icl.run.check`), so what the check
+(:meth:`icl.run.execution.engine.Engine.run`) and ``--check`` (:mod:`icl.run.planning.check`), so what the check
 promises is what the run then does.
 
 Per model, in plan order: the items whose request type it serves (the others are listed as not

@@ -186,20 +186,20 @@ class RunConfig:
     plots: bool = True
     progress: bool = True
     trace_memory: bool = False
-    # (I, N): run only the plan items of shard I of N (:mod:`icl.run.shard`); None: the whole plan
+    # (I, N): run only the plan items of shard I of N (:mod:`icl.run.scaleout.shard`); None: the whole plan
     shard: Optional[tuple[int, int]] = None
-    # samples.jsonl (icl.run.samples): None is on for runs under 100k planned items x models
+    # samples.jsonl (icl.run.outputs.samples): None is on for runs under 100k planned items x models
     log_samples: Optional[bool] = None
-    # scale-out (icl.run.pool): a Ray address, or "auto"; None runs the models in this process
+    # scale-out (icl.run.execution.pool): a Ray address, or "auto"; None runs the models in this process
     ray: Optional[str] = None
     workers: Optional[int] = None  # Ray workers (default: one per GPU of the cluster, else one)
     judge_workers: Optional[int] = None  # Ray workers of the judge (None: the judge runs in this process)
     gpus_per_worker: int = 1  # GPUs each model worker sees (a model spread over them with device_map)
     worker_retries: int = 2  # resends of a batch whose worker died, before its items fail
-    # --check (``check = true`` in run.toml): check the run, run nothing (icl.run.check); never in results.json
+    # --check (``check = true`` in run.toml): check the run, run nothing (icl.run.planning.check); never in results.json
     check: bool = False
     # --calibrate N (with --check): run N items per model without stored compute for real, in a
-    # scratch store, to estimate its time (icl.run.check_cost); never in results.json
+    # scratch store, to estimate its time (icl.run.planning.check_cost); never in results.json
     calibrate: Optional[int] = None
     command: Optional[list[str]] = None
     # this run is the whole process (one benchmark from the command line): its printed time and

@@ -7,7 +7,7 @@ settings, data fingerprints and unsharded plan (its SHA-256, recorded by each sh
 recomputed here from the data), icl version and git revision (where both shards recorded one);
 every shard 0..N-1 given exactly once; each shard complete (a stored score for every (item of
 the shard, model) pair) and its store unchanged since the shard ended (the digest of its scores
-and answers, :func:`icl.run.shard.content_sha256`, recorded in its results.json; a shard of an
+and answers, :func:`icl.run.scaleout.shard.content_sha256`, recorded in its results.json; a shard of an
 earlier icl, without one, is merged with a warning). An icl other than the shards' merging
 them is told in a warning line. Then every row of every shard's
 store is copied into OUT's store in one transaction (:meth:`icl.store.Store.copy_from`: table
@@ -36,15 +36,15 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, TextIO
 
 from icl.benchmarks.base import Benchmark, Item
-from icl.run import shard as S
-from icl.run.config import RunConfig
-from icl.run.engine import ExecStats
+from icl.run.scaleout import shard as S
+from icl.run.planning.config import RunConfig
+from icl.run.execution.engine import ExecStats
 from icl.run.errors import ConfigError
-from icl.run.files import INCOMPLETE, claim_folder, replacing, write_artifacts
-from icl.run.lock import LOCK_NAME, FolderLock
+from icl.run.outputs.files import INCOMPLETE, claim_folder, replacing, write_artifacts
+from icl.run.outputs.lock import LOCK_NAME, FolderLock
 from icl.run.runner import (Outcome, _absolute, _applicable, _plan, _run_store, finish, open_benchmark,
                             print_summary, recorded_judges, recorded_models, recorded_roles, writable)
-from icl.run.samples import SAMPLES
+from icl.run.outputs.samples import SAMPLES
 from icl.store import ComputeRecord, Failure, Store, StoreError
 from icl.store.copy import open_read_only
 
@@ -292,7 +292,7 @@ def _check_complete(bench: Benchmark, items: Sequence[Item], shards: Sequence[Sh
 
 def _check_content(bench: Benchmark, s: Shard, mine: Sequence[Item], models: Sequence[tuple[str, str]],
                    stderr: TextIO) -> None:
-    """The shard's store holds what it held when the shard ended (:func:`icl.run.shard.content_sha256`,
+    """The shard's store holds what it held when the shard ended (:func:`icl.run.scaleout.shard.content_sha256`,
     recorded in its results.json): a store edited since (by hand, by another tool) is refused."""
     recorded = s.meta["shard"].get("content_sha256")
     if recorded is None:
@@ -316,7 +316,7 @@ def _check_code(shards: Sequence[Shard], stderr: TextIO) -> None:
     """Warn loudly when the icl merging is not the one that computed the shards (the plan,
     recomputed here, and the settings are checked; the scores are the shards')."""
     import icl
-    from icl.run.meta import git_revision
+    from icl.run.outputs.meta import git_revision
 
     here = dict(_code(dict(icl_version=icl.__version__, git_revision=git_revision())))
     for what, value in _code(shards[0].meta):

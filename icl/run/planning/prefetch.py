@@ -3,14 +3,14 @@ cache, and the run's data where it comes from the Hub, and say how to run it off
 loaded or asked: on a cluster, run it on a login node (network), then the run itself with
 ``HF_HUB_OFFLINE=1`` on the compute nodes.
 
-Each model is instantiated as the run would (:func:`icl.run.models.make_model`), which resolves
+Each model is instantiated as the run would (:func:`icl.run.planning.models.make_model`), which resolves
 every weight source it reports, so exactly the files the run will need come down.
 
 Data: a benchmark whose published release ``python -m icl.data fetch NAME`` downloads from the
-Hub (:data:`icl.data.fetch.HUB_RELEASES`) is fetched into ``--data-root`` when that
+Hub (:data:`icl.run.planning.fetch.HUB_RELEASES`) is fetched into ``--data-root`` when that
 folder is missing or empty (the same download and checks as ``fetch``); without ``--data-root``
 the fetch command that provides one is printed. A release known not to be on the Hub
-(:data:`icl.data.fetch.NOT_PUBLISHED`) is said so. ``--fast`` runs use built-in data: nothing.
+(:data:`icl.run.planning.fetch.NOT_PUBLISHED`) is said so. ``--fast`` runs use built-in data: nothing.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import shlex
 from typing import Sequence, TextIO
 
 from icl.models import hub
-from icl.run.config import RunConfig, parse_models
+from icl.run.planning.config import RunConfig, parse_models
 from icl.run.errors import ConfigError
-from icl.run.models import make_model
+from icl.run.planning.models import make_model
 
 
 def prefetch(config: RunConfig, typed: Sequence[str], stdout: TextIO) -> int:
@@ -54,7 +54,7 @@ def prefetch(config: RunConfig, typed: Sequence[str], stdout: TextIO) -> int:
 
 def prefetch_data(config: RunConfig, stdout: TextIO) -> bool:
     """The run's data from the Hub (module docstring); True when it fetched the data."""
-    from icl.data import fetch as releases
+    from icl.run.planning import fetch as releases
 
     if config.fast:
         return False

@@ -28,7 +28,7 @@ from icl.models.base import REFERENCE_MODULES
 from icl.models.registry import model_factory
 from icl.models import hub
 from icl.models.weights import WeightsError, tree_digest, weight_identity
-from icl.run.config import RUNNER_MODEL_ARGS, ModelSpec, closest
+from icl.run.planning.config import RUNNER_MODEL_ARGS, ModelSpec, closest
 from icl.run.errors import ConfigError
 
 

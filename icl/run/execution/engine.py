@@ -9,7 +9,7 @@ response already stored for the same request and model identity is reused
 without calling the model. Every batch is committed in one transaction as soon as it is scored,
 so a killed run loses at most the batch in flight (and, with scoring overlapped, the one being
 scored): with overlap, the main thread commits a scored batch while it waits for the model's next
-call (:func:`icl.run.guard.while_waiting`), never only after that call. An item that
+call (:func:`icl.run.execution.guard.while_waiting`), never only after that call. An item that
 cannot be built, answered or scored is recorded as
 failed (naming the item, model and file) and the run goes on; failed items are asked again on
 the next run. A request the model refuses (:meth:`icl.models.base.Adapter.would_refuse`, asked
@@ -17,11 +17,11 @@ before it is sent, or a :class:`~icl.models.base.RequestRefused` in its slot) is
 ``refused``: stored like an overflow (never asked again with the same settings), scored as not
 applicable (no metrics, never a failure) and never counted toward stopping the model.
 
-With device evaluation (:mod:`icl.run.device`) image answers stay tensors on the run's device
+With device evaluation (:mod:`icl.run.execution.device`) image answers stay tensors on the run's device
 and are scored there, in a background thread that overlaps the model's next batch; batches are
 still committed one by one, in order, on the main thread.
 
-With a worker pool (``--ray``, :mod:`icl.run.pool`) each batch is started (requests built, the
+With a worker pool (``--ray``, :mod:`icl.run.execution.pool`) each batch is started (requests built, the
 store asked, the model's first call sent to a worker) up to ``pool.ahead`` batches before it is
 finished (answers collected, follow-ups, judge, scores, commit); batches finish in plan order on
 this thread, which alone writes the store, so the results do not depend on which worker
@@ -41,12 +41,12 @@ from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
 from icl.models.base import ContextOverflowError, RequestRefused
 from icl.models.requests import AnalogyRequest, content_hash
-from icl.run import responses as R
-from icl.run.compute import CallCost, ComputeMeter, call_costs
-from icl.run.device import ScorePipeline, tensor_requests
-from icl.run.guard import ItemOutcome, ModelGuard, check_stop, while_waiting
-from icl.run.plan import SETTLED, model_work, refusal
-from icl.run.models import RunModel
+from icl.run.execution import responses as R
+from icl.run.execution.compute import CallCost, ComputeMeter, call_costs
+from icl.run.execution.device import ScorePipeline, tensor_requests
+from icl.run.execution.guard import ItemOutcome, ModelGuard, check_stop, while_waiting
+from icl.run.planning.plan import SETTLED, model_work, refusal
+from icl.run.planning.models import RunModel
 from icl.store import Failure, Response, Score, ScoreKey, Store
 
 MAX_STEPS = 4  # answers per item (the first and its follow-ups)
@@ -140,7 +140,7 @@ class Engine:
         self.bench, self.models, self.judges, self.store = benchmark, list(models), list(judges), store
         self.run_id, self.meter, self.device, self.eval_device = run_id, meter, device, eval_device
         self.progress = progress
-        self.pool = pool  # the models' calls go to these workers (icl.run.pool.RayPool); None: this process
+        self.pool = pool  # the models' calls go to these workers (icl.run.execution.pool.RayPool); None: this process
         self.judge_pool = judge_pool  # the judge's own workers; None: this process
         self.stats = ExecStats()
         self._guards: dict[str, ModelGuard] = {}
@@ -168,7 +168,7 @@ class Engine:
 
         b = self.bench
         pending = []
-        for m in self.models:  # the work left: icl.run.plan, the computation --check reports
+        for m in self.models:  # the work left: icl.run.planning.plan, the computation --check reports
             work = model_work(b, items, m.serves, self.judge_ids,
                               lambda j, m=m: self.store.done(b.name, b.protocol, m.model_id, j, b.scorer_version))
             self.stats.skipped += work.skipped  # counts are scores (item x judge)
@@ -188,7 +188,7 @@ class Engine:
                     finished = 0
                     while finished < len(batches):
                         while len(started) < ahead and finished + len(started) < len(batches):
-                            check_stop()  # SIGTERM/SIGINT stop the run here, between batches (icl.run.guard)
+                            check_stop()  # SIGTERM/SIGINT stop the run here, between batches (icl.run.execution.guard)
                             self.pipeline.commit_ready()
                             started.append(self._start(m, batches[finished + len(started)]))
                         bar.set_description(f"{b.name} {m.label}", refresh=False)
@@ -423,7 +423,7 @@ class Engine:
         if tensors:
             sent = tensor_requests(reqs, self.eval_device)  # each image crosses once
         guard = self._guards.get(model.model_id)
-        if guard is None:  # read-only input copies, per-item retries, a timeout (icl.run.guard)
+        if guard is None:  # read-only input copies, per-item retries, a timeout (icl.run.execution.guard)
             guard = self._guards[model.model_id] = ModelGuard(
                 model.adapter.predict, timeout_s=model.timeout or DEFAULT_TIMEOUT_S, name=model.label,
                 copy_inputs=not tensors)

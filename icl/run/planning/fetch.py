@@ -64,7 +64,7 @@ HUB_RELEASES: dict[str, HubRelease] = {
     "vlicl": HubRelease("ys-zong/VL-ICL", "6c63a33ca4f9fa1eda4b5301f6d82655bbdfa71d",
                         VLICL_IMAGE_TASKS + VLICL_TEXT_FOLDERS, ("support.zip", "query.zip"), "MIT",
                         "huggingface.co/datasets/ys-zong/VL-ICL (README.md, unzip.sh)",
-                        "icl.data.fetch:validate_vlicl"),
+                        "icl.run.planning.fetch:validate_vlicl"),
     # huggingface.co/datasets/yzeng58/CoBSAT, commit 99928c5 ("Upload 517 files": the captions
     # datasets/{theme}.csv and the images datasets/{attr_type}_{obj}/{attr}_{obj}.jpg, with a
     # datasets loading script CoBSAT.py that icl neither downloads nor runs); the authors' README
@@ -73,7 +73,7 @@ HUB_RELEASES: dict[str, HubRelease] = {
     "cobsat": HubRelease("yzeng58/CoBSAT", "99928c5d1fde398973efef652be9879313b63c5d", ("datasets",), (),
                          "no licence stated", "huggingface.co/datasets/yzeng58/CoBSAT (commit 99928c5; "
                          "github.com/UW-Madison-Lee-Lab/CoBSAT README.md, 'Step 2: Download Dataset')",
-                         "icl.data.fetch:validate_cobsat", allow_patterns=("datasets/*",)),
+                         "icl.run.planning.fetch:validate_cobsat", allow_patterns=("datasets/*",)),
 }
 # "vlicl-text" (the three text folders) is the same release: fetching "vlicl" gives both variants
 ALIASES = {"vl-icl": "vlicl", "vlicl-text": "vlicl"}

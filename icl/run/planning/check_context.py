@@ -172,7 +172,7 @@ def context_check(bench: Any, items: Sequence[Any], models: Sequence[Any], warni
 
 def context_lines(context: Optional[dict[str, Any]]) -> list[str]:
     """The printed table of a :func:`context_check` (none when no model was asked a chat prompt)."""
-    from icl.run.check import _table
+    from icl.run.planning.check import _table
 
     if not context:
         return []

@@ -4,13 +4,13 @@ a forward pass. Every problem is listed at once, each with its fix; one table is
 read-only when it exists, the output folder's lock is probed, never taken; ``--calibrate`` writes
 its scratch store into a temporary folder it removes) and the exit status
 is 0 (runnable) or 2 (problems). ``--calibrate``'s scratch folders left by a check killed before
-removing them are removed by the next check (:func:`icl.run.check_cost.remove_stale_scratch`).
+removing them are removed by the next check (:func:`icl.run.planning.check_cost.remove_stale_scratch`).
 
 What it looks at, through the run's own planning (:mod:`icl.run.runner`):
 
 1. the plan: benchmark x tasks x shots x models, per (task, model) the planned scores (item x
    judge), those already stored for that model identity (a resume) and those remaining
-   (:func:`icl.run.plan.model_work`, the computation the engine runs);
+   (:func:`icl.run.planning.plan.model_work`, the computation the engine runs);
 2. data: the benchmark's own loading (``items()``, ``data_failures()``), every failure listed;
 3. models and judges: instantiated as the run does (weights resolved: local paths exist, ``hf:``
    references from the Hugging Face cache only, a reference not there is reported as needing a
@@ -23,7 +23,7 @@ What it looks at, through the run's own planning (:mod:`icl.run.runner`):
 5. resources: parameters and bytes at the chosen precision per model, the disk the outputs need
    (:func:`disk_estimate`) against the free space (a shortfall is a warning, as in the run:
    :func:`disk_warning`), the output folder's lock and its earlier runs;
-6. cost (:mod:`icl.run.check_cost`): per model, its load time plus the time per item times the
+6. cost (:mod:`icl.run.planning.check_cost`): per model, its load time plus the time per item times the
    items remaining, from the compute the store holds for that model identity, else (``--calibrate
    N``) from its first N remaining items run for real by the run's engine into a scratch store in
    a temporary folder (removed; the user's store and output folder get nothing), else unknown;
@@ -33,7 +33,7 @@ What it looks at, through the run's own planning (:mod:`icl.run.runner`):
    model arguments; no API is called (except by ``--calibrate``).
 7. context: per (task, shots) and model, the longest chat prompt tokenised as the run tokenises
    it, against the model's context: the cells that will overflow (a recorded outcome, so a
-   warning) (:mod:`icl.run.check_context`);
+   warning) (:mod:`icl.run.planning.check_context`);
 8. refusals: per (task, shots) and model, the planned requests the model's one refusal rule
    (``Adapter.would_refuse``, the rule its ``predict`` and the run's engine apply) refuses, and
    why: recorded as not applicable by the run, so listed as a warning (:func:`refusal_check`).
@@ -58,7 +58,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence, TextIO
 
-from icl.run.config import RunConfig, parse_models
+from icl.run.planning.config import RunConfig, parse_models
 from icl.run.errors import ConfigError
 
 CHECK_FILE = "check.json"
@@ -467,11 +467,11 @@ def checkpoint_problems(models: Sequence[Any]) -> list[tuple[str, str]]:
 
 def pending_work(store: Any, bench: Any, items: Sequence[Any], models: Sequence[Any], judge_ids: Sequence[str],
                  stored_ids: Optional[dict[str, str]] = None) -> dict[str, Any]:
-    """Per model label its :class:`icl.run.plan.ModelWork` against ``store`` (a read-only
+    """Per model label its :class:`icl.run.planning.plan.ModelWork` against ``store`` (a read-only
     :class:`icl.store.Store`, or None: nothing stored), each model's scores looked up under
     ``stored_ids.get(model_id, model_id)``: what ``--check`` reports and what the run checks
     the checkpoints of (a model with nothing left to do is never loaded)."""
-    from icl.run.plan import model_work
+    from icl.run.planning.plan import model_work
 
     out = {}
     for m in models:
@@ -542,7 +542,7 @@ def _folder_bytes(out: Path) -> tuple[int, Optional[float]]:
     """(bytes of the reports an earlier run left in ``out``, the mean bytes of a line of its
     samples.jsonl or None): the files a run rewrites, besides the store, the per-sample log's
     images, check.json and the lock."""
-    from icl.run.samples import IMAGES, SAMPLES
+    from icl.run.outputs.samples import IMAGES, SAMPLES
 
     reports, line = 0, None
     if not out.is_dir():
@@ -621,7 +621,7 @@ def to_load(config: RunConfig, bench: Any, items: Sequence[Any], models: Sequenc
     """What a run will load and write: the models with work left in the store at
     ``config.store_path`` (read-only) and the judges when any model has; the disk bytes its
     outputs need (:func:`disk_estimate`, as ``--check`` counts them) and the scores remaining."""
-    from icl.run.samples import log_samples
+    from icl.run.outputs.samples import log_samples
     from icl.store import Store, StoreError
 
     store = None
@@ -764,13 +764,13 @@ def fix_for(check: str, message: str) -> str:
 def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict[str, Any]:
     """Check ``config`` (see the module docstring); returns what check.json holds."""
     from icl.models import hub
-    from icl.run.check_cost import (calibrate, http_cost, judge_time_estimate, remove_stale_scratch, stored_answers,
+    from icl.run.planning.check_cost import (calibrate, http_cost, judge_time_estimate, remove_stale_scratch, stored_answers,
                                     time_estimate)
-    from icl.run.files import folder_refusal
-    from icl.run.lock import FolderLock
-    from icl.run.models import resolve_device
+    from icl.run.outputs.files import folder_refusal
+    from icl.run.outputs.lock import FolderLock
+    from icl.run.planning.models import resolve_device
     from icl.run.runner import _absolute_paths, _check_judges, _models, _planned, open_benchmark
-    from icl.run.samples import log_samples
+    from icl.run.outputs.samples import log_samples
     from icl.store import Store, StoreError
 
     t0 = time.perf_counter()
@@ -893,7 +893,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
             total_remaining += work.remaining
             total_stored += work.skipped
             answered = stored_answers(store, bench, m, work.todo, mid)  # a new judge: the answers are reused
-            e.update(time_estimate(store, mid, m.label, len(work.todo), answered=answered))  # icl.run.check_cost
+            e.update(time_estimate(store, mid, m.label, len(work.todo), answered=answered))  # icl.run.planning.check_cost
             e.update(http_cost(store, bench, m, work.todo, mid))
         for label, work in download_work(config, bench, items, judge_ids, found).items():
             for task, (planned, stored) in work.cells.items():
@@ -938,7 +938,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     why = disk_warning(out, disk["needed_bytes"], free, total_remaining)
     if why is not None:  # one policy with the run: a warning, never a stop (disk_warning)
         warnings.append(why)
-    from icl.run.check_context import context_check  # 7: the longest prompts against the context
+    from icl.run.planning.check_context import context_check  # 7: the longest prompts against the context
 
     with _offline():
         report["context"] = context_check(bench, items, models, warnings)
@@ -949,11 +949,11 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
 def download_work(config: RunConfig, bench: Any, items: Sequence[Any], judge_ids: Sequence[str],
                   found: Sequence[tuple[str, str]]) -> dict[str, Any]:
     """Per label of a model left out because its weights are not in the Hugging Face cache yet
-    (``found``: the model problems, :func:`needs_download`), its :class:`icl.run.plan.ModelWork`
+    (``found``: the model problems, :func:`needs_download`), its :class:`icl.run.planning.plan.ModelWork`
     as the run will plan it once downloaded: the items of the request types its class serves,
     none stored (its identity holds the commit it resolves to, known after the download)."""
     from icl.models.registry import model_factory
-    from icl.run.plan import model_work
+    from icl.run.planning.plan import model_work
 
     waiting = {where.partition(" ")[2] for where, message in found if where.startswith("model ")
                and needs_download(message)}
@@ -981,7 +981,7 @@ def refusal_check(bench: Any, items: Sequence[Any], models: Sequence[Any], warni
     and put to the model's rule, for the models whose adapter has one (``would_refuse``
     overridden; the others refuse nothing). Each refusing cell is also a warning."""
     from icl.models.base import Adapter
-    from icl.run.plan import refusal
+    from icl.run.planning.plan import refusal
 
     shots_column = getattr(getattr(bench, "results_spec", None), "shots", None)
     built: dict[tuple[str, bool], Any] = {}  # one build per item, whichever models ask it
@@ -1089,7 +1089,7 @@ def _table(rows: Sequence[tuple[str, ...]], right: tuple[int, ...]) -> list[str]
 
 def render(report: dict[str, Any]) -> str:
     """The terminal text of a check: the plan table, the models, every problem with its fix."""
-    from icl.run.check_cost import render_cost
+    from icl.run.planning.check_cost import render_cost
 
     lines = [f"icl.run --check {report['benchmark']}: output {report['out']}, store {report['store']}, "
              f"device {report['device'].get('used', report['device']['declared'])}"
@@ -1118,7 +1118,7 @@ def render(report: dict[str, Any]) -> str:
     if disk:
         lines.append(f"disk: about {_size(disk['needed_bytes'])} needed, {_size(disk['free_bytes'])} free under "
                      f"{disk['path']}")
-    from icl.run.check_context import context_lines
+    from icl.run.planning.check_context import context_lines
 
     lines += context_lines(report.get("context"))
     lines += refusal_lines(report.get("refusals"))

@@ -1,13 +1,13 @@
 """Models answered by Ray workers (``--ray``): one actor per GPU (or ``--workers`` CPU actors),
-each holding one loaded model; the driver (:class:`icl.run.engine.Engine`) builds requests,
+each holding one loaded model; the driver (:class:`icl.run.execution.engine.Engine`) builds requests,
 scores and alone writes the store.
 
 :class:`RayPool` sends a batch to the least busy worker (:meth:`RayPool.submit`) and hands
 back its answers (:meth:`RayPool.result`, waiting while it looks at the stop flag, so Ctrl-C
 and SIGTERM still stop a run between batches). Inside a worker the model is called through the
-same :class:`icl.run.guard.ModelGuard` as in one process (read-only input copies, per-item
+same :class:`icl.run.execution.guard.ModelGuard` as in one process (read-only input copies, per-item
 retries, the timeout), and image answers are reduced to uint8 on the worker's device as the
-engine would (:func:`icl.run.responses.to_uint8_image`), so what crosses back is what the
+engine would (:func:`icl.run.execution.responses.to_uint8_image`), so what crosses back is what the
 store keeps. Faults: a worker that dies (killed, out of memory, its node gone) is replaced by
 a new actor (placed by Ray on any node with room) and its unfinished batch goes to the next
 worker, at most ``retries`` times; after that the batch's requests fail with the reason, under
@@ -33,7 +33,7 @@ import ray.exceptions
 
 from icl._helpers import say
 from icl.run.errors import ConfigError
-from icl.run.guard import ERROR, ItemOutcome, ModelGuard, check_stop, idle_work
+from icl.run.execution.guard import ERROR, ItemOutcome, ModelGuard, check_stop, idle_work
 
 LOCAL_OBJECT_STORE = 512 * 2**20  # bytes; a local instance spills to disk beyond it
 DEFAULT_RETRIES = 2
@@ -89,7 +89,7 @@ def _our_signals() -> Iterator[None]:
     """``ray.init`` installs Ray's own SIGTERM handlers (Python's ``sys.exit(15)`` and its core
     worker's crash dump): SLURM's SIGTERM at a time-out or preemption then ended the run with
     exit 1 and a stack dump instead of icl's clean stop. The run's handlers (the stop flag of
-    :func:`icl.run.guard.stop_on_signals`) are put back as soon as it returns; a SIGTERM while
+    :func:`icl.run.execution.guard.stop_on_signals`) are put back as soon as it returns; a SIGTERM while
     Ray starts stops the run as an interruption (exit 130)."""
     main = threading.current_thread() is threading.main_thread()
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if main else {}
@@ -132,15 +132,15 @@ def _local_dead() -> Optional[str]:
 
 
 def _watch_local() -> None:
-    """Start :mod:`icl.run._ray_watch` beside the local instance just started: Ray ends a
+    """Start :mod:`icl.run.execution._ray_watch` beside the local instance just started: Ray ends a
     driver that lost its raylet with exit 1 and no word at its next object-store call, which can
     come before :meth:`RayPool._check_local` sees it; the watcher then says icl's line. Told
-    :data:`~icl.run._ray_watch.SPOKEN` when this process ends through Python (``atexit``: icl's
+    :data:`~icl.run.execution._ray_watch.SPOKEN` when this process ends through Python (``atexit``: icl's
     own last line is out). A watcher that cannot start is no reason to stop the run."""
     import atexit
     import subprocess
 
-    from icl.run import _ray_watch
+    from icl.run.execution import _ray_watch
 
     watched = [f"{kind}:{process.pid}" for kind, process in _local_processes()]
     if not watched:
@@ -239,7 +239,7 @@ class ModelWorker:
                 self.guard = ModelGuard(loaded.predict, timeout_s=timeout_s, name=label)
             except Exception as exc:  # the driver records it as the model's load failure
                 from icl._lazy import extra_hint
-                from icl.run.engine import short_trace
+                from icl.run.execution.engine import short_trace
 
                 self.load_error = f"{short_trace(exc)}{extra_hint(exc)}"
             load_s = time.perf_counter() - t0
@@ -260,7 +260,7 @@ class ModelWorker:
         if cuda:
             peak: Optional[int] = int(torch.cuda.max_memory_allocated())
         else:
-            from icl.run.compute import _max_rss_bytes
+            from icl.run.execution.compute import _max_rss_bytes
 
             peak = _max_rss_bytes()
         return Answer(outcomes, seconds, peak, load_s, worker=where)
@@ -283,7 +283,7 @@ def _portable(request: Any, outcome: ItemOutcome) -> ItemOutcome:
     device, as the engine converts a local answer); other values as they are, tensors on the host."""
     from dataclasses import replace
 
-    from icl.run import responses as R
+    from icl.run.execution import responses as R
 
     if not outcome.ok:
         return outcome
@@ -378,7 +378,7 @@ class RayPool:
                 why = f"{type(root).__name__}: {(str(root).splitlines() or [''])[0]}"
                 box = [f"the adapter cannot be sent to a Ray worker ({why})"]
             self._adapters[model.model_id] = box
-        from icl.run.engine import DEFAULT_TIMEOUT_S
+        from icl.run.execution.engine import DEFAULT_TIMEOUT_S
 
         ticket = Ticket(model.model_id, (model.model_id, box, model.label, model.timeout or DEFAULT_TIMEOUT_S,
                                          list(requests)), len(requests))

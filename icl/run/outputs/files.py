@@ -35,8 +35,8 @@ from icl.report.html import report_html, report_title
 from icl.report.tables import csv_text, jsonable
 from icl.store.atomic import STAGING_PREFIX, OutputWriteError, remove_stale_temporaries, write_text
 from icl.run.errors import ConfigError
-from icl.run.meta import git_revision, package_versions
-from icl.run.shard import note as shard_note
+from icl.run.outputs.meta import git_revision, package_versions
+from icl.run.scaleout.shard import note as shard_note
 from icl.store import Failure
 from icl.store.sqlite import stored_benchmarks
 

@@ -4,7 +4,7 @@ A driver whose local Ray instance lost its raylet (the host of the object store)
 Ray itself, with exit 1 and no message, at its next object-store call (Ray's ``connection.cc``:
 "The connection to the plasma store is failed. Terminate the process."), often before icl's
 own check sees the raylet gone. This process, started by the driver right after it starts
-the instance (:func:`icl.run.pool.connect`), reads the driver's pipe on standard input:
+the instance (:func:`icl.run.execution.pool.connect`), reads the driver's pipe on standard input:
 
 - :data:`SPOKEN` when the driver ended through Python (icl printed its own last line, or the
   run ended normally): nothing to add, this process ends;

@@ -1,0 +1,1 @@
+"""Outputs of a run folder: the common files, samples.jsonl, the folder's lock, provenance."""

@@ -1,0 +1,1 @@
+"""Scale-out over independent processes: `--shard i/N` and `merge`."""
