@@ -58,14 +58,14 @@ def planned_requests(argv: list[str]) -> list:
     item's ``Benchmark.request``)."""
     from icl.benchmarks.registry import get_benchmark
     from icl.run.__main__ import add_benchmark_options, build_config, common_parser
-    from icl.run.runner import _plan, open_benchmark
+    from icl.run.planning.setup import open_benchmark, plan_items
 
     cls = get_benchmark(argv[0])
     parser = common_parser("bench")
     add_benchmark_options(parser, cls)
     config = build_config(argv[0], parser.parse_args(argv[1:]), cls, argv)
     bench = open_benchmark(config)
-    return [bench.request(item, False) for item in _plan(bench)]
+    return [bench.request(item, False) for item in plan_items(bench)]
 
 
 class Meter:

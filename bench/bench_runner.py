@@ -43,7 +43,7 @@ def _bare(config: RunConfig, model_name: str) -> tuple[float, int]:
     """The same items through request -> predict -> score_batch, no runner."""
     from icl.models import get_model
     from icl.run.execution.responses import to_uint8_image
-    from icl.run.runner import open_benchmark
+    from icl.run.planning.setup import open_benchmark
 
     bench = open_benchmark(config)
     items = list(bench.items())

@@ -565,7 +565,7 @@ def _main(argv: list[str], free_space: Any = None) -> int:
     if getattr(args, "reproduce_note", None):
         print(args.reproduce_note)
     if args.list:
-        from icl.run.runner import open_benchmark
+        from icl.run.planning.setup import open_benchmark
 
         return _list(open_benchmark(config))
     if args.prefetch:

@@ -29,13 +29,12 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TextIO
 
 from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
-from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
 from icl.report import reproduction
 from icl.report.html import synthetic_note
 from icl.report.schema import METHOD, SCHEMA_VERSION, common_tables
 from icl.run.execution import responses as R
 from icl.run.execution.compute import ComputeMeter, summarise_costs
-from icl.run.planning.config import ModelSpec, RunConfig, closest, parse_models
+from icl.run.planning.config import ModelSpec, RunConfig
 from icl.run.execution.device import eval_device
 from icl.run.execution.engine import Engine, ExecStats, score_answers
 from icl.run.planning.plan import refusal_cell
@@ -44,11 +43,11 @@ from icl.store.atomic import OutputWriteError, is_user_fixable, write_text
 from icl.run.outputs.files import DEFAULT_STORE, claim_folder, replacing, start_plots, write_artifacts, write_outputs
 from icl.run.outputs.lock import FolderLock
 from icl.models import hub
-from icl.run.planning.models import RunModel, make_model, resolve_device
-from icl.models.weights import WeightsError
+from icl.run.planning.models import RunModel, resolve_device
 from icl.run.scaleout import shard as S
 from icl.run.outputs.samples import SAMPLES, log_samples, write_samples
 from icl.store import Failure, Score, ScoreKey, Store, StoreError
+from icl.run.planning.setup import absolute, absolute_paths, check_judges, instantiate_models, open_benchmark, planned_items
 
 MAX_FAILURES_SHOWN = 20
 
@@ -74,135 +73,6 @@ class Outcome:
     def exit_code(self) -> int:
         return 1 if self.failed_items or self.failures or self.missing_items else 0
 
-
-def open_benchmark(config: RunConfig) -> Benchmark:
-    """The configured benchmark instance (ConfigError for unknown names or options)."""
-    try:
-        cls = get_benchmark(config.benchmark)
-    except UnknownBenchmarkError:
-        raise ConfigError(f"unknown benchmark {config.benchmark!r}{closest(config.benchmark, list_benchmarks())}") \
-            from None
-    options = dict(cls.fast_config()) if config.fast else {"fast": False}
-    options.update(config.options)
-    options.pop("fast", None)
-    try:
-        bench = cls({**options, "fast": config.fast, "data_root": config.data_root})
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    config.options = dict(bench.config)  # every effective setting goes into results.json
-    return bench
-
-
-def _plan(bench: Benchmark) -> list[Item]:
-    try:
-        items = list(bench.items())
-    except (ValueError, LookupError) as exc:  # bad names, impossible settings
-        raise ConfigError(str(exc)) from None
-    keys = [it.key for it in items]
-    if len(set(keys)) != len(keys):
-        dup = next(k for k in keys if keys.count(k) > 1)
-        raise ConfigError(f"benchmark {bench.name!r} planned item {dup!r} twice (item keys must be unique)")
-    return items
-
-
-def _planned(bench: Benchmark, config: RunConfig) -> tuple[list[Item], dict[str, Any]]:
-    """The plan items this run computes: all, or with ``--shard I/N`` those of shard I (and
-    the ``shard`` record for results.json)."""
-    items = _plan(bench)
-    if config.shard is None:
-        return items, {}
-    mine = S.select(items, *config.shard)
-    return mine, dict(shard=S.describe(items, mine, *config.shard))
-
-
-def _raise_first(problems: Optional[list[tuple[str, str]]]) -> Callable[[str, str], None]:
-    """How a planning step reports a problem: raised as a ConfigError (one line, a run), or
-    appended to ``problems`` as (where, message) and the step goes on (``--check`` lists them all)."""
-    def report(where: str, message: str) -> None:
-        if problems is None:
-            raise ConfigError(message)
-        problems.append((where, message))
-    return report
-
-
-def _models(config: RunConfig, bench: Benchmark, device: str, problems: Optional[list[tuple[str, str]]] = None,
-            identity_device: Optional[str] = None) -> tuple[list[RunModel], list[RunModel]]:
-    """The run's models and judges, instantiated (not loaded). A problem raises ConfigError, or
-    with ``problems`` is listed there and the model left out (``--check``). ``identity_device``:
-    the device the identities are computed for (``--check`` of a declared CUDA device on a
-    machine without one computes them for the CPU and matches the store's CUDA identities)."""
-    report = _raise_first(problems)
-    specs = config.models if config.models is not None else [s for m in bench.default_models
-                                                             for s in parse_models(m)]
-    if not specs:
-        report("models", f"benchmark {bench.name!r} has no default models: give --models")
-    labels = [s.label for s in specs]
-    if len(set(labels)) != len(labels):
-        report("models", f"--models lists {next(x for x in labels if labels.count(x) > 1)!r} twice")
-    where = identity_device or device
-    models = []
-    for s in specs:
-        try:
-            m = make_model(s, where, config.dtype, bench.request_types, bench.name)
-        except ConfigError as exc:
-            report(f"model {s.label}", str(exc))
-            continue
-        why = bench.refuses(m.adapter)  # refused now, in one line, never stopped mid-run
-        if why is not None:
-            report(f"model {s.label}", f"model {s.label!r} cannot run benchmark {bench.name!r}: {why}")
-            continue
-        try:  # the paper row it stands for: only said explicitly (published_as, or the official checkpoint)
-            m.published = reproduction.paper_row(reproduction.load(bench), s.name, s.args,
-                                                 sorted({f for f, _ in hub.OFFICIAL}))
-        except ValueError as exc:
-            report(f"model {s.label}", f"model {s.name!r}: {exc}")
-            continue
-        models.append(m)
-    judge_specs = config.judges or [s for j in bench.default_judges for s in parse_models(j)]
-    try:  # the benchmark refuses judges that cannot judge its data (or more judges than it takes)
-        asked = tuple(t for t in bench.request_types if any(m.serves(t) for m in models))
-        bench.check_judge(tuple(j.name for j in judge_specs), asked)
-    except ValueError as exc:
-        report("judges", str(exc))
-    from icl.models.requests import ChatRequest
-
-    judges = []
-    for j in judge_specs:
-        try:
-            judges.append(make_model(j, where, None, (ChatRequest,), bench.name))
-        except ConfigError as exc:
-            report(f"judge {j.label}", f"judge {j.label!r}: {exc}" if problems is not None else str(exc))
-    seen: dict[str, str] = {}
-    for j in judges:  # one judge twice would score the same answers twice under one key
-        if j.model_id in seen:
-            report(f"judge {j.label}", f"--judge lists {j.label!r} twice" + (
-                f" (the same model as {seen[j.model_id]!r})" if seen[j.model_id] != j.label else ""))
-        seen[j.model_id] = j.label
-    return models, judges
-
-
-def _check_judges(bench: Benchmark, items: Sequence[Item], models: Sequence[RunModel],
-                  judges: Sequence[RunModel], problems: Optional[list[tuple[str, str]]] = None,
-                  judge_named: bool = False) -> None:
-    """Before any generation (one line, exit 2): every judge's files read (``check_loadable``), and
-    every judge takes what the run will ask it (``Benchmark.judge_probe``: the judge requests of a
-    stand-in answer; ``Adapter.would_refuse``); a run whose answers need a judge has one. With
-    ``problems`` every problem is listed there instead (``--check``; ``judge_named``: a judge was
-    named but left out for a problem already listed)."""
-    report = _raise_first(problems)
-    asked = tuple(t for t in bench.request_types if any(m.serves(t) for m in models))
-    probe = bench.judge_probe(items, asked)
-    if probe and not judges and not judge_named:
-        report("judges", f"benchmark {bench.name!r} scores its answers with a judge: give --judge")
-    for j in judges:
-        try:
-            j.adapter.check_loadable()
-        except (WeightsError, ValueError, OSError) as exc:
-            report(f"judge {j.label}", f"judge {j.label!r}: {exc}")
-            continue
-        why = next((w for w in map(j.adapter.would_refuse, probe) if w), None)
-        if why is not None:
-            report(f"judge {j.label}", f"judge {j.label!r} cannot judge benchmark {bench.name!r}: {why}")
 
 
 def _check_before_loading(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: Sequence[RunModel],
@@ -233,14 +103,14 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     if not config.progress:  # no bars at all: also transformers' and huggingface_hub's (read at their import)
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     t0 = time.perf_counter()
-    _absolute_paths(config)
+    absolute_paths(config)
     hub.forget()  # hf: references resolve afresh for each run, then stay fixed for all of it
     device = resolve_device(config.device)  # a device that is not there: one line before any planning
     bench = open_benchmark(config)
     _start_helpers(config, bench, device)  # before the planning: their imports overlap it
-    items, extra = _planned(bench, config)
-    models, judges = _models(config, bench, device)
-    _check_judges(bench, items, models, judges)
+    items, extra = planned_items(bench, config)
+    models, judges = instantiate_models(config, bench, device)
+    check_judges(bench, items, models, judges)
     _check_before_loading(config, bench, items, models, judges, stderr)
     out = config.out_dir
     # a cluster that cannot be joined: one line before anything is written
@@ -274,19 +144,6 @@ def _start_helpers(config: RunConfig, bench: Benchmark, device: str) -> None:
     for name in pools:
         _helpers.warm(name)
 
-
-def _absolute(path: Path) -> Path:
-    return Path(os.path.abspath(os.path.expanduser(path)))
-
-
-def _absolute_paths(config: RunConfig) -> None:
-    """``out``, ``store`` and ``data_root`` as absolute paths, so results.json names the run's
-    own files wherever ``rescore`` is started from."""
-    config.out = _absolute(config.out_dir)
-    if config.store is not None:
-        config.store = _absolute(config.store)
-    if config.data_root is not None:
-        config.data_root = _absolute(config.data_root)
 
 
 @contextmanager
@@ -390,7 +247,7 @@ def recorded_roles(meta: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {label: {k: m[k] for k in ROLE_KEYS if k in m} for label, m in meta["models"].items()}
 
 
-def _applicable(bench: Benchmark, items: Sequence[Item], role: Optional[Mapping[str, Any]]) -> list[Item]:
+def applicable_items(bench: Benchmark, items: Sequence[Item], role: Optional[Mapping[str, Any]]) -> list[Item]:
     if not role or "serves" not in role:
         return list(items)
     served = set(role["serves"])
@@ -446,7 +303,7 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
     asked_items: dict[str, list[Item]] = {}
     costs: dict[str, list[Score]] = {}
     for label, model_id in models:
-        mine = asked_items[label] = _applicable(bench, items, roles.get(label))
+        mine = asked_items[label] = applicable_items(bench, items, roles.get(label))
         if len(mine) < len(items):
             skipped: dict[str, int] = {}
             asked = {it.key for it in mine}
@@ -643,12 +500,12 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
     """Recompute every score and file of ``run_dir`` from its stored responses (no model is
     loaded or called). results.json keeps the run's ``command`` and adds ``rescore_command``."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    run_dir = _absolute(Path(run_dir))
+    run_dir = absolute(Path(run_dir))
     meta, config = _recorded_run(run_dir, "rescore")
     rescore_command = command or ["python", "-m", "icl.run", "rescore", str(run_dir)]
     t0 = time.perf_counter()
     bench = open_benchmark(config)
-    items, shard = _planned(bench, config)
+    items, shard = planned_items(bench, config)
     models = recorded_models(meta)
     judges = recorded_judges(meta)
     stats = ExecStats()
@@ -703,7 +560,7 @@ def _recorded_run(run_dir: Path, verb: str) -> tuple[dict[str, Any], RunConfig]:
         config = RunConfig.from_resolved(meta["config"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: not a finished run's results.json ({type(exc).__name__}: {exc})") from None
-    config.out, config.store = run_dir, _run_store(meta["config"], run_dir)
+    config.out, config.store = run_dir, run_store(meta["config"], run_dir)
     origin = _origin(meta["config"].get("out"), run_dir)
     if config.data_root is not None and not config.data_root.is_absolute() and origin is not None:
         config.data_root = origin / config.data_root  # recorded relative by earlier versions
@@ -718,21 +575,21 @@ def export(run_dir: Path, command: Optional[list[str]] = None) -> Path:
     """Write ``samples.jsonl``, ``requests.jsonl`` and ``samples/*.png`` of the finished run in
     ``run_dir`` from its store (no model is loaded; results.json is left as it is); returns
     the path of ``samples.jsonl``."""
-    run_dir = _absolute(Path(run_dir))
+    run_dir = absolute(Path(run_dir))
     meta, config = _recorded_run(run_dir, "export")
     bench = open_benchmark(config)
-    items, _ = _planned(bench, config)
+    items, _ = planned_items(bench, config)
     models = recorded_models(meta)
     roles = recorded_roles(meta)
     with writable(config.out_dir, config.store_path), \
             FolderLock(config.out_dir, command or ["python", "-m", "icl.run", "export", str(run_dir)]), \
             _claimed_store(config.out_dir, bench.name, config.store_path) as store:
         write_samples(config.out_dir, bench, items, models, recorded_judges(meta), store,
-                      {label: _applicable(bench, items, roles.get(label)) for label, _ in models})
+                      {label: applicable_items(bench, items, roles.get(label)) for label, _ in models})
     return config.out_dir / SAMPLES
 
 
-def _run_store(recorded: Mapping[str, Any], run_dir: Path) -> Path:
+def run_store(recorded: Mapping[str, Any], run_dir: Path) -> Path:
     """The store of the run now in ``run_dir``: the recorded store, moved along with the folder
     when it lay inside the recorded ``out`` (the default), else as recorded."""
     out, store = recorded.get("out"), recorded.get("store")

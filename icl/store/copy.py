@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from icl.store.sqlite import SCHEMA_VERSION, StoreError
+from icl.store.version import SCHEMA_VERSION, StoreError
 
 BOOKKEEPING = ("run_id", "created", "started", "seconds", "peak_memory_bytes", "memory_kind", "energy_j", "generation")
 _CHUNK = 500

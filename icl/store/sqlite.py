@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
-SCHEMA_VERSION = 3
+from icl.store.version import SCHEMA_VERSION as SCHEMA_VERSION, StoreError as StoreError
 
 # Columns each version added, per table: opening an older store adds them (never drops any).
 _MIGRATIONS: dict[int, dict[str, tuple[str, ...]]] = {
@@ -176,10 +176,6 @@ def rollback(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
         except sqlite3.Error:
             pass
-
-
-class StoreError(RuntimeError):
-    """The store file cannot be opened or is of another schema version."""
 
 
 class Store:

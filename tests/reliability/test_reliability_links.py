@@ -133,13 +133,13 @@ def test_a_benchmarks_own_writer_never_writes_through_a_link(tmp_path, builtin_r
     private staging folder and moves the file into place, so a link planted under the name
     after the run's checks is replaced, not followed."""
     from icl.run.outputs.files import write_artifacts
-    from icl.run.runner import _plan, open_benchmark
+    from icl.run.planning.setup import open_benchmark, plan_items
 
     victim, mtime = _victim(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
     bench = open_benchmark(RunConfig("vibe", options=_options(), fast=True, data_root=builtin_root, out=out))
-    _plan(bench)
+    plan_items(bench)
     (out / "contexts.csv").symlink_to(victim)
     digests = write_artifacts(bench, out)
     _untouched(victim, mtime)

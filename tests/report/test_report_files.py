@@ -167,7 +167,7 @@ def test_vibe_run_writes_the_report_files(builtin_root, tmp_path, bad_shape, cap
 
 
 def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_shape):
-    from icl.run.runner import open_benchmark
+    from icl.run.planning.setup import open_benchmark
 
     config = _config(builtin_root, tmp_path / "out", qualitative=0)
     outcome = run(config)

@@ -111,10 +111,10 @@ def test_calibration_estimates_the_models_without_stored_compute_and_writes_noth
     assert calibrated["estimated_s"] == pytest.approx(calibrated["load_s"] + 8 * calibrated["seconds_per_item"])
     # the first 2 items of the plan (the run's own order)
     from icl.run.planning.config import RunConfig
-    from icl.run.runner import _planned, open_benchmark
+    from icl.run.planning.setup import open_benchmark, planned_items
 
     config = RunConfig("cobsat", options=dict(tasks=("Color-I", "Texture-II"), shots=(0, 2), prompts=2), fast=True)
-    items, _ = _planned(open_benchmark(config), config)
+    items, _ = planned_items(open_benchmark(config), config)
     assert calibrated["calibrated_items"] == [it.key for it in items[:2]]
     judge = next(e for e in report["models"] if e["role"] == "judge")  # cobsat's, measured by the first run
     assert judge["estimate_basis"] == "stored compute of 8 items" and judge["items_remaining"] == 8

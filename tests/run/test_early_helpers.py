@@ -86,7 +86,8 @@ def test_a_run_stops_a_guessed_pool_it_does_not_use(monkeypatch):
     begins (here the LPIPS pool, with a helper that does nothing but wait); a pool an earlier run
     started itself stays for the next run that needs it."""
     from icl.run.planning.config import RunConfig
-    from icl.run.runner import _start_helpers, open_benchmark
+    from icl.run.runner import _start_helpers
+    from icl.run.planning.setup import open_benchmark
 
     monkeypatch.delenv(_helpers.ENV, raising=False)
     monkeypatch.setattr(_helpers, "_cpus", lambda: 2)

@@ -9,7 +9,7 @@ from icl.benchmarks.vibe.plan import DEFAULT_MODELS
 from icl.run.__main__ import add_benchmark_options, build_config, common_parser, main
 from icl.run.planning.config import ModelSpec, RunConfig, apply_model_args, parse_models, parse_value
 from icl.run.errors import ConfigError
-from icl.run.runner import open_benchmark
+from icl.run.planning.setup import open_benchmark
 
 
 def _config(argv, bench="vibe"):

@@ -14,7 +14,7 @@ from icl.run.execution.compute import ComputeMeter
 from icl.run.planning.config import ModelSpec, RunConfig
 from icl.run.errors import ConfigError
 from icl.run.planning.models import make_model
-from icl.run.runner import _plan, open_benchmark
+from icl.run.planning.setup import open_benchmark, plan_items
 from tests.run._adapters import Constant
 
 
@@ -47,7 +47,7 @@ class _Twice(Benchmark):
 def test_plan_refuses_duplicate_item_keys(monkeypatch):
     monkeypatch.setitem(bench_registry._registered, "twice", _Twice)
     with pytest.raises(ConfigError, match="planned item 'a' twice"):
-        _plan(open_benchmark(RunConfig("twice")))
+        plan_items(open_benchmark(RunConfig("twice")))
 
 
 def test_model_identity_and_precision():
@@ -74,7 +74,7 @@ def test_model_arguments_with_defaults_are_identity():
         assert explicit.model_id == zero.model_id and explicit.label == "constant-local[level=0]"
         seven = make_model(ModelSpec("constant-local", {"level": 7}), "cpu")
         assert seven.adapter.level == 7 and seven.model_id != zero.model_id
-        with pytest.raises(ConfigError, match="no argument.*gain.*it takes: batch_size, dtype, level, timeout"):
+        with pytest.raises(ConfigError, match="no argument.*gain.*it takes: batch_size, dtype, level, published_as, timeout"):
             make_model(ModelSpec("constant-local", {"gain": 2}), "cpu")
     finally:
         unregister_model("constant-local")

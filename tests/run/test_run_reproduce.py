@@ -75,7 +75,7 @@ def test_unknown_table_lists_the_known_ones(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_planned_items_are_the_tables_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from icl.run.runner import open_benchmark
+    from icl.run.planning.setup import open_benchmark
 
     config, _ = _config("vlicl", "--reproduce", "Table 18", "--fast", "--models", "copy-last")
     items = list(open_benchmark(config).items())

@@ -347,11 +347,11 @@ def test_shard_is_a_stable_hash_of_the_key():
 def test_growing_plan_moves_no_item(fast_data):
     """A plan with more tasks and shots keeps every earlier item in its shard (real vibe plans)."""
     from icl.run.planning.config import RunConfig
-    from icl.run.runner import _plan, open_benchmark
+    from icl.run.planning.setup import open_benchmark, plan_items
 
     def plan(tasks: str, shots: str) -> list:
         config = RunConfig("vibe", options=dict(tasks=tasks, shots=shots), fast=True, data_root=fast_data)
-        return _plan(open_benchmark(config))
+        return plan_items(open_benchmark(config))
 
     small, big = plan("edges", "1"), plan("edges,depth,flip", "1,2")
     assert len(big) > 2 * len(small) > 0 and {it.key for it in small} < {it.key for it in big}

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from icl.benchmarks.base import Item
+from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.vlicl.reference import FAMILIES, format_answer
 from icl.benchmarks.vlicl.scoring import parsed_answer
 from icl.benchmarks.vlicl.tasks import COT_PROMPT, I2T, JUDGE_TWICE, TASKS
-
-if TYPE_CHECKING:
-    from icl.benchmarks.vlicl.benchmark import VLICL
 
 
 class _Ref:
@@ -37,7 +34,7 @@ def _plain(v: Any) -> Any:
     return v if isinstance(v, (str, int, float, bool, list)) or v is None else str(v)
 
 
-def prompt_text(bench: "VLICL", item: Item) -> str:
+def prompt_text(bench: Benchmark, item: Item) -> str:
     """The item's prompt as text, images written ``<image:REF>`` (read from the episode, no
     image decoded): the reference layout, or the chat turns as ``user:`` / ``assistant:`` lines."""
     task, _, _, _ = item.payload
@@ -65,7 +62,7 @@ def prompt_text(bench: "VLICL", item: Item) -> str:
     turns.append(f"user: {_joined(last, ' ')}")
     return "\n".join(turns)
 
-def prediction_files(bench: "VLICL", rows: Sequence[Mapping[str, Any]],
+def prediction_files(bench: Benchmark, rows: Sequence[Mapping[str, Any]],
                      answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:
     """``predictions.jsonl`` (one line per scored item and model: task, shots, seed, query, the
     prompt's SHA-256, the raw answer, the parsed answer in both modes, the truth, correctness,

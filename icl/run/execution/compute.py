@@ -84,7 +84,7 @@ class _Acc:
     peak: Optional[int] = None
 
 
-def _max_rss_bytes() -> int:
+def max_rss_bytes() -> int:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss if sys.platform == "darwin" else rss * 1024  # Linux reports KiB
 
@@ -128,7 +128,7 @@ class ComputeMeter:
                 self._sync(torch)
                 peak = int(torch.cuda.max_memory_allocated(self.device))
             else:
-                peak = tracemalloc.get_traced_memory()[1] if self.trace else _max_rss_bytes()
+                peak = tracemalloc.get_traced_memory()[1] if self.trace else max_rss_bytes()
             timing.peak = peak
             timing.energy_j = energy_joules(before, self._read_energy())
             self.add(model, stage, samples, timing.elapsed, peak)

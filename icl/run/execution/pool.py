@@ -260,9 +260,9 @@ class ModelWorker:
         if cuda:
             peak: Optional[int] = int(torch.cuda.max_memory_allocated())
         else:
-            from icl.run.execution.compute import _max_rss_bytes
+            from icl.run.execution.compute import max_rss_bytes
 
-            peak = _max_rss_bytes()
+            peak = max_rss_bytes()
         return Answer(outcomes, seconds, peak, load_s, worker=where)
 
     def _drop(self) -> None:

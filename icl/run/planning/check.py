@@ -53,11 +53,11 @@ import re
 import shutil
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence, TextIO
+from typing import Any, Callable, Optional, Sequence, TextIO
 
+from icl.run.planning.check_parts import Problem, hub_offline, text_table
 from icl.run.planning.config import RunConfig, parse_models
 from icl.run.errors import ConfigError
 
@@ -76,19 +76,8 @@ REPORT_BASE_BYTES, REPORT_BYTES_PER_SCORE, REPORT_MAX_BYTES = 64 * 1024, 24 * 10
 # the base class of the families that build their own torch network from a torch.save checkpoint,
 # named (not imported: importing it imports torch)
 OWN_NETWORK_ADAPTER = "icl.models.vicl._torch.CheckpointNetworkAdapter"
-UNKNOWN_COST = "unknown (no stored compute; run once or --calibrate N)"
 
 FreeSpace = Callable[[Path], int]
-
-
-@dataclass
-class Problem:
-    """One thing that stops the run: which check found it, where, what, and the fix."""
-
-    check: str
-    where: str
-    message: str
-    fix: str
 
 
 @dataclass
@@ -642,18 +631,6 @@ def to_load(config: RunConfig, bench: Any, items: Sequence[Any], models: Sequenc
 
 
 # --- the check ---------------------------------------------------------------------------------
-@contextmanager
-def _offline() -> Iterator[None]:
-    """Hub references resolve from the Hugging Face cache only: a check never downloads."""
-    before = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = before
 
 
 def unstacked(where: str, message: str) -> str:
@@ -769,7 +746,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     from icl.run.outputs.files import folder_refusal
     from icl.run.outputs.lock import FolderLock
     from icl.run.planning.models import resolve_device
-    from icl.run.runner import _absolute_paths, _check_judges, _models, _planned, open_benchmark
+    from icl.run.planning.setup import absolute_paths, check_judges, instantiate_models, open_benchmark, planned_items
     from icl.run.outputs.samples import log_samples
     from icl.store import Store, StoreError
 
@@ -792,7 +769,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
             message = message.replace("HF_HUB_OFFLINE is set", "--check never downloads")
         problems.append(Problem(check, where, message, fix_for(check, message)))
 
-    _absolute_paths(config)
+    absolute_paths(config)
     hub.forget()
     out, store_path = config.out_dir, config.store_path
     report: dict[str, Any] = dict(benchmark=config.benchmark, out=str(out), store=str(store_path),
@@ -820,7 +797,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     items: list[Any] = []
     extra: dict[str, Any] = {}
     try:
-        items, extra = _planned(bench, config)
+        items, extra = planned_items(bench, config)
     except (ConfigError, OSError) as exc:  # what the run stops at (an OSError: a file the loading could not read)
         add("data", config.benchmark, str(exc))
     try:
@@ -830,8 +807,8 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     for where, message, path in failures:
         add("data", where, message + (f" ({path})" if path and str(path) not in message else ""))
     found: list[tuple[str, str]] = []
-    with _offline():
-        models, judges = _models(config, bench, device, found, identity_device)
+    with hub_offline():
+        models, judges = instantiate_models(config, bench, device, found, identity_device)
     named_judges = any(w.startswith("judge ") for w, _ in found)
     for m in models:  # what load() reads before the weights
         try:
@@ -849,7 +826,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
             named_judges = True
         except Exception:  # listed by _check_judges below
             pass
-    _check_judges(bench, items, models, judges, found, judge_named=named_judges)
+    check_judges(bench, items, models, judges, found, judge_named=named_judges)
     for where, message in found:
         add("judges" if where.startswith("judge") else "models", where, message)
     # checkpoints and resources per model
@@ -940,7 +917,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         warnings.append(why)
     from icl.run.planning.check_context import context_check  # 7: the longest prompts against the context
 
-    with _offline():
+    with hub_offline():
         report["context"] = context_check(bench, items, models, warnings)
     report["refusals"] = refusal_check(bench, items, models, warnings)  # 8
     return _finish(report, problems, warnings, t0)
@@ -1024,7 +1001,7 @@ def refusal_lines(refusals: Optional[dict[str, Any]]) -> list[str]:
     rows: list[tuple[str, ...]] = [("task", "shots", "model", "refused", "why (first)")]
     rows += [(c["task"], "" if c["shots"] is None else str(c["shots"]), c["model"], f"{c['refused']} of {c['items']}",
               str(c["why"])) for c in refusals["cells"]]
-    return ["refused requests (not applicable: stored, never scored):"] + _table(rows, right=(1, 3))
+    return ["refused requests (not applicable: stored, never scored):"] + text_table(rows, right=(1, 3))
 
 
 def _chat() -> type:
@@ -1073,20 +1050,6 @@ def _size(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def _duration(s: float) -> str:
-    if s < 60:
-        return f"{s:.1f} s"
-    if s < 3600:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"
-
-
-def _table(rows: Sequence[tuple[str, ...]], right: tuple[int, ...]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-            .rstrip() for r in rows]
-
-
 def render(report: dict[str, Any]) -> str:
     """The terminal text of a check: the plan table, the models, every problem with its fix."""
     from icl.run.planning.check_cost import render_cost
@@ -1101,7 +1064,7 @@ def render(report: dict[str, Any]) -> str:
                   str(c["planned"]), str(c["stored"]), str(c["remaining"])) for c in plan["cells"]]
         rows.append(("all", f"{plan['models']} model(s), {plan['judges']} judge(s)", str(plan["planned"]),
                      str(plan["stored"]), str(plan["remaining"])))
-    lines += _table(rows, right=(2, 3, 4))
+    lines += text_table(rows, right=(2, 3, 4))
     rows = [("model", "role", "params", "bytes", "peak memory (batch)", "estimated time")]
     for e in report["models"]:
         peaks = (e.get("memory") or {}).get("peak_bytes") or {}
@@ -1109,7 +1072,7 @@ def render(report: dict[str, Any]) -> str:
         rows.append((e["label"], e["role"] + (f" {e['precision']}" if e.get("precision") else ""),
                      f"{e['params']:,}" if e.get("params") else "-", _size(e["bytes"]) if e.get("bytes") else "-",
                      peak, e.get("estimate") or "-"))
-    lines += _table(rows, right=(2, 3, 4))
+    lines += text_table(rows, right=(2, 3, 4))
     lines += render_cost(report)
     memory = report["device"].get("memory")
     if memory:

@@ -172,7 +172,7 @@ def context_check(bench: Any, items: Sequence[Any], models: Sequence[Any], warni
 
 def context_lines(context: Optional[dict[str, Any]]) -> list[str]:
     """The printed table of a :func:`context_check` (none when no model was asked a chat prompt)."""
-    from icl.run.planning.check import _table
+    from icl.run.planning.check_parts import text_table
 
     if not context:
         return []
@@ -187,7 +187,7 @@ def context_lines(context: Optional[dict[str, Any]]) -> list[str]:
                          "-" if c["prompt_tokens"] is None else f"{c['prompt_tokens']:,}",
                          "-" if c["max_new_tokens"] is None else str(c["max_new_tokens"]),
                          "-" if c["context"] is None else f"{c['context']:,}", c["status"]))
-        lines += _table(rows, right=(1, 3, 4, 5))
+        lines += text_table(rows, right=(1, 3, 4, 5))
     for n in context["not_checked"]:
         lines.append(f"prompt length not checked for {n['model']}: {n['reason']}")
     return lines

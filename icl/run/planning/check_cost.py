@@ -73,7 +73,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from icl.run.planning.check import UNKNOWN_COST, Problem, _duration, _offline, _table
+from icl.run.planning.check_parts import UNKNOWN_COST, Problem, duration_text, hub_offline, text_table
 from icl.run.planning.plan import SETTLED
 
 # adapters whose requests are priced (class anywhere in the adapter's MRO -> family)
@@ -109,7 +109,7 @@ def time_estimate(store: Any, model_id: str, label: str, remaining: int, basis: 
         described = out["estimate_basis"] + (f"; {answered} answer{'s' if answered != 1 else ''} stored, only scored"
                                              if answered else "")
         out.update(seconds_per_item=(model_s + score_s) / n, estimated_s=total,
-                   estimate=f"{_duration(total)} ({described})")
+                   estimate=f"{duration_text(total)} ({described})")
     return out
 
 
@@ -156,7 +156,7 @@ def _estimate(n: int, seconds: float, load_s: float, remaining: int, basis: str)
     total = load_s + per_item * remaining
     described = basis.format(n=f"{n} item{'s' if n != 1 else ''}")
     return dict(seconds_per_item=per_item, measured_items=n, load_s=load_s, estimated_s=total,
-                estimate=f"{_duration(total)} ({described})", estimate_basis=described)
+                estimate=f"{duration_text(total)} ({described})", estimate_basis=described)
 
 
 def calibrate(config: Any, bench: Any, device: str, declared_only: bool, models: Sequence[Any],
@@ -280,7 +280,7 @@ def _scratch_run(config: Any, bench: Any, device: str, targets: Sequence[Any], j
     out: dict[str, dict[str, Any]] = {}
     scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix()))
     try:
-        with Store(scratch / "store.sqlite") as store, _offline():  # hf: references stay resolved from the cache
+        with Store(scratch / "store.sqlite") as store, hub_offline():  # hf: references stay resolved from the cache
             run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol, calibrate=n))
             for m in [*targets, *judges]:
                 store.put_model(m.model_id, m.label, m.identity)
@@ -520,7 +520,7 @@ def render_cost(report: dict[str, Any]) -> list[str]:
         rows.append((label, f"{h['requests']:,}", f"{h['cached']:,}", f"{h['input_tokens']:,}", f"{h['images_sent']:,}",
                      f"{h['output_tokens_max']:,}", f"{h['images_generated']:,}",
                      "-" if h["money"] is None else _money(h["money"])))
-    lines += _table(rows, right=(1, 2, 3, 4, 5, 6, 7))
+    lines += text_table(rows, right=(1, 2, 3, 4, 5, 6, 7))
     lines.append("  input tokens: an estimate (4 characters a token, 3 per message and request; chat images by "
                  "OpenAI's tile rule); cost: price_in / price_out per 1M tokens, price_image per image (a price not "
                  "given counts as 0; output at its maximum)")

@@ -25,7 +25,7 @@ from icl.run.planning.models import make_model
 
 
 def prefetch(config: RunConfig, typed: Sequence[str], stdout: TextIO) -> int:
-    from icl.run.runner import open_benchmark
+    from icl.run.planning.setup import open_benchmark
 
     data = prefetch_data(config, stdout)  # first: the benchmark reads its data root when it plans
     bench = open_benchmark(config)

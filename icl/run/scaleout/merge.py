@@ -42,8 +42,8 @@ from icl.run.execution.engine import ExecStats
 from icl.run.errors import ConfigError
 from icl.run.outputs.files import INCOMPLETE, claim_folder, replacing, write_artifacts
 from icl.run.outputs.lock import LOCK_NAME, FolderLock
-from icl.run.runner import (Outcome, _absolute, _applicable, _plan, _run_store, finish, open_benchmark,
-                            print_summary, recorded_judges, recorded_models, recorded_roles, writable)
+from icl.run.runner import Outcome, applicable_items, run_store, finish, print_summary, recorded_judges, recorded_models, recorded_roles, writable
+from icl.run.planning.setup import absolute, open_benchmark, plan_items
 from icl.run.outputs.samples import SAMPLES
 from icl.store import ComputeRecord, Failure, Store, StoreError
 from icl.store.copy import open_read_only
@@ -80,8 +80,8 @@ def merge(out: Path, shard_dirs: Sequence[Path], stdout: Optional[TextIO] = None
     ``data_root`` override the shards' settings."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     t0 = time.perf_counter()
-    out = _absolute(Path(out))
-    folders = [_absolute(Path(d)) for d in shard_dirs]
+    out = absolute(Path(out))
+    folders = [absolute(Path(d)) for d in shard_dirs]
     _check_folders(out, folders)
     shards = [_read_shard(d) for d in folders]
     for other in shards[1:]:
@@ -94,11 +94,11 @@ def merge(out: Path, shard_dirs: Sequence[Path], stdout: Optional[TextIO] = None
     if plots is not None:
         config.plots = plots
     if data_root is not None:
-        config.data_root = _absolute(Path(data_root))
+        config.data_root = absolute(Path(data_root))
     if config.store_path in {s.store for s in shards}:
         raise ConfigError(f"merge: OUT's store {config.store_path} is a shard's store; merge into another folder")
     bench = open_benchmark(config)
-    items = _plan(bench)
+    items = plan_items(bench)
     recorded = shards[0].meta["shard"]["plan"]
     if S.plan_sha256(items) != recorded.get("sha256"):
         raise ConfigError(f"merge: the plan built now ({len(items)} items) is not the one the shards were cut from "
@@ -174,7 +174,7 @@ def _read_shard(folder: Path) -> Shard:
     if _running(folder):
         raise ConfigError(f"merge: {folder} is in use by a running icl process (its {LOCK_NAME} is held); wait for "
                           f"the shard to end")
-    shard = Shard(folder, meta, _run_store(meta["config"], folder))
+    shard = Shard(folder, meta, run_store(meta["config"], folder))
     if not shard.store.is_file():
         raise ConfigError(f"merge: {shard.name}: no store at {shard.store} (its results.json names it)")
     return shard
@@ -281,7 +281,7 @@ def _check_complete(bench: Benchmark, items: Sequence[Item], shards: Sequence[Sh
         except StoreError as exc:
             raise ConfigError(f"merge: {s.name}: {exc}") from None
         for label, model_id in models:
-            lacking = [it.key for it in _applicable(bench, mine, roles.get(label))
+            lacking = [it.key for it in applicable_items(bench, mine, roles.get(label))
                        if any((it.key, model_id, j) not in found for j in judge_ids)]
             if lacking:
                 shown = ", ".join(repr(k) for k in lacking[:SHOWN_KEYS]) + (", ..." if len(lacking) > SHOWN_KEYS else "")

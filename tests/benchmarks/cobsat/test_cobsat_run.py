@@ -95,7 +95,7 @@ def test_an_empty_data_root_is_one_line_and_untouched(tmp_path, capsys):
 
 
 def test_an_unusable_judge_is_refused_before_any_generation(tmp_path, capsys, tiny_clip):
-    """The runner checks every judge before the first generation (``icl.run.runner._check_judges``:
+    """The runner checks every judge before the first generation (``icl.run.planning.setup.check_judges``:
     ``Adapter.check_loadable`` and ``Adapter.would_refuse`` on ``Benchmark.judge_probe``'s stand-in
     judge requests), as vlicl refuses its built-in judge on release data: exit 2, one line, no
     output folder (nothing generated)."""
