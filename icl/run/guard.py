@@ -385,7 +385,13 @@ def check_stop() -> None:
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
     """SIGTERM and SIGINT set the stop flag inside the block (main thread only) and the block
-    ends with ``KeyboardInterrupt`` if one arrived; handlers and flag are restored after."""
+    ends with ``KeyboardInterrupt`` if one arrived; handlers and flag are restored after.
+    Nested inside another such block (a download inside a run), or outside the main thread
+    (where Python delivers no signal), it changes nothing: the outer block's flag holds."""
+    if (threading.current_thread() is not threading.main_thread()
+            or all(signal.getsignal(s) is _request_stop for s in STOP_SIGNALS)):
+        yield
+        return
     previous = {s: signal.signal(s, _request_stop) for s in STOP_SIGNALS}
     _pending.clear()
     try:
