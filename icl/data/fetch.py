@@ -21,6 +21,7 @@ of docs/datasets.md "Per release"); it downloads nothing and never scrapes.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -143,6 +144,11 @@ def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[T
     if key not in HUB_RELEASES:
         raise FetchError(f"{name}: not a published release icl knows; fetch takes {', '.join(names())}")
     rel = HUB_RELEASES[key]
+    if revision is not None:
+        try:
+            hub.check_revision(f"--revision {revision!r}", revision)
+        except hub.HubError as exc:
+            raise FetchError(str(exc)) from None
     if out is None:
         from icl.data.registry import data_root
 
@@ -160,16 +166,20 @@ def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[T
     if done.get("repo") != rel.repo or done.get("commit") != commit:
         # unpacked and checked in a hidden sibling, renamed into place only when complete: a release
         # that fails its checks leaves nothing behind
-        work = target.with_name(f".{target.name}.fetching")
+        work = _work_folder(target)
         try:
             _unpack(rel, snapshot, work, commit)
             counts = _checked(rel, work, target)
             _write_manifest(work / manifest.name, {**record, "counts": counts})
+            (work / WORK_MARKER).unlink()
             if target.exists():  # only a folder fetch made (refused above otherwise)
                 shutil.rmtree(target)
             os.replace(work, target)
+        except OSError as exc:
+            raise FetchError(_disk_problem(exc, work, target)) from None
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            if (work / WORK_MARKER).is_file():  # ours: removed; anything else is never touched
+                shutil.rmtree(work, ignore_errors=True)
     else:
         counts = _checked(rel, target, target)
         if done.get("counts") not in (None, counts):
@@ -195,42 +205,71 @@ def describe_elsewhere(key: str) -> str:
 
 
 def _download(rel: HubRelease, revision: str) -> Path:
-    from huggingface_hub import errors, snapshot_download
-
-    is_offline = hub.offline()
-    where = hub.endpoint() or "huggingface.co"
+    """The release's snapshot at ``revision`` (the commit asked first and checked, then every
+    file downloaded by that commit and verified: :mod:`icl.models.hub`'s transfer), or from the
+    cache alone offline; its folder (named by the commit)."""
     at = f"{rel.repo}@{revision}"
+    allow = list(rel.allow_patterns) if rel.allow_patterns else ["*"]
     try:
-        return Path(snapshot_download(rel.repo, repo_type="dataset", revision=revision, cache_dir=hub.cache_dir(),
-                                      endpoint=hub.endpoint(), local_files_only=is_offline,
-                                      allow_patterns=list(rel.allow_patterns) if rel.allow_patterns else None))
-    except errors.LocalEntryNotFoundError:
-        if is_offline:
-            raise FetchError(f"{at}: not in the Hugging Face cache ({hub.cache_dir()}) and "
-                             f"HF_HUB_OFFLINE is set; fetch it once where the Hub is reachable, with the same "
-                             f"HF_HOME / HF_HUB_CACHE") from None
-        raise FetchError(f"{rel.repo}: the Hub ({where}) cannot be reached and the dataset is not cached") from None
-    except errors.RevisionNotFoundError:
-        raise FetchError(f"{rel.repo}: the Hub ({where}) has no revision {revision}") from None
-    except errors.RepositoryNotFoundError:
-        raise FetchError(f"{rel.repo}: dataset not found on {where} (private or gated? set HF_TOKEN)") from None
-    except errors.HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else "?"
-        raise FetchError(f"{rel.repo}: the Hub answered HTTP {status}") from None
+        if hub.offline():
+            root, _ = hub.cached_snapshot(at, rel.repo, revision, "dataset", rel.allow_patterns, ignore=())
+            return root
+        commit = hub.resolve_commit(at, rel.repo, revision, "dataset")
+        listing = hub.list_remote(at, rel.repo, commit, "dataset")
+        root = hub.download(at, rel.repo, "dataset", commit, listing, hub.select(listing, allow, ignore=()))
+        hub.remember_revision(rel.repo, "dataset", revision, commit)
+        return root
+    except hub.HubError as exc:
+        raise FetchError(str(exc).replace("this model needs", "this release needs")) from None
+
+
+# The hidden folder fetch unpacks into holds this file from the moment fetch makes it: a folder of
+# that name without it is the user's, and is never removed or written into.
+WORK_MARKER = ".icl-fetch-in-progress"
+
+
+def _work_folder(target: Path) -> Path:
+    """``.NAME.fetching`` beside ``target``, made afresh and marked as fetch's: one left by an
+    interrupted fetch (marked) is replaced, one fetch did not make is refused (one line)."""
+    work = target.with_name(f".{target.name}.fetching")
+    if work.exists() or work.is_symlink():
+        if work.is_symlink() or not work.is_dir() or not (work / WORK_MARKER).is_file():
+            raise FetchError(f"{work}: exists and was not made by fetch (no {WORK_MARKER} in it); nothing in it "
+                             f"is touched: move it away or choose another --out")
+        shutil.rmtree(work)  # an interrupted fetch's (marked): nothing of the user's
+    try:
+        work.parent.mkdir(parents=True, exist_ok=True)
+        work.mkdir()
+        (work / WORK_MARKER).write_text("unpacked by python -m icl.data fetch; removed when it ends\n")
     except OSError as exc:
-        raise FetchError(f"{rel.repo}: cannot download into {hub.cache_dir()} ({exc})") from None
+        raise FetchError(_disk_problem(exc, work, target)) from None
+    return work
+
+
+def _disk_problem(exc: OSError, work: Path, target: Path) -> str:
+    """One line for a write that failed while unpacking (a full disk above all)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"{target}: the disk is full while unpacking (into {work}); nothing was kept: free space or "
+                f"choose another --out")
+    return f"{target}: cannot unpack into {work} ({type(exc).__name__}: {exc.strerror or exc})"
 
 
 def _unpack(rel: HubRelease, snapshot: Path, work: Path, commit: str) -> None:
-    """Into ``work`` (made afresh): the release's folders copied from the snapshot, everything
-    under them but their archives, and each folder's archives extracted into it (as its unzip
-    script)."""
+    """Into ``work`` (made and marked by :func:`_work_folder`): the release's folders copied from
+    the snapshot, everything under them but their archives, and each folder's archives extracted
+    into it (as its unzip script), within :func:`unpack_limits` and the disk's free space."""
     missing = [f for f in rel.folders if not (snapshot / f).is_dir()]
     if missing:
         raise FetchError(f"{rel.repo}@{commit}: the snapshot lacks {', '.join(missing)}")
-    work.parent.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
+    archives = [snapshot / folder / name for folder in rel.folders for name in rel.archives
+                if (snapshot / folder / name).is_file()]
+    copied = sum(p.stat().st_size for folder in rel.folders for p in (snapshot / folder).rglob("*")
+                 if p.is_file() and p not in archives)
+    unpacked = sum(_planned_members(a, rel) for a in archives)
+    free = hub.free_space(work)
+    if copied + unpacked > free:
+        raise FetchError(f"{work.parent}: unpacking {rel.repo}@{commit} needs {(copied + unpacked) / 2**20:.1f} MiB, "
+                         f"the disk has {free / 2**20:.1f} MiB free; free space or choose another --out")
     for folder in rel.folders:
         src, dst = snapshot / folder, work / folder
         # the cache's files are links to its blobs: copied as files
@@ -254,7 +293,58 @@ def _write_manifest(path: Path, record: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+# Bounds on what an archive may unpack to (docs/datasets.md, "Fetching"): in all, per member,
+# and per member as a multiple of its compressed size (a zip bomb's members expand a thousandfold;
+# images and JSON far less). Environment variables replace the defaults.
+UNPACK_LIMITS = {"ICL_FETCH_MAX_UNPACK": 64 * 2**30, "ICL_FETCH_MAX_MEMBER": 8 * 2**30, "ICL_FETCH_MAX_RATIO": 200}
+_SMALL_MEMBER = 1 << 20  # below this, a member's ratio is not judged (a tiny JSON compresses well)
+
+
+def unpack_limits() -> dict[str, int]:
+    """:data:`UNPACK_LIMITS` with the environment's values (a positive integer each; one line
+    naming the variable otherwise)."""
+    out = {}
+    for var, default in UNPACK_LIMITS.items():
+        text = os.environ.get(var, "").strip()
+        if not text:
+            out[var] = default
+            continue
+        if not text.isdigit() or int(text) < 1:
+            raise FetchError(f"{var}={text!r}: expected a positive integer")
+        out[var] = int(text)
+    return out
+
+
+def _planned_members(archive: Path, rel: HubRelease) -> int:
+    """The bytes ``archive`` declares it unpacks to, each member and the whole within
+    :func:`unpack_limits` (zipfile stops a member at its declared size, so this bounds what is
+    written); one line naming the archive and the member otherwise."""
+    limits = unpack_limits()
+    total = 0
+    try:
+        with zipfile.ZipFile(archive) as z:
+            for info in z.infolist():
+                total += info.file_size
+                name = info.filename
+                if info.file_size > limits["ICL_FETCH_MAX_MEMBER"]:
+                    raise FetchError(f"{archive}: member {name!r} unpacks to {info.file_size} bytes, more than "
+                                     f"ICL_FETCH_MAX_MEMBER={limits['ICL_FETCH_MAX_MEMBER']}; refused")
+                if (info.file_size > _SMALL_MEMBER
+                        and info.file_size > limits["ICL_FETCH_MAX_RATIO"] * max(info.compress_size, 1)):
+                    raise FetchError(f"{archive}: member {name!r} unpacks to {info.file_size} bytes from "
+                                     f"{info.compress_size}, more than ICL_FETCH_MAX_RATIO="
+                                     f"{limits['ICL_FETCH_MAX_RATIO']} times (a zip bomb?); refused")
+                if total > limits["ICL_FETCH_MAX_UNPACK"]:
+                    raise FetchError(f"{archive}: unpacks to more than ICL_FETCH_MAX_UNPACK="
+                                     f"{limits['ICL_FETCH_MAX_UNPACK']} bytes; refused")
+    except zipfile.BadZipFile as exc:
+        raise FetchError(f"{archive}: not a valid zip ({exc})") from None
+    return total
+
+
 def _extract(archive: Path, dst: Path) -> None:
+    """``archive``'s members into ``dst`` (each confined to it; sizes bounded beforehand by
+    :func:`_planned_members`)."""
     root = dst.resolve()
     try:
         with zipfile.ZipFile(archive) as z:
@@ -263,7 +353,7 @@ def _extract(archive: Path, dst: Path) -> None:
                 if root not in path.parents and path != root:
                     raise FetchError(f"{archive}: member {info.filename!r} would land outside {dst}")
             z.extractall(dst)
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
         raise FetchError(f"{archive}: not a valid zip ({exc})") from None
 
 

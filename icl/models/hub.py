@@ -414,11 +414,12 @@ def list_remote(label: str, repo_id: str, commit: str, repo_type: str) -> dict[s
     return out
 
 
-def select(listing: dict[str, RemoteFile], allow: Sequence[str]) -> list[RemoteFile]:
-    """The files of ``listing`` that ``allow`` selects (:data:`IGNORE_PATTERNS` left out)."""
+def select(listing: dict[str, RemoteFile], allow: Sequence[str],
+           ignore: Sequence[str] = IGNORE_PATTERNS) -> list[RemoteFile]:
+    """The files of ``listing`` that ``allow`` selects and ``ignore`` does not."""
     from huggingface_hub.utils import filter_repo_objects
 
-    chosen = filter_repo_objects(sorted(listing), allow_patterns=list(allow), ignore_patterns=list(IGNORE_PATTERNS))
+    chosen = filter_repo_objects(sorted(listing), allow_patterns=list(allow), ignore_patterns=list(ignore) or None)
     return [listing[p] for p in chosen]
 
 
@@ -507,7 +508,7 @@ def remember_revision(repo_id: str, repo_type: str, revision: str, commit: str) 
 
 
 def cached_snapshot(label: str, repo_id: str, revision: str, repo_type: str,
-                    allow: Optional[Sequence[str]]) -> tuple[Path, str]:
+                    allow: Optional[Sequence[str]], ignore: Sequence[str] = IGNORE_PATTERNS) -> tuple[Path, str]:
     """Offline: the cached snapshot of ``revision`` and its commit (the client's own lookup,
     ``local_files_only``: ``refs/REVISION``, and the stored listing to tell a complete snapshot)."""
     from huggingface_hub import errors, snapshot_download
@@ -516,7 +517,7 @@ def cached_snapshot(label: str, repo_id: str, revision: str, repo_type: str,
     try:
         root = Path(snapshot_download(repo_id, repo_type=repo_type, revision=revision,
                                       allow_patterns=list(allow) if allow else None,
-                                      ignore_patterns=list(IGNORE_PATTERNS), cache_dir=cache_dir(),
+                                      ignore_patterns=list(ignore) or None, cache_dir=cache_dir(),
                                       local_files_only=True))
     except errors.IncompleteSnapshotError:
         raise HubError(f"{label}: the cached snapshot (revision {revision}) lacks files this model needs and "
