@@ -263,17 +263,31 @@ def _unpack(rel: HubRelease, snapshot: Path, work: Path, commit: str) -> None:
         raise FetchError(f"{rel.repo}@{commit}: the snapshot lacks {', '.join(missing)}")
     archives = [snapshot / folder / name for folder in rel.folders for name in rel.archives
                 if (snapshot / folder / name).is_file()]
-    copied = sum(p.stat().st_size for folder in rel.folders for p in (snapshot / folder).rglob("*")
+    copied = sum(_on_disk(p.stat().st_size) for folder in rel.folders for p in (snapshot / folder).rglob("*")
                  if p.is_file() and p not in archives)
-    unpacked = sum(_planned_members(a, rel) for a in archives)
+    sizes = {a: _planned_members(a, rel) for a in archives}
+    unpacked = sum(sizes.values())
+    bound = unpack_limits()["ICL_FETCH_MAX_UNPACK"]
+    if unpacked > bound:
+        largest = max(sizes, key=sizes.__getitem__)
+        raise FetchError(f"{rel.repo}@{commit}: its archives unpack to {unpacked} bytes (the largest, "
+                         f"{largest.relative_to(snapshot)}, {sizes[largest]}), more than ICL_FETCH_MAX_UNPACK={bound}; "
+                         f"refused")
     free = hub.free_space(work)
-    if copied + unpacked > free:
+    if copied + unpacked > free:  # (each member counted in whole blocks by _planned_members)
         raise FetchError(f"{work.parent}: unpacking {rel.repo}@{commit} needs {(copied + unpacked) / 2**20:.1f} MiB, "
                          f"the disk has {free / 2**20:.1f} MiB free; free space or choose another --out")
     for folder in rel.folders:
         src, dst = snapshot / folder, work / folder
-        # the cache's files are links to its blobs: copied as files
-        shutil.copytree(src, dst, ignore=lambda at, names: [n for n in names if Path(at) == src and n in rel.archives])
+        # the cache's files are links to its blobs: copied as files, one by one (a write that
+        # fails is its own OSError, a full disk among them, not copytree's list of them)
+        for path in sorted(src.rglob("*")):
+            if path.parent == src and path.name in rel.archives or not path.is_file():
+                continue
+            to = dst / path.relative_to(src)
+            to.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, to)
+        dst.mkdir(exist_ok=True)
         for name in rel.archives:
             if (src / name).is_file():
                 _extract(src / name, dst)
@@ -293,7 +307,7 @@ def _write_manifest(path: Path, record: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-# Bounds on what an archive may unpack to (docs/datasets.md, "Fetching"): in all, per member,
+# Bounds on what a release's archives may unpack to (docs/datasets.md): in all, per member,
 # and per member as a multiple of its compressed size (a zip bomb's members expand a thousandfold;
 # images and JSON far less). Environment variables replace the defaults.
 UNPACK_LIMITS = {"ICL_FETCH_MAX_UNPACK": 64 * 2**30, "ICL_FETCH_MAX_MEMBER": 8 * 2**30, "ICL_FETCH_MAX_RATIO": 200}
@@ -315,16 +329,22 @@ def unpack_limits() -> dict[str, int]:
     return out
 
 
+def _on_disk(size: int) -> int:
+    """What a file of ``size`` bytes takes on a disk (whole 4 KiB blocks, one at least)."""
+    return max(1, -(-size // 4096)) * 4096
+
+
 def _planned_members(archive: Path, rel: HubRelease) -> int:
-    """The bytes ``archive`` declares it unpacks to, each member and the whole within
-    :func:`unpack_limits` (zipfile stops a member at its declared size, so this bounds what is
-    written); one line naming the archive and the member otherwise."""
+    """The disk ``archive`` declares it unpacks to (whole blocks), each member within :func:`unpack_limits`
+    (zipfile stops a member at its declared size, so this bounds what is written; the total of
+    a release's archives is bounded by :func:`_unpack`); one line naming the archive and the
+    member otherwise."""
     limits = unpack_limits()
     total = 0
     try:
         with zipfile.ZipFile(archive) as z:
             for info in z.infolist():
-                total += info.file_size
+                total += _on_disk(info.file_size)
                 name = info.filename
                 if info.file_size > limits["ICL_FETCH_MAX_MEMBER"]:
                     raise FetchError(f"{archive}: member {name!r} unpacks to {info.file_size} bytes, more than "
@@ -334,9 +354,6 @@ def _planned_members(archive: Path, rel: HubRelease) -> int:
                     raise FetchError(f"{archive}: member {name!r} unpacks to {info.file_size} bytes from "
                                      f"{info.compress_size}, more than ICL_FETCH_MAX_RATIO="
                                      f"{limits['ICL_FETCH_MAX_RATIO']} times (a zip bomb?); refused")
-                if total > limits["ICL_FETCH_MAX_UNPACK"]:
-                    raise FetchError(f"{archive}: unpacks to more than ICL_FETCH_MAX_UNPACK="
-                                     f"{limits['ICL_FETCH_MAX_UNPACK']} bytes; refused")
     except zipfile.BadZipFile as exc:
         raise FetchError(f"{archive}: not a valid zip ({exc})") from None
     return total
