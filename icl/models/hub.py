@@ -519,9 +519,12 @@ def cached_snapshot(label: str, repo_id: str, revision: str, repo_type: str,
                                       allow_patterns=list(allow) if allow else None,
                                       ignore_patterns=list(ignore) or None, cache_dir=cache_dir(),
                                       local_files_only=True))
-    except errors.IncompleteSnapshotError:
-        raise HubError(f"{label}: the cached snapshot (revision {revision}) lacks files this model needs and "
-                       f"HF_HUB_OFFLINE is set; {_prefetch_hint()}") from None
+    except errors.IncompleteSnapshotError as exc:
+        # the client's message names the missing files ("N file(s) are missing (a, b, ...)")
+        found = re.search(r"(\d+) file\(s\) are missing \((.*?)\)\.", str(exc))
+        missing = f": {found.group(1)} missing ({found.group(2)})" if found else ""
+        raise HubError(f"{label}: the cached snapshot (revision {revision}) lacks files this model needs{missing} "
+                       f"and HF_HUB_OFFLINE is set; {_prefetch_hint()}") from None
     except errors.LocalEntryNotFoundError:
         raise HubError(f"{label}: not in the Hugging Face cache ({cache_dir()}) and HF_HUB_OFFLINE is set; "
                        f"{_prefetch_hint()}") from None

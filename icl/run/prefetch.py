@@ -118,5 +118,5 @@ def prefetch_data(config: RunConfig, stdout: TextIO) -> tuple[bool, Optional[Pat
     try:
         releases.fetch(key, root, stdout)
     except releases.FetchError as exc:
-        raise ConfigError(f"--prefetch: data: {exc}") from None
+        raise ConfigError(f"data: {exc}") from None
     return True, root

@@ -206,3 +206,17 @@ def test_a_hand_made_folder_is_not_judged(tmp_path):
     f = tmp_path / "model.safetensors"
     f.write_bytes(b"anything")
     assert hub.verify_cached(f) is None and "missing" in hub.verify_cached(tmp_path / "gone.json")
+
+
+# --- 12. messages: the missing file named, one line --------------------------------------------
+
+def test_offline_a_snapshot_missing_a_file_names_it(hf_env, server, monkeypatch):
+    snap = hub.resolve(f"hf:{REPO}")
+    (snap.root / "tokenizer_config.json").unlink()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub.forget()
+    with pytest.raises(HubError) as err:
+        hub.resolve(f"hf:{REPO}")
+    msg = str(err.value)
+    assert "\n" not in msg and "lacks files this model needs: 1 missing (tokenizer_config.json)" in msg
+    assert msg.startswith(f"hf:{REPO}: ") and "hub:" not in msg and "error:" not in msg
