@@ -476,9 +476,10 @@ def download(label: str, repo_id: str, repo_type: str, commit: str, listing: dic
                            f"(the largest, {big.path}, {_mib(big.size)}), the disk of {cache_dir()} has "
                            f"{_mib(free)} free; free space or set HF_HUB_CACHE elsewhere")
     limits = download_limits()
+    locks = cache_dir() / ".locks" / storage.name  # where the client locks its blobs: one writer per blob
     with stop_on_signals():  # SIGTERM / Ctrl-C: the transfer stops (a second one at once)
         for r in fresh.values():
-            _transfer(label, repo_id, repo_type, commit, r, blobs / r.blob, limits)
+            _transfer_locked(label, repo_id, repo_type, commit, r, blobs / r.blob, limits, locks, deep)
     try:
         for r in files:
             _link(blobs / r.blob, root / r.path)
@@ -576,6 +577,22 @@ def _cached_problem(blob: Path, r: RemoteFile, deep: bool) -> Optional[str]:
     return None
 
 
+def _transfer_locked(label: str, repo_id: str, repo_type: str, commit: str, r: RemoteFile, blob: Path,
+                     limits: DownloadLimits, locks: Path, deep: bool) -> None:
+    """:func:`_transfer` under the blob's lock (another process fetching the same blob, a
+    concurrent ``--prefetch``, is waited for, and its result used when it is sound)."""
+    from huggingface_hub.utils import WeakFileLock
+
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HubError(f"{label}: cannot write into {cache_dir()} ({type(exc).__name__}: {exc})") from None
+    with WeakFileLock(locks / f"{r.blob}.lock"):
+        if _cached_problem(blob, r, deep) is None:  # fetched meanwhile by another process
+            return
+        _transfer(label, repo_id, repo_type, commit, r, blob, limits)
+
+
 def _transfer(label: str, repo_id: str, repo_type: str, commit: str, r: RemoteFile, blob: Path,
               limits: DownloadLimits) -> None:
     """Download ``r`` into ``blob`` (through ``blob.incomplete``, resumed with a Range request
@@ -654,7 +671,7 @@ def _receive(where: str, session: Any, url: str, headers: dict[str, str], part: 
             if announced is not None and announced.isdigit() and int(announced) > size - have:
                 raise HubError(f"{where}: the server announces {int(announced)} bytes, the listing {size - have} "
                                f"more; refused")
-            with open(part, "ab") as out:
+            with open(part, "ab") as out, _progress(where, size, have) as bar:
                 got, t0 = have, time.monotonic()
                 marks = [(t0, got)]  # (time, bytes) to measure the rate over the last window
                 for chunk in resp.iter_raw():
@@ -663,6 +680,7 @@ def _receive(where: str, session: Any, url: str, headers: dict[str, str], part: 
                         raise HubError(f"{where}: the server sends more than the {size} bytes listed; refused")
                     out.write(chunk)
                     got += len(chunk)
+                    bar.update(len(chunk))
                     now = time.monotonic()
                     marks.append((now, got))
                     _within(where, limits, marks, now, started)
@@ -675,6 +693,22 @@ def _receive(where: str, session: Any, url: str, headers: dict[str, str], part: 
             raise HubError(f"{where}: the disk of {cache_dir()} is full; free space or set HF_HUB_CACHE "
                            f"elsewhere ({part.stat().st_size if part.exists() else 0} bytes kept)") from None
         raise HubError(f"{where}: cannot write into {cache_dir()} ({type(exc).__name__}: {exc})") from None
+
+
+def _progress(where: str, size: int, have: int) -> Any:
+    """A progress bar of one file on a terminal (huggingface_hub's tqdm, which
+    ``HF_HUB_DISABLE_PROGRESS_BARS`` turns off: ``--no-progress`` sets it); nothing otherwise."""
+    import sys
+
+    from huggingface_hub import constants
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from huggingface_hub.utils import tqdm as hub_tqdm
+
+    # read now (the client read it once, at its import; the runner sets it later for --no-progress)
+    value = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")
+    off = value.upper() in constants.ENV_VARS_TRUE_VALUES if value is not None else are_progress_bars_disabled()
+    return hub_tqdm(total=size, initial=have, unit="B", unit_scale=True, desc=where.split(": ", 1)[-1],
+                    disable=True if off or not sys.stderr.isatty() else None, leave=False)
 
 
 def _within(where: str, limits: DownloadLimits, marks: list[tuple[float, int]], now: float, started: float) -> None:

@@ -40,6 +40,8 @@ def prefetch(config: RunConfig, typed: Sequence[str], stdout: TextIO, stderr: Op
     from icl.run.runner import open_benchmark
 
     stderr = stderr or sys.stderr
+    if not config.progress:  # as a run: no download bars (icl.models.hub reads it at each file)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     fetched, data_root = prefetch_data(config, stdout)  # first: the benchmark reads its data root when it plans
     added = data_root if config.data_root is None else None  # fetched into the default data root
     if added is not None:

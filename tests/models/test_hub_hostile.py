@@ -220,3 +220,28 @@ def test_offline_a_snapshot_missing_a_file_names_it(hf_env, server, monkeypatch)
     msg = str(err.value)
     assert "\n" not in msg and "lacks files this model needs: 1 missing (tokenizer_config.json)" in msg
     assert msg.startswith(f"hf:{REPO}: ") and "hub:" not in msg and "error:" not in msg
+
+
+def test_two_concurrent_resolutions_download_a_blob_once(hf_env, server, slow_repo):
+    """Two resolutions at once (threads here; two --prefetch processes share the same file lock):
+    the second waits for the first's blob and uses it, both get the verified file."""
+    import threading
+
+    server.trickle["model.safetensors"] = 0.005  # slow enough (2 s) that both ask while it downloads
+    results, errors = [], []
+
+    def one():
+        try:
+            results.append(hub.resolve(slow_repo, ("*.json", "*.safetensors")))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == [] and len(results) == 2
+    assert all((r.root / "model.safetensors").read_bytes() == b"w" * 400 for r in results)
+    gets = [r for r in server.requests if r.method == "GET" and r.path.endswith("/model.safetensors")]
+    assert len(gets) == 1
