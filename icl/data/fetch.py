@@ -214,7 +214,10 @@ def _download(rel: HubRelease, revision: str) -> Path:
         if hub.offline():
             root, _ = hub.cached_snapshot(at, rel.repo, revision, "dataset", rel.allow_patterns, ignore=())
             return root
-        commit = hub.resolve_commit(at, rel.repo, revision, "dataset")
+        try:
+            commit = hub.resolve_commit(at, rel.repo, revision, "dataset")
+        except hub.HubUnreachable as exc:  # no network: the cache, as the client does
+            return hub.cached_or(exc, at, rel.repo, revision, "dataset", rel.allow_patterns, ignore=())[0]
         listing = hub.list_remote(at, rel.repo, commit, "dataset")
         root = hub.download(at, rel.repo, "dataset", commit, listing, hub.select(listing, allow, ignore=()))
         hub.remember_revision(rel.repo, "dataset", revision, commit)

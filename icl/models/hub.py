@@ -78,6 +78,10 @@ class HubError(WeightsError):
     """A ``hf:`` reference that is malformed, cannot be resolved, or is refused (one line)."""
 
 
+class HubUnreachable(HubError):
+    """The Hub did not answer at all (no connection, a timeout): what the cache holds may serve."""
+
+
 @dataclass(frozen=True)
 class HubRef:
     """A parsed ``hf:`` reference (``revision`` None: ``main``; ``subpath`` "": the root)."""
@@ -241,17 +245,27 @@ def resolve(ref: Union[str, HubRef], patterns: Optional[Sequence[str]] = None,
         # the commit first (40 hex or refused), then the listing at that commit (every path
         # confined, every hash well formed), the configurations (verified) checked for code before
         # any weight downloads, then the weights (space checked first, each verified)
-        commit = resolve_commit(ref.text, ref.repo_id, revision, "model")
+        try:
+            commit = resolve_commit(ref.text, ref.repo_id, revision, "model")
+        except HubUnreachable as exc:  # no network (a compute node without HF_HUB_OFFLINE): the cache, as the client
+            root, commit = cached_or(exc, ref.text, ref.repo_id, revision, "model", allow)
+            _refuse_code(ref, root)
+            return _remember(ref, key, root, commit, allow)
         listing = list_remote(ref.text, ref.repo_id, commit, "model")
         download(ref.text, ref.repo_id, "model", commit, listing, select(listing, configs))
         root = snapshot_folder(ref.repo_id, "model", commit)
         _refuse_code(ref, root)
         download(ref.text, ref.repo_id, "model", commit, listing, select(listing, allow))
         remember_revision(ref.repo_id, "model", revision, commit)
+    return _remember(ref, key, root, commit, allow)
+
+
+def _remember(ref: HubRef, key: tuple[str, tuple[str, ...]], root: Path, commit: str, allow: list[str]) -> HubSnapshot:
     files = _selected(root, allow)
     if not files:
         raise HubError(f"{ref.text} (commit {commit}): no file matches {', '.join(allow)}"
                        + (" in the cache" if offline() else ""))
+    wanted = key[1]
     snap = HubSnapshot(ref=ref, commit=commit, root=root, files=files)
     with _lock:
         _resolved[key] = snap
@@ -538,6 +552,19 @@ def cached_snapshot(label: str, repo_id: str, revision: str, repo_type: str,
     return root, commit
 
 
+def cached_or(unreachable: HubUnreachable, label: str, repo_id: str, revision: str, repo_type: str,
+              allow: Optional[Sequence[str]], ignore: Sequence[str] = IGNORE_PATTERNS) -> tuple[Path, str]:
+    """The Hub cannot be reached: the cached snapshot of ``revision`` (as the client falls back
+    to its cache), or one line saying both."""
+    try:
+        return cached_snapshot(label, repo_id, revision, repo_type, allow, ignore)
+    except HubError as cached:
+        if "not in the Hugging Face cache" not in str(cached):
+            raise HubError(str(cached).replace("and HF_HUB_OFFLINE is set", "and the Hub cannot be reached")
+                           ) from None
+        raise HubError(f"{unreachable}; not in the Hugging Face cache ({cache_dir()}) either") from None
+
+
 def verify_cached(path: Union[str, os.PathLike]) -> Optional[str]:
     """Why the cached file ``path`` (a file of a snapshot folder: a link to ``blobs/HASH``) is
     not the file the Hub published, or None when it is: its content is hashed and compared with
@@ -777,7 +804,7 @@ def _hub_failure(label: str, repo_id: str, revision: str, repo_type: str, exc: E
         return exc
     name = type(exc).__name__
     if "Connect" in name or "Timeout" in name or "Network" in name or isinstance(exc, ConnectionError):
-        return HubError(f"{label}: the Hub ({where}) cannot be reached ({name}); {doing} {repo_id}@{revision} "
+        return HubUnreachable(f"{label}: the Hub ({where}) cannot be reached ({name}); {doing} {repo_id}@{revision} "
                         f"failed")
     return HubError(f"{label}: cannot {doing} {repo_id}@{revision} ({name}: {_first_line(exc) or 'no detail'})")
 

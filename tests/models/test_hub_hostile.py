@@ -245,3 +245,41 @@ def test_two_concurrent_resolutions_download_a_blob_once(hf_env, server, slow_re
     assert all((r.root / "model.safetensors").read_bytes() == b"w" * 400 for r in results)
     gets = [r for r in server.requests if r.method == "GET" and r.path.endswith("/model.safetensors")]
     assert len(gets) == 1
+
+
+def test_an_unreachable_hub_falls_back_to_the_cache_or_says_both(hf_env, server, monkeypatch):
+    online = hub.resolve(f"hf:{REPO}")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens (HF_HUB_OFFLINE not set)
+    hub.forget()
+    cached = hub.resolve(f"hf:{REPO}")  # as the client does: the cache serves
+    assert (cached.commit, cached.files) == (online.commit, online.files)
+    hub.forget()
+    with pytest.raises(HubError) as err:
+        hub.resolve("hf:org/never-fetched")
+    msg = str(err.value)
+    assert "\n" not in msg and "cannot be reached" in msg and "not in the Hugging Face cache" in msg
+
+
+@pytest.mark.parametrize("fault", ["more than listed", "full disk"])
+def test_a_body_larger_than_listed_or_a_full_cache_disk_is_one_line(hf_env, server, monkeypatch, tmp_path, fault):
+    if fault == "more than listed":
+        server.sizes["model.safetensors"] = 100
+        expected = "model.safetensors: the server announces"
+    else:  # the cache on a 64 KB tmpfs, the free-space check fooled: the disk fills mid-file
+        disk = tmp_path / "disk"
+        disk.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+                          capture_output=True).returncode:
+            pytest.skip("cannot mount a tmpfs here (needs root and mount rights)")
+        monkeypatch.setenv("HF_HUB_CACHE", str(disk / "hub"))
+        monkeypatch.setattr(hub, "free_space", lambda path: 10**12)
+        expected = "model.safetensors: the disk of"
+    try:
+        with pytest.raises(HubError) as err:
+            hub.resolve(f"hf:{REPO}")
+        msg = str(err.value)
+        assert "\n" not in msg and msg.startswith(f"hf:{REPO}: ") and expected in msg
+        assert not list(hub.cache_dir().glob("models--org--tiny/snapshots/*/model.safetensors"))
+    finally:
+        if fault == "full disk":
+            subprocess.run(["umount", "-l", str(tmp_path / "disk")], capture_output=True)
