@@ -486,7 +486,8 @@ def download(label: str, repo_id: str, repo_type: str, commit: str, listing: dic
         free = free_space(storage)
         if free < need:
             big = max(fresh.values(), key=lambda r: r.size)
-            raise HubError(f"{label} (commit {commit}): {len(fresh)} files to download need {_mib(need)} "
+            files_text = f"{len(fresh)} files" if len(fresh) > 1 else "1 file"
+            raise HubError(f"{label} (commit {commit}): {files_text} to download need {_mib(need)} "
                            f"(the largest, {big.path}, {_mib(big.size)}), the disk of {cache_dir()} has "
                            f"{_mib(free)} free; free space or set HF_HUB_CACHE elsewhere")
     limits = download_limits()
@@ -663,8 +664,8 @@ def _transfer(label: str, repo_id: str, repo_type: str, commit: str, r: RemoteFi
     if digest != r.blob:
         part.unlink(missing_ok=True)
         kind = "SHA-256" if r.sha256 else "git blob id"
-        raise HubError(f"{label} (commit {commit}): {r.path} is corrupt: its {kind} is {digest}, the Hub lists {r.blob}; "
-                       f"not cached, run again to download it anew")
+        raise HubError(f"{label} (commit {commit}): {r.path} is corrupt: its {kind} is {digest}, the Hub lists "
+                       f"{r.blob}; not cached, run again to download it anew")
     os.replace(part, blob)
 
 
@@ -682,8 +683,8 @@ def _receive(where: str, session: Any, url: str, headers: dict[str, str], part: 
     from icl.run.guard import check_stop
 
     try:
-        with session.stream("GET", url, headers=headers, follow_redirects=True,
-                            timeout=httpx2.Timeout(limits.read_timeout, connect=min(limits.read_timeout, 10.0))) as resp:
+        timeout = httpx2.Timeout(limits.read_timeout, connect=min(limits.read_timeout, 10.0))
+        with session.stream("GET", url, headers=headers, follow_redirects=True, timeout=timeout) as resp:
             status = resp.status_code
             if status in (429,) or status >= 500:
                 raise _Broken(f"HTTP {status}")

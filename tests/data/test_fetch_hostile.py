@@ -63,13 +63,15 @@ def test_a_zip_bomb_is_refused_with_one_line_and_leaves_nothing(vlicl_hub, tmp_p
     out = tmp_path / "data" / "vlicl"
     assert main(["fetch", "vlicl", "--out", str(out)]) == 1
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "member 'query/zeros.bin' unpacks to 67108864 bytes" in err and "ICL_FETCH_MAX_RATIO" in err
+    assert "\n" not in err and "member 'query/zeros.bin' unpacks to 67108864 bytes" in err
+    assert "ICL_FETCH_MAX_RATIO" in err
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == []
 
 
 def test_the_total_an_archive_may_unpack_to_is_bounded(vlicl_hub, tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_FETCH_MAX_UNPACK", "1000")
-    with pytest.raises(FetchError, match=r"ys-zong/VL-ICL@\w{40}: its archives unpack to \d+ bytes \(the largest, \w+/\w+.zip, \d+\), more than ICL_FETCH_MAX_UNPACK=1000; refused$"):
+    with pytest.raises(FetchError, match=r"ys-zong/VL-ICL@\w{40}: its archives unpack to \d+ bytes \(the largest, "
+                                         r"\w+/\w+.zip, \d+\), more than ICL_FETCH_MAX_UNPACK=1000; refused$"):
         fetch("vlicl", tmp_path / "out", io.StringIO())
     monkeypatch.setenv("ICL_FETCH_MAX_UNPACK", "lots")
     with pytest.raises(FetchError, match=r"^ICL_FETCH_MAX_UNPACK='lots': expected a positive integer$"):

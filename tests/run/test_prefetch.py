@@ -9,6 +9,8 @@ import json
 import re
 import shlex
 
+import pytest
+
 from tests.data.test_fetch import cobsat_hub, vlicl_hub  # noqa: F401 (fixtures)
 from tests.models.hub_server import REPO, hf_env, hub_llava, server  # noqa: F401 (fixtures)
 
@@ -59,6 +61,7 @@ def test_prefetch_fetches_a_missing_vlicl_release_then_the_offline_run_reads_it(
     assert len(srv.requests) == asked and (out / "results.json").is_file()
 
 
+@pytest.mark.slow  # the printed command runs in a subprocess (~8 s)
 def test_prefetch_without_a_data_root_fetches_into_the_default_one_and_the_printed_command_runs(
         vlicl_hub, tmp_path, monkeypatch, capsys):
     """No --data-root: the release goes where ``icl.data fetch vlicl`` puts it ($ICL_DATA_ROOT/vlicl);
