@@ -1,10 +1,12 @@
 """``python -m icl.data fetch NAME``: published data by name.
 
 Releases published on the Hugging Face Hub as datasets (:data:`HUB_RELEASES`) are downloaded
-with the ``huggingface_hub`` client (``snapshot_download(repo_type="dataset")``) into the user's
-standard cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``; ``HF_ENDPOINT``, ``HF_TOKEN`` and
-``HF_HUB_OFFLINE`` are honoured exactly as for ``weights=hf:...``, :mod:`icl.models.hub`), at
-the commit the table pins (``--revision`` replaces it), never a moving branch. The release is
+by the transfer of ``weights=hf:...`` (:mod:`icl.models.hub`: the revision resolved to a checked
+40-hex commit first, every listed path confined, every file hashed, rate and time limits,
+signals) into the user's standard cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``; ``HF_ENDPOINT``,
+``HF_TOKEN`` and ``HF_HUB_OFFLINE`` honoured the same way), at the commit the table pins
+(``--revision``, checked by :func:`icl.models.hub.check_revision`, replaces it), never a moving
+branch. The release is
 then unpacked as its publisher's instructions do (VL-ICL's ``unzip.sh``: ``unzip
 {task}/support.zip -d {task}`` and ``query.zip``; CoBSAT's ``datasets/`` folder as it is) into a
 hidden sibling of ``OUT`` (default ``<data root>/<name>``), checked as the
@@ -12,7 +14,10 @@ benchmark checks a local release (VL-ICL: every task's records parse and validat
 they name exists; CoBSAT: every theme's images), renamed to ``OUT`` when it passes, and ``OUT`` is
 printed: pass it as ``--data-root``. ``OUT/fetch-manifest.json`` records the repository, the
 commit and the counts found; a second fetch (online or offline) re-checks them. An ``OUT`` that
-holds files fetch did not make is refused.
+holds files fetch did not make is refused, and so is a hidden sibling fetch did not make (it
+marks its own with :data:`WORK_MARKER`). Archives are bounded before they are unpacked
+(:data:`UNPACK_LIMITS`: in all, per member, and per member against its compressed size) and
+must fit in the free space; a disk that fills anyway is one line.
 
 The visual benchmark's 14 releases are not on the Hub: for those, ``fetch`` prints where to get
 each one, its licence, what it becomes and the ``convert`` command (:data:`ELSEWHERE`, the table

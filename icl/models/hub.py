@@ -589,6 +589,12 @@ def verify_cached(path: Union[str, os.PathLike]) -> Optional[str]:
     return None
 
 
+def verify_snapshot(snap: HubSnapshot) -> list[str]:
+    """:func:`verify_cached` of every file of a resolved snapshot: the problems found (empty
+    when every file is the one published)."""
+    return [problem for f in snap.files if (problem := verify_cached(snap.root / f)) is not None]
+
+
 def _cached_problem(blob: Path, r: RemoteFile, deep: bool) -> Optional[str]:
     """Why the cached blob of ``r`` cannot be used (missing, another size, or, ``deep``,
     another hash), None when it can."""

@@ -42,17 +42,26 @@ def prefetch(config: RunConfig, typed: Sequence[str], stdout: TextIO, stderr: Op
     stderr = stderr or sys.stderr
     if not config.progress:  # as a run: no download bars (icl.models.hub reads it at each file)
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    fetched, data_root = prefetch_data(config, stdout)  # first: the benchmark reads its data root when it plans
+    bad: list[str] = []  # every reference that cannot be fetched (data and weights), each one line
+    try:
+        fetched, data_root = prefetch_data(config, stdout)  # first: the benchmark reads its data root
+    except ConfigError as exc:
+        bad.append(str(exc))
+        fetched, data_root = False, config.data_root
     added = data_root if config.data_root is None else None  # fetched into the default data root
     if added is not None:
         config = dataclasses.replace(config, data_root=added)
-    bench = open_benchmark(config)
-    specs = list(config.models) if config.models is not None else [s for m in bench.default_models
-                                                                   for s in parse_models(m)]
-    judges = list(config.judges) or [s for j in bench.default_judges for s in parse_models(j)]
+    try:
+        bench = open_benchmark(config)
+    except ConfigError:
+        if not bad:
+            raise
+        bench = None  # the data that could not be fetched is why: the models named are still fetched
+    defaults = (bench.default_models, bench.default_judges) if bench is not None else ((), ())
+    specs = list(config.models) if config.models is not None else [s for m in defaults[0] for s in parse_models(m)]
+    judges = list(config.judges) or [s for j in defaults[1] for s in parse_models(j)]
     hub.forget()
     found = 0
-    bad: list[str] = []
     with hub.verifying():  # the cache's files hashed, a damaged one downloaded again
         for spec in specs + judges:
             try:
@@ -67,9 +76,8 @@ def prefetch(config: RunConfig, typed: Sequence[str], stdout: TextIO, stderr: Op
                 snap = hub.resolved(key)
                 size = sum((snap.root / f).stat().st_size for f in snap.files)
                 print(f"{spec.label}: {key}  {len(value['files'])} files, {size / 2**20:.1f} MiB", file=stdout)
-    for message in bad:
-        print(f"icl.run: {message}", file=stderr)
     if bad:
+        _tell(bad, stderr)
         return 2
     if not found and not fetched:
         print("no model or judge of this run names Hub weights (weights=hf:...): nothing to prefetch", file=stdout)
@@ -77,6 +85,11 @@ def prefetch(config: RunConfig, typed: Sequence[str], stdout: TextIO, stderr: Op
     print(f"cached in {hub.cache_dir()}; run offline (same HF_HOME / HF_HUB_CACHE):", file=stdout)
     print(offline_command(typed, added), file=stdout)
     return 0
+
+
+def _tell(bad: Sequence[str], stderr: TextIO) -> None:
+    for message in bad:
+        print(f"icl.run: {message}", file=stderr)
 
 
 def offline_command(typed: Sequence[str], data_root: Optional[Path] = None) -> str:

@@ -193,11 +193,12 @@ def test_a_damaged_cached_file_is_reported_and_prefetch_repairs_it(hf_env, serve
     blob.write_bytes(data[: len(data) // 2] if damage == "truncated" else bytes(b ^ 1 for b in data))
     problem = hub.verify_cached(path)
     assert problem is not None and "model.safetensors in the cache is damaged" in problem and "--prefetch" in problem
+    assert hub.verify_snapshot(snap) == [problem]
     hub.forget()
     args = ["vlicl", "--fast", "--models", "hf-vlm", "--model-arg", f"weights=hf:{REPO}", "--tasks", "clevr",
             "--out", str(tmp_path / "run"), "--no-progress", "--prefetch"]
     assert main(args) == 0, capsys.readouterr().err
-    assert path.read_bytes() == data and hub.verify_cached(path) is None
+    assert path.read_bytes() == data and hub.verify_cached(path) is None and hub.verify_snapshot(snap) == []
     gets = [r for r in server.requests if r.method == "GET" and r.path.endswith("/model.safetensors")]
     assert len(gets) == 2  # downloaded again, once
 

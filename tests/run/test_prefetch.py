@@ -139,3 +139,18 @@ def test_prefetch_fetches_cobsat_into_the_missing_data_root_then_runs_offline(co
     assert len(srv.requests) == asked
     assert [p["check"] for p in report["problems"]] == ["judges"], report["problems"]
     assert re.search(r"Color-I\s+copy-last\s+2\s+0\s+2", capsys.readouterr().out)
+
+
+def test_prefetch_lists_the_data_and_the_weights_that_cannot_be_fetched(vlicl_hub, hf_env, tmp_path, monkeypatch,
+                                                                        capsys):
+    """The release's Hub answers a commit that is a path; the weights' repository does not exist:
+    both are told, one line each, exit 2."""
+    srv, *_ = vlicl_hub
+    srv.commit_id = "../../X"
+    monkeypatch.setenv("HF_ENDPOINT", srv.url)
+    args = ["vlicl", "--models", "hf-vlm:weights=hf:org/nope", "--tasks", "clevr", "--data-root",
+            str(tmp_path / "data"), "--out", str(tmp_path / "o"), "--no-progress", "--prefetch"]
+    assert main(args) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and "data: ys-zong/VL-ICL@" in lines[0] and "not 40 hex digits" in lines[0]
+    assert "org/nope" in lines[1]
