@@ -722,6 +722,8 @@ def _receive(where: str, session: Any, url: str, headers: dict[str, str], part: 
                 raise _Broken(f"the connection closed at {got} of {size} bytes")
     except (httpx2.TransportError, httpx2.StreamError) as exc:
         raise _Broken(f"{type(exc).__name__}: {_first_line(exc) or 'no detail'}") from None
+    except HubError:  # (a WeightsError is an OSError: not a disk's)
+        raise
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             raise HubError(f"{where}: the disk of {cache_dir()} is full; free space or set HF_HUB_CACHE "
