@@ -386,11 +386,15 @@ def check_stop() -> None:
 def stop_on_signals() -> Iterator[None]:
     """SIGTERM and SIGINT set the stop flag inside the block (main thread only) and the block
     ends with ``KeyboardInterrupt`` if one arrived; handlers and flag are restored after.
-    Nested inside another such block (a download inside a run), or outside the main thread
-    (where Python delivers no signal), it changes nothing: the outer block's flag holds."""
-    if (threading.current_thread() is not threading.main_thread()
-            or all(signal.getsignal(s) is _request_stop for s in STOP_SIGNALS)):
+    Nested inside another such block (a download inside a run) it installs and clears nothing
+    (the outer block's flag holds; it still ends with ``KeyboardInterrupt`` if a signal is
+    pending); outside the main thread (where Python delivers no signal) it is a plain block."""
+    if threading.current_thread() is not threading.main_thread():
         yield
+        return
+    if all(signal.getsignal(s) is _request_stop for s in STOP_SIGNALS):  # nested: the outer flag
+        yield
+        check_stop()
         return
     previous = {s: signal.signal(s, _request_stop) for s in STOP_SIGNALS}
     _pending.clear()

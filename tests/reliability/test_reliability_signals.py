@@ -33,6 +33,34 @@ def test_a_signal_sets_the_flag_and_the_block_ends_with_keyboard_interrupt():
     check_stop()  # the flag went with the block
 
 
+def test_a_nested_block_keeps_the_outer_flag_and_a_thread_installs_nothing():
+    """A download's block inside the command line's (icl.models.hub inside icl.run): a signal that
+    arrived before it is not cleared by it, and its end raises; off the main thread (where signal
+    handlers cannot be set) the block is a plain block."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+        with stop_on_signals():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+                with stop_on_signals():  # nested: the pending signal is still there
+                    pass
+    assert {s: signal.getsignal(s) for s in previous} == previous
+    errors = []
+
+    def off_main():
+        try:
+            with stop_on_signals():
+                check_stop()
+        except Exception as exc:  # noqa: BLE001 - the assertion below shows it
+            errors.append(exc)
+
+    t = threading.Thread(target=off_main)
+    t.start()
+    t.join(10)
+    assert errors == [] and {s: signal.getsignal(s) for s in previous} == previous
+
+
 def test_check_stop_raises_where_the_runner_calls_it_and_a_second_signal_at_once():
     with pytest.raises(KeyboardInterrupt, match="SIGINT"):  # still pending: the block cannot end normally
         with stop_on_signals():
