@@ -399,7 +399,11 @@ def resolve_commit(label: str, repo_id: str, revision: str, repo_type: str) -> s
         info = HfApi(endpoint=endpoint()).repo_info(repo_id, revision=revision, repo_type=repo_type)
     except Exception as exc:  # noqa: BLE001 - every failure: one line (_hub_failure names it)
         raise _hub_failure(label, repo_id, revision, repo_type, exc) from None
-    return check_commit(label, repo_id, revision, getattr(info, "sha", None))
+    commit = check_commit(label, repo_id, revision, getattr(info, "sha", None))
+    if COMMIT.fullmatch(revision) and commit != revision:  # a pinned commit is that commit, whatever the answer
+        raise HubError(f"{label}: the Hub answered commit {commit} for the pinned commit {revision} of {repo_id}; "
+                       f"refused")
+    return commit
 
 
 def list_remote(label: str, repo_id: str, commit: str, repo_type: str) -> dict[str, RemoteFile]:

@@ -285,3 +285,11 @@ def test_a_body_larger_than_listed_or_a_full_cache_disk_is_one_line(hf_env, serv
     finally:
         if fault == "full disk":
             subprocess.run(["umount", "-l", str(tmp_path / "disk")], capture_output=True)
+
+
+def test_a_pinned_commit_answered_as_another_is_refused(hf_env, server, hub_llava):
+    b = server.commit_folder(REPO, hub_llava[1])  # a real commit, but not the one pinned
+    server.commit_id = b
+    with pytest.raises(HubError, match=rf"answered commit {b} for the pinned commit {server.a} of {REPO}; refused$"):
+        hub.resolve(f"hf:{REPO}@{server.a}")
+    assert not list(hf_env.rglob("snapshots/*"))
