@@ -659,6 +659,7 @@ def _transfer(label: str, repo_id: str, repo_type: str, commit: str, r: RemoteFi
         if have == r.size:
             break
         headers = build_hf_headers()
+        headers["Accept-Encoding"] = "identity"  # the bytes as published (the listing's size and hash)
         if have:
             headers["Range"] = f"bytes={have}-"
         try:
