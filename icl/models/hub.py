@@ -699,7 +699,10 @@ def _receive(where: str, session: Any, url: str, headers: dict[str, str], part: 
             status = resp.status_code
             if status in (429,) or status >= 500:
                 raise _Broken(f"HTTP {status}")
-            if status == 416 or (status not in (200, 206)):
+            if status == 416:  # the part kept does not match what the server has: start over
+                part.unlink(missing_ok=True)
+                raise _Broken("HTTP 416 for the part kept")
+            if status not in (200, 206):
                 raise HubError(f"{where}: the Hub answered HTTP {status}" + (
                     " (not found at this commit)" if status == 404 else
                     " (private or gated? set HF_TOKEN)" if status in (401, 403) else ""))
