@@ -709,6 +709,9 @@ def _receive(where: str, session: Any, url: str, headers: dict[str, str], part: 
             if status == 200 and have:  # the server ignored the Range: start over
                 part.unlink(missing_ok=True)
                 have = 0
+            if status == 206 and not resp.headers.get("content-range", "").startswith(f"bytes {have}-"):
+                part.unlink(missing_ok=True)  # another range than asked: start over
+                raise _Broken(f"HTTP 206 for another range ({resp.headers.get('content-range', 'none')!r})")
             announced = resp.headers.get("content-length")
             if announced is not None and announced.isdigit() and int(announced) > size - have:
                 raise HubError(f"{where}: the server announces {int(announced)} bytes, the listing {size - have} "
