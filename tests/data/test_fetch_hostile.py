@@ -121,3 +121,39 @@ def test_a_users_folder_named_like_the_work_folder_is_never_removed(vlicl_hub, t
     assert main(["fetch", "vlicl", "--out", str(out)]) == 0
     assert not left.exists() and (out / "fetch-manifest.json").is_file() and not (out / WORK_MARKER).exists()
     assert (tmp_path / "kept" / "thesis.tex").read_text() == "years of work"
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_fetch_download_with_one_line(cobsat_hub, tmp_path):
+    """A real ``python -m icl.data fetch`` on a trickling file, stopped by SIGTERM: 130, one line."""
+    import os
+    import signal
+    import sys
+    import time
+    from pathlib import Path
+
+    srv, commit, _, files = cobsat_hub  # the table's pin is patched in this process only: --revision
+    slow = sorted(f for f in files if f.startswith("datasets/") and f.endswith(".jpg"))[0]
+    srv.trickle[slow] = 1.0
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "icl.data", "fetch", "cobsat", "--out", str(tmp_path / "out"),
+                             "--revision", commit],
+                            cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(r.method == "GET" and r.path.endswith(slow) for r in srv.requests):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+        assert time.monotonic() - t0 < 5
+        assert proc.returncode == 130 and err.strip().splitlines() == [
+            "fetch cobsat: interrupted; what was downloaded is kept in the Hugging Face cache, run the same command "
+            "to resume"], err
+        assert not (tmp_path / "out").exists() and not (tmp_path / ".out.fetching").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
