@@ -11,6 +11,11 @@ It serves what ``snapshot_download`` / ``hf_hub_download`` ask for (read from th
   ``ETag`` (the SHA-256 for LFS files, the git blob id otherwise, as the Hub), ``Content-Length``
   and ``Range`` (206) support.
 
+Faults and hostile modes (attributes a test sets; see ``HubServer.__init__``): a connection
+dropped mid-file once or on every try, a body corrupted in transit, a commit id that is a path,
+listing entries outside the repository, an announced size that is not the file's, a body sent a
+byte at a time (tests/models/test_hub_hostile.py, tests/data/test_fetch_hostile.py).
+
 Errors carry the Hub's ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``,
 ``EntryNotFound``), which the client turns into its typed errors. A private repository answers
 only ``Authorization: Bearer <token>``. Every request is recorded (method, path, whether it
