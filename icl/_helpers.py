@@ -33,7 +33,7 @@ interpreter start and imports overlap the run's own work, and :func:`submit` han
   every message is a checked frame. A helper silent for ``ICL_HELPER_SILENCE_S`` (stopped,
   frozen), one that takes none of a job's input for as long, writes corrupt framing, or runs one
   job past ``ICL_HELPER_DEADLINE_S`` is killed with one line on standard error, and its jobs run
-  in the caller. Waiting for a helper looks at the run's stop flag (:mod:`icl.run.execution.guard`), so
+  in the caller. Waiting for a helper looks at the run's stop flag (:mod:`icl._signals`), so
   SIGTERM ends a run waiting for a stuck helper. Jobs run in the caller one at a time.
 
 ``ICL_HELPERS``: ``0`` runs every job in the calling process.
@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Union, cast
 
 from icl._parse import parse_bool
+from icl._signals import check_stop
 
 ENV = "ICL_HELPERS"
 #: a frame: magic, kind, length of the payload (a helper's answers stream is checked frame by frame)
@@ -159,7 +160,7 @@ class Job:
 
     def result(self) -> Any:
         """The job's value: waits for its helper (a SIGTERM or Ctrl-C of the run still stops
-        the wait, :func:`icl.run.execution.guard.check_stop`), or runs it here when no helper could."""
+        the wait, :func:`icl._signals.check_stop`), or runs it here when no helper could."""
         if self._future is not None:
             try:
                 return _wait(self._future)
@@ -183,11 +184,9 @@ class Job:
 
 
 def _check_stop() -> None:
-    """The run's stop flag (SIGTERM, SIGINT: :mod:`icl.run.execution.guard`), looked at from the main
-    thread only, and only when the runner is loaded (this module never imports it)."""
-    guard = sys.modules.get("icl.run.execution.guard")
-    if guard is not None and threading.current_thread() is threading.main_thread():
-        guard.check_stop()
+    """The run's stop flag (SIGTERM, SIGINT: :mod:`icl._signals`), looked at from the main thread only."""
+    if threading.current_thread() is threading.main_thread():
+        check_stop()
 
 
 def _wait(future: "Future[Any]") -> Any:

@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         except FetchError as exc:
             print(f"fetch: {exc}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:  # SIGTERM / Ctrl-C during the download (icl._signals.stop_on_signals)
+            print(f"fetch {args.name}: interrupted; what was downloaded is kept in the Hugging Face cache, run "
+                  f"the same command to resume", file=sys.stderr)
+            return 130
         return 0
     if args.command == "convert":
         return _convert(args.name, args.raw_dir, args.out_dir, args.seed)

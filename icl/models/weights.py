@@ -20,13 +20,11 @@ import threading
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
+from icl.models.errors import WeightsError as WeightsError
+
 PathLike = Union[str, os.PathLike]
 
 _lock = threading.Lock()
-
-
-class WeightsError(FileNotFoundError):
-    """A weight file is missing, unreadable or does not match its recorded digest."""
 
 
 def weights_dir(model: str) -> Optional[Path]:
@@ -193,9 +191,6 @@ def _read_cache(path: Path) -> dict[str, str]:
 
 # the libraries whose classes a diffusers model_index.json may name and --check may build:
 # never a checkpoint's own module (its code is not run)
-PIPELINE_LIBRARIES = ("diffusers", "transformers")
-
-
 def pipeline_architectures(folder: Path) -> list[Any]:
     """The networks of a diffusers ``save_pretrained`` pipeline folder: per component of its
     ``model_index.json`` (``"unet": ["diffusers", "UNet2DConditionModel"]``) whose class is a torch
@@ -204,6 +199,7 @@ def pipeline_architectures(folder: Path) -> list[Any]:
     an unreadable index yields none: the family's own checks name it)."""
     import importlib
 
+    from icl.models import hub
     from icl.models.base import Architecture
 
     try:
@@ -215,7 +211,7 @@ def pipeline_architectures(folder: Path) -> list[Any]:
         if name.startswith("_") or not (isinstance(entry, list) and len(entry) == 2):
             continue
         library, class_name = entry
-        if library not in PIPELINE_LIBRARIES or not isinstance(class_name, str):
+        if library not in hub.PIPELINE_LIBRARIES or not isinstance(class_name, str):
             continue
         cls = getattr(importlib.import_module(library), class_name, None)
         if cls is None or not (folder / name / "config.json").is_file():

@@ -451,7 +451,7 @@ def _checked_main(argv: list[str], free_space: Any = None) -> int:
         return 2
     _start_declared_helpers(argv)  # first: before the imports below
     from icl.store.atomic import OutputWriteError
-    from icl.run.execution.guard import sigterm_as_interrupt
+    from icl._signals import sigterm_as_interrupt
     from icl.run.outputs.lock import LockError
 
     try:
@@ -464,6 +464,10 @@ def _checked_main(argv: list[str], free_space: Any = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
+        if "--prefetch" in argv:  # stopped during a download (icl.models.hub honours the stop flag)
+            print("icl.run: --prefetch interrupted; the files downloaded so far are kept in the Hugging Face cache, "
+                  "rerun the same command to resume", file=sys.stderr)
+            return 130
         print("icl.run: interrupted; finished batches are kept in the store, rerun the same command to resume",
               file=sys.stderr)
         return 130

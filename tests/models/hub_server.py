@@ -11,6 +11,11 @@ It serves what ``snapshot_download`` / ``hf_hub_download`` ask for (read from th
   ``ETag`` (the SHA-256 for LFS files, the git blob id otherwise, as the Hub), ``Content-Length``
   and ``Range`` (206) support.
 
+Faults and hostile modes (attributes a test sets; see ``HubServer.__init__``): a connection
+dropped mid-file once or on every try, a body corrupted in transit, a commit id that is a path,
+listing entries outside the repository, an announced size that is not the file's, a body sent a
+byte at a time (tests/models/test_hub_hostile.py, tests/data/test_fetch_hostile.py).
+
 Errors carry the Hub's ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``,
 ``EntryNotFound``), which the client turns into its typed errors. A private repository answers
 only ``Authorization: Bearer <token>``. Every request is recorded (method, path, whether it
@@ -71,6 +76,16 @@ class HubServer:
         # with the file's headers: ETag, size and listing unchanged)
         self.drop: set[str] = set()
         self.corrupt: dict[str, bytes] = {}
+        # hostile modes: ``commit_id`` (repo_info answers this as every revision's commit, e.g.
+        # ``../../../../X``), ``listed`` (extra entries of every tree listing, e.g. a ``../`` path),
+        # ``sizes`` (the size a listing announces for a path, e.g. 10**12), ``always_drop`` (every
+        # GET of the path sends half and closes), ``trickle`` (path -> seconds between the bytes
+        # of its body, sent one at a time)
+        self.commit_id: Optional[str] = None
+        self.listed: list[dict] = []
+        self.sizes: dict[str, int] = {}
+        self.always_drop: set[str] = set()
+        self.trickle: dict[str, float] = {}
         self._thread: Optional[threading.Thread] = None
         self.app = self._app()
 
@@ -125,6 +140,8 @@ class HubServer:
             if isinstance(found, Response):
                 return found
             repo_id, commit, files = found
+            if server.commit_id is not None:
+                commit = server.commit_id
             return {"id": repo_id, "modelId": repo_id, "sha": commit, "private": server.repos[kind + repo_id].private,
                     "siblings": [{"rfilename": p} for p in sorted(files)], "tags": [], "downloads": 0, "likes": 0}
 
@@ -142,11 +159,12 @@ class HubServer:
                 if not path.startswith(prefix) or (not recursive and "/" in path[len(prefix):]):
                     continue
                 data = files[path]
-                entry = {"type": "file", "path": path, "size": len(data), "oid": git_blob_id(data)}
+                size = server.sizes.get(path, len(data))
+                entry = {"type": "file", "path": path, "size": size, "oid": git_blob_id(data)}
                 if path.endswith(LFS_SUFFIXES):
-                    entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+                    entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": size, "pointerSize": 134}
                 out.append(entry)
-            return out
+            return out + list(server.listed)
 
         @app.api_route("/{org}/{name}/resolve/{rev}/{path:path}", methods=["GET", "HEAD"])
         def resolve(request: HTTPRequest, org: str, name: str, rev: str, path: str, kind: str = ""):
@@ -177,6 +195,10 @@ class HubServer:
             if path in server.drop and status == 200:
                 server.drop.discard(path)
                 return _Dropped(body, headers)
+            if path in server.always_drop:
+                return _Dropped(body, headers, status)
+            if path in server.trickle:
+                return _Trickle(body, headers, status, server.trickle[path], server)
             return Response(content=body, status_code=status, headers=headers,
                             media_type="application/octet-stream")
 
@@ -226,16 +248,39 @@ class _Dropped(Response):
     """A response announcing the whole body (Content-Length) that sends its first half and then
     fails, so uvicorn closes the connection mid-file (the client sees an incomplete body)."""
 
-    def __init__(self, body: bytes, headers: dict[str, str]):
-        super().__init__(status_code=200)
+    def __init__(self, body: bytes, headers: dict[str, str], status: int = 200):
+        super().__init__(status_code=status)
         self.body, self.fields = body, headers
 
     async def __call__(self, scope, receive, send):
         headers = [(k.lower().encode(), v.encode()) for k, v in self.fields.items()]
         headers.append((b"content-length", str(len(self.body)).encode()))
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.start", "status": self.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": self.body[:len(self.body) // 2], "more_body": True})
         raise ConnectionAbortedError("dropped mid-file by the test Hub")
+
+
+class _Trickle(Response):
+    """A response announcing the whole body that sends it one byte every ``every`` seconds."""
+
+    def __init__(self, body: bytes, headers: dict[str, str], status: int, every: float, hub: "HubServer"):
+        super().__init__(status_code=status)
+        self.body, self.fields, self.every, self.hub = body, headers, every, hub
+
+    async def __call__(self, scope, receive, send):
+        import asyncio
+
+        headers = [(k.lower().encode(), v.encode()) for k, v in self.fields.items()]
+        headers.append((b"content-length", str(len(self.body)).encode()))
+        await send({"type": "http.response.start", "status": self.status_code, "headers": headers})
+        for i in range(len(self.body)):
+            if self.hub._server.should_exit:  # the test is over
+                break
+            await send({"type": "http.response.body", "body": self.body[i:i + 1], "more_body": True})
+            until = time.monotonic() + self.every
+            while time.monotonic() < until and not self.hub._server.should_exit:
+                await asyncio.sleep(min(0.1, self.every))
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 # --- fixtures ----------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ import pytest
 
 from icl.data.seeds import rng as seeded_rng
 from icl.models.requests import AnalogyRequest, ChatRequest
-from icl.run.execution.guard import ModelGuard, default_output_limit, readonly_copy, sigterm_as_interrupt, stop_on_signals
+from icl.run.execution.guard import ModelGuard, default_output_limit, readonly_copy
+from icl._signals import sigterm_as_interrupt, stop_on_signals
 
 ROOT = Path(__file__).resolve().parents[2]
 

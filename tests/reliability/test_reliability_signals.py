@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from icl.run.execution.guard import ModelGuard, check_stop, stop_on_signals
+from icl.run.execution.guard import ModelGuard
+from icl._signals import check_stop, stop_on_signals
 from tests.reliability.test_reliability_guard import _requests, invert
 from tests.reliability.test_reliability_runner import _cmd, _env, _scored, _wait_for
 
@@ -31,6 +32,34 @@ def test_a_signal_sets_the_flag_and_the_block_ends_with_keyboard_interrupt():
     assert reached
     assert {s: signal.getsignal(s) for s in previous} == previous
     check_stop()  # the flag went with the block
+
+
+def test_a_nested_block_keeps_the_outer_flag_and_a_thread_installs_nothing():
+    """A download's block inside the command line's (icl.models.hub inside icl.run): a signal that
+    arrived before it is not cleared by it, and its end raises; off the main thread (where signal
+    handlers cannot be set) the block is a plain block."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+        with stop_on_signals():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+                with stop_on_signals():  # nested: the pending signal is still there
+                    pass
+    assert {s: signal.getsignal(s) for s in previous} == previous
+    errors = []
+
+    def off_main():
+        try:
+            with stop_on_signals():
+                check_stop()
+        except Exception as exc:  # noqa: BLE001 - the assertion below shows it
+            errors.append(exc)
+
+    t = threading.Thread(target=off_main)
+    t.start()
+    t.join(10)
+    assert errors == [] and {s: signal.getsignal(s) for s in previous} == previous
 
 
 def test_check_stop_raises_where_the_runner_calls_it_and_a_second_signal_at_once():

@@ -9,6 +9,8 @@ import json
 import re
 import shlex
 
+import pytest
+
 from tests.data.test_fetch import cobsat_hub, vlicl_hub  # noqa: F401 (fixtures)
 from tests.models.hub_server import REPO, hf_env, hub_llava, server  # noqa: F401 (fixtures)
 
@@ -59,12 +61,50 @@ def test_prefetch_fetches_a_missing_vlicl_release_then_the_offline_run_reads_it(
     assert len(srv.requests) == asked and (out / "results.json").is_file()
 
 
-def test_prefetch_without_a_data_root_names_the_fetch_command(tmp_path, capsys):
-    args = ["vlicl", "--models", "copy-last", "--tasks", "clevr", "--out", str(tmp_path / "o"), "--prefetch"]
-    assert main(args) == 0, capsys.readouterr().err
+@pytest.mark.slow  # the printed command runs in a subprocess (~8 s)
+def test_prefetch_without_a_data_root_fetches_into_the_default_one_and_the_printed_command_runs(
+        vlicl_hub, tmp_path, monkeypatch, capsys):
+    """No --data-root: the release goes where ``icl.data fetch vlicl`` puts it ($ICL_DATA_ROOT/vlicl);
+    the offline command names it, keeps ICL_HUB_DEFAULTS, and runs as printed (a shell, offline)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    srv, commit, _ = vlicl_hub
+    monkeypatch.setenv("ICL_DATA_ROOT", str(tmp_path / "default-root"))
+    monkeypatch.setenv("ICL_HUB_DEFAULTS", "1")
+    out = tmp_path / "o"
+    args = ["vlicl", "--models", "copy-last", "--tasks", "clevr", "--seeds", "0", "--shots", "0,1", "--queries", "2",
+            "--out", str(out), "--no-plots", "--no-progress"]
+    assert main(args + ["--prefetch"]) == 0, capsys.readouterr().err
     printed = capsys.readouterr().out
-    assert "--data-root, not given here; python -m icl.data fetch vlicl --out DIR downloads it (ys-zong/VL-ICL@" in printed
-    assert "nothing to prefetch" in printed
+    root = tmp_path / "default-root" / "vlicl"
+    assert f"as python -m icl.data fetch vlicl --out {root}" in printed and (root / "fetch-manifest.json").is_file()
+    line = printed.strip().splitlines()[-1]
+    assert line == "HF_HUB_OFFLINE=1 ICL_HUB_DEFAULTS=1 " + shlex.join(
+        ["python", "-m", "icl.run", *args, "--data-root", str(root)])
+    assert not out.exists()
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(repo)}
+    env.pop("ICL_HUB_DEFAULTS")
+    asked = len(srv.requests)
+    done = subprocess.run(line, shell=True, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert len(srv.requests) == asked and json.loads((out / "results.json").read_text())["counts"]["failed"] == 0
+
+
+def test_prefetch_lists_every_bad_reference(hf_env, server, tmp_path, capsys):
+    args = ["vlicl", "--fast", "--models", "hf-vlm:weights=hf:org/nope,hf-vlm:weights=hf:org/gone,"
+            f"hf-vlm:weights=hf:{REPO}@..%2F..%2FX", "--tasks", "clevr", "--out", str(tmp_path / "o"),
+            "--no-progress", "--prefetch"]
+    assert main(args) == 2
+    printed = capsys.readouterr()
+    lines = printed.err.strip().splitlines()
+    assert len(lines) == 3 and "org/nope not found" in lines[0] and "org/gone not found" in lines[1]
+    assert "'..'" in lines[2] and all(line.startswith("icl.run: model 'hf-vlm': ") for line in lines)
+    assert "HF_HUB_OFFLINE=1" not in printed.out  # no offline command for a prefetch that failed
 
 
 def test_prefetch_of_a_release_not_on_the_hub_says_so(tmp_path, capsys):
@@ -99,3 +139,18 @@ def test_prefetch_fetches_cobsat_into_the_missing_data_root_then_runs_offline(co
     assert len(srv.requests) == asked
     assert [p["check"] for p in report["problems"]] == ["judges"], report["problems"]
     assert re.search(r"Color-I\s+copy-last\s+2\s+0\s+2", capsys.readouterr().out)
+
+
+def test_prefetch_lists_the_data_and_the_weights_that_cannot_be_fetched(vlicl_hub, hf_env, tmp_path, monkeypatch,
+                                                                        capsys):
+    """The release's Hub answers a commit that is a path; the weights' repository does not exist:
+    both are told, one line each, exit 2."""
+    srv, *_ = vlicl_hub
+    srv.commit_id = "../../X"
+    monkeypatch.setenv("HF_ENDPOINT", srv.url)
+    args = ["vlicl", "--models", "hf-vlm:weights=hf:org/nope", "--tasks", "clevr", "--data-root",
+            str(tmp_path / "data"), "--out", str(tmp_path / "o"), "--no-progress", "--prefetch"]
+    assert main(args) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and "data: ys-zong/VL-ICL@" in lines[0] and "not 40 hex digits" in lines[0]
+    assert "org/nope" in lines[1]

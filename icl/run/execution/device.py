@@ -108,7 +108,7 @@ class ScorePipeline:
     ``MAX_WAITING`` of them, while the next batches are scored, and are committed, in order,
     once their values are there (or when the queue is full, or at ``drain``).
 
-    Waits look at the run's stop flag (SIGTERM, Ctrl-C: :func:`icl.run.execution.guard.check_stop`), and
+    Waits look at the run's stop flag (SIGTERM, Ctrl-C: :func:`icl._signals.check_stop`), and
     ``close(stopping=True)`` (a run that stops) commits only what is ready, waiting for nothing:
     the worker is a daemon thread, so a job stuck on a helper never holds up the exit.
     """
@@ -214,7 +214,7 @@ class ScorePipeline:
 
 def _wait(future: Future) -> Any:
     """``future.result()``, looking at the run's stop flag meanwhile."""
-    from icl.run.execution.guard import check_stop
+    from icl._signals import check_stop
 
     while True:
         try:

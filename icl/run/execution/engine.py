@@ -44,7 +44,8 @@ from icl.models.requests import AnalogyRequest, content_hash
 from icl.run.execution import responses as R
 from icl.run.execution.compute import CallCost, ComputeMeter, call_costs
 from icl.run.execution.device import ScorePipeline, tensor_requests
-from icl.run.execution.guard import ItemOutcome, ModelGuard, check_stop, while_waiting
+from icl.run.execution.guard import ItemOutcome, ModelGuard, while_waiting
+from icl._signals import check_stop
 from icl.run.planning.plan import SETTLED, model_work, refusal
 from icl.run.planning.models import RunModel
 from icl.store import Failure, Response, Score, ScoreKey, Store

@@ -42,7 +42,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import queue
-import signal
 import threading
 import time
 from contextlib import contextmanager
@@ -51,6 +50,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
+from icl._signals import check_stop
 from icl.models.requests import AnalogyRequest, ChatRequest, GenerationRequest
 
 OK, ERROR, TIMEOUT = "ok", "error", "timeout"
@@ -386,40 +386,3 @@ def idle_work() -> None:
     """Run the work registered by :func:`while_waiting` (called between polls of a wait)."""
     for work in list(_idle):
         work()
-
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-_pending: list[int] = []  # signals received and not yet acted on (main thread only)
-
-
-def _request_stop(signum: int, frame: Any) -> None:
-    first = not _pending
-    _pending.append(signum)
-    if not first:  # a second signal: stop now, wherever the run is
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name} (second)")
-
-
-def check_stop() -> None:
-    """Raise ``KeyboardInterrupt`` naming the signal when SIGTERM or SIGINT arrived inside
-    :func:`stop_on_signals`; a no-op otherwise."""
-    if _pending:
-        raise KeyboardInterrupt(f"signal {signal.Signals(_pending[0]).name}")
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGINT set the stop flag inside the block (main thread only) and the block
-    ends with ``KeyboardInterrupt`` if one arrived; handlers and flag are restored after."""
-    previous = {s: signal.signal(s, _request_stop) for s in STOP_SIGNALS}
-    _pending.clear()
-    try:
-        yield
-        check_stop()  # a signal after the last check in the block is not lost
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        _pending.clear()
-
-
-#: the name the command line has used since SIGTERM first stopped a run like Ctrl-C
-sigterm_as_interrupt = stop_on_signals

@@ -33,7 +33,8 @@ import ray.exceptions
 
 from icl._helpers import say
 from icl.run.errors import ConfigError
-from icl.run.execution.guard import ERROR, ItemOutcome, ModelGuard, check_stop, idle_work
+from icl.run.execution.guard import ERROR, ItemOutcome, ModelGuard, idle_work
+from icl._signals import check_stop
 
 LOCAL_OBJECT_STORE = 512 * 2**20  # bytes; a local instance spills to disk beyond it
 DEFAULT_RETRIES = 2
@@ -89,7 +90,7 @@ def _our_signals() -> Iterator[None]:
     """``ray.init`` installs Ray's own SIGTERM handlers (Python's ``sys.exit(15)`` and its core
     worker's crash dump): SLURM's SIGTERM at a time-out or preemption then ended the run with
     exit 1 and a stack dump instead of icl's clean stop. The run's handlers (the stop flag of
-    :func:`icl.run.execution.guard.stop_on_signals`) are put back as soon as it returns; a SIGTERM while
+    :func:`icl._signals.stop_on_signals`) are put back as soon as it returns; a SIGTERM while
     Ray starts stops the run as an interruption (exit 130)."""
     main = threading.current_thread() is threading.main_thread()
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if main else {}

@@ -1,10 +1,12 @@
 """``python -m icl.data fetch NAME``: published data by name.
 
 Releases published on the Hugging Face Hub as datasets (:data:`HUB_RELEASES`) are downloaded
-with the ``huggingface_hub`` client (``snapshot_download(repo_type="dataset")``) into the user's
-standard cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``; ``HF_ENDPOINT``, ``HF_TOKEN`` and
-``HF_HUB_OFFLINE`` are honoured exactly as for ``weights=hf:...``, :mod:`icl.models.hub`), at
-the commit the table pins (``--revision`` replaces it), never a moving branch. The release is
+by the transfer of ``weights=hf:...`` (:mod:`icl.models.hub`: the revision resolved to a checked
+40-hex commit first, every listed path confined, every file hashed, rate and time limits,
+signals) into the user's standard cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``; ``HF_ENDPOINT``,
+``HF_TOKEN`` and ``HF_HUB_OFFLINE`` honoured the same way), at the commit the table pins
+(``--revision``, checked by :func:`icl.models.hub.check_revision`, replaces it), never a moving
+branch. The release is
 then unpacked as its publisher's instructions do (VL-ICL's ``unzip.sh``: ``unzip
 {task}/support.zip -d {task}`` and ``query.zip``; CoBSAT's ``datasets/`` folder as it is) into a
 hidden sibling of ``OUT`` (default ``<data root>/<name>``), checked as the
@@ -12,7 +14,10 @@ benchmark checks a local release (VL-ICL: every task's records parse and validat
 they name exists; CoBSAT: every theme's images), renamed to ``OUT`` when it passes, and ``OUT`` is
 printed: pass it as ``--data-root``. ``OUT/fetch-manifest.json`` records the repository, the
 commit and the counts found; a second fetch (online or offline) re-checks them. An ``OUT`` that
-holds files fetch did not make is refused.
+holds files fetch did not make is refused, and so is a hidden sibling fetch did not make (it
+marks its own with :data:`WORK_MARKER`). Archives are bounded before they are unpacked
+(:data:`UNPACK_LIMITS`: in all, per member, and per member against its compressed size) and
+must fit in the free space; a disk that fills anyway is one line.
 
 The visual benchmark's 14 releases are not on the Hub: for those, ``fetch`` prints where to get
 each one, its licence, what it becomes and the ``convert`` command (:data:`ELSEWHERE`, the table
@@ -21,6 +26,7 @@ of docs/datasets.md "Per release"); it downloads nothing and never scrapes.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -143,6 +149,11 @@ def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[T
     if key not in HUB_RELEASES:
         raise FetchError(f"{name}: not a published release icl knows; fetch takes {', '.join(names())}")
     rel = HUB_RELEASES[key]
+    if revision is not None:
+        try:
+            hub.check_revision(f"--revision {revision!r}", revision)
+        except hub.HubError as exc:
+            raise FetchError(str(exc)) from None
     if out is None:
         from icl.data.registry import data_root
 
@@ -160,16 +171,20 @@ def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[T
     if done.get("repo") != rel.repo or done.get("commit") != commit:
         # unpacked and checked in a hidden sibling, renamed into place only when complete: a release
         # that fails its checks leaves nothing behind
-        work = target.with_name(f".{target.name}.fetching")
+        work = _work_folder(target)
         try:
             _unpack(rel, snapshot, work, commit)
             counts = _checked(rel, work, target)
             _write_manifest(work / manifest.name, {**record, "counts": counts})
+            (work / WORK_MARKER).unlink()
             if target.exists():  # only a folder fetch made (refused above otherwise)
                 shutil.rmtree(target)
             os.replace(work, target)
+        except OSError as exc:
+            raise FetchError(_disk_problem(exc, work, target)) from None
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            if (work / WORK_MARKER).is_file():  # ours: removed; anything else is never touched
+                shutil.rmtree(work, ignore_errors=True)
     else:
         counts = _checked(rel, target, target)
         if done.get("counts") not in (None, counts):
@@ -195,46 +210,92 @@ def describe_elsewhere(key: str) -> str:
 
 
 def _download(rel: HubRelease, revision: str) -> Path:
-    from huggingface_hub import errors, snapshot_download
-
-    is_offline = hub.offline()
-    where = hub.endpoint() or "huggingface.co"
+    """The release's snapshot at ``revision`` (the commit asked first and checked, then every
+    file downloaded by that commit and verified: :mod:`icl.models.hub`'s transfer), or from the
+    cache alone offline; its folder (named by the commit)."""
     at = f"{rel.repo}@{revision}"
+    allow = list(rel.allow_patterns) if rel.allow_patterns else ["*"]
     try:
-        return Path(snapshot_download(rel.repo, repo_type="dataset", revision=revision, cache_dir=hub.cache_dir(),
-                                      endpoint=hub.endpoint(), local_files_only=is_offline,
-                                      allow_patterns=list(rel.allow_patterns) if rel.allow_patterns else None))
-    except errors.LocalEntryNotFoundError:
-        if is_offline:
-            raise FetchError(f"{at}: not in the Hugging Face cache ({hub.cache_dir()}) and "
-                             f"HF_HUB_OFFLINE is set; fetch it once where the Hub is reachable, with the same "
-                             f"HF_HOME / HF_HUB_CACHE") from None
-        raise FetchError(f"{rel.repo}: the Hub ({where}) cannot be reached and the dataset is not cached") from None
-    except errors.RevisionNotFoundError:
-        raise FetchError(f"{rel.repo}: the Hub ({where}) has no revision {revision}") from None
-    except errors.RepositoryNotFoundError:
-        raise FetchError(f"{rel.repo}: dataset not found on {where} (private or gated? set HF_TOKEN)") from None
-    except errors.HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else "?"
-        raise FetchError(f"{rel.repo}: the Hub answered HTTP {status}") from None
+        if hub.offline():
+            root, _ = hub.cached_snapshot(at, rel.repo, revision, "dataset", rel.allow_patterns, ignore=())
+            return root
+        try:
+            commit = hub.resolve_commit(at, rel.repo, revision, "dataset")
+        except hub.HubUnreachable as exc:  # no network: the cache, as the client does
+            return hub.cached_or(exc, at, rel.repo, revision, "dataset", rel.allow_patterns, ignore=())[0]
+        listing = hub.list_remote(at, rel.repo, commit, "dataset")
+        root = hub.download(at, rel.repo, "dataset", commit, listing, hub.select(listing, allow, ignore=()))
+        hub.remember_revision(rel.repo, "dataset", revision, commit)
+        return root
+    except hub.HubError as exc:
+        raise FetchError(str(exc).replace("this model needs", "this release needs")) from None
+
+
+# The hidden folder fetch unpacks into holds this file from the moment fetch makes it: a folder of
+# that name without it is the user's, and is never removed or written into.
+WORK_MARKER = ".icl-fetch-in-progress"
+
+
+def _work_folder(target: Path) -> Path:
+    """``.NAME.fetching`` beside ``target``, made afresh and marked as fetch's: one left by an
+    interrupted fetch (marked) is replaced, one fetch did not make is refused (one line)."""
+    work = target.with_name(f".{target.name}.fetching")
+    if work.exists() or work.is_symlink():
+        if work.is_symlink() or not work.is_dir() or not (work / WORK_MARKER).is_file():
+            raise FetchError(f"{work}: exists and was not made by fetch (no {WORK_MARKER} in it); nothing in it "
+                             f"is touched: move it away or choose another --out")
+        shutil.rmtree(work)  # an interrupted fetch's (marked): nothing of the user's
+    try:
+        work.parent.mkdir(parents=True, exist_ok=True)
+        work.mkdir()
+        (work / WORK_MARKER).write_text("unpacked by python -m icl.data fetch; removed when it ends\n")
     except OSError as exc:
-        raise FetchError(f"{rel.repo}: cannot download into {hub.cache_dir()} ({exc})") from None
+        raise FetchError(_disk_problem(exc, work, target)) from None
+    return work
+
+
+def _disk_problem(exc: OSError, work: Path, target: Path) -> str:
+    """One line for a write that failed while unpacking (a full disk above all)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"{target}: the disk is full while unpacking (into {work}); nothing was kept: free space or "
+                f"choose another --out")
+    return f"{target}: cannot unpack into {work} ({type(exc).__name__}: {exc.strerror or exc})"
 
 
 def _unpack(rel: HubRelease, snapshot: Path, work: Path, commit: str) -> None:
-    """Into ``work`` (made afresh): the release's folders copied from the snapshot, everything
-    under them but their archives, and each folder's archives extracted into it (as its unzip
-    script)."""
+    """Into ``work`` (made and marked by :func:`_work_folder`): the release's folders copied from
+    the snapshot, everything under them but their archives, and each folder's archives extracted
+    into it (as its unzip script), within :func:`unpack_limits` and the disk's free space."""
     missing = [f for f in rel.folders if not (snapshot / f).is_dir()]
     if missing:
         raise FetchError(f"{rel.repo}@{commit}: the snapshot lacks {', '.join(missing)}")
-    work.parent.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
+    archives = [snapshot / folder / name for folder in rel.folders for name in rel.archives
+                if (snapshot / folder / name).is_file()]
+    copied = sum(_on_disk(p.stat().st_size) for folder in rel.folders for p in (snapshot / folder).rglob("*")
+                 if p.is_file() and p not in archives)
+    sizes = {a: _planned_members(a, rel) for a in archives}
+    unpacked = sum(sizes.values())
+    bound = unpack_limits()["ICL_FETCH_MAX_UNPACK"]
+    if unpacked > bound:
+        largest = max(sizes, key=sizes.__getitem__)
+        raise FetchError(f"{rel.repo}@{commit}: its archives unpack to {unpacked} bytes (the largest, "
+                         f"{largest.relative_to(snapshot)}, {sizes[largest]}), more than ICL_FETCH_MAX_UNPACK={bound}; "
+                         f"refused")
+    free = hub.free_space(work)
+    if copied + unpacked > free:  # (each member counted in whole blocks by _planned_members)
+        raise FetchError(f"{work.parent}: unpacking {rel.repo}@{commit} needs {(copied + unpacked) / 2**20:.1f} MiB, "
+                         f"the disk has {free / 2**20:.1f} MiB free; free space or choose another --out")
     for folder in rel.folders:
         src, dst = snapshot / folder, work / folder
-        # the cache's files are links to its blobs: copied as files
-        shutil.copytree(src, dst, ignore=lambda at, names: [n for n in names if Path(at) == src and n in rel.archives])
+        # the cache's files are links to its blobs: copied as files, one by one (a write that
+        # fails is its own OSError, a full disk among them, not copytree's list of them)
+        for path in sorted(src.rglob("*")):
+            if path.parent == src and path.name in rel.archives or not path.is_file():
+                continue
+            to = dst / path.relative_to(src)
+            to.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, to)
+        dst.mkdir(exist_ok=True)
         for name in rel.archives:
             if (src / name).is_file():
                 _extract(src / name, dst)
@@ -254,7 +315,61 @@ def _write_manifest(path: Path, record: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+# Bounds on what a release's archives may unpack to (docs/datasets.md): in all, per member,
+# and per member as a multiple of its compressed size (a zip bomb's members expand a thousandfold;
+# images and JSON far less). Environment variables replace the defaults.
+UNPACK_LIMITS = {"ICL_FETCH_MAX_UNPACK": 64 * 2**30, "ICL_FETCH_MAX_MEMBER": 8 * 2**30, "ICL_FETCH_MAX_RATIO": 200}
+_SMALL_MEMBER = 1 << 20  # below this, a member's ratio is not judged (a tiny JSON compresses well)
+
+
+def unpack_limits() -> dict[str, int]:
+    """:data:`UNPACK_LIMITS` with the environment's values (a positive integer each; one line
+    naming the variable otherwise)."""
+    out = {}
+    for var, default in UNPACK_LIMITS.items():
+        text = os.environ.get(var, "").strip()
+        if not text:
+            out[var] = default
+            continue
+        if not text.isdigit() or int(text) < 1:
+            raise FetchError(f"{var}={text!r}: expected a positive integer")
+        out[var] = int(text)
+    return out
+
+
+def _on_disk(size: int) -> int:
+    """What a file of ``size`` bytes takes on a disk (whole 4 KiB blocks, one at least)."""
+    return max(1, -(-size // 4096)) * 4096
+
+
+def _planned_members(archive: Path, rel: HubRelease) -> int:
+    """The disk ``archive`` declares it unpacks to (whole blocks), each member within :func:`unpack_limits`
+    (zipfile stops a member at its declared size, so this bounds what is written; the total of
+    a release's archives is bounded by :func:`_unpack`); one line naming the archive and the
+    member otherwise."""
+    limits = unpack_limits()
+    total = 0
+    try:
+        with zipfile.ZipFile(archive) as z:
+            for info in z.infolist():
+                total += _on_disk(info.file_size)
+                name = info.filename
+                if info.file_size > limits["ICL_FETCH_MAX_MEMBER"]:
+                    raise FetchError(f"{archive}: member {name!r} unpacks to {info.file_size} bytes, more than "
+                                     f"ICL_FETCH_MAX_MEMBER={limits['ICL_FETCH_MAX_MEMBER']}; refused")
+                if (info.file_size > _SMALL_MEMBER
+                        and info.file_size > limits["ICL_FETCH_MAX_RATIO"] * max(info.compress_size, 1)):
+                    raise FetchError(f"{archive}: member {name!r} unpacks to {info.file_size} bytes from "
+                                     f"{info.compress_size}, more than ICL_FETCH_MAX_RATIO="
+                                     f"{limits['ICL_FETCH_MAX_RATIO']} times (a zip bomb?); refused")
+    except zipfile.BadZipFile as exc:
+        raise FetchError(f"{archive}: not a valid zip ({exc})") from None
+    return total
+
+
 def _extract(archive: Path, dst: Path) -> None:
+    """``archive``'s members into ``dst`` (each confined to it; sizes bounded beforehand by
+    :func:`_planned_members`)."""
     root = dst.resolve()
     try:
         with zipfile.ZipFile(archive) as z:
@@ -263,7 +378,7 @@ def _extract(archive: Path, dst: Path) -> None:
                 if root not in path.parents and path != root:
                     raise FetchError(f"{archive}: member {info.filename!r} would land outside {dst}")
             z.extractall(dst)
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
         raise FetchError(f"{archive}: not a valid zip ({exc})") from None
 
 

@@ -4,19 +4,31 @@ loaded or asked: on a cluster, run it on a login node (network), then the run it
 ``HF_HUB_OFFLINE=1`` on the compute nodes.
 
 Each model is instantiated as the run would (:func:`icl.run.planning.models.make_model`), which resolves
-every weight source it reports, so exactly the files the run will need come down.
+every weight source it reports, so exactly the files the run will need come down. Every cached
+file is hashed against the Hub's listing meanwhile (:func:`icl.models.hub.verifying`): one
+damaged in the cache (the files ``--check`` reports through :func:`icl.models.hub.verify_cached`)
+is downloaded again. Every reference that cannot be fetched is one line on stderr (all of them,
+not only the first), and the exit status is then 2.
 
 Data: a benchmark whose published release ``python -m icl.data fetch NAME`` downloads from the
-Hub (:data:`icl.run.planning.fetch.HUB_RELEASES`) is fetched into ``--data-root`` when that
-folder is missing or empty (the same download and checks as ``fetch``); without ``--data-root``
-the fetch command that provides one is printed. A release known not to be on the Hub
+Hub (:data:`icl.run.planning.fetch.HUB_RELEASES`) is fetched into ``--data-root`` when that folder is
+missing or empty, or, without ``--data-root``, into the default data root
+(``$ICL_DATA_ROOT/NAME``, as ``fetch`` does), which the offline command then names with
+``--data-root`` (the same download and checks as ``fetch``). A release known not to be on the Hub
 (:data:`icl.run.planning.fetch.NOT_PUBLISHED`) is said so. ``--fast`` runs use built-in data: nothing.
+
+The offline command printed last runs as printed: ``HF_HUB_OFFLINE=1``, ``ICL_HUB_DEFAULTS`` when
+it was set, and the command typed without ``--prefetch``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shlex
-from typing import Sequence, TextIO
+import sys
+from pathlib import Path
+from typing import Optional, Sequence, TextIO
 
 from icl.models import hub
 from icl.run.planning.config import RunConfig, parse_models
@@ -24,59 +36,102 @@ from icl.run.errors import ConfigError
 from icl.run.planning.models import make_model
 
 
-def prefetch(config: RunConfig, typed: Sequence[str], stdout: TextIO) -> int:
+def prefetch(config: RunConfig, typed: Sequence[str], stdout: TextIO, stderr: Optional[TextIO] = None) -> int:
     from icl.run.planning.setup import open_benchmark
 
-    data = prefetch_data(config, stdout)  # first: the benchmark reads its data root when it plans
-    bench = open_benchmark(config)
-    specs = list(config.models) if config.models is not None else [s for m in bench.default_models
-                                                                   for s in parse_models(m)]
-    judges = list(config.judges) or [s for j in bench.default_judges for s in parse_models(j)]
+    stderr = stderr or sys.stderr
+    if not config.progress:  # as a run: no download bars (icl.models.hub reads it at each file)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    bad: list[str] = []  # every reference that cannot be fetched (data and weights), each one line
+    try:
+        fetched, data_root = prefetch_data(config, stdout)  # first: the benchmark reads its data root
+    except ConfigError as exc:
+        bad.append(str(exc))
+        fetched, data_root = False, config.data_root
+    added = data_root if config.data_root is None else None  # fetched into the default data root
+    if added is not None:
+        config = dataclasses.replace(config, data_root=added)
+    try:
+        bench = open_benchmark(config)
+    except ConfigError:
+        if not bad:
+            raise
+        bench = None  # the data that could not be fetched is why: the models named are still fetched
+    defaults = (bench.default_models, bench.default_judges) if bench is not None else ((), ())
+    specs = list(config.models) if config.models is not None else [s for m in defaults[0] for s in parse_models(m)]
+    judges = list(config.judges) or [s for j in defaults[1] for s in parse_models(j)]
     hub.forget()
     found = 0
-    for spec in specs + judges:
-        model = make_model(spec, "cpu")  # resolves (downloads) its weights; loads nothing
-        for key, value in model.identity["weights"].items():
-            if not (isinstance(value, dict) and "commit" in value):
+    with hub.verifying():  # the cache's files hashed, a damaged one downloaded again
+        for spec in specs + judges:
+            try:
+                model = make_model(spec, "cpu")  # resolves (downloads) its weights; loads nothing
+            except ConfigError as exc:  # every reference that fails is told, not only the first
+                bad.append(str(exc))
                 continue
-            found += 1
-            snap = hub.resolved(key)
-            size = sum((snap.root / f).stat().st_size for f in snap.files)
-            print(f"{spec.label}: {key}  {len(value['files'])} files, {size / 2**20:.1f} MiB", file=stdout)
-    if not found and not data:
+            for key, value in model.identity["weights"].items():
+                if not (isinstance(value, dict) and "commit" in value):
+                    continue
+                found += 1
+                snap = hub.resolved(key)
+                size = sum((snap.root / f).stat().st_size for f in snap.files)
+                print(f"{spec.label}: {key}  {len(value['files'])} files, {size / 2**20:.1f} MiB", file=stdout)
+    if bad:
+        _tell(bad, stderr)
+        return 2
+    if not found and not fetched:
         print("no model or judge of this run names Hub weights (weights=hf:...): nothing to prefetch", file=stdout)
         return 0
-    command = [a for a in typed if a != "--prefetch"]
     print(f"cached in {hub.cache_dir()}; run offline (same HF_HOME / HF_HUB_CACHE):", file=stdout)
-    print("HF_HUB_OFFLINE=1 " + shlex.join(command), file=stdout)
+    print(offline_command(typed, added), file=stdout)
     return 0
 
 
-def prefetch_data(config: RunConfig, stdout: TextIO) -> bool:
-    """The run's data from the Hub (module docstring); True when it fetched the data."""
+def _tell(bad: Sequence[str], stderr: TextIO) -> None:
+    for message in bad:
+        print(f"icl.run: {message}", file=stderr)
+
+
+def offline_command(typed: Sequence[str], data_root: Optional[Path] = None) -> str:
+    """The command typed, without ``--prefetch``, as it runs offline: ``HF_HUB_OFFLINE=1``, and
+    ``ICL_HUB_DEFAULTS`` as set now (it decides which weights a model without ``weights=`` loads);
+    ``--data-root`` added when the data was fetched into the default data root."""
+    command = [a for a in typed if a != "--prefetch"]
+    if data_root is not None and not any(a == "--data-root" or a.startswith("--data-root=") for a in command):
+        command += ["--data-root", str(data_root)]
+    env = ["HF_HUB_OFFLINE=1"]
+    if os.environ.get("ICL_HUB_DEFAULTS", "").strip():
+        env.append("ICL_HUB_DEFAULTS=" + shlex.quote(os.environ["ICL_HUB_DEFAULTS"]))
+    return " ".join(env) + " " + shlex.join(command)
+
+
+def prefetch_data(config: RunConfig, stdout: TextIO) -> tuple[bool, Optional[Path]]:
+    """The run's data from the Hub (module docstring): whether it fetched the data, and the
+    folder the run reads it from (``--data-root``, or the default data root it fetched into)."""
     from icl.run.planning import fetch as releases
 
     if config.fast:
-        return False
+        return False, config.data_root
     key = releases.ALIASES.get(config.benchmark.lower(), config.benchmark.lower())
     root = config.data_root
     missing = root is None or not root.is_dir() or not any(root.iterdir())
     if not missing:
-        return False
+        return False, root
     if key in releases.NOT_PUBLISHED:
         print(f"data: {config.benchmark}: {releases.NOT_PUBLISHED[key]}", file=stdout)
-        return False
+        return False, root
     if key not in releases.HUB_RELEASES:
-        return False
-    rel = releases.HUB_RELEASES[key]
+        return False, root
     if root is None:
-        print(f"data: {config.benchmark} reads the published release from --data-root, not given here; "
-              f"python -m icl.data fetch {key} --out DIR downloads it ({rel.repo}@{(rel.commit or 'main')[:12]}, a Hub dataset), "
-              f"then pass --data-root DIR", file=stdout)
-        return False
-    print(f"data: --data-root {root} is missing: python -m icl.data fetch {key} --out {root}", file=stdout)
+        from icl.data.registry import data_root
+
+        root = data_root() / key
+        print(f"data: no --data-root given: {config.benchmark}'s published release goes to the default data root, "
+              f"as python -m icl.data fetch {key} --out {root}", file=stdout)
+    else:
+        print(f"data: --data-root {root} is missing: python -m icl.data fetch {key} --out {root}", file=stdout)
     try:
         releases.fetch(key, root, stdout)
     except releases.FetchError as exc:
-        raise ConfigError(f"--prefetch: data: {exc}") from None
-    return True
+        raise ConfigError(f"data: {exc}") from None
+    return True, root
