@@ -257,9 +257,10 @@ class VIF(Benchmark):
             return ""
         judges = sorted({r["judge"] for r in tables_.get("criteria_by_judge", [])})
         lines = [f"vif ({self.protocol}): judge scores 1-10, the mean of {len(judges)} judge(s) ({', '.join(judges)}) "
-                 "per item and criterion (average NaN while no judge gives a criterion; failed generations: "
+                 "per item and criterion (avg: the mean of all six criteria, not available while some criterion has no "
+                 "judge: the row then says how many were judged; failed generations: "
                  + ("score 1, in the means)" if self.config["failed"] == "score1" else "left out of the means)")]
-        lines += [f"{r['model']:<24}{r['variant']:<11}avg {_fmt(r['average'])}  adherence "
+        lines += [f"{r['model']:<24}{r['variant']:<11}avg {_average_text(r)}  adherence "
                   f"{_fmt(r['visual_instruction_adherence'])}  cleanliness {_fmt(r['visual_instruction_cleanliness'])}"
                   f"  (n={r['n']}, failed {r['failed']})" for r in rows]
         return "\n".join(lines)
@@ -358,6 +359,15 @@ def failed_note(mode: str) -> str:
 
 def _is_image(x: Any) -> bool:
     return isinstance(x, np.ndarray) and x.ndim == 3 and x.shape[2] == 3 and x.dtype == np.uint8 and x.size > 0
+
+
+def _average_text(row: Mapping[str, Any]) -> str:
+    """The summary's average: the number, or what its absence means (the criteria some judge gave)."""
+    value = row.get("average")
+    if value is not None and not (isinstance(value, float) and math.isnan(value)):
+        return _fmt(value)
+    judged = sum(1 for c in rubric.CRITERIA if isinstance(row.get(c), (int, float)) and not math.isnan(row[c]))
+    return f"n/a ({judged} of {len(rubric.CRITERIA)} criteria judged)"
 
 
 def _fmt(v: Any, digits: int = 2) -> str:

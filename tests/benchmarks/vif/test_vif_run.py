@@ -6,6 +6,7 @@ run computes nothing; the plugin passes ``check_benchmark``; the spatial judge r
 import csv
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -156,6 +157,8 @@ def test_the_fast_run_s_two_default_judges(tmp_path, capsys):
     args = ["vif", "--fast", "--variants", "visual,ti-dense", "--tasks", "syn000,syn001,syn002", "--out", str(out),
             "--no-progress", "--no-plots"]
     assert main(args) == 0
+    printed = capsys.readouterr().out  # no bare "nan" for a newcomer: the average says what it lacks
+    assert "avg n/a (3 of 6 criteria judged)" in printed and not re.search(r"\bnan\b", printed, re.I), printed
     meta = json.loads((out / "results.json").read_text())
     assert [j["label"] for j in meta["judges"]] == ["vif-spatial-judge", "tiny-chat-judge"]
     assert [j["identity"]["adapter"] for j in meta["judges"]] == ["vif-spatial-judge", "tiny-chat-judge"]
