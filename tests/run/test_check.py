@@ -489,3 +489,36 @@ def test_a_problem_names_its_model_once(where, message, expected):
     from icl.run.planning.check import unstacked
 
     assert unstacked(where, message) == expected
+
+
+@pytest.mark.slow  # a tiny checkpoint and the built-in VL-ICL data
+def test_a_judge_missing_a_package_stops_the_run_in_one_line(tmp_path, capsys):
+    """The run's own judge check (icl.run.planning.setup.check_judges), not only ``--check``: a judge
+    whose processor needs torchvision (a real Qwen2-VL folder) stops the run before any model is
+    called, in one line naming the package and its fix, never a traceback."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is not None:
+        pytest.skip("torchvision is installed: Qwen2-VL's processor loads")
+    from transformers import Qwen2VLConfig, Qwen2VLImageProcessor
+
+    from icl.models.vlm.tiny import build_llava
+
+    folder = build_llava(tmp_path / "qwen2-vl")
+    Qwen2VLConfig(vision_config=dict(depth=1, embed_dim=16, hidden_size=16, num_heads=2), hidden_size=32,
+                  intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                  vocab_size=128).save_pretrained(folder)
+    Qwen2VLImageProcessor().save_pretrained(folder)
+    processor = folder / "processor_config.json"
+    processor.write_text(json.dumps({**json.loads(processor.read_text()), "processor_class": "Qwen2VLProcessor"}))
+    out = tmp_path / "out"
+    args = ["vlicl", "--fast", "--models", "copy-last", "--judge", f"hf-vlm:weights={folder}", "--tasks", "open_t2i_mi",
+            "--seeds", "0", "--shots", "1", "--queries", "2", "--out", str(out), "--data-root", str(tmp_path / "data"),
+            "--no-plots", "--no-progress", "--device", "cpu"]
+    capsys.readouterr()  # the folder's own making (transformers' progress bars)
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    assert "needs the package torchvision, which is not installed" in lines[0], lines
+    assert "install the package torchvision" in lines[0], lines

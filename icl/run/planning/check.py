@@ -57,7 +57,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TextIO
 
-from icl.run.planning.check_parts import Problem, hub_offline, text_table
+from icl.run.planning.check_parts import Problem, hub_offline, missing_package, missing_package_message, package_fix, text_table
 from icl.run.planning.config import RunConfig, parse_models
 from icl.run.errors import ConfigError
 
@@ -659,48 +659,6 @@ def needs_download(message: str) -> bool:
 
 NEEDS_DOWNLOAD = "needs download (--prefetch)"
 _MISSING_PACKAGE = re.compile(r"needs the package ([\w.-]+), which is not installed")
-
-
-def missing_package(exc: BaseException) -> Optional[str]:
-    """The package whose absence ``exc`` (an ImportError) reports: its module's top name, or the
-    library transformers names (``X requires the Torchvision library but it was not found``)."""
-    name = getattr(exc, "name", None)
-    if name:
-        return str(name).split(".")[0]
-    found = re.search(r"requires the ([\w.-]+) library", str(exc))
-    return found.group(1).lower() if found else None
-
-
-def missing_package_message(exc: BaseException) -> str:
-    """One line for an ImportError met while reading a model's files: the package it needs."""
-    package = missing_package(exc)
-    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-    if package is None:
-        return f"cannot be read: {first}"
-    return f"needs the package {package}, which is not installed ({first})"
-
-
-def package_fix(package: str) -> str:
-    """How to install ``package``: the extra that carries it (:data:`icl._lazy.EXTRAS`, in both
-    locks), else the package itself, saying no lock carries it."""
-    from icl._lazy import EXTRAS
-
-    extra = EXTRAS.get(package)
-    if extra:
-        return (f'install the package {package}: pip install "icl-eval[{extra}]" (requirements/lock.txt and, on a GPU '
-                f"node, requirements/lock-gpu.txt carry it; docs/install.md)")
-    if package == "torchvision":
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            torch = f"torch {version('torch')}"
-        except PackageNotFoundError:
-            torch = "the installed torch"
-        return (f"install the package torchvision, the release built for {torch}, from the index that torch came from "
-                f"(neither requirements/lock.txt nor requirements/lock-gpu.txt carries it: docs/install.md), or use a "
-                f"model whose processor needs no torchvision (an hf-vlm LLaVA, Idefics3 or Gemma 3)")
-    return (f"install the package {package} (pip install {package}); neither requirements/lock.txt nor "
-            f"requirements/lock-gpu.txt carries it (docs/install.md)")
 
 
 def fix_for(check: str, message: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional, Sequence
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
 from icl.report import reproduction
+from icl.run.planning.check_parts import missing_package, missing_package_message, package_fix
 from icl.run.planning.config import RunConfig, closest, parse_models
 from icl.run.errors import ConfigError
 from icl.models import hub
@@ -144,6 +145,11 @@ def check_judges(bench: Benchmark, items: Sequence[Item], models: Sequence[RunMo
             j.adapter.check_loadable()
         except (WeightsError, ValueError, OSError) as exc:
             report(f"judge {j.label}", f"judge {j.label!r}: {exc}")
+            continue
+        except ImportError as exc:  # a package its files need (a processor's torchvision): named, with its fix
+            package = missing_package(exc)
+            report(f"judge {j.label}", f"judge {j.label!r} {missing_package_message(exc)}"
+                   + (f"; {package_fix(package)}" if package else ""))
             continue
         why = next((w for w in map(j.adapter.would_refuse, probe) if w), None)
         if why is not None:
