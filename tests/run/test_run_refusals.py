@@ -144,6 +144,11 @@ def test_check_lists_the_cells_the_run_then_records_as_not_applicable(tmp_path, 
         "model test-one-image refuses 3 planned items (cobsat 0 shots; why: the refused requests table): the run "
         "records them as not applicable, stored, never scored"]
     assert CALLS == []  # the check called no model
+    # what the run never computes is not remaining, timed or given disk: the check's remaining
+    # scores are exactly those the run then computes
+    (entry,) = [e for e in report["models"] if e["label"] == "test-one-image"]
+    assert entry["not_applicable"].get("cobsat (refused)") == 3, entry
     assert main(args) == 0
     meta = json.loads((out / "results.json").read_text())
     assert meta["refused"]["test-one-image"]["cobsat 0-shot"]["items"] == report["refusals"]["refused"]
+    assert entry["remaining"] == meta["counts"]["computed"], (entry, meta["counts"])

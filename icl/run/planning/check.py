@@ -817,6 +817,9 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         cells, total_remaining, total_stored, planned_models = [], 0, 0, len(models)
         logs = log_samples(config.log_samples, len(items) * len(models))
         works = pending_work(store, bench, items, models, judge_ids, stored_ids)
+        report["refusals"], refused = refusal_check(bench, items, models, warnings)  # 8
+        for m in models:  # what a model refuses is never computed: not remaining, not timed, no disk
+            leave_out_refused(bench, works[m.label], refused.get(m.label, set()))
         for m in models:
             mid, work = stored_ids.get(m.model_id, m.model_id), works[m.label]
             for task, (planned, stored) in work.cells.items():
@@ -877,7 +880,6 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
 
     with hub_offline():
         report["context"] = context_check(bench, items, models, warnings)
-    report["refusals"] = refusal_check(bench, items, models, warnings)  # 8
     return _finish(report, problems, warnings, t0)
 
 
@@ -910,17 +912,21 @@ def download_work(config: RunConfig, bench: Any, items: Sequence[Any], judge_ids
     return out
 
 
-def refusal_check(bench: Any, items: Sequence[Any], models: Sequence[Any], warnings: list[str]) -> dict[str, Any]:
+def refusal_check(bench: Any, items: Sequence[Any], models: Sequence[Any],
+                  warnings: list[str]) -> tuple[dict[str, Any], dict[str, set[str]]]:
     """Per (task, shots) and model, how many planned requests the model refuses and why (the
     first refusal's sentence): every planned request a model serves is built (reading its images)
     and put to the model's rule, for the models whose adapter has one (``would_refuse``
-    overridden; the others refuse nothing). Each refusing cell is also a warning."""
+    overridden; the others refuse nothing). Each refusing cell is also a warning. Also returns, per
+    model label, the keys of the items it refuses: the run never computes them, so the check's
+    remaining scores, time and disk leave them out (:func:`leave_out_refused`)."""
     from icl.models.base import Adapter
     from icl.run.planning.plan import refusal
 
     shots_column = getattr(getattr(bench, "results_spec", None), "shots", None)
     built: dict[tuple[str, bool], Any] = {}  # one build per item, whichever models ask it
     cells: dict[tuple[str, Any, str], dict[str, Any]] = {}
+    keys: dict[str, set[str]] = {}
     for m in models:
         if type(m.adapter).would_refuse is Adapter.would_refuse:
             continue
@@ -943,13 +949,35 @@ def refusal_check(bench: Any, items: Sequence[Any], models: Sequence[Any], warni
             if why is not None:
                 cell["refused"] += 1
                 cell["why"] = cell["why"] or why
+                keys.setdefault(m.label, set()).add(it.key)
     refused = [c for c in cells.values() if c["refused"]]
     for label in dict.fromkeys(c["model"] for c in refused):  # one line per model; the table says why
         mine = [c for c in refused if c["model"] == label]
         named = ", ".join(f"{c['task']}" + ("" if c["shots"] is None else f" {c['shots']} shots") for c in mine)
         warnings.append(f"model {label} refuses {sum(c['refused'] for c in mine)} planned items ({named}; why: the "
                         f"refused requests table): the run records them as not applicable, stored, never scored")
-    return dict(cells=refused, refused=sum(c["refused"] for c in refused))
+    return dict(cells=refused, refused=sum(c["refused"] for c in refused)), keys
+
+
+def leave_out_refused(bench: Any, work: Any, refused: set[str]) -> None:
+    """Take the items a model refuses out of its pending ``work`` (an
+    :class:`icl.run.planning.plan.ModelWork`): not to do, not planned in their task's cell, counted
+    as not applicable under ``KIND (refused)``, as the run records them."""
+    if not refused:
+        return
+    kept = []
+    for it in work.todo:
+        if it.key not in refused:
+            kept.append(it)
+            continue
+        judges = len(work.unscored.pop(it.key, ())) or work.judges
+        work.served -= 1
+        cell = work.cells.get(str(it.group.get("task", bench.name)))
+        if cell is not None:
+            cell[0] -= judges
+        kind = f"{bench.item_kind(it)} (refused)"
+        work.not_applicable[kind] = work.not_applicable.get(kind, 0) + 1
+    work.todo = kept
 
 
 def refusal_lines(refusals: Optional[dict[str, Any]]) -> list[str]:
