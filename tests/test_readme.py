@@ -67,7 +67,7 @@ def stand_ins(tmp_path_factory):
     model = HFVisionLanguage(weights=str(tiny))
     model.load("cpu")
     with ChatServer(model, lifetime_s=600) as server:
-        yield {"/w/qwen2-vl-7b": str(tiny), "/w/judge": str(tiny), "/w/qwen2.5-vl": str(tiny),
+        yield {"/w/llava-1.5-7b-hf": str(tiny), "/w/qwen2-vl-7b": str(tiny), "/w/judge": str(tiny), "/w/qwen2.5-vl": str(tiny),
                "/data/VL-ICL": str(release), "http://127.0.0.1:8000/v1": server.base_url,
                "PKG": str(package), "preds.jsonl": str(preds)}
 
