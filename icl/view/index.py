@@ -356,7 +356,7 @@ def _file_signature(path: Path) -> str:
 
 
 def _str(v: Any) -> Optional[str]:
-    return None if v is None else str(v)
+    return None if v is None else text_of(str(v), 500)
 
 
 def _int(v: Any) -> Optional[int]:
