@@ -23,8 +23,15 @@ BENCHMARK, PROTOCOL, SCORER = "toy", "toy-1", "1"
 
 
 def png(seed: int, size: int = 32) -> bytes:
+    """A distinct image per ``seed``: a gradient in a seeded colour with a seeded square (small
+    as PNG, as real answers of a generator are not noise)."""
     rng = np.random.default_rng(seed)
-    image = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+    ramp = np.linspace(0, 1, size, dtype=np.float32)
+    colour = rng.integers(0, 256, 3).astype(np.float32)
+    image = (ramp[:, None, None] * colour).repeat(size, axis=1)
+    x, y = rng.integers(0, size // 2, 2)
+    image[y:y + size // 4, x:x + size // 4] = 255 - colour
+    image = image.astype(np.uint8)
     ok, data = cv2.imencode(".png", image)
     assert ok
     return data.tobytes()
@@ -36,14 +43,15 @@ def key_of(i: int, task: str, shots: int) -> str:
 
 def write_run(folder: Path, n: int = 24, models: Sequence[str] = ("alpha", "beta"), *, hostile: bool = True,
               huge: bool = False, fingerprint: str = "fp1", samples: bool = True, image_size: int = 32,
-              batch: int = 5000, images: Optional[int] = None) -> dict[str, str]:
+              batch: int = 5000, images: Optional[int] = None, judged: bool = True) -> dict[str, str]:
     """A finished run of ``n`` items x ``models`` in ``folder``; returns ``{label: model_id}``.
     Item i: task t1 (even) or t2 (odd), shots 1 or 2 (i % 3 == 0), image answers, except the text
     task t3 of the hostile answers (``hostile``) and, with ``huge``, one 50 MB answer. The first
-    model fails item 1 and overflows item 2. ``images``: distinct PNGs (default one per item)."""
+    model fails item 1 and overflows item 2. ``images``: distinct PNGs (default one per item);
+    ``judged``: a judge's verdict on every answer."""
     folder.mkdir(parents=True, exist_ok=True)
     ids = {m: hashlib.sha256(m.encode()).hexdigest()[:20] for m in models}
-    judge = "j" + hashlib.sha256(b"judge").hexdigest()[:19]
+    judge = "j" + hashlib.sha256(b"judge").hexdigest()[:19] if judged else ""
     pngs = [png(s, image_size) for s in range(min(n, images or n))]
     lines, requests, rows_csv = [], {}, []
     with Store(folder / "store.sqlite") as store:
@@ -51,7 +59,8 @@ def write_run(folder: Path, n: int = 24, models: Sequence[str] = ("alpha", "beta
                                   "protocol": PROTOCOL})
         for m, mid in ids.items():
             store.put_model(mid, m, {"adapter": m})
-        store.put_model(judge, "toy-judge", {"adapter": "toy-judge"})
+        if judged:
+            store.put_model(judge, "toy-judge", {"adapter": "toy-judge"})
         specs = [(i, "t1" if i % 2 == 0 else "t2", 2 if i % 3 == 0 else 1, None) for i in range(n)]
         if hostile:
             specs += [(n + j, "t3", 1, text) for j, text in enumerate(HOSTILE + ["bad \udcff bytes"])]
@@ -83,10 +92,11 @@ def write_run(folder: Path, n: int = 24, models: Sequence[str] = ("alpha", "beta
                         body = text.encode("utf-8", "surrogateescape")  # the lone surrogate as raw bytes
                         responses.append(Response(rhash, mid, "ok", "text", body, run_id=run_id))
                     links.append((key, mid, "answer:0", rhash))
-                    vhash = hashlib.sha256(f"verdict {key} {mid}".encode()).hexdigest()
-                    responses.append(Response(vhash, judge, "ok", "text", f"verdict: {value:.3f} {HOSTILE[0]}",
-                                              run_id=run_id))
-                    links.append((f"{key}|{mid}", judge, "judge:0", vhash))
+                    if judged:
+                        vhash = hashlib.sha256(f"verdict {key} {mid}".encode()).hexdigest()
+                        responses.append(Response(vhash, judge, "ok", "text", f"verdict: {value:.3f} {HOSTILE[0]}",
+                                                  run_id=run_id))
+                        links.append((f"{key}|{mid}", judge, "judge:0", vhash))
                     scores.append(Score(ScoreKey(BENCHMARK, PROTOCOL, key, mid, judge, SCORER), status, metrics,
                                         error, reason, run_id=run_id))
                     if samples:
@@ -112,7 +122,7 @@ def write_run(folder: Path, n: int = 24, models: Sequence[str] = ("alpha", "beta
         "command": ["python", "-m", "icl.run", BENCHMARK], "data": {"d1": "built-in synthetic"},
         "fingerprints": {"dataset:d1": fingerprint}, "counts": {"planned": len(lines) or n * len(models)},
         "models": {m: {"model_id": mid} for m, mid in ids.items()},
-        "judges": [{"label": "toy-judge", "judge_id": judge}], "failures": {"count": 1, "items": []},
+        "judges": [{"label": "toy-judge", "judge_id": judge}] if judged else [], "failures": {"count": 1, "items": []},
         "config": {"benchmark": BENCHMARK, "fast": True, "out": str(folder)}, "not_applicable": {}}
     (folder / "results.json").write_text(json.dumps(results))
     if samples:
