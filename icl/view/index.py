@@ -122,7 +122,7 @@ class RunIndex:
         self.benchmark = benchmark
         self.path = index_path(self.store_path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # one connection, shared by the server's threads
         self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=OFF")  # a cache: rebuilt when lost
@@ -254,6 +254,10 @@ class RunIndex:
     # -- queries ---------------------------------------------------------------------------
     def choices(self) -> dict[str, list]:
         """The values each filter offers: tasks, datasets, shots, models, judges, metrics."""
+        with self._lock:
+            return self._choices()
+
+    def _choices(self) -> dict[str, list]:
         q = self.conn.execute
         first = q("SELECT metrics FROM samples WHERE status='ok' LIMIT 1").fetchone()
         return {
@@ -304,6 +308,11 @@ class RunIndex:
         else:
             order = "s.item_key, s.model_id, s.judge_id"
         order_args = vargs * 2 if sort in ("score", "-score") else []
+        with self._lock:
+            return self._page(clause, args, join, order, order_args, size, page)
+
+    def _page(self, clause: str, args: list, join: str, order: str, order_args: list, size: int,
+              page: int) -> tuple[list[dict], int]:
         total = self.conn.execute(f"SELECT COUNT(*) FROM samples s {clause}", (*args,)).fetchone()[0]
         cols = ("item_key", "model_id", "judge_id", "status", "reason", "error", "outcome", "metrics", "score",
                 "task", "dataset", "shots", "answer_kind", "answer_hash", "answer_text")
@@ -315,31 +324,42 @@ class RunIndex:
     def item_rows(self, item_key: str) -> list[dict]:
         cols = ("item_key", "model_id", "judge_id", "scorer_version", "status", "reason", "error", "outcome",
                 "metrics", "score", "task", "dataset", "shots", "answer_kind", "answer_hash", "prompt")
-        rows = self.conn.execute(f"SELECT {', '.join(cols)} FROM samples WHERE item_key=? ORDER BY model_id, "
-                                 f"judge_id", (item_key,)).fetchall()
+        with self._lock:
+            rows = self.conn.execute(f"SELECT {', '.join(cols)} FROM samples WHERE item_key=? ORDER BY model_id, "
+                                     f"judge_id", (item_key,)).fetchall()
         return [dict(zip(cols, r)) for r in rows]
 
     def values(self, model_id: str, metric: Optional[str]) -> dict[tuple[str, str], Optional[float]]:
         """``{(item key, judge id): value}`` of ``metric`` for ``model_id``'s ok scores."""
-        if not metric or metric == self.headline:
-            rows = self.conn.execute("SELECT item_key, judge_id, score FROM samples WHERE model_id=? AND outcome='ok'",
-                                     (model_id,))
-        else:
-            rows = self.conn.execute("SELECT item_key, judge_id, json_extract(metrics, ?) FROM samples "
-                                     "WHERE model_id=? AND outcome='ok'", (f'$."{metric}"', model_id))
+        with self._lock:
+            if not metric or metric == self.headline:
+                rows = self.conn.execute("SELECT item_key, judge_id, score FROM samples WHERE model_id=? "
+                                         "AND outcome='ok'", (model_id,)).fetchall()
+            else:
+                rows = self.conn.execute("SELECT item_key, judge_id, json_extract(metrics, ?) FROM samples "
+                                         "WHERE model_id=? AND outcome='ok'", (f'$."{metric}"', model_id)).fetchall()
         return {(k, j): _number(v) for k, j, v in rows}
+
+    def answer_of(self, item_key: str, model_id: str) -> Optional[tuple[str, str, str]]:
+        """(kind, request hash, text) of ``model_id``'s answer to ``item_key``, or None."""
+        with self._lock:
+            return self.conn.execute("SELECT answer_kind, answer_hash, answer_text FROM samples WHERE item_key=? AND "
+                                     "model_id=? LIMIT 1", (item_key, model_id)).fetchone()
 
     def failures(self) -> list[dict]:
         cols = ("item_key", "model_id", "judge_id", "outcome", "reason", "error")
-        rows = self.conn.execute(f"SELECT {', '.join(cols)} FROM samples WHERE outcome != 'ok' "
-                                 f"ORDER BY error, item_key").fetchall()
+        with self._lock:
+            rows = self.conn.execute(f"SELECT {', '.join(cols)} FROM samples WHERE outcome != 'ok' "
+                                     f"ORDER BY error, item_key").fetchall()
         return [dict(zip(cols, r)) for r in rows]
 
     def counts(self) -> dict[str, dict[str, int]]:
         """``{model id: {outcome: rows}}``."""
         out: dict[str, dict[str, int]] = {}
-        for model, outcome, n in self.conn.execute("SELECT model_id, outcome, COUNT(*) FROM samples "
-                                                   "GROUP BY model_id, outcome"):
+        with self._lock:
+            found = self.conn.execute("SELECT model_id, outcome, COUNT(*) FROM samples GROUP BY model_id, "
+                                      "outcome").fetchall()
+        for model, outcome, n in found:
             out.setdefault(model, {})[outcome] = n
         return out
 

@@ -202,7 +202,7 @@ def samples_page(run: Run, params: Mapping[str, str], rows: list[dict], total: i
     trs = []
     for r in rows:
         label = run.label(r["model_id"])
-        value = r["score"] if metric == ix.headline else _metric(r["metrics"], metric)
+        value = _metric(r["metrics"], metric)  # from the JSON: an infinite PSNR shows as such
         answer = _answer_cell(run, r)
         item_link = link(r["item_key"], url("/item", run=run.key, key=r["item_key"]), "item")
         trs.append(f'<tr class="outcome-{esc(r["outcome"])}"><td>{item_link}</td><td>{esc(r["task"] or "–")}</td>'
@@ -355,8 +355,7 @@ def compare_page(run: Run, sides: list[tuple[Run, str]], specs: Sequence[str], m
 def _thumb(run: Run, model_id: str, key: str) -> str:
     if run.index is None:
         return ""
-    row = run.index.conn.execute("SELECT answer_kind, answer_hash, answer_text FROM samples WHERE item_key=? AND "
-                                 "model_id=? LIMIT 1", (key, model_id)).fetchone()
+    row = run.index.answer_of(key, model_id)
     if row and row[0] == "png" and row[1]:
         return f' <img class=thumb loading=lazy alt="answer" src="{esc(image_url(run, model_id, row[1]))}">'
     if row and row[0] == "text":

@@ -43,6 +43,7 @@ class Run:
     models: dict[str, str] = field(default_factory=dict)  # model_id -> label
     index: Optional[RunIndex] = None
     signature: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)  # one refresh at a time
 
     @property
     def benchmark(self) -> str:
@@ -170,6 +171,11 @@ def lock_holder(folder: Path) -> Optional[dict]:
 
 def refresh(run: Run) -> None:
     """Bring ``run`` up to date: its files and store are read again only when they changed."""
+    with run.lock:
+        _refresh(run)
+
+
+def _refresh(run: Run) -> None:
     store = run.folder / "store.sqlite"
     results_path = run.folder / "results.json"
     holder = lock_holder(run.folder)
