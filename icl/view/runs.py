@@ -152,9 +152,25 @@ def _read_json(path: Path) -> dict:
 
 
 def lock_holder(folder: Path) -> Optional[dict]:
-    """The live process holding the run's folder lock, from the record it wrote into
-    ``.icl.lock`` (read, never locked): None when no process of this machine holding it is alive."""
-    info = _read_json(folder / ".icl.lock")
+    """What the process holding the run's folder lock recorded in ``.icl.lock`` (pid, command,
+    host), or None when none holds it. The lock is never taken: on Linux ``/proc/locks`` lists the
+    flock held on the file's inode; elsewhere the recorded pid being alive stands for it."""
+    path = folder / ".icl.lock"
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    info = _read_json(path)
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = f.read()
+    except OSError:
+        table = None
+    if table is not None:
+        device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        held = any(len(p) > 5 and p[1] == "FLOCK" and p[5] == device for p in (line.split() for line in
+                                                                              table.splitlines()))
+        return (info or {"pid": None}) if held else None
     pid = info.get("pid")
     if not isinstance(pid, int) or pid <= 0:
         return None
