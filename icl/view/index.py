@@ -298,6 +298,8 @@ class RunIndex:
             where.append("(instr(lower(s.answer_text), ?) > 0 OR instr(lower(s.prompt), ?) > 0 "
                          "OR instr(lower(s.item_key), ?) > 0)")
             args.extend([filters["q"].lower()] * 3)
+        if filters.get("outcome") == "not applicable":
+            return self._not_applicable(filters, page, size)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         join = ""
         if sort == "spread":
@@ -310,6 +312,37 @@ class RunIndex:
         order_args = vargs * 2 if sort in ("score", "-score") else []
         with self._lock:
             return self._page(clause, args, join, order, order_args, size, page)
+
+    def _not_applicable(self, filters: dict[str, Any], page: int, size: int) -> tuple[list[dict], int]:
+        """(item, model) pairs of a model that scored no row of an item some model scored: in a
+        finished run, the items that model was not asked (it serves another request type)."""
+        where, args = [], []
+        for col in ("task", "dataset", "shots"):
+            if filters.get(col) is not None and filters.get(col) != "":
+                where.append(f"{col} = ?")
+                args.append(filters[col])
+        if filters.get("q"):
+            where.append("(instr(lower(prompt), ?) > 0 OR instr(lower(item_key), ?) > 0)")
+            args.extend([filters["q"].lower()] * 2)
+        models = [filters["model"]] if filters.get("model") else None
+        with self._lock:
+            if models is None:
+                models = [r[0] for r in self.conn.execute("SELECT DISTINCT model_id FROM samples")]
+            inner = (f"SELECT item_key, MIN(task) AS task, MIN(dataset) AS dataset, MIN(shots) AS shots FROM samples "
+                     f"GROUP BY item_key")
+            sql = (f"FROM ({inner}) i JOIN (SELECT value AS model_id FROM json_each(?)) m "
+                   f"WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.item_key = i.item_key AND s.model_id = m.model_id)"
+                   f"{' AND ' + ' AND '.join(where) if where else ''}")
+            margs = [json.dumps(models), *args]
+            total = self.conn.execute(f"SELECT COUNT(*) {sql}", margs).fetchone()[0]
+            rows = self.conn.execute(f"SELECT i.item_key, m.model_id, i.task, i.dataset, i.shots {sql} "
+                                     f"ORDER BY i.item_key, m.model_id LIMIT ? OFFSET ?",
+                                     (*margs, size, max(0, page) * size)).fetchall()
+        out = [dict(item_key=k, model_id=m, judge_id="", status="not applicable", reason=None, error=None,
+                    outcome="not applicable", metrics="{}", score=None, task=t, dataset=d, shots=sh,
+                    answer_kind=None, answer_hash=None, answer_text=None, spread=None)
+               for k, m, t, d, sh in rows]
+        return out, total
 
     def _page(self, clause: str, args: list, join: str, order: str, order_args: list, size: int,
               page: int) -> tuple[list[dict], int]:

@@ -191,6 +191,11 @@ def samples_page(run: Run, params: Mapping[str, str], rows: list[dict], total: i
         form += ("<p class=note>This run has no samples.jsonl (still running, or over 100,000 items x models "
                  "without --log-samples): filters by task, dataset and shots need it "
                  "(python -m icl.run export RUN_DIR writes it).</p>")
+    if params.get("outcome") == "not applicable":
+        form += ("<p class=note>Not applicable: items some model has a score of and this one has none; in a finished "
+                 "run, the items it was not asked (it serves another request type)"
+                 + ("; this run is still going, so some are only not yet scored" if run.status == "running" else "")
+                 + ".</p>")
     base = {k: params.get(k) for k in FILTER_KEYS}
     sort_links = " · ".join(link(label, url("/samples", run=run.key, **{**base, "sort": s, "page": None}))
                             for label, s in (("lowest score", "score"), ("highest score", "-score"),

@@ -192,8 +192,6 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(400, f"bad filter value: {exc}")
         if one.get("model"):
             filters["model"] = run.model_id(one["model"])
-        if filters["outcome"] == "not applicable":
-            filters["outcome"] = "none"  # not applicable items have no score rows: none match
         sort = one.get("sort", "")
         metric = one.get("metric") or None
         if sort not in ("score", "-score", "spread", "key", ""):

@@ -43,12 +43,14 @@ def key_of(i: int, task: str, shots: int) -> str:
 
 def write_run(folder: Path, n: int = 24, models: Sequence[str] = ("alpha", "beta"), *, hostile: bool = True,
               huge: bool = False, fingerprint: str = "fp1", samples: bool = True, image_size: int = 32,
-              batch: int = 5000, images: Optional[int] = None, judged: bool = True) -> dict[str, str]:
+              batch: int = 5000, images: Optional[int] = None, judged: bool = True,
+              not_asked: int = 0) -> dict[str, str]:
     """A finished run of ``n`` items x ``models`` in ``folder``; returns ``{label: model_id}``.
     Item i: task t1 (even) or t2 (odd), shots 1 or 2 (i % 3 == 0), image answers, except the text
     task t3 of the hostile answers (``hostile``) and, with ``huge``, one 50 MB answer. The first
     model fails item 1 and overflows item 2. ``images``: distinct PNGs (default one per item);
-    ``judged``: a judge's verdict on every answer."""
+    ``judged``: a judge's verdict on every answer; ``not_asked``: the last model is not asked the
+    first ``not_asked`` items of task t2 (not applicable to it)."""
     folder.mkdir(parents=True, exist_ok=True)
     ids = {m: hashlib.sha256(m.encode()).hexdigest()[:20] for m in models}
     judge = "j" + hashlib.sha256(b"judge").hexdigest()[:19] if judged else ""
@@ -75,6 +77,8 @@ def write_run(folder: Path, n: int = 24, models: Sequence[str] = ("alpha", "beta
                 text_hash = hashlib.sha256(prompt.encode()).hexdigest()
                 requests[text_hash] = {"text_sha256": text_hash, "type": "AnalogyRequest", "images": 3, "text": prompt}
                 for mi, (m, mid) in enumerate(ids.items()):
+                    if mi == len(ids) - 1 and task == "t2" and i < 2 * not_asked:
+                        continue
                     status, reason, error = "ok", None, None
                     value = ((i * 7919 + mi * 104729) % 1000) / 1000.0
                     metrics = {"acc": value, "copy_ssim": ((i * 31 + mi) % 100) / 100.0, "failed": 0.0,

@@ -93,3 +93,15 @@ def test_undecodable_and_surrogate_text_is_replaced_not_fatal(tmp_path):
     rows, n = ix.sample_page({"q": "bad"}, "key", 0)
     assert n == 2 and rows[0]["answer_text"] == "bad \ufffd bytes"
     assert "d1?" in ix.choices()["dataset"] or any("\ufffd" in d or "?" in d for d in ix.choices()["dataset"])
+
+
+def test_not_applicable_lists_the_items_a_model_was_not_asked(tmp_path):
+    ids = write_run(tmp_path / "run", n=20, hostile=False, not_asked=3)
+    ix = _index(tmp_path / "run")
+    ix.refresh()
+    rows, n = ix.sample_page({"outcome": "not applicable"}, "key", 0)
+    assert n == 3 and {(r["item_key"], r["model_id"]) for r in rows} == {
+        (key_of(i, "t2", 2 if i % 3 == 0 else 1), ids["beta"]) for i in (1, 3, 5)}
+    assert all(r["task"] == "t2" for r in rows)
+    assert ix.sample_page({"outcome": "not applicable", "model": ids["alpha"]}, "key", 0)[1] == 0
+    assert ix.sample_page({"outcome": "not applicable", "task": "t1"}, "key", 0)[1] == 0
