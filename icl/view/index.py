@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from icl.data.registry import cache_root
 from icl.store.sqlite import Store, StoreError
@@ -28,28 +28,37 @@ from icl.store.sqlite import Store, StoreError
 #: the whole answer from the store, shortened there with a line saying so)
 TEXT_CHARS = 2000
 #: index layout; a cache of another version is rebuilt
-INDEX_VERSION = "3"
+INDEX_VERSION = "4"
 PAGE_SIZE = 50
 OUTCOMES = ("ok", "failed", "overflow", "not applicable")
 
-_SCHEMA = """
+_TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS samples (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a refresh's rows are those above the last id
     item_key TEXT NOT NULL, model_id TEXT NOT NULL, judge_id TEXT NOT NULL, scorer_version TEXT NOT NULL,
     status TEXT NOT NULL, reason TEXT, error TEXT, outcome TEXT NOT NULL, metrics TEXT NOT NULL,
     score REAL, created REAL NOT NULL, task TEXT, dataset TEXT, shots INTEGER,
     answer_kind TEXT, answer_hash TEXT, answer_text TEXT, prompt TEXT,
-    PRIMARY KEY (item_key, model_id, judge_id, scorer_version)
+    UNIQUE (item_key, model_id, judge_id, scorer_version)
 );
+CREATE TABLE IF NOT EXISTS items (
+    item_key TEXT NOT NULL, judge_id TEXT NOT NULL, spread REAL, PRIMARY KEY (item_key, judge_id)
+);
+CREATE TABLE IF NOT EXISTS groups (item_key TEXT PRIMARY KEY, task TEXT, dataset TEXT, shots INTEGER, text_hash TEXT);
+CREATE TABLE IF NOT EXISTS prompts (text_hash TEXT PRIMARY KEY, text TEXT);
+CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5(content, tokenize='trigram');
+"""
+# made after the first bulk load (faster than keeping them up to date row by row)
+_INDEXES = """
 CREATE INDEX IF NOT EXISTS samples_score ON samples (score);
 CREATE INDEX IF NOT EXISTS samples_task ON samples (task, score);
 CREATE INDEX IF NOT EXISTS samples_model ON samples (model_id, score);
 CREATE INDEX IF NOT EXISTS samples_outcome ON samples (outcome, score);
-CREATE TABLE IF NOT EXISTS items (
-    item_key TEXT NOT NULL, judge_id TEXT NOT NULL, spread REAL, PRIMARY KEY (item_key, judge_id)
-);
 CREATE INDEX IF NOT EXISTS items_spread ON items (spread);
 """
+#: what text search looks in: the answer, the prompt, the item key
+_TEXT = "coalesce(answer_text, '') || ' ' || coalesce(prompt, '') || ' ' || item_key"
 
 # The final answer of a score: the item's highest ``answer:N`` link of that model.
 _NEW_SCORES = """
@@ -129,8 +138,10 @@ class RunIndex:
         have = self._meta("version")
         if have != INDEX_VERSION or self._meta("benchmark") != benchmark:
             self.conn.executescript("DROP TABLE IF EXISTS samples; DROP TABLE IF EXISTS items; "
-                                    "DROP TABLE IF EXISTS meta;")
-        self.conn.executescript(_SCHEMA)
+                                    "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS groups; "
+                                    "DROP TABLE IF EXISTS prompts; DROP TABLE IF EXISTS texts;")
+        self.conn.executescript(_TABLES)
+        self._memo: dict[str, Any] = {}  # answers of choices() and counts() until the index changes
         self._set_meta("version", INDEX_VERSION)
         self._set_meta("benchmark", benchmark)
         self.headline = self._meta("headline") or headline
@@ -150,112 +161,138 @@ class RunIndex:
     def refresh(self) -> None:
         """Read what the store gained since the last call (nothing when its files are unchanged)."""
         with self._lock:
-            signature = store_signature(self.store_path) + "|" + _file_signature(self.folder / "samples.jsonl")
+            groups_sig = _file_signature(self.folder / "samples.jsonl") + _file_signature(self.folder / "requests.jsonl")
+            signature = store_signature(self.store_path) + "|" + groups_sig
             if signature == self._meta("signature") or not self.store_path.is_file():
                 return
-            groups_sig = _file_signature(self.folder / "samples.jsonl")
-            regroup = groups_sig != self._meta("groups")
             since = float(self._meta("since") or "-1")
-            groups, prompts = (self._groups() if regroup else ({}, {}))
             try:
                 store = Store(self.store_path, timeout=5, readonly=True)
             except StoreError:
                 return
-            try:
-                rows = store.read(_NEW_SCORES, (TEXT_CHARS * 4, since, self.benchmark)).fetchall()
-            except sqlite3.Error:  # a store of an older schema, or one being created: try again later
-                return
-            finally:
-                store.close()
+            self._memo.clear()
             self.conn.execute("BEGIN")
             try:
-                newest = since
-                batch = []
-                for (key, model, judge, scorer, status, reason, error, metrics_text, created, kind, rhash,
-                     text) in rows:
-                    try:
-                        metrics = json.loads(metrics_text)
-                    except ValueError:
-                        metrics = {}
-                    if self.headline is None and metrics:
-                        self.headline = sorted(metrics)[0]
-                        self._set_meta("headline", self.headline)
-                    group = groups.get(key) or {}
-                    batch.append((key, model, judge, scorer, status, reason, text_of(error), outcome_of(
-                        status, reason, metrics), metrics_text, _number(metrics.get(self.headline)), created,
-                        _str(group.get("task")), _str(group.get("dataset") or group.get("variant")),
-                        _int(group.get("shots")), kind, rhash, text_of(text) if kind == "text" else None,
-                        prompts.get(key)))
-                    newest = max(newest, created)
-                self.conn.executemany("INSERT OR REPLACE INTO samples VALUES "
-                                      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
-                if regroup and groups:
-                    self.conn.executemany(
-                        "UPDATE samples SET task=?, dataset=?, shots=? WHERE item_key=?",
-                        [(_str(g.get("task")), _str(g.get("dataset") or g.get("variant")), _int(g.get("shots")), k)
-                         for k, g in groups.items()])
-                    self.conn.executemany("UPDATE samples SET prompt=? WHERE item_key=?",
-                                          [(p, k) for k, p in prompts.items()])
-                changed = sorted({r[0] for r in batch})
-                if len(changed) > 5000:
+                regroup = groups_sig != self._meta("groups")
+                if regroup:
+                    self._load_groups()
+                first = since < 0
+                if first:  # a bulk load: the secondary indexes are made after it
+                    for name in ("samples_score", "samples_task", "samples_model", "samples_outcome", "items_spread"):
+                        self.conn.execute(f"DROP INDEX IF EXISTS {name}")
+                before = self.conn.execute("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'samples'), "
+                                           "0)").fetchone()[0]
+                try:
+                    cursor = store.read(_NEW_SCORES, (TEXT_CHARS * 4, since, self.benchmark))
+                    newest, changed = since, set()
+                    while True:
+                        chunk = cursor.fetchmany(5000)
+                        if not chunk:
+                            break
+                        newest = max(newest, self._insert(chunk, changed))
+                except sqlite3.Error:  # a store of an older schema, or one being created: try again later
+                    self.conn.execute("ROLLBACK")
+                    return
+                finally:
+                    store.close()
+                # the rows just read take their group and prompt; a new samples.jsonl regroups every row
+                where = "" if regroup else f"WHERE samples.rowid > {int(before)}"
+                self.conn.execute(f"UPDATE samples SET task = g.task, dataset = g.dataset, shots = g.shots, prompt = "
+                                  f"(SELECT p.text FROM prompts p WHERE p.text_hash = g.text_hash) FROM groups g "
+                                  f"{where + ' AND' if where else 'WHERE'} g.item_key = samples.item_key")
+                if regroup:
+                    self.conn.execute("DELETE FROM texts")
+                self.conn.execute(f"INSERT INTO texts (rowid, content) SELECT rowid, {_TEXT} FROM samples "
+                                  f"{'' if regroup else where}")
+                if first or len(changed) > 5000:
                     self.conn.execute("DELETE FROM items")
                     self._spread("")
                 else:
-                    for start in range(0, len(changed), 500):
-                        chunk = changed[start:start + 500]
-                        self._spread(f"WHERE item_key IN ({','.join('?' * len(chunk))})", chunk)
+                    keys = sorted(changed)
+                    for start in range(0, len(keys), 500):
+                        part = keys[start:start + 500]
+                        self._spread(f"WHERE item_key IN ({','.join('?' * len(part))})", part)
+                if first:
+                    for statement in filter(str.strip, _INDEXES.split(";")):
+                        self.conn.execute(statement)
                 self._set_meta("since", repr(newest))
-                self._set_meta("groups", groups_sig if (groups or not regroup) else "")
+                self._set_meta("groups", groups_sig)
                 self._set_meta("signature", signature)
                 self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
                 raise
+
+    def _insert(self, rows: Sequence[tuple], changed: set[str]) -> float:
+        """Insert score rows read from the store (a row scored again replaces its earlier one, whose
+        text-search entry goes with it); returns the newest ``created``."""
+        newest = -1.0
+        batch = []
+        for (key, model, judge, scorer, status, reason, error, metrics_text, created, kind, rhash, text) in rows:
+            try:
+                metrics = json.loads(metrics_text)
+            except ValueError:
+                metrics = {}
+            if self.headline is None and metrics:
+                self.headline = sorted(metrics)[0]
+                self._set_meta("headline", self.headline)
+            batch.append((key, model, judge, scorer, status, reason, text_of(error), outcome_of(status, reason, metrics),
+                          metrics_text, _number(metrics.get(self.headline)), created, kind, rhash,
+                          text_of(text) if kind == "text" else None))
+            newest = max(newest, created)
+            changed.add(key)
+        old = self.conn.executemany  # rows scored again: drop them and their text entries first
+        replaced = [r[0] for r in (self.conn.execute(
+            "SELECT rowid FROM samples WHERE item_key=? AND model_id=? AND judge_id=? AND scorer_version=?", b[:4]
+        ).fetchone() for b in batch) if r]
+        if replaced:
+            old("DELETE FROM texts WHERE rowid = ?", [(r,) for r in replaced])
+            old("DELETE FROM samples WHERE rowid = ?", [(r,) for r in replaced])
+        old("INSERT INTO samples (item_key, model_id, judge_id, scorer_version, status, reason, error, outcome, "
+            "metrics, score, created, answer_kind, answer_hash, answer_text) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
+        return newest
 
     def _spread(self, where: str, args: Sequence[str] = ()) -> None:
         self.conn.execute(f"INSERT OR REPLACE INTO items SELECT item_key, judge_id, "
                           f"CASE WHEN COUNT(score) > 1 THEN MAX(score) - MIN(score) END FROM samples {where} "
                           f"GROUP BY item_key, judge_id", tuple(args))
 
-    def _groups(self) -> tuple[dict[str, dict], dict[str, str]]:
-        """``{item key: group}`` and ``{item key: prompt text}`` from the run's samples.jsonl and
-        requests.jsonl (empty when it wrote none: a run still going, or one of over 100,000
-        items x models without --log-samples)."""
-        groups: dict[str, dict] = {}
-        text_hash: dict[str, str] = {}
-        try:
-            with open(self.folder / "samples.jsonl", encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    try:
-                        rec = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(rec, dict) and isinstance(rec.get("item"), str) and rec["item"] not in groups:
-                        groups[rec["item"]] = rec.get("group") if isinstance(rec.get("group"), dict) else {}
-                        req = rec.get("request")
-                        if isinstance(req, dict) and isinstance(req.get("text_sha256"), str):
-                            text_hash[rec["item"]] = req["text_sha256"]
-        except OSError:
-            return {}, {}
-        texts: dict[str, str] = {}
-        try:
-            with open(self.folder / "requests.jsonl", encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    try:
-                        rec = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(rec, dict) and isinstance(rec.get("text_sha256"), str):
-                        texts[rec["text_sha256"]] = text_of(rec.get("text"))
-        except OSError:
-            pass
-        return groups, {k: texts[h] for k, h in text_hash.items() if h in texts}
+    def _load_groups(self) -> None:
+        """Each item's group (task, dataset, shots) and prompt text, streamed from the run's
+        samples.jsonl and requests.jsonl into the index (none: a run still going, or one of over
+        100,000 items x models without --log-samples)."""
+        self.conn.execute("DELETE FROM groups")
+        self.conn.execute("DELETE FROM prompts")
+        rows: list[tuple] = []
+        for rec in _json_lines(self.folder / "samples.jsonl"):
+            key, group, req = rec.get("item"), rec.get("group"), rec.get("request")
+            if not isinstance(key, str) or not isinstance(group, dict):
+                continue
+            text_hash = req.get("text_sha256") if isinstance(req, dict) else None
+            rows.append((text_of(key, 10_000), _str(group.get("task")), _str(group.get("dataset") or group.get("variant")),
+                         _int(group.get("shots")), text_hash if isinstance(text_hash, str) else None))
+            if len(rows) >= 5000:
+                self.conn.executemany("INSERT OR IGNORE INTO groups VALUES (?, ?, ?, ?, ?)", rows)
+                rows = []
+        self.conn.executemany("INSERT OR IGNORE INTO groups VALUES (?, ?, ?, ?, ?)", rows)
+        rows = []
+        for rec in _json_lines(self.folder / "requests.jsonl"):
+            if isinstance(rec.get("text_sha256"), str):
+                rows.append((rec["text_sha256"], text_of(rec.get("text"))))
+            if len(rows) >= 5000:
+                self.conn.executemany("INSERT OR IGNORE INTO prompts VALUES (?, ?)", rows)
+                rows = []
+        self.conn.executemany("INSERT OR IGNORE INTO prompts VALUES (?, ?)", rows)
 
     # -- queries ---------------------------------------------------------------------------
     def choices(self) -> dict[str, list]:
         """The values each filter offers: tasks, datasets, shots, models, judges, metrics."""
         with self._lock:
-            return self._choices()
+            if "choices" not in self._memo:
+                self._memo["choices"] = self._choices()
+            return self._memo["choices"]
 
     def _choices(self) -> dict[str, list]:
         q = self.conn.execute
@@ -295,9 +332,13 @@ class RunIndex:
                 where.append(f"{value} {op} ?")
                 args.extend([*vargs, filters[key]])
         if filters.get("q"):
-            where.append("(instr(lower(s.answer_text), ?) > 0 OR instr(lower(s.prompt), ?) > 0 "
-                         "OR instr(lower(s.item_key), ?) > 0)")
-            args.extend([filters["q"].lower()] * 3)
+            q = filters["q"]
+            if len(q) >= 3:  # the trigram index finds any substring of 3 characters or more
+                where.append("s.rowid IN (SELECT rowid FROM texts WHERE texts MATCH ?)")
+                args.append('"' + q.replace('"', '""') + '"')
+            else:
+                where.append(f"instr(lower({_TEXT.replace('answer_text', 's.answer_text')}), ?) > 0")
+                args.append(q.lower())
         if filters.get("outcome") == "not applicable":
             return self._not_applicable(filters, page, size)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
@@ -373,6 +414,28 @@ class RunIndex:
                                          "WHERE model_id=? AND outcome='ok'", (f'$."{metric}"', model_id)).fetchall()
         return {(k, j): _number(v) for k, j, v in rows}
 
+    def paired(self, a: str, b: str, metric: Optional[str], lower_better: bool, shown: int
+               ) -> tuple[dict[str, Any], list[tuple[str, str, float, float, float]], list[tuple[str, str, float, float, float]]]:
+        """Models ``a`` and ``b`` of this run on the items both scored ok (paired by item and
+        judge): ``({n, mean, wins, losses}, wins, losses)``, the lists' rows ``(item, judge, value
+        of a, value of b, a - b)``, largest differences first, ``shown`` of each."""
+        value = "{t}.score" if not metric or metric == self.headline else "json_extract({t}.metrics, :path)"
+        va, vb = value.format(t="x"), value.format(t="y")
+        pairs = (f"SELECT x.item_key AS k, x.judge_id AS j, {va} AS va, {vb} AS vb, {va} - {vb} AS d FROM samples x "
+                 f"JOIN samples y ON y.item_key = x.item_key AND y.model_id = :b AND y.judge_id = x.judge_id "
+                 f"AND y.scorer_version = x.scorer_version AND y.outcome = 'ok' "
+                 f"WHERE x.model_id = :a AND x.outcome = 'ok' AND {va} IS NOT NULL AND {vb} IS NOT NULL")
+        sign = -1 if lower_better else 1
+        args = {"a": a, "b": b, "path": f'$."{metric}"', "s": sign, "n": shown}
+        with self._lock:
+            n, mean, wins, losses = self.conn.execute(
+                f"SELECT COUNT(*), AVG(d), SUM(:s * d > 0), SUM(:s * d < 0) FROM ({pairs})", args).fetchone()
+            best = self.conn.execute(f"SELECT * FROM ({pairs}) WHERE :s * d > 0 ORDER BY :s * d DESC, k LIMIT :n",
+                                     args).fetchall()
+            worst = self.conn.execute(f"SELECT * FROM ({pairs}) WHERE :s * d < 0 ORDER BY :s * d ASC, k LIMIT :n",
+                                      args).fetchall()
+        return {"n": n, "mean": mean, "wins": wins or 0, "losses": losses or 0}, best, worst
+
     def answer_of(self, item_key: str, model_id: str) -> Optional[tuple[str, str, str]]:
         """(kind, request hash, text) of ``model_id``'s answer to ``item_key``, or None."""
         with self._lock:
@@ -390,14 +453,31 @@ class RunIndex:
         """``{model id: {outcome: rows}}``."""
         out: dict[str, dict[str, int]] = {}
         with self._lock:
-            found = self.conn.execute("SELECT model_id, outcome, COUNT(*) FROM samples GROUP BY model_id, "
-                                      "outcome").fetchall()
+            if "counts" not in self._memo:
+                self._memo["counts"] = self.conn.execute("SELECT model_id, outcome, COUNT(*) FROM samples "
+                                                         "GROUP BY model_id, outcome").fetchall()
+            found = self._memo["counts"]
         for model, outcome, n in found:
             out.setdefault(model, {})[outcome] = n
         return out
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _json_lines(path: Path) -> Iterator[dict]:
+    """The JSON objects of a JSONL file, one at a time (unreadable lines skipped)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict):
+                    yield rec
+    except OSError:
+        return
 
 
 def _file_signature(path: Path) -> str:

@@ -316,44 +316,58 @@ def item_page(run: Run, key: str, rows: list[dict], answers: Mapping[str, Any], 
 
 
 # -- compare ----------------------------------------------------------------------------------
-def compare_page(run: Run, sides: list[tuple[Run, str]], specs: Sequence[str], metric: Optional[str],
-                 lower_better: bool, values: list[dict], choices: Mapping[str, list]) -> str:
-    """``sides``: (run, model id) per column, as the query named them (``specs``); ``values``: per
-    side ``{(item, judge): value}``."""
-    form = (f'<form method=get action="/compare" class=filters><input type=hidden name=run value="{esc(run.key)}">'
-            + "".join(_select("m", choices["m"], specs[i] if i < len(specs) else "", blank="choose a model")
-                      .replace(f'id="f-m"', f'id="f-m{i}"') for i in range(max(2, len(sides))))
-            + _select("metric", choices["metric"], metric) + '<button type=submit id=apply>compare</button></form>')
-    out = [form, "<p class=note>Models are given as LABEL (this run) or RUN|LABEL (another run's model); "
-                 "items are paired by item key and judge.</p>"]
-    if len(sides) < 2:
-        return page("Compare", "".join(out))
+Pair = tuple[str, str, list, float]  # item key, judge id, each side's value, A - B
+
+
+def pair_up(values: list[dict], lower_better: bool, shown: int = WINS_SHOWN
+            ) -> tuple[dict[str, Any], list[Pair], list[Pair]]:
+    """The paired comparison of the first two sides over the items every side scored:
+    ``({n, mean, wins, losses}, wins, losses)``, largest differences first, ``shown`` of each.
+    ``values``: per side ``{(item, judge): value}``."""
     shared = set(values[0])
     for v in values[1:]:
         shared &= set(v)
-    paired = sorted(k for k in shared if all(v[k] is not None for v in values))
-    names = [f"{s.key}|{s.label(m)}" if s is not run else s.label(m) for s, m in sides]
+    keys = sorted(k for k in shared if all(v[k] is not None for v in values))
     sign = -1.0 if lower_better else 1.0
-    diffs = [(k, values[0][k] - values[1][k]) for k in paired]
-    wins = sorted((d for d in diffs if sign * d[1] > 0), key=lambda d: -sign * d[1])
-    losses = sorted((d for d in diffs if sign * d[1] < 0), key=lambda d: sign * d[1])
-    mean = sum(d for _, d in diffs) / len(diffs) if diffs else None
-    out.append(f"<p id=summary>{len(paired):,} items scored by all; mean paired difference "
-               f"{esc(names[0])} − {esc(names[1])}: {esc(fmt(mean))} ({'lower' if lower_better else 'higher'} is better); "
-               f"{esc(names[0])} wins {len(wins):,}, loses {len(losses):,}, ties {len(diffs) - len(wins) - len(losses):,}</p>")
+    diffs = [(k, j, [v[(k, j)] for v in values], values[0][(k, j)] - values[1][(k, j)]) for k, j in keys]
+    wins = sorted((d for d in diffs if sign * d[3] > 0), key=lambda d: -sign * d[3])
+    losses = sorted((d for d in diffs if sign * d[3] < 0), key=lambda d: sign * d[3])
+    mean = sum(d[3] for d in diffs) / len(diffs) if diffs else None
+    return {"n": len(diffs), "mean": mean, "wins": len(wins), "losses": len(losses)}, wins[:shown], losses[:shown]
 
-    def rows_of(items: list[tuple[tuple[str, str], float]]) -> str:
+
+def compare_page(run: Run, sides: list[tuple[Run, str]], specs: Sequence[str], metric: Optional[str],
+                 lower_better: bool, summary: Optional[Mapping[str, Any]], wins: Sequence[Pair],
+                 losses: Sequence[Pair], choices: Mapping[str, list]) -> str:
+    """``sides``: (run, model id) per column, as the query named them (``specs``); ``summary``,
+    ``wins``, ``losses``: :func:`pair_up`'s (None: fewer than two sides)."""
+    form = (f'<form method=get action="/compare" class=filters><input type=hidden name=run value="{esc(run.key)}">'
+            + "".join(_select("m", choices["m"], specs[i] if i < len(specs) else "", blank="choose a model")
+                      .replace('id="f-m"', f'id="f-m{i}"') for i in range(max(2, len(sides))))
+            + _select("metric", choices["metric"], metric) + '<button type=submit id=apply>compare</button></form>')
+    out = [form, "<p class=note>Models are given as LABEL (this run) or RUN|LABEL (another run's model); "
+                 "items are paired by item key and judge.</p>"]
+    if summary is None or len(sides) < 2:
+        return page("Compare", "".join(out))
+    names = [f"{s.key}|{s.label(m)}" if s is not run else s.label(m) for s, m in sides]
+    n = summary["n"]
+    out.append(f"<p id=summary>{n:,} items scored by all; mean paired difference "
+               f"{esc(names[0])} − {esc(names[1])}: {esc(fmt(summary['mean']))} "
+               f"({'lower' if lower_better else 'higher'} is better); {esc(names[0])} wins {summary['wins']:,}, "
+               f"loses {summary['losses']:,}, ties {n - summary['wins'] - summary['losses']:,}</p>")
+
+    def rows_of(items: Sequence[Pair]) -> str:
         trs = []
-        for (key, judge), d in items[:WINS_SHOWN]:
-            cells = "".join(f"<td>{esc(fmt(v[(key, judge)]))}{_thumb(s, m, key)}</td>"
-                            for (s, m), v in zip(sides, values))
+        for key, judge, vals, d in items:
+            cells = "".join(f"<td>{esc(fmt(v))}{_thumb(s, m, key)}</td>" for (s, m), v in zip(sides, vals))
             trs.append(f"<tr><td>{link(key, url('/item', run=sides[0][0].key, key=key), 'item')}</td>{cells}"
                        f"<td class=diff>{esc(fmt(d))}</td></tr>")
         head = "".join(f"<th>{esc(n)}</th>" for n in names)
-        return f"<table><thead><tr><th>item</th>{head}<th>difference (A − B)</th></tr></thead><tbody>{''.join(trs)}</tbody></table>"
+        return (f"<table><thead><tr><th>item</th>{head}<th>difference (A − B)</th></tr></thead>"
+                f"<tbody>{''.join(trs)}</tbody></table>")
 
-    out.append(f"<h2 id=wins>Where {esc(names[0])} wins ({len(wins):,})</h2>{rows_of(wins)}")
-    out.append(f"<h2 id=losses>Where {esc(names[0])} loses ({len(losses):,})</h2>{rows_of(losses)}")
+    out.append(f"<h2 id=wins>Where {esc(names[0])} wins ({summary['wins']:,})</h2>{rows_of(wins)}")
+    out.append(f"<h2 id=losses>Where {esc(names[0])} loses ({summary['losses']:,})</h2>{rows_of(losses)}")
     return page("Compare", "".join(out))
 
 

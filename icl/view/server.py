@@ -234,12 +234,18 @@ class _Handler(BaseHTTPRequestHandler):
         metric = one.get("metric") or run.index.headline
         rows = [r for r in run.results_rows() if r.get("metric") == metric]
         lower = bool(rows) and rows[0].get("direction") == "lower"
-        values = [s.index.values(m, metric) for s, m in sides]  # type: ignore[union-attr]
+        summary, wins, losses = None, [], []
+        if len(sides) == 2 and all(s is run for s, _ in sides):  # one run: paired in SQL
+            summary, best, worst = run.index.paired(sides[0][1], sides[1][1], metric, lower, pages.WINS_SHOWN)
+            wins, losses = ([(k, j, [a, b], d) for k, j, a, b, d in rows] for rows in (best, worst))
+        elif len(sides) >= 2:
+            summary, wins, losses = pages.pair_up([s.index.values(m, metric) for s, m in sides],  # type: ignore[union-attr]
+                                                  lower)
         labels = [run.label(m) for m in run.index.choices()["model"]]
         others = [f"{r.key}|{r.label(m)}" for r in self.viewer.runs.all() if r is not run and r.index is not None
                   and r.benchmark == run.benchmark for m in r.index.choices()["model"]]
         choices = {"m": labels + others, "metric": run.index.choices()["metric"]}
-        self._html(pages.compare_page(run, sides, params.get("m", []), metric, lower, values, choices))
+        self._html(pages.compare_page(run, sides, params.get("m", []), metric, lower, summary, wins, losses, choices))
 
     def _failures(self, run: Run, one: dict, params: dict) -> None:
         if not self._need_index(run):

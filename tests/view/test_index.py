@@ -84,6 +84,14 @@ def test_index_follows_a_growing_store_and_lives_in_the_cache(tmp_path):
     assert n == 1 and rows[0]["item_key"] == key and rows[0]["score"] == 0.5
     # no samples.jsonl: no groups to filter by, every row still listed
     assert ix.choices()["task"] == [] and ix.sample_page({}, "key", 0)[1] == 21
+    # the same score written again (a rescore): replaced, its old text gone from the search
+    with Store(tmp_path / "run" / "store.sqlite") as store:
+        store.write_batch([Response("h100", mid, "ok", "text", "rescored answer")], [(key, mid, "answer:1", "h100")],
+                          [Score(ScoreKey(BENCHMARK, PROTOCOL, key, mid, "j", SCORER), "ok", {"acc": 0.25})])
+    ix.refresh()
+    assert ix.sample_page({"q": "late answer"}, "key", 0)[1] == 0
+    rows, n = ix.sample_page({"q": "rescored"}, "key", 0)
+    assert n == 1 and rows[0]["score"] == 0.25 and ix.sample_page({}, "key", 0)[1] == 21
 
 
 def test_undecodable_and_surrogate_text_is_replaced_not_fatal(tmp_path):

@@ -145,7 +145,10 @@ def test_leaderboard_puts_only_comparable_runs_together(runs):
 def test_compare_pairs_items_and_counts_wins_and_losses(runs):
     root, _ = runs
     with serving([root]) as port:
-        page = get(port, "/compare?run=a&m=alpha&m=beta")[2].decode()
+        page = get(port, "/compare?run=a&m=alpha&m=beta")[2].decode()  # paired in SQL
+        three = get(port, "/compare?run=a&m=alpha&m=beta&m=alpha")[2].decode()  # paired in Python
+    summary = re.search(r"<p id=summary>.*?</p>", page).group(0)
+    assert summary == re.search(r"<p id=summary>.*?</p>", three).group(0)
     wins = losses = 0
     for i in range(30 + len(HOSTILE) + 1):  # the items, then the text answers of task t3
         if i in (1, 2):  # alpha failed / overflowed: not paired
