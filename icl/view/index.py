@@ -298,10 +298,11 @@ class RunIndex:
         q = self.conn.execute
         first = q("SELECT metrics FROM samples WHERE status='ok' LIMIT 1").fetchone()
         return {
-            "task": [r[0] for r in q("SELECT DISTINCT task FROM samples WHERE task IS NOT NULL ORDER BY task")],
-            "dataset": [r[0] for r in q("SELECT DISTINCT dataset FROM samples WHERE dataset IS NOT NULL "
+            # from the items' groups (one row per item, narrower than the scores)
+            "task": [r[0] for r in q("SELECT DISTINCT task FROM groups WHERE task IS NOT NULL ORDER BY task")],
+            "dataset": [r[0] for r in q("SELECT DISTINCT dataset FROM groups WHERE dataset IS NOT NULL "
                                         "ORDER BY dataset")],
-            "shots": [r[0] for r in q("SELECT DISTINCT shots FROM samples WHERE shots IS NOT NULL ORDER BY shots")],
+            "shots": [r[0] for r in q("SELECT DISTINCT shots FROM groups WHERE shots IS NOT NULL ORDER BY shots")],
             "model": [r[0] for r in q("SELECT DISTINCT model_id FROM samples ORDER BY model_id")],
             "metric": sorted(json.loads(first[0])) if first else [],
         }
@@ -325,8 +326,8 @@ class RunIndex:
         if filters.get("outcome"):
             where.append("s.outcome = ?")
             args.append(filters["outcome"])
-        value = "s.score" if not metric or metric == self.headline else "json_extract(s.metrics, ?)"
-        vargs = [] if value == "s.score" else [f'$."{metric}"']
+        value = "s.score" if not metric or metric == self.headline else self._metric_column(metric)
+        vargs: list = []
         for key, op in (("lo", ">="), ("hi", "<=")):
             if filters.get(key) is not None:
                 where.append(f"{value} {op} ?")
@@ -353,6 +354,20 @@ class RunIndex:
         order_args = vargs * 2 if sort in ("score", "-score") else []
         with self._lock:
             return self._page(clause, args, join, order, order_args, size, page)
+
+    def _metric_column(self, metric: str) -> str:
+        """The SQL expression of ``metric``'s value, indexed (an expression index made the first
+        time a page filters or sorts by it, as thumbnails are: once)."""
+        if '"' in metric or "\x00" in metric:  # not expressible as a quoted JSON path literal
+            return "NULL"
+        literal = "'" + f'$."{metric}"'.replace("'", "''") + "'"
+        expr = f"json_extract(metrics, {literal})"
+        name = "samples_metric_" + hashlib.sha256(metric.encode("utf-8", "replace")).hexdigest()[:16]
+        with self._lock:
+            if name not in self._memo.setdefault("metric_indexes", set()):
+                self.conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON samples ({expr})")
+                self._memo["metric_indexes"].add(name)
+        return f"json_extract(s.metrics, {literal})"
 
     def _not_applicable(self, filters: dict[str, Any], page: int, size: int) -> tuple[list[dict], int]:
         """(item, model) pairs of a model that scored no row of an item some model scored: in a
