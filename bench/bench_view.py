@@ -5,8 +5,9 @@ answers (64 x 64 PNGs, one per item), written through the store's API in a tempo
 Timed through a real ``python -m icl.run view`` process over HTTP on 127.0.0.1 (median of 5
 unless said):
 
-- the first open of the run page, which builds the viewer's index (once per store, in
-  ``$ICL_CACHE/view``), then the run page opened again: < 1 s;
+- the first open of the run page (the viewer's index of the store is then built in the
+  background, once per store, in ``$ICL_CACHE/view``: its time is reported), then the run page
+  opened again: < 1 s;
 - a page of 50 samples: unfiltered, filtered (task + model + score range), text search, sorted by
   disagreement; thumbnails made once (the first request of a page makes them, later ones read
   them): < 200 ms;
@@ -101,11 +102,14 @@ def measure(items: int = ITEMS) -> dict[str, float | str]:
                                 stdout=subprocess.PIPE, text=True, env={**os.environ, "ICL_CACHE": str(cache)})
         try:
             port = int(re.search(r":(\d+)/", proc.stdout.readline()).group(1))
-            out["first open: run page with index build (s)"] = _get(port, "/run?run=big")[0]
+            t = time.perf_counter()
+            out["run page, first open (index building in the background) (s)"] = _get(port, "/run?run=big")[0]
+            _get(port, "/samples?run=big")  # waits for the index
+            out["index build, once per store (s)"] = time.perf_counter() - t
             out["run page (s)"] = _median(port, "/run?run=big")
             out["runs page (s)"] = _median(port, "/")
-            page = f"/samples?run=big&page={items // 50}"  # the middle of the 2 x items rows
-            out["50 samples, first view: thumbnails made (s)"] = _get(port, page)[0]
+            page = f"/samples?run=big&page={items // 50 + 7}"  # mid-table, past the failed item
+            out["50 samples, first request (s)"] = _get(port, page)[0]
             images = re.findall(r'src="(/img\?[^"]+)"', _get(port, page)[1].decode())
             assert len(images) == 50, len(images)
             t = time.perf_counter()
@@ -156,8 +160,9 @@ def test_view_on_100k_items() -> None:
     for name, value in figures.items():
         print(f"{name:<55} {value if isinstance(value, str) else f'{value:.3f}'}")
     assert figures["run page (s)"] < FLOORS["run page (s)"]
+    assert figures["run page, first open (index building in the background) (s)"] < FLOORS["run page (s)"]
     for name, value in figures.items():
-        if name.startswith("50 samples") and "Chromium" not in name and "first view" not in name:
+        if name.startswith("50 samples") and "Chromium" not in name and "first request" not in name:
             assert value < FLOORS["50 samples (s)"], name
     assert figures["RSS (MB)"] < FLOORS["RSS (MB)"]
 

@@ -54,6 +54,7 @@ _INDEXES = """
 CREATE INDEX IF NOT EXISTS samples_score ON samples (score);
 CREATE INDEX IF NOT EXISTS samples_task ON samples (task, score);
 CREATE INDEX IF NOT EXISTS samples_model ON samples (model_id, score);
+CREATE INDEX IF NOT EXISTS samples_task_model ON samples (task, model_id, outcome, score);
 CREATE INDEX IF NOT EXISTS samples_outcome ON samples (outcome, score);
 CREATE INDEX IF NOT EXISTS items_spread ON items (spread);
 """
@@ -132,6 +133,7 @@ class RunIndex:
         self.path = index_path(self.store_path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()  # one connection, shared by the server's threads
+        self._builder: Optional[threading.Thread] = None
         self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=OFF")  # a cache: rebuilt when lost
@@ -145,6 +147,23 @@ class RunIndex:
         self._set_meta("version", INDEX_VERSION)
         self._set_meta("benchmark", benchmark)
         self.headline = self._meta("headline") or headline
+
+    @property
+    def built(self) -> bool:
+        """Whether the first reading of the store is done (later ones add only new rows)."""
+        with self._lock:
+            return self._meta("since") is not None
+
+    def build_in_background(self) -> None:
+        """Start the first reading of the store in a thread (a large store takes a while): pages
+        that need the index wait for it (:meth:`refresh` takes the same lock), the others do not."""
+        if self._builder is None or not self._builder.is_alive():
+            self._builder = threading.Thread(target=self.refresh, name=f"index {self.folder.name}", daemon=True)
+            self._builder.start()
+
+    @property
+    def building(self) -> bool:
+        return self._builder is not None and self._builder.is_alive()
 
     # -- meta ------------------------------------------------------------------------------
     def _meta(self, key: str) -> Optional[str]:
@@ -178,7 +197,8 @@ class RunIndex:
                     self._load_groups()
                 first = since < 0
                 if first:  # a bulk load: the secondary indexes are made after it
-                    for name in ("samples_score", "samples_task", "samples_model", "samples_outcome", "items_spread"):
+                    for name in ("samples_score", "samples_task", "samples_model", "samples_task_model", "samples_outcome",
+                                 "items_spread"):
                         self.conn.execute(f"DROP INDEX IF EXISTS {name}")
                 before = self.conn.execute("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'samples'), "
                                            "0)").fetchone()[0]
@@ -442,14 +462,20 @@ class RunIndex:
                  f"WHERE x.model_id = :a AND x.outcome = 'ok' AND {va} IS NOT NULL AND {vb} IS NOT NULL")
         sign = -1 if lower_better else 1
         args = {"a": a, "b": b, "path": f'$."{metric}"', "s": sign, "n": shown}
+        memo = ("paired", a, b, metric, lower_better, shown)
         with self._lock:
-            n, mean, wins, losses = self.conn.execute(
-                f"SELECT COUNT(*), AVG(d), SUM(:s * d > 0), SUM(:s * d < 0) FROM ({pairs})", args).fetchone()
-            best = self.conn.execute(f"SELECT * FROM ({pairs}) WHERE :s * d > 0 ORDER BY :s * d DESC, k LIMIT :n",
-                                     args).fetchall()
-            worst = self.conn.execute(f"SELECT * FROM ({pairs}) WHERE :s * d < 0 ORDER BY :s * d ASC, k LIMIT :n",
-                                      args).fetchall()
-        return {"n": n, "mean": mean, "wins": wins or 0, "losses": losses or 0}, best, worst
+            if memo not in self._memo:  # one join into a scratch table, then three reads of it
+                self.conn.execute("DROP TABLE IF EXISTS temp.pairs")
+                self.conn.execute(f"CREATE TEMP TABLE pairs AS {pairs}", args)
+                n, mean, wins, losses = self.conn.execute(
+                    "SELECT COUNT(*), AVG(d), SUM(:s * d > 0), SUM(:s * d < 0) FROM temp.pairs", args).fetchone()
+                best = self.conn.execute("SELECT * FROM temp.pairs WHERE :s * d > 0 ORDER BY :s * d DESC, k LIMIT :n",
+                                         args).fetchall()
+                worst = self.conn.execute("SELECT * FROM temp.pairs WHERE :s * d < 0 ORDER BY :s * d ASC, k LIMIT :n",
+                                          args).fetchall()
+                self.conn.execute("DROP TABLE temp.pairs")
+                self._memo[memo] = ({"n": n, "mean": mean, "wins": wins or 0, "losses": losses or 0}, best, worst)
+            return self._memo[memo]
 
     def answer_of(self, item_key: str, model_id: str) -> Optional[tuple[str, str, str]]:
         """(kind, request hash, text) of ``model_id``'s answer to ``item_key``, or None."""

@@ -134,7 +134,10 @@ def run_page(run: Run) -> str:
         link("samples", url("/samples", run=run.key)), link("failures", url("/failures", run=run.key)),
         link("compare models", url("/compare", run=run.key)),
         link("leaderboard", url("/leaderboard", benchmark=run.benchmark, protocol=run.protocol))]) + "</p>"
-    if ix is not None:
+    if ix is not None and not ix.built:
+        body += ("<p class=note id=indexing>Indexing this run's scores for the first time (once; kept in "
+                 "$ICL_CACHE/view): the samples, compare and failures pages open when it is done.</p>")
+    elif ix is not None:
         counts = ix.counts()
         rows = "".join(f"<tr><td>{link(run.label(m), url('/samples', run=run.key, model=run.label(m)))}</td>"
                        + "".join(f"<td>{c.get(o, 0):,}</td>" for o in OUTCOMES[:3]) + "</tr>"

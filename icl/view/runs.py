@@ -246,7 +246,10 @@ def _refresh(run: Run) -> None:
     if store.is_file() and run.benchmark != "?":
         if run.index is None:
             run.index = RunIndex(run.folder, run.benchmark, headline_metric(run))
-        run.index.refresh()
+        if run.index.built:
+            run.index.refresh()  # what a live run added since: quick
+        else:
+            run.index.build_in_background()
 
 
 def headline_metric(run: Run) -> Optional[str]:

@@ -177,6 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
         if run.index is None:
             self._error(404, f"run {run.key!r} has no store.sqlite to read samples from")
             return False
+        run.index.refresh()  # waits for a first reading going on in the background
         return True
 
     def _samples(self, run: Run, one: dict, params: dict) -> None:
