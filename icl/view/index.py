@@ -28,7 +28,7 @@ from icl.store.sqlite import Store, StoreError
 #: the whole answer from the store, shortened there with a line saying so)
 TEXT_CHARS = 2000
 #: index layout; a cache of another version is rebuilt
-INDEX_VERSION = "4"
+INDEX_VERSION = "5"
 PAGE_SIZE = 50
 OUTCOMES = ("ok", "failed", "overflow", "not applicable")
 
@@ -54,9 +54,9 @@ _INDEXES = """
 CREATE INDEX IF NOT EXISTS samples_score ON samples (score);
 CREATE INDEX IF NOT EXISTS samples_task ON samples (task, score);
 CREATE INDEX IF NOT EXISTS samples_model ON samples (model_id, score);
-CREATE INDEX IF NOT EXISTS samples_task_model ON samples (task, model_id, outcome, score);
+CREATE INDEX IF NOT EXISTS samples_task_model ON samples (task, model_id, score);
 CREATE INDEX IF NOT EXISTS samples_outcome ON samples (outcome, score);
-CREATE INDEX IF NOT EXISTS items_spread ON items (spread);
+CREATE INDEX IF NOT EXISTS items_spread ON items (spread, item_key, judge_id);
 """
 #: what text search looks in: the answer, the prompt, the item key
 _TEXT = "coalesce(answer_text, '') || ' ' || coalesce(prompt, '') || ' ' || item_key"
@@ -147,12 +147,13 @@ class RunIndex:
         self._set_meta("version", INDEX_VERSION)
         self._set_meta("benchmark", benchmark)
         self.headline = self._meta("headline") or headline
+        self._built = self._meta("since") is not None
 
     @property
     def built(self) -> bool:
-        """Whether the first reading of the store is done (later ones add only new rows)."""
-        with self._lock:
-            return self._meta("since") is not None
+        """Whether the first reading of the store is done (later ones add only new rows); read
+        without waiting for a reading going on."""
+        return self._built
 
     def build_in_background(self) -> None:
         """Start the first reading of the store in a thread (a large store takes a while): pages
@@ -239,6 +240,7 @@ class RunIndex:
                 self._set_meta("groups", groups_sig)
                 self._set_meta("signature", signature)
                 self.conn.execute("COMMIT")
+                self._built = True
             except BaseException:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
@@ -364,11 +366,14 @@ class RunIndex:
             return self._not_applicable(filters, page, size)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         join = ""
+        # orders an index can give without reading the rows: ties in the order the scores were
+        # stored (s.id); rows without a value come last highest-first and first lowest-first
         if sort == "spread":
             join = "JOIN items i ON i.item_key = s.item_key AND i.judge_id = s.judge_id"
-            order = "i.spread IS NULL, i.spread DESC, s.item_key, s.model_id"
+            order = "i.spread DESC, i.item_key, s.id"
         elif sort in ("score", "-score"):
-            order = f"{value} IS NULL, {value} {'DESC' if sort == '-score' else 'ASC'}, s.item_key, s.model_id"
+            direction = "DESC" if sort == "-score" else "ASC"
+            order = f"{value} {direction}, s.id {direction}"
         else:
             order = "s.item_key, s.model_id, s.judge_id"
         order_args = vargs * 2 if sort in ("score", "-score") else []
@@ -425,10 +430,13 @@ class RunIndex:
         total = self.conn.execute(f"SELECT COUNT(*) FROM samples s {clause}", (*args,)).fetchone()[0]
         cols = ("item_key", "model_id", "judge_id", "status", "reason", "error", "outcome", "metrics", "score",
                 "task", "dataset", "shots", "answer_kind", "answer_hash", "answer_text")
-        sql = (f"SELECT {', '.join('s.' + c for c in cols)}, {'i.spread' if join else 'NULL'} FROM samples s {join} "
-               f"{clause} ORDER BY {order} LIMIT ? OFFSET ?")
-        rows = self.conn.execute(sql, (*args, *order_args, size, max(0, page) * size)).fetchall()
-        return [dict(zip((*cols, "spread"), r)) for r in rows], total
+        # the page's ids first (from the indexes alone where they cover the filters), then its rows
+        ids = [r[0] for r in self.conn.execute(f"SELECT s.id FROM samples s {join} {clause} ORDER BY {order} "
+                                               f"LIMIT ? OFFSET ?", (*args, *order_args, size, max(0, page) * size))]
+        found = {r[0]: r[1:] for r in self.conn.execute(
+            f"SELECT s.id, {', '.join('s.' + c for c in cols)}, i.spread FROM samples s LEFT JOIN items i ON "
+            f"i.item_key = s.item_key AND i.judge_id = s.judge_id WHERE s.id IN ({','.join('?' * len(ids))})", ids)}
+        return [dict(zip((*cols, "spread"), found[i])) for i in ids if i in found], total
 
     def item_rows(self, item_key: str) -> list[dict]:
         cols = ("item_key", "model_id", "judge_id", "scorer_version", "status", "reason", "error", "outcome",
