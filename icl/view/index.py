@@ -365,12 +365,17 @@ class RunIndex:
         if filters.get("outcome") == "not applicable":
             return self._not_applicable(filters, page, size)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        join = ""
+        source = "samples s"
         # orders an index can give without reading the rows: ties in the order the scores were
         # stored (s.id); rows without a value come last highest-first and first lowest-first
-        if sort == "spread":
-            join = "JOIN items i ON i.item_key = s.item_key AND i.judge_id = s.judge_id"
-            order = "i.spread DESC, i.item_key, s.id"
+        if sort == "spread" and not where:
+            # walk the items in spread order, looking up each one's rows (SQLite's CROSS JOIN keeps
+            # that loop order); with filters the planner's own order (filter, then sort) is faster
+            source = "items i CROSS JOIN samples s ON s.item_key = i.item_key AND s.judge_id = i.judge_id"
+            order = "i.spread DESC, i.item_key DESC, i.judge_id DESC, s.model_id"
+        elif sort == "spread":
+            source = "samples s JOIN items i ON i.item_key = s.item_key AND i.judge_id = s.judge_id"
+            order = "i.spread DESC, i.item_key DESC, i.judge_id DESC, s.model_id"
         elif sort in ("score", "-score"):
             direction = "DESC" if sort == "-score" else "ASC"
             order = f"{value} {direction}, s.id {direction}"
@@ -378,7 +383,7 @@ class RunIndex:
             order = "s.item_key, s.model_id, s.judge_id"
         order_args = vargs * 2 if sort in ("score", "-score") else []
         with self._lock:
-            return self._page(clause, args, join, order, order_args, size, page)
+            return self._page(source, clause, args, order, order_args, size, page)
 
     def _metric_column(self, metric: str) -> str:
         """The SQL expression of ``metric``'s value, indexed (an expression index made the first
@@ -425,13 +430,13 @@ class RunIndex:
                for k, m, t, d, sh in rows]
         return out, total
 
-    def _page(self, clause: str, args: list, join: str, order: str, order_args: list, size: int,
+    def _page(self, source: str, clause: str, args: list, order: str, order_args: list, size: int,
               page: int) -> tuple[list[dict], int]:
         total = self.conn.execute(f"SELECT COUNT(*) FROM samples s {clause}", (*args,)).fetchone()[0]
         cols = ("item_key", "model_id", "judge_id", "status", "reason", "error", "outcome", "metrics", "score",
                 "task", "dataset", "shots", "answer_kind", "answer_hash", "answer_text")
         # the page's ids first (from the indexes alone where they cover the filters), then its rows
-        ids = [r[0] for r in self.conn.execute(f"SELECT s.id FROM samples s {join} {clause} ORDER BY {order} "
+        ids = [r[0] for r in self.conn.execute(f"SELECT s.id FROM {source} {clause} ORDER BY {order} "
                                                f"LIMIT ? OFFSET ?", (*args, *order_args, size, max(0, page) * size))]
         found = {r[0]: r[1:] for r in self.conn.execute(
             f"SELECT s.id, {', '.join('s.' + c for c in cols)}, i.spread FROM samples s LEFT JOIN items i ON "

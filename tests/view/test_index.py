@@ -60,6 +60,8 @@ def test_disagreement_and_text_search(tmp_path):
     for r in rows:
         if r["score"] is not None and r["outcome"] == "ok":
             by_item.setdefault(r["item_key"], []).append(r["score"])
+    filtered, n = ix.sample_page({"task": "t1"}, "spread", 0, size=1000)  # the planner's order, same result
+    assert [r for r in rows if r["task"] == "t1"] == filtered and n == len(filtered)
     top = rows[0]["item_key"]
     assert abs(rows[0]["spread"] - (max(by_item[top]) - min(by_item[top]))) < 1e-12
     hits, n = ix.sample_page({"q": "ONERROR"}, "key", 0)  # answers, case-insensitive
