@@ -28,7 +28,7 @@ from icl.store.sqlite import Store, StoreError
 #: the whole answer from the store, shortened there with a line saying so)
 TEXT_CHARS = 2000
 #: index layout; a cache of another version is rebuilt
-INDEX_VERSION = "5"
+INDEX_VERSION = "6"
 PAGE_SIZE = 50
 OUTCOMES = ("ok", "failed", "overflow", "not applicable")
 
@@ -114,6 +114,17 @@ def outcome_of(status: str, reason: Optional[str], metrics: dict) -> str:
     if status != "ok" or metrics.get("failed") == 1:
         return "failed"
     return "ok"
+
+
+def headline_of(metrics: dict, preferred: Optional[str]) -> str:
+    """The metric the index sorts by: ``preferred`` (results.csv's first) when a score row has it
+    (results.csv may name aggregates: ``accuracy`` over VL-ICL's per-item ``correct``), else a
+    verdict metric (:data:`icl.report.gallery.VERDICT_METRICS`), else the first by name."""
+    from icl.report.gallery import VERDICT_METRICS
+
+    if preferred in metrics:
+        return str(preferred)
+    return next((m for m in VERDICT_METRICS if m in metrics), sorted(metrics)[0])
 
 
 def _number(value: Any) -> Optional[float]:
@@ -256,8 +267,8 @@ class RunIndex:
                 metrics = json.loads(metrics_text)
             except ValueError:
                 metrics = {}
-            if self.headline is None and metrics:
-                self.headline = sorted(metrics)[0]
+            if metrics and not self._meta("headline"):  # the first scored row settles the headline metric
+                self.headline = headline_of(metrics, self.headline)
                 self._set_meta("headline", self.headline)
             batch.append((key, model, judge, scorer, status, reason, text_of(error), outcome_of(status, reason, metrics),
                           metrics_text, _number(metrics.get(self.headline)), created, kind, rhash,

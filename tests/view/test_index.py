@@ -115,3 +115,12 @@ def test_not_applicable_lists_the_items_a_model_was_not_asked(tmp_path):
     assert all(r["task"] == "t2" for r in rows)
     assert ix.sample_page({"outcome": "not applicable", "model": ids["alpha"]}, "key", 0)[1] == 0
     assert ix.sample_page({"outcome": "not applicable", "task": "t1"}, "key", 0)[1] == 0
+
+
+def test_headline_falls_back_to_a_metric_the_scores_carry(tmp_path):
+    write_run(tmp_path / "run", n=6, hostile=False)
+    ix = RunIndex(tmp_path / "run", BENCHMARK, "accuracy")  # an aggregate's name, not a per-item metric
+    ix.refresh()
+    assert ix.headline == "acc"
+    rows, _ = ix.sample_page({"outcome": "ok"}, "score", 0)
+    assert rows and all(r["score"] == json.loads(r["metrics"])["acc"] for r in rows)
