@@ -125,8 +125,11 @@ def measure(items: int = ITEMS) -> dict[str, float | str]:
             out["50 samples, task+model+score range, sorted (s)"] = _median(port, filtered)
             out["50 samples, text search (s)"] = _median(port, "/samples?run=big&q=item%2099999%3A")
             out["50 samples, sorted by disagreement (s)"] = _median(port, "/samples?run=big&sort=spread&page=100")
-            out["50 samples, another metric sorted (s)"] = _median(port, "/samples?run=big&sort=copy_ssim&page=3")
-            out["compare 2 models, 200,000 scores (s)"] = _median(port, "/compare?run=big&m=alpha&m=beta", 3)
+            by_metric = "/samples?run=big&sort=copy_ssim&page=3"
+            out["50 samples, another metric sorted, first: its index made (s)"] = _get(port, by_metric)[0]
+            out["50 samples, another metric sorted (s)"] = _median(port, by_metric)
+            out["compare 2 models, first: 100,000 pairs joined (s)"] = _get(port, "/compare?run=big&m=alpha&m=beta")[0]
+            out["compare 2 models, again (s)"] = _median(port, "/compare?run=big&m=alpha&m=beta", 3)
             out["failures page (s)"] = _median(port, "/failures?run=big")
             out["leaderboard (s)"] = _median(port, "/leaderboard")
             out["RSS (MB)"], out["peak RSS (MB)"] = _memory(proc.pid)
@@ -162,7 +165,7 @@ def test_view_on_100k_items() -> None:
     assert figures["run page (s)"] < FLOORS["run page (s)"]
     assert figures["run page, first open (index building in the background) (s)"] < FLOORS["run page (s)"]
     for name, value in figures.items():
-        if name.startswith("50 samples") and "Chromium" not in name and "first request" not in name:
+        if name.startswith("50 samples") and "Chromium" not in name and "first" not in name:
             assert value < FLOORS["50 samples (s)"], name
     assert figures["RSS (MB)"] < FLOORS["RSS (MB)"]
 
