@@ -166,3 +166,14 @@ def test_failures_are_grouped_by_message_with_links(runs):
         page = get(port, "/failures?run=a")[2].decode()
     assert "1 × CUDA out of memory (toy)" in page and "1 × overflow" in page
     assert f'href="/item?run=a&amp;key={quote(key_of(1, "t2", 1), safe="")}"' in page
+
+
+def test_the_same_model_in_two_runs_is_paired_item_by_item(runs):
+    root, _ = runs
+    with serving([root]) as port:
+        page = get(port, f"/compare?run=a&m=alpha&{urlencode({'m': 'nested/b|alpha'})}")[2].decode()
+    # both runs hold alpha's same answers: every item scored ok in both is a tie
+    summary = re.search(r"<p id=summary>(.*?)</p>", page).group(1)
+    paired = 30 + len(HOSTILE) + 1 - 2  # the items, the text answers; not the failed and overflowed ones
+    assert summary.startswith(f"{paired:,} items scored by all") and f"wins 0, loses 0, ties {paired:,}" in summary
+    assert "nested/b|alpha" in page
