@@ -124,7 +124,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _authorised(self, path: str, params: dict[str, list[str]]) -> bool:
         token = self.viewer.token
         if token is None:
-            return True
+            # on the loopback address: only requests naming it (another name pointing at
+            # 127.0.0.1 is a web page rebinding its DNS to read the runs)
+            host = self.headers.get("Host", "")
+            name = host[1:host.index("]")] if host.startswith("[") and "]" in host else host.rsplit(":", 1)[0]
+            if loopback(name):
+                return True
+            self._error(403, f"this viewer answers requests to 127.0.0.1 or localhost only, not {host!r}")
+            return False
         given = params.get("token", [""])[0]
         if given and hmac.compare_digest(given, token):
             rest = {k: v for k, v in params.items() if k != "token"}

@@ -117,6 +117,15 @@ def test_hostile_answers_are_text_and_a_50_mb_answer_is_shortened(tmp_path):
         assert status == 200 and len(body) < 200_000
 
 
+def test_on_loopback_a_request_naming_another_host_is_refused(runs):
+    root, _ = runs
+    with serving([root]) as port:
+        assert get(port, "/", {"Host": f"localhost:{port}"})[0] == 200
+        assert get(port, "/", {"Host": f"[::1]:{port}"})[0] == 200
+        status, _, body = get(port, "/samples?run=a", {"Host": f"rebound.example.com:{port}"})
+        assert status == 403 and b"127.0.0.1 or localhost only" in body
+
+
 def test_off_loopback_a_token_then_a_cookie_is_needed(runs):
     root, _ = runs
     with serving([root], token="s3cret-token") as port:
