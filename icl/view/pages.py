@@ -90,28 +90,33 @@ def progress(run: Run) -> dict[str, Any]:
             text += f" · {run.rate:.1f}/s"
         text += f" · ETA {duration(run.eta_s)}" if run.eta_s is not None else " · ETA unknown (plan not yet recorded)"
     return {"key": run.key, "status": run.status, "done": done, "planned": planned, "failed": run.failed,
-            "rate": run.rate, "eta_s": run.eta_s, "text": text,
-            "percent": None if not planned else min(100.0, 100.0 * done / planned)}
+            "rate": run.rate, "eta_s": run.eta_s, "text": text, "synthetic": run.synthetic,
+            "percent": None if not planned else min(100.0, 100.0 * done / planned), **run_facts(run)}
+
+
+def run_facts(run: Run) -> dict[str, str]:
+    """The runs table's descriptive cells of ``run`` (also in /api/runs, for rows added live)."""
+    judges = [j.get("label") for j in run.results.get("judges") or [] if isinstance(j, dict)]
+    labels = set((run.results.get("models") or {}).keys()) or set(run.models.values()) - set(judges)
+    origin = "synthetic (built-in)" if run.synthetic else ", ".join(sorted(set(map(str, (run.results.get("data")
+                                                                                       or {}).values()))))
+    return {"benchmark": run.benchmark, "protocol": run.protocol, "models": ", ".join(sorted(map(str, labels))),
+            "origin": origin or "–", "created": str(run.results.get("created") or ""),
+            "icl": f'{run.results.get("icl_version") or "–"} {str(run.results.get("git_revision") or "")[:10]}'}
 
 
 def runs_page(runs: Sequence[Run]) -> str:
     rows = []
     for run in runs:
-        p = progress(run)
-        created = run.results.get("created") or run.info.get("created") or ""
-        models = ", ".join(sorted(set((run.results.get("models") or {}).keys()) or set(run.models.values())))
-        origin = "synthetic (built-in)" if run.synthetic else ", ".join(sorted(set(map(str, (run.results.get("data")
-                                                                                           or {}).values()))))
-        rev = str(run.results.get("git_revision") or "")[:10]
+        p, f = progress(run), run_facts(run)
         bar = f'<progress max="100" value="{p["percent"]:.1f}"></progress>' if p["percent"] is not None else ""
         rows.append(
             f'<tr data-run="{esc(run.key)}"><td>{link(run.key, url("/run", run=run.key))}</td>'
-            f'<td>{esc(run.benchmark)}</td><td>{esc(run.protocol)}</td><td>{esc(models)}</td>'
-            f'<td class="{"synthetic" if run.synthetic else ""}">{esc(origin or "–")}</td>'
+            f'<td>{esc(f["benchmark"])}</td><td>{esc(f["protocol"])}</td><td>{esc(f["models"])}</td>'
+            f'<td class="{"synthetic" if run.synthetic else ""}">{esc(f["origin"])}</td>'
             f'<td class=status>{esc(run.status)}</td>'
             f'<td class=progress><span class=bar>{bar}</span> <span class=ptext>{esc(p["text"])}</span></td>'
-            f'<td>{esc(run.failed)}</td><td>{esc(created)}</td>'
-            f'<td>{esc(run.results.get("icl_version") or "–")} {esc(rev)}</td></tr>')
+            f'<td>{esc(run.failed)}</td><td>{esc(f["created"])}</td><td>{esc(f["icl"])}</td></tr>')
     body = ("<p>Every run folder under the folders named; a running one updates itself.</p>"
             "<table id=runs><thead><tr><th>run</th><th>benchmark</th><th>protocol</th><th>models</th>"
             "<th>data</th><th>status</th><th>progress</th><th>failed</th><th>created</th><th>icl</th></tr></thead>"

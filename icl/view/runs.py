@@ -204,7 +204,8 @@ def _refresh(run: Run) -> None:
     if store.is_file():
         try:
             with Store(store, timeout=5, readonly=True) as s:
-                row = s.read("SELECT run_id, info FROM runs ORDER BY started DESC LIMIT 1").fetchone()
+                row = s.read("SELECT run_id, info, started FROM runs ORDER BY started DESC LIMIT 1").fetchone()
+                started = float(row[2]) if row else None
                 if row:
                     last_run_id = row[0]
                     try:
@@ -216,11 +217,11 @@ def _refresh(run: Run) -> None:
                 counts = dict(s.read("SELECT status, COUNT(*) FROM scores WHERE benchmark=? GROUP BY status",
                                      (benchmark,)).fetchall())
                 run.done, run.failed = int(counts.get("ok", 0)), int(counts.get("failed", 0))
-                newest = s.read("SELECT MAX(created) FROM scores").fetchone()[0]
-                recent = s.read("SELECT COUNT(*), MIN(created) FROM scores WHERE created > ?",
-                                ((newest or 0) - 60,)).fetchone()
-                span = (newest or 0) - (recent[1] or 0)
-                run.rate = recent[0] / span if recent[0] > 1 and span > 0 else None
+                # the rate over the last minute up to now (or since the run started, when later)
+                now = time.time()
+                window = min(60.0, now - started) if started else 60.0
+                recent = s.read("SELECT COUNT(*) FROM scores WHERE created > ?", (now - window,)).fetchone()[0]
+                run.rate = recent / window if recent and window >= 1 else None
         except (StoreError, OSError, sqlite3.Error):  # a store being created, or of another schema
             pass
     planned = (run.results.get("counts") or {}).get("planned")

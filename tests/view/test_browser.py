@@ -213,6 +213,8 @@ def test_a_live_run_appears_and_advances_without_a_reload(browser, tmp_path, bui
                 return len(seen) >= 2
 
             wait.until(advanced)  # two different counts of scores while it runs
+            cells = [c.text for c in browser.find_elements(By.CSS_SELECTOR, row + " td")]
+            assert cells[1:3] == ["vibe", "vibe-1"] and cells[4] == "synthetic (built-in)"  # the row added live
             assert browser.find_element(By.CSS_SELECTOR, row + " .status").text == "running"
             assert proc.wait(timeout=180) == 0, proc.stderr.read()[-2000:]
             wait.until(lambda d: d.find_element(By.CSS_SELECTOR, row + " .status").text == "finished")

@@ -30,6 +30,10 @@
       tr.querySelector(".status").textContent = run.status;
       tr.querySelector(".ptext").textContent = run.text;
       tr.cells[7].textContent = String(run.failed);
+      const facts = [[1, run.benchmark], [2, run.protocol], [3, run.models], [4, run.origin], [8, run.created],
+                     [9, run.icl]];
+      for (const [i, text] of facts) tr.cells[i].textContent = text;
+      tr.cells[4].className = run.synthetic ? "synthetic" : "";
       const bar = tr.querySelector(".bar");
       if (run.percent === null) { bar.textContent = ""; continue; }
       let p = bar.querySelector("progress");
