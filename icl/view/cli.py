@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from icl.view.server import Viewer, loopback, make_server, new_token
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # a usage error: one line, exit 2
+    def error(self, message: str) -> NoReturn:  # a usage error: one line, exit 2
         raise SystemExit(_fail(f"{message} (see python -m icl.run view --help)"))
 
 
@@ -42,7 +42,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         server = make_server(Viewer([d.resolve() for d in dirs], token), args.host, args.port)
     except OSError as exc:
         return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
-    host, port = server.server_address[:2]
+    host, port = str(server.server_address[0]), int(server.server_address[1])
     shown = f"[{host}]" if ":" in str(host) else host
     query = f"?token={token}" if token else ""
     print(f"icl view: serving {', '.join(map(str, dirs))} at http://{shown}:{port}/{query}", flush=True)

@@ -154,7 +154,7 @@ class RunIndex:
                                     "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS groups; "
                                     "DROP TABLE IF EXISTS prompts; DROP TABLE IF EXISTS texts;")
         self.conn.executescript(_TABLES)
-        self._memo: dict[str, Any] = {}  # answers of choices() and counts() until the index changes
+        self._memo: dict[Any, Any] = {}  # answers of choices() and counts() until the index changes
         self._set_meta("version", INDEX_VERSION)
         self._set_meta("benchmark", benchmark)
         self.headline = self._meta("headline") or headline
@@ -216,7 +216,7 @@ class RunIndex:
                                            "0)").fetchone()[0]
                 try:
                     cursor = store.read(_NEW_SCORES, (TEXT_CHARS * 4, since, self.benchmark))
-                    newest, changed = since, set()
+                    newest, changed = since, set[str]()
                     while True:
                         chunk = cursor.fetchmany(5000)
                         if not chunk:

@@ -32,7 +32,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from icl.store.sqlite import Store, StoreError
 from icl.view import pages
-from icl.view.index import cache_folder
+from icl.view.index import RunIndex, cache_folder
 from icl.view.runs import Run, Runs
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -180,15 +180,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _run(self, run: Run, one: dict, params: dict) -> None:
         self._html(pages.run_page(run))
 
-    def _need_index(self, run: Run) -> bool:
+    def _index(self, run: Run) -> Optional[RunIndex]:
+        """The run's index, up to date (None, and a 404 page sent, for a run without a store)."""
         if run.index is None:
             self._error(404, f"run {run.key!r} has no store.sqlite to read samples from")
-            return False
+            return None
         run.index.refresh()  # waits for a first reading going on in the background
-        return True
+        return run.index
 
     def _samples(self, run: Run, one: dict, params: dict) -> None:
-        if not self._need_index(run):
+        ix = self._index(run)
+        if ix is None:
             return
         filters: dict[str, Any] = {k: one.get(k) for k in ("task", "dataset", "outcome", "q")}
         try:
@@ -204,14 +206,15 @@ class _Handler(BaseHTTPRequestHandler):
         metric = one.get("metric") or None
         if sort not in ("score", "-score", "spread", "key", ""):
             metric, sort = sort, "-score"  # a diagnostic's name: highest first
-        rows, total = run.index.sample_page(filters, sort, page_no, metric)
+        rows, total = ix.sample_page(filters, sort, page_no, metric)
         self._html(pages.samples_page(run, one, rows, total, page_no))
 
     def _item(self, run: Run, one: dict, params: dict) -> None:
-        if not self._need_index(run):
+        ix = self._index(run)
+        if ix is None:
             return
         key = one.get("key", "")
-        rows = run.index.item_rows(key)
+        rows = ix.item_rows(key)
         if not rows:
             return self._error(404, f"run {run.key!r} has no scores of item {key!r}")
         answers, verdicts = {}, {}
@@ -228,35 +231,41 @@ class _Handler(BaseHTTPRequestHandler):
         self._html(pages.item_page(run, key, rows, answers, verdicts, _gallery_entry(run, key)))
 
     def _compare(self, run: Run, one: dict, params: dict) -> None:
-        if not self._need_index(run):
+        ix = self._index(run)
+        if ix is None:
             return
         sides: list[tuple[Run, str]] = []
         for spec in params.get("m", []):
-            other, label = run, spec
+            other: Optional[Run] = run
+            label = spec
             if "|" in spec:
                 other_key, label = spec.split("|", 1)
                 other = self.viewer.runs.get(other_key)
-                if other is None or other.index is None:
+                if other is None:
                     return self._error(404, f"compare: no run {other_key!r}")
+                if self._index(other) is None:  # its 404 is sent
+                    return
+            assert other is not None
             sides.append((other, other.model_id(label)))
-        metric = one.get("metric") or run.index.headline
+        metric = one.get("metric") or ix.headline
         rows = [r for r in run.results_rows() if r.get("metric") == metric]
         lower = bool(rows) and rows[0].get("direction") == "lower"
         summary, wins, losses = None, [], []
         if len(sides) == 2 and all(s is run for s, _ in sides):  # one run: paired in SQL
-            summary, best, worst = run.index.paired(sides[0][1], sides[1][1], metric, lower, pages.WINS_SHOWN)
+            summary, best, worst = ix.paired(sides[0][1], sides[1][1], metric, lower, pages.WINS_SHOWN)
             wins, losses = ([(k, j, [a, b], d) for k, j, a, b, d in rows] for rows in (best, worst))
         elif len(sides) >= 2:
             summary, wins, losses = pages.pair_up([s.index.values(m, metric) for s, m in sides],  # type: ignore[union-attr]
                                                   lower)
-        labels = [run.label(m) for m in run.index.choices()["model"]]
+        labels = [run.label(m) for m in ix.choices()["model"]]
         others = [f"{r.key}|{r.label(m)}" for r in self.viewer.runs.all() if r is not run and r.index is not None
                   and r.benchmark == run.benchmark for m in r.index.choices()["model"]]
-        choices = {"m": labels + others, "metric": run.index.choices()["metric"]}
+        choices = {"m": labels + others, "metric": ix.choices()["metric"]}
         self._html(pages.compare_page(run, sides, params.get("m", []), metric, lower, summary, wins, losses, choices))
 
     def _failures(self, run: Run, one: dict, params: dict) -> None:
-        if not self._need_index(run):
+        ix = self._index(run)
+        if ix is None:
             return
         events = []
         try:
@@ -264,7 +273,7 @@ class _Handler(BaseHTTPRequestHandler):
                 events = store.failures()
         except StoreError:
             pass
-        self._html(pages.failures_page(run, run.index.failures(), events))
+        self._html(pages.failures_page(run, ix.failures(), events))
 
     def _img(self, run: Run, one: dict, params: dict) -> None:
         model, rhash = one.get("model", ""), one.get("hash", "")
