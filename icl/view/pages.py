@@ -444,7 +444,15 @@ def leaderboard_page(runs: Sequence[Run], params: Mapping[str, str]) -> str:
     keys = sorted(sets, key=lambda k: (-len(sets[k]), k))
     chosen = next((k for k in keys if k[2] == chosen_key), keys[0])
     members = sets[chosen]
-    rows = [row for run in members for row in run.results_rows() if row.get("protocol", run.protocol) == run.protocol]
+    # a model label found in several runs of the table gets its run's name: each run's row stays its own
+    per_run = [(run, run.results_rows()) for run in members]
+    seen: dict[str, set[str]] = {}
+    for run, found in per_run:
+        for row in found:
+            seen.setdefault(str(row.get("model")), set()).add(run.key)
+    rows = [{**row, "model": row.get("model") if len(seen[str(row.get("model"))]) == 1 else
+             f"{row.get('model')} ({run.key})"} for run, found in per_run for row in found
+            if row.get("protocol", run.protocol) == run.protocol]
     metrics = list(dict.fromkeys(r.get("metric") for r in rows if r.get("metric")))
     metric = params.get("metric") if params.get("metric") in metrics else (metrics[0] if metrics else None)
     shots_all = sorted({r.get("shots", "") for r in rows}, key=lambda s: (len(s), s))

@@ -148,6 +148,7 @@ def test_leaderboard_puts_only_comparable_runs_together(runs):
     table, rest = page.split('id="not-comparable"' if 'id="not-comparable"' in page else "id=not-comparable", 1)
     assert "runs in this table: " in table and ">a<" in table and ">nested/b<" in table
     assert "gamma" in table and "rank" in table
+    assert "alpha (a)" in table and "alpha (nested/b)" in table and ">beta<" in table  # alpha is in both runs
     assert ">c<" in rest and "data fingerprint dataset:d1: fp2 (the table&#x27;s: fp1)" in rest
 
 
