@@ -134,6 +134,8 @@ def run_page(run: Run) -> str:
              ("created", r.get("created") or "–"), ("icl", f'{r.get("icl_version") or "–"} '
                                                            f'{r.get("git_revision") or ""}'),
              ("command", " ".join(map(str, r.get("command") or [])) or "–")]
+    if run.problem:
+        facts.append(("problem", run.problem))
     body = "<dl class=facts>" + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts) + "</dl>"
     body += "<p class=links>" + " · ".join([
         link("samples", url("/samples", run=run.key)), link("failures", url("/failures", run=run.key)),

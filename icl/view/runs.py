@@ -44,6 +44,7 @@ class Run:
     index: Optional[RunIndex] = None
     signature: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)  # one refresh at a time
+    problem: str = ""  # why its store cannot be read, if it cannot
 
     @property
     def benchmark(self) -> str:
@@ -222,8 +223,9 @@ def _refresh(run: Run) -> None:
                 window = min(60.0, now - started) if started else 60.0
                 recent = s.read("SELECT COUNT(*) FROM scores WHERE created > ?", (now - window,)).fetchone()[0]
                 run.rate = recent / window if recent and window >= 1 else None
-        except (StoreError, OSError, sqlite3.Error):  # a store being created, or of another schema
-            pass
+            run.problem = ""
+        except (StoreError, OSError, sqlite3.Error) as exc:  # a store being created, or not a store
+            run.problem = f"store.sqlite cannot be read: {exc}"
     planned = (run.results.get("counts") or {}).get("planned")
     run.planned = planned if isinstance(planned, int) else None
     finished_id = run.results.get("run_id")
@@ -233,6 +235,8 @@ def _refresh(run: Run) -> None:
             run.planned = None  # the plan of the run going on is not known before it ends
     elif (run.folder / "INCOMPLETE").exists() or (last_run_id is not None and finished_id != last_run_id):
         run.status = "interrupted"
+    elif run.problem and not run.results:
+        run.status = "unreadable"
     elif run.results:
         run.status = "finished with failures" if run.failed or (run.results.get("failures") or {}).get("count") \
             else "finished"

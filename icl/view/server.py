@@ -183,7 +183,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _index(self, run: Run) -> Optional[RunIndex]:
         """The run's index, up to date (None, and a 404 page sent, for a run without a store)."""
         if run.index is None:
-            self._error(404, f"run {run.key!r} has no store.sqlite to read samples from")
+            self._error(404, f"run {run.key!r}: {run.problem or 'no store.sqlite to read samples from'}")
             return None
         run.index.refresh()  # waits for a first reading going on in the background
         return run.index

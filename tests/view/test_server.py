@@ -187,3 +187,17 @@ def test_the_same_model_in_two_runs_is_paired_item_by_item(runs):
     paired = 30 + len(HOSTILE) + 1 - 2  # the items, the text answers; not the failed and overflowed ones
     assert summary.startswith(f"{paired:,} items scored by all") and f"wins 0, loses 0, ties {paired:,}" in summary
     assert "nested/b|alpha" in page
+
+
+def test_a_folder_whose_store_is_not_a_store_is_one_line_not_a_crash(tmp_path):
+    write_run(tmp_path / "ok", n=3, hostile=False)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "store.sqlite").write_bytes(b"not a database" * 100)
+    (tmp_path / "bad" / "results.json").write_text('{"benchmark": "toy"')  # cut short
+    with serving([tmp_path]) as port:
+        runs = {r["key"]: r for r in json.loads(get(port, "/api/runs")[2])}
+        assert runs["bad"]["status"] == "unreadable" and runs["ok"]["status"] == "finished with failures"
+        for path in ("/", "/leaderboard", "/run?run=bad"):
+            assert get(port, path)[0] == 200
+        status, _, body = get(port, "/samples?run=bad")
+        assert status == 404 and b"store.sqlite cannot be read" in body
