@@ -88,7 +88,8 @@ def progress(run: Run) -> dict[str, Any]:
     if run.status == "running":
         if run.rate:
             text += f" · {run.rate:.1f}/s"
-        text += f" · ETA {duration(run.eta_s)}" if run.eta_s is not None else " · ETA unknown (plan not yet recorded)"
+        text += f" · ETA {duration(run.eta_s)}" if run.eta_s is not None else \
+            " · ETA unknown (plan known when it ends, or from its --check)"
     return {"key": run.key, "status": run.status, "done": done, "planned": planned, "failed": run.failed,
             "rate": run.rate, "eta_s": run.eta_s, "text": text, "synthetic": run.synthetic,
             "percent": None if not planned else min(100.0, 100.0 * done / planned), **run_facts(run)}

@@ -186,6 +186,26 @@ def lock_holder(folder: Path) -> Optional[dict]:
     return info
 
 
+def checked_plan(folder: Path, command: Any) -> Optional[int]:
+    """The scores planned by ``command`` as its ``--check`` counted them in ``folder/check.json``
+    (None without one, or when it checked another command)."""
+    check = _read_json(folder / "check.json")
+    plan = check.get("plan")
+    if not isinstance(command, list) or not isinstance(plan, dict) or not isinstance(plan.get("planned"), int):
+        return None
+    checked, i = [], 0
+    given = check.get("command") or []
+    while i < len(given):  # the checked command less the check's own flags
+        arg = str(given[i])
+        if arg == "--calibrate":
+            i += 2
+            continue
+        if arg != "--check" and not arg.startswith("--calibrate="):
+            checked.append(arg)
+        i += 1
+    return plan["planned"] if checked == [str(a) for a in command] else None
+
+
 def refresh(run: Run) -> None:
     """Bring ``run`` up to date: its files and store are read again only when they changed."""
     with run.lock:
@@ -232,7 +252,8 @@ def _refresh(run: Run) -> None:
     if holder is not None:
         run.status = "running"
         if finished_id != last_run_id and run.results.get("config", {}) != run.info.get("config"):
-            run.planned = None  # the plan of the run going on is not known before it ends
+            # the plan of the run going on: its --check's, when it checked this very command first
+            run.planned = checked_plan(run.folder, holder.get("command"))
     elif (run.folder / "INCOMPLETE").exists() or (last_run_id is not None and finished_id != last_run_id):
         run.status = "interrupted"
     elif run.problem and not run.results:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -195,20 +196,26 @@ def test_a_live_run_appears_and_advances_without_a_reload(browser, tmp_path, bui
         browser.execute_script("window.notReloaded = true")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(_sleepy_site(tmp_path))]),
                "ICL_TEST_SLEEP": "1.0"}  # a second an item: several polls see it move
-        proc = subprocess.Popen([sys.executable, "-m", "icl.run", "vibe", "--fast", "--tasks", "flip", "--datasets",
-                                 "scenes-a", "--limit", "10", "--models", "sleepy", "--out", str(root / "live"),
-                                 "--data-root", str(builtin_root), "--no-plots", "--no-progress"],
-                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        command = [sys.executable, "-m", "icl.run", "vibe", "--fast", "--tasks", "flip", "--datasets", "scenes-a",
+                   "--limit", "10", "--models", "sleepy", "--out", str(root / "live"), "--data-root", str(builtin_root),
+                   "--no-plots", "--no-progress"]
+        # checked first, as docs/runs.md advises: the viewer takes the plan from check.json
+        checked = subprocess.run([*command, "--check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert checked.returncode == 0, checked.stderr[-2000:]
+        planned = json.loads((root / "live" / "check.json").read_text())["plan"]["planned"]
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
         try:
             row = 'tr[data-run="live"]'
             wait = WebDriverWait(browser, 120, poll_frequency=0.1)
             wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, row + " .status")
                        and d.find_element(By.CSS_SELECTOR, row + " .status").text == "running")
-            seen = set()
+            seen, texts = set(), []
 
             def advanced(d):
                 text = d.find_element(By.CSS_SELECTOR, row + " .ptext").text
-                if text.split(" ")[0] not in ("", "0"):
+                texts.append(text)
+                if not text.startswith(("0/", "0 ")):
                     seen.add(text.split(" ")[0])
                 return len(seen) >= 2
 
@@ -216,9 +223,11 @@ def test_a_live_run_appears_and_advances_without_a_reload(browser, tmp_path, bui
             cells = [c.text for c in browser.find_elements(By.CSS_SELECTOR, row + " td")]
             assert cells[1:3] == ["vibe", "vibe-1"] and cells[4] == "synthetic (built-in)"  # the row added live
             assert browser.find_element(By.CSS_SELECTOR, row + " .status").text == "running"
+            assert all(t.split(" ")[0].endswith(f"/{planned}") for t in texts if t), texts  # done/planned
+            assert any(re.fullmatch(rf"\d+/{planned} · [\d.]+/s · ETA \d+m\d\ds", t) for t in texts), texts
             assert proc.wait(timeout=180) == 0, proc.stderr.read()[-2000:]
             wait.until(lambda d: d.find_element(By.CSS_SELECTOR, row + " .status").text == "finished")
-            planned = json.loads((root / "live" / "results.json").read_text())["counts"]["planned"]
+            assert json.loads((root / "live" / "results.json").read_text())["counts"]["planned"] == planned
             assert browser.find_element(By.CSS_SELECTOR, row + " .ptext").text.startswith(f"{planned}/{planned}")
             assert browser.execute_script("return window.notReloaded") is True
         finally:
