@@ -10,5 +10,6 @@ refreshes the runs page's progress. docs/runs.md "Browsing runs: icl view" descr
 
 Modules: :mod:`icl.view.runs` (finding run folders and their status), :mod:`icl.view.index`
 (the cache database and its queries), :mod:`icl.view.pages` (HTML), :mod:`icl.view.server`
-(HTTP, security), :mod:`icl.view.cli` (the command).
+(HTTP, security), :mod:`icl.view.requests` (a helper process rebuilding what the model saw),
+:mod:`icl.view.cli` (the command).
 """

@@ -38,8 +38,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not 0 <= args.port <= 65535:
         return _fail(f"--port {args.port}: give a port from 0 to 65535")
     token = None if loopback(args.host) else new_token()
+    viewer = Viewer([d.resolve() for d in dirs], token)
     try:
-        server = make_server(Viewer([d.resolve() for d in dirs], token), args.host, args.port)
+        server = make_server(viewer, args.host, args.port)
     except OSError as exc:
         return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
     host, port = str(server.server_address[0]), int(server.server_address[1])
@@ -54,4 +55,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         pass
     finally:
         server.server_close()
+        viewer.close()
     return 0

@@ -268,18 +268,32 @@ def _answer_cell(run: Run, r: Mapping[str, Any]) -> str:
     return f'<span class=note>{esc((r.get("error") or "no answer")[:160])}</span>'
 
 
+def _seen_part(part: Mapping[str, Any]) -> str:
+    if isinstance(part.get("src"), str):
+        src = url("/seen", name=part["src"])
+        return (f'<figure class=seen><a href="{esc(src)}"><img class=thumb alt="{esc(part.get("label", "image"))}" '
+                f'src="{esc(src)}"></a><figcaption>{esc(part.get("label", ""))}</figcaption></figure>')
+    return f"<span class=ptext>{esc(text_of(part.get('text', ''), TEXT_CHARS))}</span>"
+
+
 def item_page(run: Run, key: str, rows: list[dict], answers: Mapping[str, Any], verdicts: Mapping[tuple, list],
-              gallery: Optional[Mapping[str, Any]]) -> str:
-    """One item: what the model saw (the gallery's record of it, else the prompt text), each
-    model's answer, every score and each judge's verdict and raw text. ``answers``: {model id:
-    Response}; ``verdicts``: {(model id, judge id): [Response or None]}."""
+              gallery: Optional[Mapping[str, Any]], seen: Optional[Mapping[str, Any]] = None) -> str:
+    """One item: what the model saw (``seen``: its request rebuilt by :mod:`icl.view.requests`,
+    with the target; else the gallery's record of it, else the prompt text), each model's answer,
+    every score and each judge's verdict and raw text. ``answers``: {model id: Response};
+    ``verdicts``: {(model id, judge id): [Response or None]}."""
     out = []
     if rows:
         r0 = rows[0]
         out.append(f"<p>task {esc(r0['task'] or '–')} · dataset {esc(r0['dataset'] or '–')} · shots "
                    f"{esc(fmt(r0['shots']))}</p>")
     out.append("<h2>What the model saw</h2>")
-    if gallery and gallery.get("prompt"):
+    if seen and isinstance(seen.get("parts"), list):
+        out.append(f"<div class=prompt id=seen>{''.join(_seen_part(p) for p in seen['parts'] if isinstance(p, dict))}</div>")
+        target = seen.get("target")
+        if isinstance(target, dict):
+            out.append(f"<h2>Target</h2><div class=prompt id=target>{_seen_part(target)}</div>")
+    elif gallery and gallery.get("prompt"):
         parts = []
         for part in gallery["prompt"]:
             if isinstance(part, dict) and "text" in part:
@@ -292,11 +306,13 @@ def item_page(run: Run, key: str, rows: list[dict], answers: Mapping[str, Any], 
     else:
         out.append("<p class=note>The run recorded no prompt for this item (its gallery shows a sample of items; "
                    "requests.jsonl the text of each request).</p>")
-    seen = set()
+    if seen and seen.get("error"):
+        out.append(f"<p class=note id=seen-error>The request could not be rebuilt: {esc(text_of(seen['error'], 500))}</p>")
+    shown: set[str] = set()
     for r in rows:
         label = run.label(r["model_id"])
-        if r["model_id"] not in seen:
-            seen.add(r["model_id"])
+        if r["model_id"] not in shown:
+            shown.add(r["model_id"])
             out.append(f"<section class=model><h2>{esc(label)}</h2>")
             resp = answers.get(r["model_id"])
             if resp is None:

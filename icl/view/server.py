@@ -33,6 +33,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 from icl.store.sqlite import Store, StoreError
 from icl.view import pages
 from icl.view.index import RunIndex, cache_folder
+from icl.view.requests import Helper
 from icl.view.runs import Run, Runs
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -53,6 +54,22 @@ class Viewer:
         self.runs = Runs(roots)
         self.token = token
         self.thumbs = cache_folder() / "thumbs"
+        self.seen = cache_folder() / "seen"  # the images of rebuilt requests (icl.view.requests)
+        self._helpers: dict[str, Helper] = {}
+        self._lock = threading.Lock()
+
+    def helper(self, run: Run) -> Helper:
+        with self._lock:
+            if run.key not in self._helpers:
+                self._helpers[run.key] = Helper(run.folder, self.seen)
+            return self._helpers[run.key]
+
+    def close(self) -> None:
+        """Stop the helper processes."""
+        with self._lock:
+            for helper in self._helpers.values():
+                helper.stop()
+            self._helpers.clear()
 
 
 def make_server(viewer: Viewer, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
@@ -163,6 +180,11 @@ class _Handler(BaseHTTPRequestHandler):
             return self._static(path[len("/static/"):])
         if path == "/leaderboard":
             return self._html(pages.leaderboard_page(runs.all(), one))
+        if path == "/seen":
+            name = one.get("name", "")
+            if not re.fullmatch(r"[0-9a-f]{32}\.png", name) or not (self.viewer.seen / name).is_file():
+                return self._error(404, "no such image")
+            return self._send(200, (self.viewer.seen / name).read_bytes(), "image/png")
         if path in ("/run", "/samples", "/item", "/compare", "/failures", "/img", "/file"):
             run = runs.get(one.get("run", ""))
             if run is None:
@@ -228,7 +250,8 @@ class _Handler(BaseHTTPRequestHandler):
                             [key], r["model_id"], r["judge_id"]).get(key, [])
         except StoreError:
             pass
-        self._html(pages.item_page(run, key, rows, answers, verdicts, _gallery_entry(run, key)))
+        seen = self.viewer.helper(run).ask(key) if run.results else {"error": "the run has no results.json yet"}
+        self._html(pages.item_page(run, key, rows, answers, verdicts, _gallery_entry(run, key), seen))
 
     def _compare(self, run: Run, one: dict, params: dict) -> None:
         ix = self._index(run)

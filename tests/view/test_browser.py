@@ -132,6 +132,11 @@ def test_click_through_runs_samples_filters_sorting_and_deep_links(browser, site
     assert browser.title.startswith("Item ")
     images = browser.find_elements(By.CSS_SELECTOR, "img.answer")
     assert len(images) == 3 and all(browser.execute_script("return arguments[0].naturalWidth", i) > 0 for i in images)
+    # what the model saw, rebuilt from the benchmark: one context pair and the query, then the target
+    seen = [f.text for f in browser.find_elements(By.CSS_SELECTOR, "#seen figure")]
+    assert seen == ["context 1: input", "context 1: output", "query"]
+    shown = browser.find_elements(By.CSS_SELECTOR, "#seen img, #target img")
+    assert len(shown) == 4 and all(browser.execute_script("return arguments[0].naturalWidth", i) > 0 for i in shown)
     browser.save_screenshot(str(tmp_path / "item.png"))
     images[0].click()
     assert "full=1" in browser.current_url

@@ -20,7 +20,8 @@ from tests.view._runs import HOSTILE, key_of, snapshot, write_run
 
 @contextmanager
 def serving(roots, token=None):
-    server = make_server(Viewer([Path(r) for r in roots], token), "127.0.0.1", 0)
+    viewer = Viewer([Path(r) for r in roots], token)
+    server = make_server(viewer, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -28,6 +29,7 @@ def serving(roots, token=None):
     finally:
         server.shutdown()
         server.server_close()
+        viewer.close()
 
 
 def get(port, path, headers=None, method="GET"):
@@ -93,7 +95,8 @@ def test_paths_stay_inside_the_run_folders(runs, tmp_path):
                            ("/run?run=../..", 404), ("/run?run=/etc", 404), ("/samples?run=..%2F..", 404),
                            ("/static/../server.py", 404), ("/static/%2e%2e/server.py", 404),
                            ("/img?run=a&model=../x&hash=abcdef12", 400), ("/img?run=a&model=x&hash=../../etc", 400),
-                           ("/../../etc/passwd", 404), ("/samples?run=a&lo=abc", 400)]:
+                           ("/../../etc/passwd", 404), ("/samples?run=a&lo=abc", 400),
+                           ("/seen?name=../../../etc/passwd", 404), ("/seen?name=" + "0" * 32 + ".png", 404)]:
             status, _, body = get(port, path)
             assert status == want, (path, status, body[:200])
             assert b"secret" not in body and b"root:" not in body
@@ -201,3 +204,12 @@ def test_a_folder_whose_store_is_not_a_store_is_one_line_not_a_crash(tmp_path):
             assert get(port, path)[0] == 200
         status, _, body = get(port, "/samples?run=bad")
         assert status == 404 and b"store.sqlite cannot be read" in body
+
+
+def test_an_item_whose_request_cannot_be_rebuilt_says_why_in_one_line(runs):
+    root, _ = runs
+    with serving([root]) as port:
+        status, _, body = get(port, f"/item?run=a&{urlencode({'key': key_of(4, 't1', 1)})}")
+    assert status == 200
+    lines = re.findall(r"<p class=note id=seen-error>([^<]*)</p>", body.decode())
+    assert len(lines) == 1 and "unknown benchmark &#x27;toy&#x27;" in lines[0]
