@@ -34,6 +34,7 @@ if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -74,8 +75,15 @@ def site(tmp_path_factory):
     assert snapshot(root) == before  # the viewer wrote nothing into the run folders
 
 
+def go(driver, element):
+    """Click ``element`` and wait for the page it opens (a click returns before the navigation)."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 60).until(expected_conditions.staleness_of(page))
+
+
 def click(driver, text):
-    driver.find_element(By.LINK_TEXT, text).click()
+    go(driver, driver.find_element(By.LINK_TEXT, text))
 
 
 def rows(driver):
@@ -103,7 +111,7 @@ def test_click_through_runs_samples_filters_sorting_and_deep_links(browser, site
     Select(browser.find_element(By.ID, "f-outcome")).select_by_visible_text("ok")
     browser.find_element(By.ID, "f-lo").send_keys("5")
     browser.find_element(By.ID, "f-hi").send_keys("40")
-    browser.find_element(By.ID, "apply").click()
+    go(browser, browser.find_element(By.ID, "apply"))
     query = parse_qs(urlsplit(browser.current_url).query)
     assert query["task"] == ["colorization"] and query["model"] == ["identity"] and query["lo"] == ["5"]
     assert rows(browser) and set(col(browser, 1)) == {"colorization"} and set(col(browser, 4)) == {"identity"}
@@ -119,7 +127,7 @@ def test_click_through_runs_samples_filters_sorting_and_deep_links(browser, site
     # text search and the disagreement sort, then the pager
     browser.get(base + "/samples?run=vibe-fast")
     browser.find_element(By.ID, "f-q").send_keys("rocket-0")
-    browser.find_element(By.ID, "apply").click()
+    go(browser, browser.find_element(By.ID, "apply"))
     assert rows(browser) and all("rocket-0" in k for k in col(browser, 0))
     browser.get(base + "/samples?run=vibe-fast")
     click(browser, "models disagree most")
@@ -128,7 +136,7 @@ def test_click_through_runs_samples_filters_sorting_and_deep_links(browser, site
     click(browser, "next")
     assert "page 2 of" in browser.find_element(By.ID, "count").text
     # an item: the answers as images, full resolution on click
-    browser.find_elements(By.CSS_SELECTOR, "a.item")[0].click()
+    go(browser, browser.find_elements(By.CSS_SELECTOR, "a.item")[0])
     assert browser.title.startswith("Item ")
     images = browser.find_elements(By.CSS_SELECTOR, "img.answer")
     assert len(images) == 3 and all(browser.execute_script("return arguments[0].naturalWidth", i) > 0 for i in images)
@@ -138,7 +146,7 @@ def test_click_through_runs_samples_filters_sorting_and_deep_links(browser, site
     shown = browser.find_elements(By.CSS_SELECTOR, "#seen img, #target img")
     assert len(shown) == 4 and all(browser.execute_script("return arguments[0].naturalWidth", i) > 0 for i in shown)
     browser.save_screenshot(str(tmp_path / "item.png"))
-    images[0].click()
+    go(browser, images[0])
     assert "full=1" in browser.current_url
 
 
@@ -148,17 +156,17 @@ def test_compare_failures_and_leaderboard(browser, site):
     click(browser, "compare models")
     Select(browser.find_element(By.ID, "f-m0")).select_by_visible_text("copy-target")
     Select(browser.find_element(By.ID, "f-m1")).select_by_visible_text("identity")
-    browser.find_element(By.ID, "apply").click()
+    go(browser, browser.find_element(By.ID, "apply"))
     summary = browser.find_element(By.ID, "summary").text
     assert "items scored by all" in summary and "copy-target wins" in summary
     assert browser.find_element(By.ID, "wins").text.startswith("Where copy-target wins")
     assert browser.find_element(By.ID, "losses").text.startswith("Where copy-target loses")
-    browser.find_elements(By.CSS_SELECTOR, "a.item")[0].click()
+    go(browser, browser.find_elements(By.CSS_SELECTOR, "a.item")[0])
     assert browser.title.startswith("Item ")
     browser.get(base + "/run?run=toy")
     click(browser, "failures")
     assert "1 × CUDA out of memory (toy)" in browser.page_source
-    browser.find_element(By.XPATH, "//section[contains(., 'CUDA out of memory')]//a[@class='item']").click()
+    go(browser, browser.find_element(By.XPATH, "//section[contains(., 'CUDA out of memory')]//a[@class='item']"))
     assert "CUDA out of memory (toy)" in browser.page_source
     click(browser, "leaderboard")
     click(browser, "vibe (vibe-1)")
@@ -178,7 +186,7 @@ def test_hostile_answers_stay_text(browser, site):
     for hostile in HOSTILE:
         assert hostile in text  # shown, as text
     assert not browser.find_elements(By.CSS_SELECTOR, "#samples script, #samples img[src=x]")
-    browser.find_elements(By.CSS_SELECTOR, "a.item")[0].click()
+    go(browser, browser.find_elements(By.CSS_SELECTOR, "a.item")[0])
     assert "pwned" not in browser.title and "<script>" in browser.find_element(By.TAG_NAME, "main").text
 
 
