@@ -77,14 +77,23 @@ def describe(request: Any, folder: Path) -> dict[str, Any]:
     return {"parts": parts, "target": target}
 
 
+def open_benchmark(config: Any) -> Any:
+    """The run's benchmark, opened by the runner's own function (where the runner keeps it: its
+    planning package since the runner was split into parts, ``icl.run.runner`` before)."""
+    try:
+        from icl.run.planning.setup import open_benchmark as opener  # type: ignore[import-not-found]
+    except ImportError:
+        from icl.run.runner import open_benchmark as opener
+    return opener(config)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     run_dir, folder = Path(args[0]), Path(args[1])
     folder.mkdir(parents=True, exist_ok=True)
     bench, items, problem = None, {}, ""
     try:
-        from icl.run.config import RunConfig
-        from icl.run.runner import open_benchmark
+        from icl.run import RunConfig
 
         meta = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
         bench = open_benchmark(RunConfig.from_resolved(meta["config"]))
