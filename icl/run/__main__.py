@@ -11,6 +11,7 @@
     python -m icl.run merge runs/vibe runs/vibe.0 runs/vibe.1 runs/vibe.2 runs/vibe.3
     python -m icl.run vibe --list            # tasks, datasets, models
     python -m icl.run vibe --models ... --check   # everything the run decides before a model call (no GPU)
+    python -m icl.run view runs/             # browse the runs in a web browser (127.0.0.1:8765)
 
 BENCHMARK defaults to ``vibe``. Exit status: 0 everything computed, 1 some items failed, 2 a usage
 or configuration error (one line, no traceback), 130 interrupted (finished batches are kept);
@@ -372,7 +373,7 @@ def _usage() -> str:
     from icl.benchmarks.registry import list_benchmarks
 
     return (f"usage: python -m icl.run BENCHMARK [options] | --fast [BENCHMARK] | rescore RUN_DIR | "
-            f"export RUN_DIR | merge OUT SHARD_DIR...\n"
+            f"export RUN_DIR | merge OUT SHARD_DIR... | view [DIR ...]\n"
             f"benchmarks: {', '.join(list_benchmarks())}\n"
             f"python -m icl.run BENCHMARK --help lists its options; python -m icl.run --fast runs every benchmark "
             f"on built-in synthetic data")
@@ -449,6 +450,10 @@ def _checked_main(argv: list[str], free_space: Any = None) -> int:
     if bad:  # before anything starts: such text cannot enter results.json, the store or a report
         print(f"icl.run: {bad}", file=sys.stderr)
         return 2
+    if argv[0] == "view":  # the run browser reads run folders only: none of a run's machinery
+        from icl.view.cli import main as view
+
+        return view(argv[1:])
     _start_declared_helpers(argv)  # first: before the imports below
     from icl.store.atomic import OutputWriteError
     from icl._signals import sigterm_as_interrupt

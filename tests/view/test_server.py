@@ -1,0 +1,215 @@
+"""The viewer's HTTP server on 127.0.0.1: every page, its security headers, paths confined to the
+run folders, the token off loopback, hostile answers shown as text, run folders left untouched."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+import pytest
+
+from icl.view.server import CSP, Viewer, make_server
+from tests.view._runs import HOSTILE, key_of, snapshot, write_run
+
+
+@contextmanager
+def serving(roots, token=None):
+    viewer = Viewer([Path(r) for r in roots], token)
+    server = make_server(viewer, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        viewer.close()
+
+
+def get(port, path, headers=None, method="GET"):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request(method, path, headers=headers or {})
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp.status, dict(resp.getheaders()), body
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    ids = write_run(root / "a", n=30)
+    write_run(root / "nested" / "b", n=30, models=("alpha", "gamma"))
+    write_run(root / "c", n=10, fingerprint="fp2", hostile=False)
+    return root, ids
+
+
+def test_every_page_is_served_with_a_strict_policy_and_leaves_the_runs_alone(runs):
+    root, ids = runs
+    before = snapshot(root)
+    key = key_of(4, "t1", 1)
+    with serving([root]) as port:
+        for path in ["/", "/api/runs", "/leaderboard", "/run?run=a", "/samples?run=a", "/samples?run=nested/b&sort=spread",
+                     "/samples?run=a&task=t1&shots=1&model=alpha&outcome=ok&lo=0.1&hi=0.9&q=prompt&sort=-score",
+                     "/samples?run=a&sort=copy_ssim", f"/item?run=a&{urlencode({'key': key})}",
+                     "/compare?run=a&m=alpha&m=beta", "/compare?run=a&m=alpha&m=nested/b|alpha", "/failures?run=a",
+                     "/static/view.css", "/static/live.js"]:
+            status, headers, body = get(port, path)
+            assert status == 200, (path, body[:300])
+            assert headers["Content-Security-Policy"] == CSP and "'unsafe-inline'" not in CSP
+            assert headers["X-Content-Type-Options"] == "nosniff"
+            if headers["Content-Type"].startswith("text/html"):
+                assert b"<script>" not in body and b"onerror=" not in body.replace(b"onerror=&quot;", b"")
+        runs_json = json.loads(get(port, "/api/runs")[2])
+        assert {r["key"] for r in runs_json} == {"a", "nested/b", "c"}
+        assert all(r["status"] == "finished with failures" for r in runs_json)
+        # an image answer: the PNG itself, and a thumbnail made once in the viewer's cache
+        page = get(port, "/samples?run=a&task=t1")[2].decode()
+        img = re.search(r'src="(/img\?[^"]+)"', page).group(1).replace("&amp;", "&")
+        status, headers, thumb = get(port, img)
+        assert status == 200 and headers["Content-Type"] == "image/png" and thumb.startswith(b"\x89PNG")
+        status, _, full = get(port, img + "&full=1")
+        assert status == 200 and full.startswith(b"\x89PNG")
+        assert get(port, "/", method="POST")[0] == 405
+    assert snapshot(root) == before  # nothing written, no -wal/-shm left beside the stores
+
+
+def test_paths_stay_inside_the_run_folders(runs, tmp_path):
+    root, ids = runs
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"\x89PNG secret")
+    (root / "a" / "gallery").mkdir(exist_ok=True)
+    link = root / "a" / "gallery" / "evil.png"
+    if not link.exists():
+        link.symlink_to(secret)
+    with serving([root]) as port:
+        for path, want in [("/file?run=a&path=../../etc/passwd", 400), ("/file?run=a&path=gallery/../../x.png", 400),
+                           ("/file?run=a&path=%2e%2e/%2e%2e/etc/passwd", 400), ("/file?run=a&path=/etc/passwd", 400),
+                           ("/file?run=a&path=gallery/evil.png", 404), ("/file?run=a&path=gallery/none.png", 404),
+                           ("/run?run=../..", 404), ("/run?run=/etc", 404), ("/samples?run=..%2F..", 404),
+                           ("/static/../server.py", 404), ("/static/%2e%2e/server.py", 404),
+                           ("/img?run=a&model=../x&hash=abcdef12", 400), ("/img?run=a&model=x&hash=../../etc", 400),
+                           ("/../../etc/passwd", 404), ("/samples?run=a&lo=abc", 400),
+                           ("/seen?name=../../../etc/passwd", 404), ("/seen?name=" + "0" * 32 + ".png", 404)]:
+            status, _, body = get(port, path)
+            assert status == want, (path, status, body[:200])
+            assert b"secret" not in body and b"root:" not in body
+
+
+def test_hostile_answers_are_text_and_a_50_mb_answer_is_shortened(tmp_path):
+    write_run(tmp_path / "r", n=4, huge=True)
+    with serving([tmp_path]) as port:
+        page = get(port, "/samples?run=r&task=t3")[2].decode()
+        for text in HOSTILE:
+            assert text not in page
+        assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in page
+        assert "bad \ufffd bytes" in page
+        huge = key_of(4 + len(HOSTILE) + 1, "t3", 1)
+        t = time.perf_counter()
+        status, _, body = get(port, f"/item?run=r&{urlencode({'key': huge})}")
+        assert status == 200 and time.perf_counter() - t < 30
+        assert len(body) < 200_000 and b"shortened: 52,428,800 characters" in body
+        # the samples list keeps only the first characters too
+        status, _, body = get(port, "/samples?run=r&task=t3&q=xxxx")
+        assert status == 200 and len(body) < 200_000
+
+
+def test_on_loopback_a_request_naming_another_host_is_refused(runs):
+    root, _ = runs
+    with serving([root]) as port:
+        assert get(port, "/", {"Host": f"localhost:{port}"})[0] == 200
+        assert get(port, "/", {"Host": f"[::1]:{port}"})[0] == 200
+        status, _, body = get(port, "/samples?run=a", {"Host": f"rebound.example.com:{port}"})
+        assert status == 403 and b"127.0.0.1 or localhost only" in body
+
+
+def test_off_loopback_a_token_then_a_cookie_is_needed(runs):
+    root, _ = runs
+    with serving([root], token="s3cret-token") as port:
+        status, _, body = get(port, "/samples?run=a")
+        assert status == 403 and b"token" in body
+        assert get(port, "/img?run=a&model=x&hash=abcdef12")[0] == 403
+        assert get(port, "/?token=wrong")[0] == 403
+        status, headers, _ = get(port, "/samples?run=a&token=s3cret-token")
+        assert status == 303 and headers["Location"] == "/samples?run=a"
+        cookie = headers["Set-Cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert get(port, "/samples?run=a", {"Cookie": cookie.split(";")[0]})[0] == 200
+        assert get(port, "/samples?run=a", {"Cookie": "icl_view_token=nope"})[0] == 403
+
+
+def test_leaderboard_puts_only_comparable_runs_together(runs):
+    root, _ = runs
+    with serving([root]) as port:
+        page = get(port, "/leaderboard?benchmark=toy&protocol=toy-1")[2].decode()
+    table, rest = page.split('id="not-comparable"' if 'id="not-comparable"' in page else "id=not-comparable", 1)
+    assert "runs in this table: " in table and ">a<" in table and ">nested/b<" in table
+    assert "gamma" in table and "rank" in table
+    assert "alpha (a)" in table and "alpha (nested/b)" in table and ">beta<" in table  # alpha is in both runs
+    assert ">c<" in rest and "data fingerprint dataset:d1: fp2 (the table&#x27;s: fp1)" in rest
+
+
+def test_compare_pairs_items_and_counts_wins_and_losses(runs):
+    root, _ = runs
+    with serving([root]) as port:
+        page = get(port, "/compare?run=a&m=alpha&m=beta")[2].decode()  # paired in SQL
+        three = get(port, "/compare?run=a&m=alpha&m=beta&m=alpha")[2].decode()  # paired in Python
+    summary = re.search(r"<p id=summary>.*?</p>", page).group(0)
+    assert summary == re.search(r"<p id=summary>.*?</p>", three).group(0)
+    wins = losses = 0
+    for i in range(30 + len(HOSTILE) + 1):  # the items, then the text answers of task t3
+        if i in (1, 2):  # alpha failed / overflowed: not paired
+            continue
+        d = ((i * 7919) % 1000) / 1000.0 - ((i * 7919 + 104729) % 1000) / 1000.0
+        wins, losses = wins + (d > 0), losses + (d < 0)
+    assert f"{wins + losses:,} items scored by all" in page
+    assert f"alpha wins {wins:,}, loses {losses:,}" in page
+    assert re.search(r"<h2 id=wins>Where alpha wins \((\d+)\)", page).group(1) == str(wins)
+
+
+def test_failures_are_grouped_by_message_with_links(runs):
+    root, _ = runs
+    with serving([root]) as port:
+        page = get(port, "/failures?run=a")[2].decode()
+    assert "1 × CUDA out of memory (toy)" in page and "1 × overflow" in page
+    assert f'href="/item?run=a&amp;key={quote(key_of(1, "t2", 1), safe="")}"' in page
+
+
+def test_the_same_model_in_two_runs_is_paired_item_by_item(runs):
+    root, _ = runs
+    with serving([root]) as port:
+        page = get(port, f"/compare?run=a&m=alpha&{urlencode({'m': 'nested/b|alpha'})}")[2].decode()
+    # both runs hold alpha's same answers: every item scored ok in both is a tie
+    summary = re.search(r"<p id=summary>(.*?)</p>", page).group(1)
+    paired = 30 + len(HOSTILE) + 1 - 2  # the items, the text answers; not the failed and overflowed ones
+    assert summary.startswith(f"{paired:,} items scored by all") and f"wins 0, loses 0, ties {paired:,}" in summary
+    assert "nested/b|alpha" in page
+
+
+def test_a_folder_whose_store_is_not_a_store_is_one_line_not_a_crash(tmp_path):
+    write_run(tmp_path / "ok", n=3, hostile=False)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "store.sqlite").write_bytes(b"not a database" * 100)
+    (tmp_path / "bad" / "results.json").write_text('{"benchmark": "toy"')  # cut short
+    with serving([tmp_path]) as port:
+        runs = {r["key"]: r for r in json.loads(get(port, "/api/runs")[2])}
+        assert runs["bad"]["status"] == "unreadable" and runs["ok"]["status"] == "finished with failures"
+        for path in ("/", "/leaderboard", "/run?run=bad"):
+            assert get(port, path)[0] == 200
+        status, _, body = get(port, "/samples?run=bad")
+        assert status == 404 and b"store.sqlite cannot be read" in body
+
+
+def test_an_item_whose_request_cannot_be_rebuilt_says_why_in_one_line(runs):
+    root, _ = runs
+    with serving([root]) as port:
+        status, _, body = get(port, f"/item?run=a&{urlencode({'key': key_of(4, 't1', 1)})}")
+    assert status == 200
+    lines = re.findall(r"<p class=note id=seen-error>([^<]*)</p>", body.decode())
+    assert len(lines) == 1 and "unknown benchmark &#x27;toy&#x27;" in lines[0]
