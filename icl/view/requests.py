@@ -78,12 +78,9 @@ def describe(request: Any, folder: Path) -> dict[str, Any]:
 
 
 def open_benchmark(config: Any) -> Any:
-    """The run's benchmark, opened by the runner's own function (where the runner keeps it: its
-    planning package since the runner was split into parts, ``icl.run.runner`` before)."""
-    try:
-        from icl.run.planning.setup import open_benchmark as opener  # type: ignore[import-not-found]
-    except ImportError:
-        from icl.run.runner import open_benchmark as opener
+    """The run's benchmark, opened by the runner's own function (:mod:`icl.run.planning.setup`)."""
+    from icl.run.planning.setup import open_benchmark as opener
+
     return opener(config)
 
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 
-try:  # the run's own lock, where the runner keeps it (icl.run.outputs since the runner was split)
-    from icl.run.outputs.lock import FolderLock
-except ImportError:
-    from icl.run.lock import FolderLock  # type: ignore[no-redef]
+from icl.run.outputs.lock import FolderLock
 from icl.view.runs import Runs, lock_holder
 from tests.view._runs import write_run
 
