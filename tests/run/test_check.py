@@ -439,12 +439,9 @@ def test_a_run_of_models_without_checkpoints_never_imports_torch(fast_data, tmp_
     assert proc.stdout.splitlines()[-1] == "status 0 torch False", proc.stdout[-2000:]
 
 
-@pytest.mark.slow  # a tiny checkpoint and the built-in VL-ICL data
-def test_a_missing_package_is_named_with_where_it_comes_from(tmp_path, capsys):
-    """Qwen2-VL's processor needs torchvision (its video processor), which neither lock carries:
-    a real Qwen2-VL folder (the tiny LLaVA's tokenizer, a Qwen2-VL configuration and image
-    processor) is one problem naming the package and how to install it, not "fix the model's
-    arguments or weights", in one line."""
+def qwen2_vl_folder(tmp_path):
+    """A real Qwen2-VL folder (the tiny LLaVA's tokenizer, a Qwen2-VL configuration and image
+    processor), whose processor needs torchvision; skips where torchvision is installed."""
     import importlib.util
 
     if importlib.util.find_spec("torchvision") is not None:
@@ -460,6 +457,16 @@ def test_a_missing_package_is_named_with_where_it_comes_from(tmp_path, capsys):
     Qwen2VLImageProcessor().save_pretrained(folder)
     processor = folder / "processor_config.json"
     processor.write_text(json.dumps({**json.loads(processor.read_text()), "processor_class": "Qwen2VLProcessor"}))
+    return folder
+
+
+@pytest.mark.slow  # a tiny checkpoint and the built-in VL-ICL data
+def test_a_missing_package_is_named_with_where_it_comes_from(tmp_path, capsys):
+    """Qwen2-VL's processor needs torchvision (its video processor), which neither lock carries:
+    a real Qwen2-VL folder (the tiny LLaVA's tokenizer, a Qwen2-VL configuration and image
+    processor) is one problem naming the package and how to install it, not "fix the model's
+    arguments or weights", in one line."""
+    folder = qwen2_vl_folder(tmp_path)
     out = tmp_path / "out"
     args = ["vlicl", "--fast", "--models", f"hf-vlm:weights={folder}", "--tasks", "clevr", "--seeds", "0", "--shots",
             "0", "--queries", "2", "--out", str(out), "--data-root", str(tmp_path / "data"), "--no-plots",
@@ -496,21 +503,7 @@ def test_a_judge_missing_a_package_stops_the_run_in_one_line(tmp_path, capsys):
     """The run's own judge check (icl.run.planning.setup.check_judges), not only ``--check``: a judge
     whose processor needs torchvision (a real Qwen2-VL folder) stops the run before any model is
     called, in one line naming the package and its fix, never a traceback."""
-    import importlib.util
-
-    if importlib.util.find_spec("torchvision") is not None:
-        pytest.skip("torchvision is installed: Qwen2-VL's processor loads")
-    from transformers import Qwen2VLConfig, Qwen2VLImageProcessor
-
-    from icl.models.vlm.tiny import build_llava
-
-    folder = build_llava(tmp_path / "qwen2-vl")
-    Qwen2VLConfig(vision_config=dict(depth=1, embed_dim=16, hidden_size=16, num_heads=2), hidden_size=32,
-                  intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                  vocab_size=128).save_pretrained(folder)
-    Qwen2VLImageProcessor().save_pretrained(folder)
-    processor = folder / "processor_config.json"
-    processor.write_text(json.dumps({**json.loads(processor.read_text()), "processor_class": "Qwen2VLProcessor"}))
+    folder = qwen2_vl_folder(tmp_path)
     out = tmp_path / "out"
     args = ["vlicl", "--fast", "--models", "copy-last", "--judge", f"hf-vlm:weights={folder}", "--tasks", "open_t2i_mi",
             "--seeds", "0", "--shots", "1", "--queries", "2", "--out", str(out), "--data-root", str(tmp_path / "data"),
