@@ -185,7 +185,9 @@ def _run_locked(config: RunConfig, bench: Benchmark, items: list[Item], device: 
     where = eval_device(device, config.evaluate)
     meter = ComputeMeter(device, trace_memory=config.trace_memory)
     with Store(config.store_path) as store:
-        run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol))
+        # the scores it plans (as results.json counts them), so that a viewer shows progress while it runs
+        run_id = store.start_run(dict(config=config.resolved(), protocol=bench.protocol,
+                                      planned=len(items) * len(models) * max(1, len(judges))))
         for m in [*models, *judges]:
             store.put_model(m.model_id, m.label, m.identity)
         store.add_failures([Failure("data", f"{where_}: {msg}", None, None, path, run_id)

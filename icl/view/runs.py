@@ -252,8 +252,11 @@ def _refresh(run: Run) -> None:
     if holder is not None:
         run.status = "running"
         if finished_id != last_run_id and run.results.get("config", {}) != run.info.get("config"):
-            # the plan of the run going on: its --check's, when it checked this very command first
-            run.planned = checked_plan(run.folder, holder.get("command"))
+            # the plan of the run going on: what it recorded when it started (icl.run.runner), else
+            # its --check's, when it checked this very command first (a store of an older icl)
+            started_plan = run.info.get("planned")
+            run.planned = started_plan if isinstance(started_plan, int) and not isinstance(started_plan, bool) \
+                else checked_plan(run.folder, holder.get("command"))
     elif (run.folder / "INCOMPLETE").exists() or (last_run_id is not None and finished_id != last_run_id):
         run.status = "interrupted"
     elif run.problem and not run.results:

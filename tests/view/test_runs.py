@@ -34,3 +34,33 @@ def test_status_running_finished_interrupted(tmp_path):
     results = json.loads((tmp_path / "r" / "results.json").read_text())
     (tmp_path / "r" / "results.json").write_text(json.dumps({**results, "run_id": "an earlier run"}))
     assert runs.get("r").status == "interrupted"  # the store's last start is not the one results.json records
+
+
+def test_a_run_going_on_shows_the_plan_it_recorded_when_it_started(tmp_path):
+    """A first run has no results.json and no --check: its plan comes from the store's runs row,
+    which the runner writes as it starts (``planned``: items x models x judges), so the runs page
+    shows done/planned and an ETA while it runs."""
+    from icl.store import Store
+
+    write_run(tmp_path / "r", n=3, hostile=False)
+    (tmp_path / "r" / "results.json").unlink()  # as a run that has not finished yet
+    with Store(tmp_path / "r" / "store.sqlite") as store:
+        store.start_run({"config": {"benchmark": "toy", "again": True}, "protocol": "toy-1", "planned": 40})
+    runs = Runs([tmp_path])
+    with FolderLock(tmp_path / "r", ["python", "-m", "icl.run", "toy"]):
+        run = runs.get("r")
+        assert run.status == "running" and run.planned == 40, (run.status, run.planned)
+
+
+def test_the_runner_records_its_plan_as_it_starts(tmp_path):
+    """The runs row a run writes as it starts holds the scores it plans, the count results.json
+    reports at its end (``counts.planned``)."""
+    import sqlite3
+
+    from icl.run.__main__ import main
+
+    out = tmp_path / "out"
+    assert main(["best50", "--fast", "--out", str(out), "--no-progress", "--no-plots"]) == 0
+    with sqlite3.connect(out / "store.sqlite") as c:
+        (info,) = c.execute("SELECT info FROM runs").fetchone()
+    assert json.loads(info)["planned"] == json.loads((out / "results.json").read_text())["counts"]["planned"] > 0
