@@ -11,7 +11,7 @@ has, so an older checkout is measured the same way, ``--root``):
   ``lpips_s``, ``psnr_s``, ``ssim_s``; ``decode_s`` (model outputs to images); ``store_s``
   (SQLite writes); model time is execute less these (instant models: about 0);
 - ``wall_s``: the whole process, start to exit;
-- work done in helper processes (:mod:`icl._helpers`: host LPIPS, figures) as the helpers
+- work done in helper processes (:mod:`icl.helpers`: host LPIPS, figures) as the helpers
   report it (``helper <target>`` in the JSON); ``lpips_s`` counts the LPIPS helper's seconds too;
 - the measured checkout's bytecode is compiled first (as an installed package's is);
 - ``steal``: the share of the machine's CPU time the hypervisor took away during the run
@@ -147,9 +147,9 @@ def child(argv: list[str], report: Path) -> int:
     from icl.run.__main__ import main
 
     status = main(argv)
-    helpers = sys.modules.get("icl._helpers")
+    helpers = sys.modules.get("icl.helpers")
     for target, seconds in (helpers.busy_seconds() if helpers is not None else {}).items():
-        # work done in helper processes (icl._helpers), which the timers here do not see
+        # work done in helper processes (icl.helpers), which the timers here do not see
         spent[f"helper {target}"] = seconds
         if target.endswith(":lpips_each"):
             spent["lpips_s"] = spent.get("lpips_s", 0.0) + seconds

@@ -1,4 +1,4 @@
-"""Helper processes (icl._helpers): jobs run in another process with the same results as here,
+"""Helper processes (icl.helpers): jobs run in another process with the same results as here,
 exceptions come back as their own type, a helper that dies loses nothing (its jobs run here),
 ``ICL_HELPERS=0`` runs everything here, and figures drawn by a helper are the same bytes."""
 
@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from icl import _helpers
-from icl._helpers import HelperError, HelperPool
+from icl import helpers
+from icl.helpers import pools
+from icl.helpers import HelperError, HelperPool
 
 
 @pytest.fixture
@@ -75,8 +76,8 @@ def jobs_module(tmp_path, monkeypatch):
         def garble(parent):
             if os.getpid() != parent:
                 import time
-                from icl import _helpers
-                os.write(_helpers.ANSWERS_FD, b"not a frame at all, and more than a header")
+                from icl.helpers import child
+                os.write(child.ANSWERS_FD, b"not a frame at all, and more than a header")
                 time.sleep(60)  # still beating: only the framing tells
             return "ran in the parent"
 
@@ -106,7 +107,7 @@ def test_a_job_runs_in_another_process_with_the_same_result(pool):
     # by name: the caller never imported the module
     assert "helper_jobs" not in sys.modules
     assert pool.submit("helper_jobs:shout").result() == "ok"  # printing does not corrupt the answers
-    assert _helpers.busy_seconds().get("helper_jobs:add", 0.0) > 0.0  # the helpers' time, reported back
+    assert helpers.busy_seconds().get("helper_jobs:add", 0.0) > 0.0  # the helpers' time, reported back
 
 
 def test_exceptions_come_back_as_their_own_type(pool):
@@ -276,22 +277,22 @@ def test_unpicklable_work_and_local_functions_run_here(pool):
 
 def test_helpers_off_runs_everything_here(jobs_module, monkeypatch):
     monkeypatch.setenv("ICL_HELPERS", "0")
-    job = _helpers.submit("figures", "helper_jobs:pid")
+    job = helpers.submit("figures", "helper_jobs:pid")
     assert not job.remote and job.result() == os.getpid()
-    assert _helpers.pool_size("figures") == 0
+    assert helpers.pool_size("figures") == 0
     monkeypatch.setenv("ICL_HELPERS", "maybe")
     with pytest.raises(ValueError, match="ICL_HELPERS"):
-        _helpers.pool_size("figures")
+        helpers.pool_size("figures")
 
 
 def test_pool_sizes_follow_the_cpus(monkeypatch):
     monkeypatch.delenv("ICL_HELPERS", raising=False)
-    monkeypatch.setattr(_helpers, "_cpus", lambda: 1)
-    assert _helpers.pool_size("figures") == 0 and _helpers.pool_size("lpips") == 0  # they would only compete
-    monkeypatch.setattr(_helpers, "_cpus", lambda: 2)
-    assert _helpers.pool_size("figures") == 2 and _helpers.pool_size("lpips") == 1
-    monkeypatch.setattr(_helpers, "_cpus", lambda: 64)
-    assert _helpers.pool_size("figures") == 2
+    monkeypatch.setattr(pools, "_cpus", lambda: 1)
+    assert helpers.pool_size("figures") == 0 and helpers.pool_size("lpips") == 0  # they would only compete
+    monkeypatch.setattr(pools, "_cpus", lambda: 2)
+    assert helpers.pool_size("figures") == 2 and helpers.pool_size("lpips") == 1
+    monkeypatch.setattr(pools, "_cpus", lambda: 64)
+    assert helpers.pool_size("figures") == 2
 
 
 def test_a_figure_drawn_by_a_helper_is_the_same_bytes(tmp_path, monkeypatch):

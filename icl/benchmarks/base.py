@@ -227,12 +227,12 @@ class Benchmark(ABC):
                     judgements: Sequence[Sequence[str]], device: Optional[str] = None) -> list[dict[str, float]]:
         """``score`` over a batch; benchmarks with batched (e.g. GPU) scorers override it
         (``device``: where tensor responses lie, with device evaluation). A value may be an
-        :class:`icl._helpers.Deferred` (computed by a helper process): the runner scores the
+        :class:`icl.helpers.Deferred` (computed by a helper process): the runner scores the
         next batches meanwhile and stores it once there."""
         return [self.score(i, r, j) for i, r, j in zip(items, responses, judgements)]
 
     def helper_pools(self, host: bool) -> tuple[str, ...]:
-        """Helper process pools (:data:`icl._helpers.POOLS`) this benchmark's scoring submits to,
+        """Helper process pools (:data:`icl.helpers.POOLS`) this benchmark's scoring submits to,
         started when the run begins so that their imports overlap it (``host``: predictions are
         scored on the host, not on a device). The runner starts ``figures`` itself for benchmarks
         that draw plots."""
@@ -250,7 +250,7 @@ class Benchmark(ABC):
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Any]:
         """Figures written under ``out``; returns their paths, or jobs whose ``result()`` is a
-        list of paths (figures handed to the figure helpers, :func:`icl._helpers.submit`: the
+        list of paths (figures handed to the figure helpers, :func:`icl.helpers.submit`: the
         runner writes its other files meanwhile and collects them, in order). ``answers(item_key)``
         gives the stored responses of that item by model label (for qualitative figures). Called
         after ``summarise`` and before ``result_files``."""

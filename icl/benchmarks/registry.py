@@ -32,7 +32,7 @@ _BUILTIN: dict[str, str] = {
 }
 _registered: dict[str, Any] = {}
 
-#: helper pools (:data:`icl._helpers.POOLS`) a benchmark's host runs start
+#: helper pools (:data:`icl.helpers.POOLS`) a benchmark's host runs start
 #: (``Benchmark.helper_pools``), named here so that the command line can start them before it
 #: imports the benchmark: the LPIPS helper's torch import then overlaps the run's own imports
 #: (the benchmark still decides: a pool it does not ask for is stopped when the run begins)

@@ -343,7 +343,7 @@ def lpips_each(a: Sequence[np.ndarray], b: Sequence[np.ndarray], net: str = "ale
 def warm_up(net: str = "alex") -> None:
     """Torch, the weights of ``net`` and the convolution kernels loaded, as the first
     :func:`lpips_each` call would (the LPIPS helper process runs this when it starts,
-    :mod:`icl._helpers`); raises :class:`LPIPSWeightsNotFound` without weights."""
+    :mod:`icl.helpers`); raises :class:`LPIPSWeightsNotFound` without weights."""
     params = _params(net, None, torch.device("cpu"), torch.float32)
     with torch.inference_mode():
         nets.features(torch.zeros(1, 3, nets.MIN_SIZE[net], nets.MIN_SIZE[net]), params, net)

@@ -34,7 +34,7 @@ def new_figure(figsize: tuple[float, float]):
 
 def warm_up() -> None:
     """Imports, font caches and first-use set-up of the figures (a figure helper process runs
-    this when it starts, :mod:`icl._helpers`): one small bar figure, as :func:`task_plot` draws
+    this when it starts, :mod:`icl.helpers`): one small bar figure, as :func:`task_plot` draws
     them (PNG and SVG), and one qualitative grid, into a temporary folder. The first real
     figure of a process took 2-3x the next ones."""
     import tempfile
@@ -72,7 +72,7 @@ figures = _Figures()
 
 def collect(parts: Sequence[Any]) -> list[Path]:
     """The paths of what ``Benchmark.plots`` returned, in order: paths as they are, and the
-    paths of each figure job (``result()``: waits for a helper's figure, :mod:`icl._helpers`)."""
+    paths of each figure job (``result()``: waits for a helper's figure, :mod:`icl.helpers`)."""
     return [p for part in parts for p in (part.result() if hasattr(part, "result") else [part])]
 
 

@@ -518,7 +518,7 @@ def _start_declared_helpers(argv: list[str]) -> None:
     their imports (torch, for the LPIPS helper) overlap the run's. A guess from the arguments
     alone: the run itself decides when it begins and stops the pools it does not use
     (``--device`` naming an accelerator, a task set without LPIPS, no weights)."""
-    from icl import _helpers
+    from icl import helpers
     from icl.benchmarks.registry import declared_helpers, list_benchmarks
 
     name, rest = _split(argv)
@@ -530,7 +530,7 @@ def _start_declared_helpers(argv: list[str]) -> None:
         return
     names = list_benchmarks() if name is None and "--fast" in rest else [name or DEFAULT_BENCHMARK]
     for pool in dict.fromkeys(p for n in names for p in declared_helpers(n)):
-        _helpers.warm(pool, guess=True)
+        helpers.warm(pool, guess=True)
 
 
 def _main(argv: list[str], free_space: Any = None) -> int:

@@ -133,16 +133,16 @@ def run(config: RunConfig, stdout: Optional[TextIO] = None, stderr: Optional[Tex
 
 
 def _start_helpers(config: RunConfig, bench: Benchmark, device: str) -> None:
-    """Start the helper processes the run will hand work to (:mod:`icl._helpers`): their
+    """Start the helper processes the run will hand work to (:mod:`icl.helpers`): their
     interpreters and imports then overlap the run instead of following it."""
-    from icl import _helpers
+    from icl import helpers
 
     pools = list(bench.helper_pools(eval_device(device, config.evaluate) is None))
     if config.plots and type(bench).plots is not Benchmark.plots:
         pools.append("figures")
-    _helpers.settle_guesses(pools)  # the command line's guess (icl.run.__main__), now that the run knows
+    helpers.settle_guesses(pools)  # the command line's guess (icl.run.__main__), now that the run knows
     for name in pools:
-        _helpers.warm(name)
+        helpers.warm(name)
 
 
 

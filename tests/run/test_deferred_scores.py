@@ -1,4 +1,4 @@
-"""Scores a helper process still computes (icl._helpers.Deferred, host LPIPS in vibe): the runner
+"""Scores a helper process still computes (icl.helpers.Deferred, host LPIPS in vibe): the runner
 scores the next batches meanwhile, commits each batch in order once its values are there, and a
 deferred value that fails fails its own score only."""
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from icl._helpers import Deferred, pending, resolved
+from icl.helpers import Deferred, pending, resolved
 from icl.benchmarks import registry as bench_registry
 from icl.benchmarks.base import Benchmark, Item
 from icl.models.requests import ChatRequest

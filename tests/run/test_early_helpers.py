@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from icl import _helpers
+from icl import helpers
+from icl.helpers import pools
 from icl.benchmarks import registry
 from icl.run import __main__ as cli
 
@@ -24,7 +25,7 @@ from icl.run import __main__ as cli
 def warmed(monkeypatch):
     """The pools the command line asks for (all on a guess), recorded instead of started."""
     asked: list[str] = []
-    monkeypatch.setattr(_helpers, "warm", lambda name, guess=False: asked.append(name) if guess else None)
+    monkeypatch.setattr(helpers, "warm", lambda name, guess=False: asked.append(name) if guess else None)
     return asked
 
 
@@ -89,25 +90,25 @@ def test_a_run_stops_a_guessed_pool_it_does_not_use(monkeypatch):
     from icl.run.runner import _start_helpers
     from icl.run.planning.setup import open_benchmark
 
-    monkeypatch.delenv(_helpers.ENV, raising=False)
-    monkeypatch.setattr(_helpers, "_cpus", lambda: 2)
+    monkeypatch.delenv(helpers.ENV, raising=False)
+    monkeypatch.setattr(pools, "_cpus", lambda: 2)
     for name in ("lpips", "figures"):
-        monkeypatch.setitem(_helpers.POOLS, name, _helpers.PoolSpec(1, "", f"a stand-in {name} pool"))
-        _helpers.stop(name)
+        monkeypatch.setitem(helpers.POOLS, name, helpers.PoolSpec(1, "", f"a stand-in {name} pool"))
+        helpers.stop(name)
     try:
-        _helpers.warm("lpips", guess=True)
-        _helpers.warm("figures")  # an earlier run's
+        helpers.warm("lpips", guess=True)
+        helpers.warm("figures")  # an earlier run's
         config = RunConfig(benchmark="best50", fast=True, plots=False)
         _start_helpers(config, open_benchmark(config), "cpu")
-        assert "lpips" not in _helpers.started() and "figures" in _helpers.started()
-        _helpers.warm("lpips", guess=True)  # a guess the run confirms is kept
-        _helpers.settle_guesses(["lpips"])
-        assert "lpips" in _helpers.started()
-        _helpers.settle_guesses([])  # and is the run's from then on
-        assert "lpips" in _helpers.started()
+        assert "lpips" not in helpers.started() and "figures" in helpers.started()
+        helpers.warm("lpips", guess=True)  # a guess the run confirms is kept
+        helpers.settle_guesses(["lpips"])
+        assert "lpips" in helpers.started()
+        helpers.settle_guesses([])  # and is the run's from then on
+        assert "lpips" in helpers.started()
     finally:
         for name in ("lpips", "figures"):
-            _helpers.stop(name)  # the stand-ins: the real pools start again when asked
+            helpers.stop(name)  # the stand-ins: the real pools start again when asked
 
 
 def test_stopping_a_helper_that_is_warming_up_is_prompt_and_clean(tmp_path, monkeypatch):
@@ -123,7 +124,7 @@ def test_stopping_a_helper_that_is_warming_up_is_prompt_and_clean(tmp_path, monk
                 time.sleep(60)
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    pool = _helpers.HelperPool(1, "slow_warm:warm")
+    pool = helpers.HelperPool(1, "slow_warm:warm")
     deadline = time.monotonic() + 30
     while not list(tmp_path.glob("warming-*/started")) and time.monotonic() < deadline:
         time.sleep(0.02)

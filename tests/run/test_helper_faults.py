@@ -1,4 +1,4 @@
-"""A run whose LPIPS helper (icl._helpers) is stopped (SIGSTOP) or killed (SIGKILL) mid-run:
+"""A run whose LPIPS helper (icl.helpers) is stopped (SIGSTOP) or killed (SIGKILL) mid-run:
 the run ends as it would have, nothing lost (the helper's jobs run in the run), with one line;
 and SIGTERM still ends a run waiting for a stopped helper within seconds, exit 130."""
 

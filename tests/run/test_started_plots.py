@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from icl import _helpers
+from icl import helpers
 from icl.benchmarks import registry as bench_registry
 from icl.benchmarks.base import Benchmark, Item
 from icl.models.requests import ChatRequest
@@ -47,12 +47,12 @@ class _Drawn(Benchmark):
         return {}
 
     def plots(self, tables, out, answers=None):
-        jobs = [_helpers.submit("figures", write_figure, out / "b.txt", "second"), out / "local.txt",
-                _helpers.submit("figures", write_figure, out / "a.txt", "first")]
+        jobs = [helpers.submit("figures", write_figure, out / "b.txt", "second"), out / "local.txt",
+                helpers.submit("figures", write_figure, out / "a.txt", "first")]
         (out / "local.txt").parent.mkdir(parents=True, exist_ok=True)
         (out / "local.txt").write_text("drawn here")
         if self.broken:
-            jobs.append(_helpers.submit("figures", broken_figure, out / "z.txt"))
+            jobs.append(helpers.submit("figures", broken_figure, out / "z.txt"))
         return jobs
 
 

@@ -247,17 +247,17 @@ class Best50(Benchmark):
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
-        from icl import _helpers
+        from icl import helpers
         from icl.benchmarks.best50.report import plot_metrics
         from icl.report.plots import safe_name
 
         out.mkdir(parents=True, exist_ok=True)
         models = list(dict.fromkeys(r["model"] for r in tables["best50_results"]))
-        jobs = []  # a model's figures per helper process (icl._helpers)
+        jobs = []  # a model's figures per helper process (icl.helpers)
         for model in models:
             rows = [r for r in tables["best50_results"] if r["model"] == model]
             prefix = "" if len(models) == 1 else f"{safe_name(model)}_"
-            jobs.append(_helpers.submit("figures", plot_metrics, rows, out, prefix))
+            jobs.append(helpers.submit("figures", plot_metrics, rows, out, prefix))
         return jobs  # collected by the runner (icl.run.outputs.files.Plots)
 
 

@@ -209,10 +209,10 @@ class CoBSAT(Benchmark):
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
-        from icl import _helpers
+        from icl import helpers
 
         out.mkdir(parents=True, exist_ok=True)
-        return [_helpers.submit("figures", shot_curves, tables.get("accuracy", []), out)]  # collected by the runner
+        return [helpers.submit("figures", shot_curves, tables.get("accuracy", []), out)]  # collected by the runner
 
     def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         rows = tables.get("accuracy", [])

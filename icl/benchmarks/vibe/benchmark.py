@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from icl._helpers import Deferred, resolved
+from icl.helpers import Deferred, resolved
 from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, int_list, positive_int
 from icl.benchmarks.vibe import diagnostics as diag
 from icl.benchmarks.vibe.diagnostics import SENSITIVITY_FRACTION
@@ -340,24 +340,24 @@ class Vibe(Benchmark):
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
         from icl.benchmarks.vibe.figures import rank_intervals
-        from icl import _helpers
+        from icl import helpers
         from icl.report.plots import rank_heatmap, safe_name, task_plot
 
         specs = self._specs()
         out.mkdir(parents=True, exist_ok=True)
-        # figures and qualitative grids: jobs for the figure helpers (icl._helpers), collected in order
+        # figures and qualitative grids: jobs for the figure helpers (icl.helpers), collected in order
         jobs = []
         reference = [m for m in self._order if m in self.reference_models]
         for shots in self._plan().shots:
             for task in specs:
                 aggs = [a for a in self._aggs if a.task == task and a.shots == shots]
-                jobs.append(_helpers.submit("figures", task_plot, specs[task], aggs, shots,
+                jobs.append(helpers.submit("figures", task_plot, specs[task], aggs, shots,
                                             out / f"task_{safe_name(task)}_k{shots}.png", self._order, reference))
         if len(self._plan().shots) > 1:
             jobs.append(self._shot_curves(specs, out / "shots.png"))
         intervals = rank_intervals(tables.get("ranks", []))
         for t in self._tables:
-            jobs.append(_helpers.submit("figures", rank_heatmap, t, out / f"ranks_k{t.shots}.png", intervals.get(t.shots)))
+            jobs.append(helpers.submit("figures", rank_heatmap, t, out / f"ranks_k{t.shots}.png", intervals.get(t.shots)))
         jobs += self._qualitative(specs, out, answers)
         return [job for job in jobs if job is not None]  # collected by the runner (icl.run.outputs.files.Plots)
 
@@ -366,7 +366,7 @@ class Vibe(Benchmark):
         """A figure job per task (:func:`icl.report.plots.qualitative_task`, in a figure helper):
         a grid of ``qualitative`` samples (inputs, each model's prediction, target) and each
         sample's images under ``qualitative/``."""
-        from icl import _helpers
+        from icl import helpers
         from icl.report.plots import qualitative_task, safe_name
 
         per_task = int(self.config["qualitative"])
@@ -395,7 +395,7 @@ class Vibe(Benchmark):
                 d = qual / safe_name(task) / safe_name(f"{dataset}__{q}")
                 samples.append((d.name, d, images))
             if samples:
-                jobs.append(_helpers.submit("figures", qualitative_task, samples, self._order, shots,
+                jobs.append(helpers.submit("figures", qualitative_task, samples, self._order, shots,
                                             out / f"qualitative_{safe_name(task)}.png"))
         return jobs
 
@@ -404,7 +404,7 @@ class Vibe(Benchmark):
         line per model; whiskers combine the datasets' intervals (:func:`shot_rows`). A figure
         job (``.result()``: the files), None without a panel."""
         from icl.benchmarks.vibe.figures import shot_rows
-        from icl import _helpers
+        from icl import helpers
         from icl.report.plots import metric_label, shot_curve_panels
 
         panels, labels = {}, {}
@@ -415,5 +415,5 @@ class Vibe(Benchmark):
                 continue
             panels[task] = shot_rows([a for a in self._aggs if a.task == task and a.metric == metric])
             labels[task] = metric_label(metric, metric in spec.lower_is_better)
-        return _helpers.submit("figures", shot_curve_panels, panels, path, "mean", ylabel=labels, ylim=None) if panels else None
+        return helpers.submit("figures", shot_curve_panels, panels, path, "mean", ylabel=labels, ylim=None) if panels else None
 

@@ -246,10 +246,10 @@ class VIF(Benchmark):
 
     def plots(self, tables_: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
-        from icl import _helpers
+        from icl import helpers
 
         out.mkdir(parents=True, exist_ok=True)
-        return [_helpers.submit("figures", tables.plots, dict(tables_), out)]  # drawn in a helper, collected by the runner
+        return [helpers.submit("figures", tables.plots, dict(tables_), out)]  # drawn in a helper, collected by the runner
 
     def summary(self, tables_: Mapping[str, list[dict[str, Any]]]) -> str:
         rows = tables_.get("criteria", [])

@@ -421,11 +421,11 @@ class VLICL(Benchmark):
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
               answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
-        from icl import _helpers
+        from icl import helpers
 
         out.mkdir(parents=True, exist_ok=True)
-        jobs = [_helpers.submit("figures", shot_curves, tables.get("accuracy", []), out),  # in helper processes
-                _helpers.submit("figures", efficiency_front, tables.get("shot_summary", []), out)]
+        jobs = [helpers.submit("figures", shot_curves, tables.get("accuracy", []), out),  # in helper processes
+                helpers.submit("figures", efficiency_front, tables.get("shot_summary", []), out)]
         return jobs  # collected by the runner (icl.run.outputs.files.Plots)
 
     def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:

@@ -104,7 +104,7 @@ class ScorePipeline:
     queued so far.
 
     ``waits(result)``: whether committing a finished job would wait for values a helper process
-    still computes (:class:`icl._helpers.Deferred`); such jobs stay queued, up to
+    still computes (:class:`icl.helpers.Deferred`); such jobs stay queued, up to
     ``MAX_WAITING`` of them, while the next batches are scored, and are committed, in order,
     once their values are there (or when the queue is full, or at ``drain``).
 

@@ -36,7 +36,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Optional, Sequence
 
-from icl._helpers import Deferred, pending
+from icl.helpers import Deferred, pending
 from icl._lazy import extra_hint
 from icl.benchmarks.base import Benchmark, Item
 from icl.models.base import ContextOverflowError, RequestRefused
@@ -540,13 +540,13 @@ def generation_records(records: Sequence[Any]) -> dict[Any, dict]:
 
 
 def _numbers(metrics: Mapping[str, Any], defer: bool) -> dict[str, Any]:
-    """Metric values as floats; a value a helper still computes (:class:`icl._helpers.Deferred`)
+    """Metric values as floats; a value a helper still computes (:class:`icl.helpers.Deferred`)
     is kept as it is when ``defer``, else waited for."""
     return {k: v if defer and isinstance(v, Deferred) else float(v) for k, v in metrics.items()}
 
 
 def _settled(score: Score, failures: list[Failure], label: Optional[str]) -> Score:
-    """``score`` with its deferred values waited for (:class:`icl._helpers.Deferred`); one that
+    """``score`` with its deferred values waited for (:class:`icl.helpers.Deferred`); one that
     fails fails this score only (a failure event names it, and the model ``label``)."""
     if not any(isinstance(v, Deferred) for v in score.metrics.values()):
         return score
@@ -563,7 +563,7 @@ def score_answers(bench: Benchmark, rows: Sequence[tuple], device: Optional[str]
     """Score ``(item, response, judgements, failed_reason, error)`` rows: per row (status,
     metrics, reason, error, seconds). Failed rows get ``score_failure``'s metrics; a scorer
     error fails only the rows it names (a batch error is retried row by row). ``defer``: values
-    helper processes still compute stay :class:`icl._helpers.Deferred` (the caller waits)."""
+    helper processes still compute stay :class:`icl.helpers.Deferred` (the caller waits)."""
     out: list[Optional[tuple]] = [None] * len(rows)
     live = []
     for i, (item, response, judgements, reason, error) in enumerate(rows):

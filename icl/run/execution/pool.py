@@ -31,7 +31,7 @@ from typing import Any, Iterator, Optional, Sequence
 import ray
 import ray.exceptions
 
-from icl._helpers import say
+from icl.helpers import say
 from icl.run.errors import ConfigError
 from icl.run.execution.guard import ERROR, ItemOutcome, ModelGuard, idle_work
 from icl._signals import check_stop

@@ -266,7 +266,7 @@ def _scratch_run(config: Any, bench: Any, device: str, targets: Sequence[Any], j
     ``failed`` (messages of its failed items) and ``estimate`` (:func:`time_estimate` on the
     scratch store for the model's remaining items); per label of ``judge_todo`` (a judge -> the
     items it has still to judge): its :func:`judge_time_estimate` on the scratch store."""
-    from icl import _helpers
+    from icl import helpers
     from icl.run.execution.compute import ComputeMeter
     from icl.run.execution.device import eval_device
     from icl.run.execution.engine import Engine
@@ -274,9 +274,9 @@ def _scratch_run(config: Any, bench: Any, device: str, targets: Sequence[Any], j
 
     where = eval_device(device, config.evaluate)
     pools = list(bench.helper_pools(where is None))
-    _helpers.settle_guesses(pools)  # as a run starts them: their imports overlap the loading, not the items
+    helpers.settle_guesses(pools)  # as a run starts them: their imports overlap the loading, not the items
     for name in pools:
-        _helpers.warm(name)
+        helpers.warm(name)
     out: dict[str, dict[str, Any]] = {}
     scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix()))
     try:

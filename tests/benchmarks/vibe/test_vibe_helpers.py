@@ -1,5 +1,5 @@
 """A vibe run scores and draws the same whether its LPIPS and figures run in helper processes
-(icl._helpers, the default) or in the run's own process (``ICL_HELPERS=0``), through real runs
+(icl.helpers, the default) or in the run's own process (``ICL_HELPERS=0``), through real runs
 of ``python -m icl.run vibe --fast`` (its ``main``, in this process)."""
 
 import csv

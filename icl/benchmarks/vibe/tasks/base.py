@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from icl._helpers import resolved
+from icl.helpers import resolved
 from icl.benchmarks.vibe.tasks.errors import PredictionError as PredictionError, is_tensor as is_tensor
 from icl.data.dataset import TASK_PARTS, DatasetMeta, Sample
 from icl.data.geometry import resize_image as resize_image, resize_nearest as resize_nearest
@@ -173,7 +173,7 @@ class Task(ABC):
     ) -> list[dict[str, float]]:
         """Validate, decode and score a batch; one dict of ``metrics`` per prediction.
         Raises :class:`PredictionError` for an invalid prediction. ``defer``: values computed
-        elsewhere may be returned as :class:`icl._helpers.Deferred` (``float()`` waits for
+        elsewhere may be returned as :class:`icl.helpers.Deferred` (``float()`` waits for
         them), so that the caller's other work overlaps them; else every value is a number.
 
         Numpy predictions are scored on the host. When every prediction is a torch tensor (a

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from icl.data.dataset import DatasetMeta
-from icl._helpers import Deferred, resolved
+from icl.helpers import Deferred, resolved
 from icl.benchmarks.vibe.tasks.base import Task, resize_image
 
 log = logging.getLogger("icl.benchmarks.vibe.tasks")
@@ -41,7 +41,7 @@ def _too_small(a: Any) -> np.ndarray:
 
 
 class LPIPSBatch:
-    """LPIPS of host image pairs, sent to the LPIPS helper process as one job (:mod:`icl._helpers`,
+    """LPIPS of host image pairs, sent to the LPIPS helper process as one job (:mod:`icl.helpers`,
     whose torch import overlapped the run; the same function runs here when there is none).
     :meth:`add` takes pairs and returns a function that waits for their scores (NaN with the one
     warning when no weights are installed) and one that says whether they are there;
@@ -70,11 +70,11 @@ class LPIPSBatch:
         return (lambda: self.scores()[start:end]), self.ready
 
     def submit(self) -> None:
-        from icl import _helpers
+        from icl import helpers
 
         with self._lock:
             if self._job is None:
-                self._job = _helpers.submit("lpips", "icl.ops.lpips:lpips_each", self._a, self._b, net="alex")
+                self._job = helpers.submit("lpips", "icl.ops.lpips:lpips_each", self._a, self._b, net="alex")
 
     def ready(self) -> bool:
         with self._lock:
@@ -103,7 +103,7 @@ _batch = threading.local()  # the LPIPSBatch of the scoring in progress on this 
 @contextmanager
 def lpips_batch() -> Iterator[None]:
     """LPIPS of host images scored inside the block (:func:`image_scores`) goes to the LPIPS
-    helper as one job when the block ends; their values are :class:`icl._helpers.Deferred`
+    helper as one job when the block ends; their values are :class:`icl.helpers.Deferred`
     until then. Outside such a block each call sends its own job."""
     outer = getattr(_batch, "current", None)
     _batch.current = LPIPSBatch()

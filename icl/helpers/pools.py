@@ -1,55 +1,15 @@
-"""Helper processes: work that needs a heavy library, done beside the run instead of in it.
-
-Two kinds of work would otherwise sit on a run's critical path: drawing figures (matplotlib is
-Python-bound, so threads do not help) and LPIPS on the host (the first call imports torch,
-1-1.5 s, for an evaluation that needs nothing else of it). Each has a named pool of helper
-processes (:data:`POOLS`); :func:`warm` starts a pool when a run begins, so that the helpers'
-interpreter start and imports overlap the run's own work, and :func:`submit` hands them jobs.
-
-- A job is a module-level function, given as the function or as ``"module:name"`` (then the
-  caller never imports its module: the point of the LPIPS helper), and picklable arguments.
-- A pool's first helper starts from a fresh interpreter (``python -c``), never by forking the
-  run: a forked copy of a process that runs torch or OpenMP threads can hang. It runs the pool's
-  warm-up (imports, caches) before its first job. In a pool that says ``fork``, the other helpers
-  are forked from that first one right after its warm-up, so the imports are paid once (on two
-  cores, a second matplotlib import was a sixth of a figure run's CPU time): such a pool's
-  helpers run one thread each (OpenMP, BLAS and OpenCV told so), and a helper that has more
-  threads than that after its warm-up starts the others fresh instead. Helpers see the
-  parent's ``sys.path`` and environment; they draw with matplotlib's defaults (a notebook's
-  changed ``rcParams`` are not carried: figures are the same bytes whoever draws them).
-- Helpers collect garbage less often than Python's default and freeze what their warm-up made
-  (collections were 10-15% of torch's and matplotlib's imports and of drawing).
-- A pool may be started on a guess, before its user is even imported (``warm(name,
-  guess=True)``: the command line, from the benchmark's name); :func:`settle_guesses` stops the
-  guessed pools a run does not need. Stopping a helper without a job does not wait for it: it is
-  terminated (a warm-up in progress unwinds, its temporary files removed).
-- Where no helper can serve (``ICL_HELPERS=0``, a single CPU, a helper that died or could not
-  start, a job that cannot be pickled), the job runs in the calling process, with the same
-  code and result: nothing is lost to the pool. An exception raised by the job itself is raised
-  in the caller, as the same type where it can be pickled (else :class:`HelperError` with the
-  helper's traceback).
-
-- A busy helper (warming up, running a job) sends a heartbeat every :data:`HEARTBEAT_S`, and
-  every message is a checked frame. A helper silent for ``ICL_HELPER_SILENCE_S`` (stopped,
-  frozen), one that takes none of a job's input for as long, writes corrupt framing, or runs one
-  job past ``ICL_HELPER_DEADLINE_S`` is killed with one line on standard error, and its jobs run
-  in the caller. Waiting for a helper looks at the run's stop flag (:mod:`icl._signals`), so
-  SIGTERM ends a run waiting for a stuck helper. Jobs run in the caller one at a time.
-
-``ICL_HELPERS``: ``0`` runs every job in the calling process.
-"""
+"""The run's side of the helper processes: the named pools, starting and stopping helpers, jobs
+handed to them (or run here when no helper can serve), stuck helpers killed, deferred values
+(:mod:`icl.helpers`)."""
 
 from __future__ import annotations
 
 import atexit
-import importlib
-import json
 import os
 import pickle
 import queue
 import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -57,27 +17,19 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Union, cast
+from typing import Any, Callable, Optional, Sequence
 
 from icl._parse import parse_bool
 from icl._signals import check_stop
+from icl.helpers.wire import ANSWER, BEAT, HEADER, HELLO, JOB, MAGIC, MAX_FRAME, Target, boot_argv, resolve
+
 
 ENV = "ICL_HELPERS"
-#: a frame: magic, kind, length of the payload (a helper's answers stream is checked frame by frame)
-_HEADER = struct.Struct(">4sBQ")
-_MAGIC = b"iclH"
-_JOB, _ANSWER, _BEAT, _HELLO = 0, 1, 2, 3
-_MAX_FRAME = 1 << 30  # a larger length is corrupt framing, never a real answer
-#: seconds between a busy helper's heartbeats, and a helper's silence (no heartbeat, no answer)
-#: after which it is taken for stuck (stopped, frozen) and killed: ``ICL_HELPER_SILENCE_S``
-HEARTBEAT_S = 0.5
 SILENCE_S = 30.0
 #: seconds one job may take in a helper before the helper is killed and the job runs here:
 #: ``ICL_HELPER_DEADLINE_S``
 DEADLINE_S = 3600.0
 _POLL_S = 0.1  # how often a caller waiting for a helper looks at the run's stop flag
-
-Target = Union[Callable[..., Any], str]
 
 
 @dataclass(frozen=True)
@@ -119,16 +71,6 @@ def pool_size(name: str) -> int:
         return 0
     cpus = _cpus()
     return 0 if cpus < 2 else min(POOLS[name].size, cpus)
-
-
-def _resolve(target: Target) -> Callable[..., Any]:
-    if callable(target):
-        return target
-    module, _, name = target.partition(":")
-    fn: Any = importlib.import_module(module)
-    for part in name.split("."):
-        fn = getattr(fn, part)
-    return cast(Callable[..., Any], fn)
 
 
 def _address(target: Target) -> Optional[tuple[str, str]]:
@@ -207,7 +149,7 @@ def _here(target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     while not _here_lock.acquire(timeout=_POLL_S):
         _check_stop()
     try:
-        return _resolve(target)(*args, **kwargs)
+        return resolve(target)(*args, **kwargs)
     finally:
         _here_lock.release()
 
@@ -246,17 +188,6 @@ def say(line: str) -> None:
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
               "OPENCV_FOR_THREADS_NUM": "1"}
 
-# a helper's interpreter: Ctrl-C is the parent's to handle (a helper ends when its input closes,
-# at the parent's exit); argv: sys.path, added niceness, warm-up target, fds of forked siblings
-_BOOT = ("import os, sys, json, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-         "getattr(os, 'nice', int)(int(sys.argv[2])); sys.path[:] = json.loads(sys.argv[1]); "
-         "from icl._helpers import _serve; _serve(sys.argv[3], json.loads(sys.argv[4]))")
-
-
-def _boot_argv(nice: int, warm_up: str, siblings: list[tuple[int, int]]) -> list[str]:
-    path = [p or os.getcwd() for p in sys.path]  # this process's imports, the current folder included
-    return [sys.executable, "-c", _BOOT, json.dumps(path), str(nice), warm_up, json.dumps(siblings)]
-
 
 class _Stuck(RuntimeError):
     """A helper that is alive but not answering (no heartbeat, a job past its deadline) or
@@ -283,15 +214,15 @@ class _Frames:
 
     def next(self, silence_s: float) -> Optional[tuple[int, bytes]]:
         """``(kind, payload)``, or None when the helper sent nothing for ``silence_s``."""
-        if not self._fill(_HEADER.size, silence_s):
+        if not self._fill(HEADER.size, silence_s):
             return None
-        magic, kind, size = _HEADER.unpack_from(self.buf)
-        if magic != _MAGIC or kind not in (_ANSWER, _BEAT, _HELLO) or size > _MAX_FRAME:
+        magic, kind, size = HEADER.unpack_from(self.buf)
+        if magic != MAGIC or kind not in (ANSWER, BEAT, HELLO) or size > MAX_FRAME:
             raise _Stuck(f"wrote corrupt framing into its answers ({bytes(self.buf[:16])!r})")
-        if not self._fill(_HEADER.size + size, silence_s):
+        if not self._fill(HEADER.size + size, silence_s):
             return None
-        payload = bytes(self.buf[_HEADER.size:_HEADER.size + size])
-        del self.buf[:_HEADER.size + size]
+        payload = bytes(self.buf[HEADER.size:HEADER.size + size])
+        del self.buf[:HEADER.size + size]
         return kind, payload
 
 
@@ -354,7 +285,7 @@ class _Helper:
         silence = _seconds("ICL_HELPER_SILENCE_S", SILENCE_S)
         fd = self.send.fileno()
         os.set_blocking(fd, False)
-        data = memoryview(_HEADER.pack(_MAGIC, _JOB, len(message)) + message)
+        data = memoryview(HEADER.pack(MAGIC, JOB, len(message)) + message)
         while data:
             _, ready, _ = select.select([], [fd], [], silence)
             if not ready:
@@ -375,9 +306,9 @@ class _Helper:
             if frame is None:
                 raise _Stuck(f"sent no heartbeat for {silence:g} s (stopped or frozen?)")
             kind, payload = frame
-            if kind == _ANSWER:
+            if kind == ANSWER:
                 return payload
-            if kind == _HELLO and self.pid is None:
+            if kind == HELLO and self.pid is None:
                 self.pid = int(payload)
             if time.monotonic() - start > deadline:
                 raise _Stuck(f"ran job {label} past its deadline of {deadline:g} s")
@@ -432,7 +363,7 @@ class HelperPool:
         kept = [(jobs_r, answers_w) for (jobs_r, _), (_, answers_w) in pipes]
         try:
             for _ in range(size if not pipes else 1):
-                proc = subprocess.Popen(_boot_argv(nice, warm_up or "", kept if pipes else []),
+                proc = subprocess.Popen(boot_argv(nice, warm_up or "", kept if pipes else []),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
                                         pass_fds=[fd for pair in kept for fd in pair] if pipes else (), env=env)
                 self.helpers.append(_Helper(self.jobs, proc.stdin, proc.stdout, proc, name))
@@ -602,179 +533,3 @@ def busy_seconds() -> dict[str, float]:
     work done beside the run, which its own timers do not see."""
     with _lock:
         return dict(_busy)
-
-
-def _warm(target: str) -> None:
-    try:
-        _resolve(target)()
-    except Exception:  # a warm-up that fails (no LPIPS weights) fails again, and is reported, in the real job
-        pass
-
-
-def _send(stream: Any, data: bytes, kind: int = _ANSWER) -> None:
-    stream.write(_HEADER.pack(_MAGIC, kind, len(data)) + data)
-    stream.flush()
-
-
-def _receive(stream: Any) -> bytes:
-    """A job's frame (a helper reading its input; the end of it, or anything but a job frame,
-    is :class:`EOFError`: the helper exits)."""
-    head = stream.read(_HEADER.size)
-    if len(head) < _HEADER.size:
-        raise EOFError("end of stream")
-    magic, kind, size = _HEADER.unpack(head)
-    if magic != _MAGIC or kind != _JOB or size > _MAX_FRAME:
-        raise EOFError("corrupt framing")
-    data: bytes = stream.read(size)
-    if len(data) < size:
-        raise EOFError("end of stream")
-    return data
-
-
-class _Out:
-    """A helper's answers stream: answers, and a heartbeat every :data:`HEARTBEAT_S` while
-    it is busy (warming up, running a job) from a thread of its own, so the run can tell a
-    helper at work from a stopped one."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.lock = threading.Lock()
-        self.busy = False
-        self._thread: Optional[threading.Thread] = None
-        self._stop = threading.Event()
-        self._pid = str(os.getpid()).encode()
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._beat, name="icl-heartbeat", daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        """End the heartbeat thread (before forking: a forked process must have one thread)."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-
-    def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
-            with self.lock:
-                if self.busy:
-                    try:
-                        _send(self.stream, self._pid, _BEAT)
-                    except (OSError, ValueError):
-                        return
-
-    def hello(self) -> None:
-        with self.lock:
-            _send(self.stream, self._pid, _HELLO)
-
-    def working(self) -> None:
-        with self.lock:
-            self.busy = True
-
-    def answer(self, data: bytes) -> None:
-        with self.lock:
-            self.busy = False
-            _send(self.stream, data, _ANSWER)
-
-    def flush(self) -> None:
-        with self.lock:
-            self.stream.flush()
-
-
-def _one_thread() -> bool:
-    """Whether this process runs one thread only (Linux: ``/proc``; elsewhere unknown: False)."""
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return False
-
-
-def _serve(warm_up: str = "", siblings: Sequence[Sequence[int]] = ()) -> None:
-    """A helper's life: ``warm_up`` (``"module:name"``, or nothing), then the helpers of
-    ``siblings`` (each the fds of its jobs' read end and its answers' write end) forked from this
-    one (started fresh where this process runs more than one thread), then :func:`_loop` on
-    standard input and output. What a job prints goes to standard error, never into the answers."""
-    import signal
-
-    signal.signal(signal.SIGTERM, _terminated)  # stopped while warming up: temporary files cleaned up
-    try:
-        _helper_life(warm_up, siblings)
-    except SystemExit:
-        os._exit(0)
-
-
-def _terminated(signum: int, frame: Any) -> None:
-    raise SystemExit(0)
-
-
-ANSWERS_FD = -1  # in a helper: the descriptor of its answers stream (tests write garbage into it)
-
-
-def _helper_life(warm_up: str, siblings: Sequence[Sequence[int]]) -> None:
-    import gc
-
-    # a helper imports large libraries, then runs jobs that make many short-lived objects: with
-    # the collector's default (a pass every 700 allocations) collections took 10-15% of torch's
-    # and matplotlib's imports and of drawing figures
-    gc.set_threshold(10_000, 50, 100)
-    global ANSWERS_FD
-    answers = os.fdopen(os.dup(1), "wb")
-    ANSWERS_FD = answers.fileno()
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    out = _Out(answers)
-    out.hello()
-    out.working()  # the warm-up beats: a run waiting for its first answer sees a helper at work
-    out.start()
-    if warm_up:
-        _warm(warm_up)
-    gc.freeze()  # what the imports made is never scanned again (nor copied into forked siblings' pages)
-    pairs = [(int(r), int(w)) for r, w in siblings]
-    if pairs:
-        out.stop()  # one thread again, so that the siblings can be forked
-    for i, (jobs_fd, answers_fd) in enumerate(pairs):
-        if _one_thread():
-            if os.fork() == 0:  # the sibling: its own pipes only
-                answers.close()
-                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-                for fd in (fd for pair in pairs[i + 1:] for fd in pair):
-                    os.close(fd)
-                sibling = _Out(os.fdopen(answers_fd, "wb"))
-                sibling.hello()
-                _loop(os.fdopen(jobs_fd, "rb"), sibling)
-        else:
-            subprocess.Popen(_boot_argv(0, warm_up, []), stdin=jobs_fd, stdout=answers_fd, close_fds=True)
-        os.close(jobs_fd)
-        os.close(answers_fd)
-    _loop(sys.stdin.buffer, out)
-
-
-def _loop(jobs: Any, out: _Out) -> None:
-    """A job in, ``(ok, value, seconds)`` out, until the parent closes the input; then exit.
-    Heartbeats go out while a job runs."""
-    out.busy = False
-    out.start()
-    while True:
-        try:
-            module, name, args, kwargs = pickle.loads(_receive(jobs))
-        except EOFError:
-            break
-        out.working()
-        start = time.perf_counter()
-        try:
-            reply: tuple[bool, Any] = (True, _resolve(f"{module}:{name}")(*args, **kwargs))
-        except Exception as exc:  # carried back to the caller
-            reply = (False, exc)
-        seconds = time.perf_counter() - start
-        try:
-            data = pickle.dumps((*reply, seconds), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # an unpicklable result or exception: its text
-            import traceback
-
-            data = pickle.dumps((False, "".join(traceback.format_exception(exc if reply[0] else reply[1])), seconds))
-        out.answer(data)
-    out.flush()
-    os._exit(0)  # no teardown of torch's and matplotlib's modules: the parent may be waiting
