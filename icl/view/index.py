@@ -28,7 +28,7 @@ from icl.store.sqlite import Store, StoreError
 #: the whole answer from the store, shortened there with a line saying so)
 TEXT_CHARS = 2000
 #: index layout; a cache of another version is rebuilt
-INDEX_VERSION = "6"
+INDEX_VERSION = "7"
 PAGE_SIZE = 50
 OUTCOMES = ("ok", "failed", "overflow", "not applicable")
 
@@ -108,7 +108,14 @@ def text_of(raw: Any, limit: int = TEXT_CHARS) -> str:
         text[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
+def quotable(metric: str) -> bool:
+    """Whether ``metric`` can stand in a quoted JSON path (``$."name"``) of SQLite's json_extract."""
+    return '"' not in metric and "\x00" not in metric
+
+
 def outcome_of(status: str, reason: Optional[str], metrics: dict) -> str:
+    if reason == "refused":  # the engine stores a refusal as an ok row without metrics: not applicable
+        return "not applicable"
     if reason == "overflow" or metrics.get("overflow") == 1:
         return "overflow"
     if status != "ok" or metrics.get("failed") == 1:
@@ -329,7 +336,7 @@ class RunIndex:
 
     def _choices(self) -> dict[str, list]:
         q = self.conn.execute
-        first = q("SELECT metrics FROM samples WHERE status='ok' LIMIT 1").fetchone()
+        first = q("SELECT metrics FROM samples WHERE outcome='ok' AND metrics != '{}' LIMIT 1").fetchone()
         return {
             # from the items' groups (one row per item, narrower than the scores)
             "task": [r[0] for r in q("SELECT DISTINCT task FROM groups WHERE task IS NOT NULL ORDER BY task")],
@@ -399,7 +406,7 @@ class RunIndex:
     def _metric_column(self, metric: str) -> str:
         """The SQL expression of ``metric``'s value, indexed (an expression index made the first
         time a page filters or sorts by it, as thumbnails are: once)."""
-        if '"' in metric or "\x00" in metric:  # not expressible as a quoted JSON path literal
+        if not quotable(metric):
             return "NULL"
         literal = "'" + f'$."{metric}"'.replace("'", "''") + "'"
         expr = f"json_extract(metrics, {literal})"
@@ -411,8 +418,8 @@ class RunIndex:
         return f"json_extract(s.metrics, {literal})"
 
     def _not_applicable(self, filters: dict[str, Any], page: int, size: int) -> tuple[list[dict], int]:
-        """(item, model) pairs of a model that scored no row of an item some model scored: in a
-        finished run, the items that model was not asked (it serves another request type)."""
+        """(item, model) pairs of a model that scored no row of an item some model scored, or only a
+        refusal: the items that model was not asked (it serves another request type) or refused."""
         where, args = [], []
         for col in ("task", "dataset", "shots"):
             if filters.get(col) is not None and filters.get(col) != "":
@@ -428,7 +435,8 @@ class RunIndex:
             inner = (f"SELECT item_key, MIN(task) AS task, MIN(dataset) AS dataset, MIN(shots) AS shots FROM samples "
                      f"GROUP BY item_key")
             sql = (f"FROM ({inner}) i JOIN (SELECT value AS model_id FROM json_each(?)) m "
-                   f"WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.item_key = i.item_key AND s.model_id = m.model_id)"
+                   f"WHERE NOT EXISTS (SELECT 1 FROM samples s WHERE s.item_key = i.item_key AND s.model_id = m.model_id "
+                   f"AND s.outcome != 'not applicable')"
                    f"{' AND ' + ' AND '.join(where) if where else ''}")
             margs = [json.dumps(models), *args]
             total = self.conn.execute(f"SELECT COUNT(*) {sql}", margs).fetchone()[0]
@@ -464,6 +472,8 @@ class RunIndex:
 
     def values(self, model_id: str, metric: Optional[str]) -> dict[tuple[str, str], Optional[float]]:
         """``{(item key, judge id): value}`` of ``metric`` for ``model_id``'s ok scores."""
+        if metric and not quotable(metric):  # a name from the query string no JSON path can hold
+            return {}
         with self._lock:
             if not metric or metric == self.headline:
                 rows = self.conn.execute("SELECT item_key, judge_id, score FROM samples WHERE model_id=? "
@@ -478,6 +488,8 @@ class RunIndex:
         """Models ``a`` and ``b`` of this run on the items both scored ok (paired by item and
         judge): ``({n, mean, wins, losses}, wins, losses)``, the lists' rows ``(item, judge, value
         of a, value of b, a - b)``, largest differences first, ``shown`` of each."""
+        if metric and not quotable(metric):  # a name from the query string no JSON path can hold
+            return dict(n=0, mean=None, wins=0, losses=0), [], []
         value = "{t}.score" if not metric or metric == self.headline else "json_extract({t}.metrics, :path)"
         va, vb = value.format(t="x"), value.format(t="y")
         pairs = (f"SELECT x.item_key AS k, x.judge_id AS j, {va} AS va, {vb} AS vb, {va} - {vb} AS d FROM samples x "

@@ -208,11 +208,12 @@ def samples_page(run: Run, params: Mapping[str, str], rows: list[dict], total: i
                  + ("; this run is still going, so some are only not yet scored" if run.status == "running" else "")
                  + ".</p>")
     base = {k: params.get(k) for k in FILTER_KEYS}
+    # the generic sorts, then every other metric the run's scores hold (a benchmark's diagnostics
+    # among them: vibe's copy_ssim, handthrough_ssim), highest first
+    sorts = [("lowest score", "score"), ("highest score", "-score"), ("models disagree most", "spread")]
+    sorts += [(m, m) for m in choices["metric"] if m != base.get("metric")]
     sort_links = " · ".join(link(label, url("/samples", run=run.key, **{**base, "sort": s, "page": None}))
-                            for label, s in (("lowest score", "score"), ("highest score", "-score"),
-                                             ("models disagree most", "spread"),
-                                             ("copy_ssim", "copy_ssim"), ("handthrough_ssim", "handthrough_ssim"))
-                            if s not in ("copy_ssim", "handthrough_ssim") or s in choices["metric"])
+                            for label, s in sorts)
     out = [form, f"<p>sort: {sort_links}</p>", f'<p id=count>{total:,} rows match; page {page_no + 1} of '
                                                  f'{max(1, math.ceil(total / PAGE_SIZE)):,}</p>']
     trs = []

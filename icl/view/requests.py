@@ -23,6 +23,8 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
+from icl.store.atomic import write_bytes
+
 
 def _png(image: Any, folder: Path) -> dict[str, Any]:
     import cv2
@@ -39,9 +41,7 @@ def _png(image: Any, folder: Path) -> dict[str, Any]:
     name = hashlib.sha256(data.tobytes()).hexdigest()[:32] + ".png"
     path = folder / name
     if not path.exists():
-        tmp = folder / f".{name}.{os.getpid()}"
-        tmp.write_bytes(data.tobytes())
-        os.replace(tmp, path)
+        write_bytes(path, data.tobytes(), durable=False)  # whole or absent
     return {"src": name, "w": int(rgb.shape[1]), "h": int(rgb.shape[0])}
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from icl.store.atomic import write_bytes
 from icl.store.sqlite import Store, StoreError
 from icl.view import pages
 from icl.view.index import RunIndex, cache_folder
@@ -334,9 +335,7 @@ class _Handler(BaseHTTPRequestHandler):
             return png
         small = thumbnail(cv2.cvtColor(image, cv2.COLOR_BGR2RGB), THUMB)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_bytes(small)
-        os.replace(tmp, path)
+        write_bytes(path, small, durable=False)  # whole or absent: a unique temporary name, then a rename
         return small
 
     def _file(self, run: Run, one: dict, params: dict) -> None:

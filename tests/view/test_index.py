@@ -124,3 +124,24 @@ def test_headline_falls_back_to_a_metric_the_scores_carry(tmp_path):
     assert ix.headline == "acc"
     rows, _ = ix.sample_page({"outcome": "ok"}, "score", 0)
     assert rows and all(r["score"] == json.loads(r["metrics"])["acc"] for r in rows)
+
+
+def test_a_stored_refusal_is_not_applicable_never_ok(tmp_path):
+    """The engine stores a refused request as an ``ok`` score with ``reason`` "refused" and no metrics
+    (icl.run.execution.engine; samples.jsonl says "not applicable"): the viewer shows it under
+    "not applicable", never among the ok scores or the metric choices, and a bad metric name from
+    the query string pairs nothing instead of failing."""
+    ids = write_run(tmp_path / "run", n=6)
+    alpha = ids["alpha"]
+    refused = key_of(99, "t1", 1)  # an item alpha was asked only to refuse
+    with Store(tmp_path / "run" / "store.sqlite") as store:
+        store.write_batch([], [], [Score(ScoreKey(BENCHMARK, PROTOCOL, refused, alpha, "", SCORER), "ok", {}, "a refusal",
+                                         "refused")], [])
+    ix = _index(tmp_path / "run")
+    ix.refresh()
+    ok, _ = ix.sample_page({"model": alpha, "outcome": "ok"}, "key", 0, size=1000)
+    assert (refused, "") not in [(r["item_key"], r["judge_id"]) for r in ok]
+    na, _ = ix.sample_page({"model": alpha, "outcome": "not applicable"}, "key", 0, size=1000)
+    assert refused in [r["item_key"] for r in na]
+    assert "acc" in ix.choices()["metric"]
+    assert ix.values(alpha, 'a"b') == {}
