@@ -71,8 +71,16 @@ def _is_legacy_magic(f: Any) -> bool:
     """Whether the next pickle in ``f`` is the one number :data:`LEGACY_MAGIC` (genops only)."""
     import pickletools
 
-    values = [(op.name, arg) for op, arg, _ in pickletools.genops(f) if op.name not in ("PROTO", "FRAME", "STOP")]
-    return len(values) == 1 and values[0][0] in _INT_OPS and values[0][1] == LEGACY_MAGIC
+    seen = 0  # read lazily: a bare pickle's first pickle is the whole file, tensor bytes included
+    for op, arg, _ in pickletools.genops(f):
+        if op.name in ("PROTO", "FRAME"):
+            continue
+        if op.name == "STOP":
+            return seen == 1
+        if seen or op.name not in _INT_OPS or arg != LEGACY_MAGIC:
+            return False
+        seen = 1
+    return False
 
 
 def _weights_only_accepts(name: str, allowed: list, opaque: bool) -> bool:

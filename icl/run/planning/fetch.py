@@ -176,10 +176,10 @@ def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[T
             _unpack(rel, snapshot, work, commit)
             counts = _checked(rel, work, target)
             _write_manifest(work / manifest.name, {**record, "counts": counts})
-            (work / WORK_MARKER).unlink()
             if target.exists():  # only a folder fetch made (refused above otherwise)
                 shutil.rmtree(target)
-            os.replace(work, target)
+            os.replace(work, target)  # the marker goes last: a failure before leaves fetch's own folder to clean
+            (target / WORK_MARKER).unlink()
         except OSError as exc:
             raise FetchError(_disk_problem(exc, work, target)) from None
         finally:
