@@ -26,8 +26,8 @@ and SIGTERM / Ctrl-C stop it. It honours ``HF_HUB_OFFLINE`` (from the cache only
 folder with the resolved commit and the file list: the model's identity
 (``icl.models.weights.weight_identity``) records the commit, never a branch name, so a moved
 branch is another model, and a snapshot is never re-hashed (the commit names its content).
-:func:`verify_cached` tells whether a cached file is still the one published (``--check``,
-``--prefetch``).
+:func:`verify_cached` tells whether a cached file is still the one published (``--prefetch``
+for every file, ``--check`` for the small ones: :func:`verify_snapshot`).
 
 A reference is resolved once per run (:func:`forget` starts a run afresh): the commit the
 identity records is the commit the model loads, even if the branch moves meanwhile.
@@ -597,10 +597,25 @@ def verify_cached(path: Union[str, os.PathLike]) -> Optional[str]:
     return None
 
 
-def verify_snapshot(snap: HubSnapshot) -> list[str]:
-    """:func:`verify_cached` of every file of a resolved snapshot: the problems found (empty
-    when every file is the one published)."""
-    return [problem for f in snap.files if (problem := verify_cached(snap.root / f)) is not None]
+def verify_snapshot(snap: HubSnapshot, lfs: bool = True) -> list[str]:
+    """:func:`verify_cached` of every file of a resolved snapshot (``lfs`` False: only the files
+    the Hub names by their git blob id, the small ones: configurations, tokenizers), the
+    problems found (empty when every file is the one published)."""
+    out = []
+    for f in snap.files:
+        path = snap.root / f
+        if not lfs and _SHA256.fullmatch(os.path.basename(os.path.realpath(path))):
+            continue  # an LFS file: hashing gigabytes is --prefetch's; its header is --check's
+        problem = verify_cached(path)
+        if problem is not None:
+            out.append(problem)
+    return out
+
+
+def resolved_snapshots() -> list[HubSnapshot]:
+    """The snapshots this process resolved since :func:`forget`, each once."""
+    with _lock:
+        return list(dict.fromkeys(_resolved.values()))
 
 
 def _cached_problem(blob: Path, r: RemoteFile, deep: bool) -> Optional[str]:
@@ -877,8 +892,8 @@ def _refuse_code(ref: HubRef, root: Path) -> None:
             continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise HubError(f"{ref.text}: {name} is not valid JSON ({exc})") from None
+        except (OSError, ValueError) as exc:  # damaged in the cache (the Hub's hash says so), or published so
+            raise HubError(f"{ref.text}: {verify_cached(path) or f'{name} is not valid JSON ({exc})'}") from None
         if isinstance(data, dict) and data.get("auto_map"):
             raise HubError(f"{ref.text}: {name} has auto_map ({', '.join(sorted(data['auto_map']))}): the model needs "
                            f"its repository's own code, which icl never runs (trust_remote_code=False)")

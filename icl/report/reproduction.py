@@ -14,6 +14,7 @@ of synthetic data are never compared. Where a subset part differs from the paper
 from __future__ import annotations
 
 import fnmatch
+import functools
 import html
 import importlib.resources
 import json
@@ -110,7 +111,13 @@ def load(bench: Any) -> Optional[Published]:
     """The published numbers shipped beside benchmark ``bench`` (an instance or class: the file
     ``published.json`` of its package); None when it ships none."""
     cls = bench if isinstance(bench, type) else type(bench)
-    package = cls.__module__.rsplit(".", 1)[0]
+    return _load_package(cls.__module__.rsplit(".", 1)[0])
+
+
+@functools.lru_cache(maxsize=None)
+def _load_package(package: str) -> Optional[Published]:
+    """A package's published numbers, read and parsed once a process (package data does not change;
+    a run asks once per model, the report again)."""
     try:
         text = importlib.resources.files(package).joinpath(FILE).read_text(encoding="utf-8")
     except (FileNotFoundError, ModuleNotFoundError, NotADirectoryError, TypeError):

@@ -293,3 +293,45 @@ def test_a_pinned_commit_answered_as_another_is_refused(hf_env, server, hub_llav
     with pytest.raises(HubError, match=rf"answered commit {b} for the pinned commit {server.a} of {REPO}; refused$"):
         hub.resolve(f"hf:{REPO}@{server.a}")
     assert not list(hf_env.rglob("snapshots/*"))
+
+
+@pytest.mark.slow  # a --check and a --prefetch through the command line
+def test_check_and_prefetch_agree_on_a_damaged_cached_config(hf_env, server, hub_llava, tmp_path, capsys):
+    """Issue 50.4: a ``config.json`` damaged in the cache (named by its git blob id, a small file)
+    is a ``--check`` problem saying so, whose fix is ``--prefetch``, and ``--prefetch`` repairs it;
+    the check hashes only such small files (the weights are judged by their headers)."""
+    import json as json_module
+
+    from icl.run.__main__ import main
+
+    snap = hub.resolve(f"hf:{REPO}")
+    path = snap.root / "config.json"
+    data = path.read_bytes()
+    path.resolve().write_bytes(data[:-5])
+    hub.forget()
+    args = ["vlicl", "--fast", "--models", "hf-vlm", "--model-arg", f"weights=hf:{REPO}", "--tasks", "clevr",
+            "--out", str(tmp_path / "run"), "--no-progress"]
+    assert main([*args, "--check"]) == 2
+    report = json_module.loads((tmp_path / "run" / "check.json").read_text())
+    damaged = [p for p in report["problems"] if "config.json in the cache is damaged" in p["message"]]
+    assert damaged and "--prefetch" in damaged[0]["fix"], report
+    hub.forget()
+    assert main([*args, "--prefetch"]) == 0, capsys.readouterr().err
+    assert path.read_bytes() == data and hub.verify_cached(path) is None
+
+
+def test_the_git_blob_id_is_git_s():
+    """The Hub names a non-LFS blob by its git blob id (``git hash-object``): the values git itself
+    prints for the empty file and for ``hello\\n`` (Git Book, "Git Objects"), for icl's hash and the
+    test Hub's alike."""
+    import tempfile
+
+    from tests.models.hub_server import git_blob_id
+
+    for content, expected in ((b"", "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"),
+                              (b"hello\n", "ce013625030ba8dba906f756967f9e9ca394464a")):
+        with tempfile.NamedTemporaryFile() as f:
+            f.write(content)
+            f.flush()
+            assert hub._git_blob_id(Path(f.name)) == expected
+        assert git_blob_id(content) == expected

@@ -529,8 +529,8 @@ def answers_are_images(bench: Any, model: Any) -> bool:
 
 def _folder_bytes(out: Path) -> tuple[int, Optional[float]]:
     """(bytes of the reports an earlier run left in ``out``, the mean bytes of a line of its
-    samples.jsonl or None): the files a run rewrites, besides the store, the per-sample log's
-    images, check.json and the lock."""
+    samples.jsonl over its first MiB, or None): the files a run rewrites, besides the store, the
+    per-sample log's images, check.json and the lock."""
     from icl.run.outputs.samples import IMAGES, SAMPLES
 
     reports, line = 0, None
@@ -550,9 +550,10 @@ def _folder_bytes(out: Path) -> tuple[int, Optional[float]]:
     samples = out / SAMPLES
     try:
         if samples.is_file() and samples.stat().st_size:
-            with open(samples, "rb") as f:
-                lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-            line = samples.stat().st_size / max(1, lines)
+            with open(samples, "rb") as f:  # its first MiB: every run start reads this, never the whole log
+                head = f.read(1 << 20)
+            lines = head.count(b"\n")
+            line = (len(head) / lines) if lines else float(samples.stat().st_size)
     except OSError:
         pass
     return reports, line
@@ -666,6 +667,8 @@ def fix_for(check: str, message: str) -> str:
     package = _MISSING_PACKAGE.search(message)
     if package:
         return package_fix(package.group(1))
+    if "--prefetch repairs it" in message:  # a file damaged in the Hugging Face cache (icl.models.hub.verify_cached)
+        return "run the same command with --prefetch where the network is reachable: it downloads the file again"
     if needs_download(message):
         return ("the weights need a download: run the same command with --prefetch where the network is reachable "
                 "(same HF_HOME / HF_HUB_CACHE), then the run")
@@ -787,6 +790,9 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     check_judges(bench, items, models, judges, found, judge_named=named_judges)
     for where, message in found:
         add("judges" if where.startswith("judge") else "models", where, message)
+    for snap in hub.resolved_snapshots():  # the cached configurations and tokenizers hashed, as --prefetch
+        for message in hub.verify_snapshot(snap, lfs=False):  # does (weights: their headers, below)
+            add("checkpoint", f"cache {snap.ref.text}", message)
     # checkpoints and resources per model
     entries: dict[str, dict[str, Any]] = {}
     for role, m in [("model", m) for m in models] + [("judge", j) for j in judges]:

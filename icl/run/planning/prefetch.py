@@ -6,8 +6,8 @@ loaded or asked: on a cluster, run it on a login node (network), then the run it
 Each model is instantiated as the run would (:func:`icl.run.planning.models.make_model`), which resolves
 every weight source it reports, so exactly the files the run will need come down. Every cached
 file is hashed against the Hub's listing meanwhile (:func:`icl.models.hub.verifying`): one
-damaged in the cache (the files ``--check`` reports through :func:`icl.models.hub.verify_cached`)
-is downloaded again. Every reference that cannot be fetched is one line on stderr (all of them,
+damaged in the cache is downloaded again (``--check`` hashes the small ones the same way,
+:func:`icl.models.hub.verify_cached`, and judges the weights by their headers). Every reference that cannot be fetched is one line on stderr (all of them,
 not only the first), and the exit status is then 2.
 
 Data: a benchmark whose published release ``python -m icl.data fetch NAME`` downloads from the
