@@ -190,3 +190,34 @@ def test_check_of_every_readme_command(stand_ins, tmp_path, monkeypatch, capsys)
         assert "runnable (exit 0)" in printed.out, cmd
         slow += [(cmd, elapsed)] if elapsed > 30 else []
     assert not slow, slow
+
+
+@pytest.mark.slow
+def test_the_readme_viewer_line_runs_as_written(tmp_path):
+    """The set-up block's ``.venv/bin/python -m icl.run view`` (after ``make run``: browse runs/ at
+    http://127.0.0.1:8765): run as written from a folder holding runs/ (this interpreter standing
+    for .venv/bin/python), it serves the URL the README names, and the runs page answers."""
+    import urllib.request
+
+    (line,) = [raw.split("  #", 1)[0].strip() for raw in README.read_text().splitlines()
+               if raw.startswith(".venv/bin/python -m icl.run view")]
+    argv = [sys.executable, *line.split()[1:]]
+    (tmp_path / "runs").mkdir()
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        first = proc.stdout.readline()
+        assert "http://127.0.0.1:8765/" in first, first
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:8765/", timeout=5) as page:
+                    assert page.status == 200 and "Runs" in page.read().decode()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
