@@ -113,12 +113,21 @@ def atomic_open(path: str | Path, mode: str = "w", *, encoding: str = "utf-8", n
             os.fchmod(fd, 0o666 & ~umask)
             f: Any = (os.fdopen(fd, "wb") if mode == "wb"
                       else os.fdopen(fd, "w", encoding=encoding, newline=newline))
-        with f:
+        try:
             with _translated(path):
                 yield f
                 f.flush()
                 if durable:
                     os.fsync(f.fileno())
+                f.close()
+        except BaseException:
+            # closing flushes what is still buffered; on a full disk that fails again, and its
+            # bare OSError (no file name) must not hide the error that named the file
+            try:
+                f.close()
+            except OSError:
+                pass
+            raise
         with _translated(path):
             os.replace(tmp, path)
     except BaseException:

@@ -117,6 +117,34 @@ def test_full_disk_is_one_clear_line_and_the_old_file_stays(tmp_path):
     assert path.read_text() == "previous results\n" and _leftovers(tmp_path) == []
 
 
+NESTED_WRITER = textwrap.dedent("""
+    import resource, signal, sys
+    from icl.store.atomic import OutputWriteError, atomic_open, write_bytes
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    try:
+        with atomic_open(sys.argv[1], "w") as log:
+            log.write("x" * 6000)  # over the limit, still in the buffer: closing it fails too
+            write_bytes(sys.argv[2], b"y" * 100000)
+    except OutputWriteError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(exc.exit_code)
+""")
+
+
+def test_a_buffered_file_that_cannot_be_closed_does_not_hide_the_error_that_named_a_file(tmp_path):
+    """samples.jsonl open while a sample's PNG hits a full disk: closing the log flushed its
+    buffer, failed again, and the bare OSError (no file name) replaced the error naming the PNG,
+    so the run said only "cannot write <out>" (found by CI on a full tmpfs)."""
+    log, png = tmp_path / "samples.jsonl", tmp_path / "sample.png"
+    proc = subprocess.run([sys.executable, "-c", NESTED_WRITER, str(log), str(png)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"cannot write {png}: file too large"), line
+    assert not log.exists() and not png.exists() and _leftovers(tmp_path) == []
+
+
 READONLY_WRITER = textwrap.dedent("""
     import os, sys
     from icl.store.atomic import OutputWriteError, write_text  # imported first: nobody may not read the venv
