@@ -6,8 +6,11 @@ sort on: the item's group (task, dataset, shots: from the run's ``samples.jsonl`
 one), the outcome (ok, failed, overflow), the headline metric's value, the answer (its request
 hash for images, the first :data:`TEXT_CHARS` characters of a text answer) and the prompt text
 (``requests.jsonl``), plus one row per item and judge with the spread of the headline metric
-over the models (the "disagreement" sort). It is brought up to date from the store's
-``scores.created`` each time the store's files change (a live run), so only new rows are read.
+over the models (the "disagreement" sort). It is brought up to date each time the store's files
+change (a live run), reading only the score rows above the highest ``scores`` rowid it has read:
+SQLite gives every inserted row (a new score, a score written again, a row a merge copies in
+with its shard's older ``created``) a rowid above every row in the table, and the store never
+deletes a score; a store whose rowids went back (replaced, or vacuumed) is read again whole.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from icl.store.sqlite import Store, StoreError
 #: the whole answer from the store, shortened there with a line saying so)
 TEXT_CHARS = 2000
 #: index layout; a cache of another version is rebuilt
-INDEX_VERSION = "7"
+INDEX_VERSION = "8"
 PAGE_SIZE = 50
 OUTCOMES = ("ok", "failed", "overflow", "not applicable")
 
@@ -63,13 +66,14 @@ _TEXT = "coalesce(answer_text, '') || ' ' || coalesce(prompt, '') || ' ' || item
 
 # The final answer of a score: the item's highest ``answer:N`` link of that model.
 _NEW_SCORES = """
-SELECT s.item_key, s.model_id, s.judge_id, s.scorer_version, s.status, s.reason, s.error, s.metrics, s.created,
+SELECT s.rowid, s.item_key, s.model_id, s.judge_id, s.scorer_version, s.status, s.reason, s.error, s.metrics,
+       s.created,
        r.kind, r.request_hash, CASE WHEN r.kind = 'text' THEN substr(CAST(r.body AS BLOB), 1, ?) END
 FROM scores s
 LEFT JOIN responses r ON r.model_id = s.model_id AND r.request_hash = (
     SELECT l.request_hash FROM links l WHERE l.item_key = s.item_key AND l.model_id = s.model_id
     AND l.step LIKE 'answer:%' ORDER BY CAST(substr(l.step, 8) AS INTEGER) DESC LIMIT 1)
-WHERE s.created > ? AND s.benchmark = ?
+WHERE s.rowid > ? AND s.benchmark = ?
 """
 
 
@@ -157,9 +161,7 @@ class RunIndex:
         self.conn.execute("PRAGMA synchronous=OFF")  # a cache: rebuilt when lost
         have = self._meta("version")
         if have != INDEX_VERSION or self._meta("benchmark") != benchmark:
-            self.conn.executescript("DROP TABLE IF EXISTS samples; DROP TABLE IF EXISTS items; "
-                                    "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS groups; "
-                                    "DROP TABLE IF EXISTS prompts; DROP TABLE IF EXISTS texts;")
+            self._drop()
         self.conn.executescript(_TABLES)
         self._memo: dict[Any, Any] = {}  # answers of choices() and counts() until the index changes
         self._set_meta("version", INDEX_VERSION)
@@ -184,6 +186,20 @@ class RunIndex:
     def building(self) -> bool:
         return self._builder is not None and self._builder.is_alive()
 
+    def _drop(self) -> None:
+        self.conn.executescript("DROP TABLE IF EXISTS samples; DROP TABLE IF EXISTS items; "
+                                "DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS groups; "
+                                "DROP TABLE IF EXISTS prompts; DROP TABLE IF EXISTS texts;")
+
+    def _start_over(self) -> None:
+        """Forget every row read (the store is not the one read before): the next reading is a
+        first one."""
+        self._drop()
+        self.conn.executescript(_TABLES)
+        self._memo.clear()
+        self._set_meta("version", INDEX_VERSION)
+        self._set_meta("benchmark", self.benchmark)
+
     # -- meta ------------------------------------------------------------------------------
     def _meta(self, key: str) -> Optional[str]:
         try:
@@ -203,11 +219,20 @@ class RunIndex:
             signature = store_signature(self.store_path) + "|" + groups_sig
             if signature == self._meta("signature") or not self.store_path.is_file():
                 return
-            since = float(self._meta("since") or "-1")
             try:
                 store = Store(self.store_path, timeout=5, readonly=True)
             except StoreError:
                 return
+            since = int(self._meta("since") or "-1")
+            try:
+                top = store.read("SELECT COALESCE(MAX(rowid), 0) FROM scores").fetchone()[0]
+            except sqlite3.Error:  # a store being created: try again later
+                store.close()
+                return
+            identity = _file_identity(self.store_path)
+            if since >= 0 and (top < since or identity != self._meta("identity")):
+                self._start_over()  # another file now, or its rowids went back: read it whole
+                since = -1
             self._memo.clear()
             self.conn.execute("BEGIN")
             try:
@@ -229,6 +254,7 @@ class RunIndex:
                         if not chunk:
                             break
                         newest = max(newest, self._insert(chunk, changed))
+                    newest = max(newest, 0)
                 except sqlite3.Error:  # a store of an older schema, or one being created: try again later
                     self.conn.execute("ROLLBACK")
                     return
@@ -254,7 +280,8 @@ class RunIndex:
                 if first:
                     for statement in filter(str.strip, _INDEXES.split(";")):
                         self.conn.execute(statement)
-                self._set_meta("since", repr(newest))
+                self._set_meta("since", str(newest))
+                self._set_meta("identity", identity)
                 self._set_meta("groups", groups_sig)
                 self._set_meta("signature", signature)
                 self.conn.execute("COMMIT")
@@ -266,10 +293,10 @@ class RunIndex:
 
     def _insert(self, rows: Sequence[tuple], changed: set[str]) -> float:
         """Insert score rows read from the store (a row scored again replaces its earlier one, whose
-        text-search entry goes with it); returns the newest ``created``."""
-        newest = -1.0
+        text-search entry goes with it); returns the highest store rowid among them."""
+        newest = -1
         batch = []
-        for (key, model, judge, scorer, status, reason, error, metrics_text, created, kind, rhash, text) in rows:
+        for (rowid, key, model, judge, scorer, status, reason, error, metrics_text, created, kind, rhash, text) in rows:
             try:
                 metrics = json.loads(metrics_text)
             except ValueError:
@@ -280,7 +307,7 @@ class RunIndex:
             batch.append((key, model, judge, scorer, status, reason, text_of(error), outcome_of(status, reason, metrics),
                           metrics_text, _number(metrics.get(self.headline)), created, kind, rhash,
                           text_of(text) if kind == "text" else None))
-            newest = max(newest, created)
+            newest = max(newest, rowid)
             changed.add(key)
         old = self.conn.executemany  # rows scored again: drop them and their text entries first
         replaced = [r[0] for r in (self.conn.execute(
@@ -555,6 +582,15 @@ def _json_lines(path: Path) -> Iterator[dict]:
                     yield rec
     except OSError:
         return
+
+
+def _file_identity(path: Path) -> str:
+    """The file at ``path`` (device and inode): another file put there reads differently."""
+    try:
+        st = path.stat()
+    except OSError:
+        return "-"
+    return f"{st.st_dev}:{st.st_ino}"
 
 
 def _file_signature(path: Path) -> str:

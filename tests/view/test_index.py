@@ -145,3 +145,71 @@ def test_a_stored_refusal_is_not_applicable_never_ok(tmp_path):
     assert refused in [r["item_key"] for r in na]
     assert "acc" in ix.choices()["metric"]
     assert ix.values(alpha, 'a"b') == {}
+
+
+def _store_keys(store_path, benchmark):
+    with Store(store_path, readonly=True) as store:
+        return set(store.read("SELECT item_key, model_id, judge_id, scorer_version FROM scores WHERE benchmark=?",
+                              (benchmark,)).fetchall())
+
+
+def _index_keys(ix):
+    return set(ix.conn.execute("SELECT item_key, model_id, judge_id, scorer_version FROM samples").fetchall())
+
+
+def test_rows_stored_in_one_clock_tick_are_all_read(tmp_path, monkeypatch):
+    """Two writes whose rows carry the same ``created`` (one tick of the clock): the second one's
+    rows are new to the index all the same."""
+    import icl.store.sqlite as store_module
+
+    ids = write_run(tmp_path / "run", n=6, hostile=False, samples=False)
+    ix = _index(tmp_path / "run")
+    ix.refresh()
+    assert ix.sample_page({}, "key", 0)[1] == 12
+    tick = max(r[0] for r in ix.conn.execute("SELECT created FROM samples"))
+    monkeypatch.setattr(store_module.time, "time", lambda: tick)  # the clock has not moved since
+    with Store(tmp_path / "run" / "store.sqlite") as store:
+        key = key_of(50, "t1", 1)
+        store.write_batch(scores=[Score(ScoreKey(BENCHMARK, PROTOCOL, key, ids["alpha"], "", SCORER), "ok",
+                                        {"acc": 0.5})])
+    ix.refresh()
+    assert _index_keys(ix) == _store_keys(tmp_path / "run" / "store.sqlite", BENCHMARK)
+    assert ix.sample_page({}, "key", 0)[1] == 13
+
+
+def test_a_merge_into_an_indexed_folder_shows_every_merged_row(tmp_path):
+    """A folder holding shard 0's store is indexed; ``python -m icl.run merge`` then copies shard
+    1's rows into it, which carry the older ``created`` of shard 1 (it ran first): every one of
+    them is in the index after the next refresh."""
+    from icl.run.__main__ import main
+
+    common = ["best50", "--fast", "--no-plots", "--no-progress", "--device", "cpu"]
+    assert main([*common, "--shard", "1/2", "--out", str(tmp_path / "s1")]) == 0  # the older rows
+    assert main([*common, "--shard", "0/2", "--out", str(tmp_path / "s0")]) == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "store.sqlite").write_bytes((tmp_path / "s0" / "store.sqlite").read_bytes())
+    ix = RunIndex(out, "best50", None)
+    ix.refresh()
+    first = _index_keys(ix)
+    assert first == _store_keys(out / "store.sqlite", "best50") and first
+    assert main(["merge", str(out), str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
+    merged = _store_keys(out / "store.sqlite", "best50")
+    assert len(merged) == len(first) + len(_store_keys(tmp_path / "s1" / "store.sqlite", "best50"))
+    ix.refresh()
+    assert _index_keys(ix) == merged
+    assert ix.sample_page({}, "key", 0)[1] == len(merged)
+
+
+def test_a_store_put_in_place_of_the_indexed_one_is_read_whole(tmp_path):
+    """Another store file at the same path (the run deleted and run again): its rows only."""
+    write_run(tmp_path / "run", n=8, hostile=False, samples=False)
+    ix = _index(tmp_path / "run")
+    ix.refresh()
+    assert ix.sample_page({}, "key", 0)[1] == 16
+    write_run(tmp_path / "other", n=3, models=("gamma",), hostile=False, samples=False)
+    (tmp_path / "run" / "store.sqlite").unlink()
+    (tmp_path / "other" / "store.sqlite").rename(tmp_path / "run" / "store.sqlite")
+    ix.refresh()
+    assert _index_keys(ix) == _store_keys(tmp_path / "run" / "store.sqlite", BENCHMARK)
+    assert ix.sample_page({}, "key", 0)[1] == 3
