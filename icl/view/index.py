@@ -498,47 +498,24 @@ class RunIndex:
         return [dict(zip(cols, r)) for r in rows]
 
     def values(self, model_id: str, metric: Optional[str]) -> dict[tuple[str, str], Optional[float]]:
-        """``{(item key, judge id): value}`` of ``metric`` for ``model_id``'s ok scores."""
+        """``{(item key, judge id): value}`` of ``metric`` for ``model_id``'s ok scores: what
+        :func:`icl.view.pages.pair_up` pairs. An item scored under several scorer versions counts
+        once, with its latest score. A value that is not a finite number is None."""
         if metric and not quotable(metric):  # a name from the query string no JSON path can hold
             return {}
         with self._lock:
             if not metric or metric == self.headline:
-                rows = self.conn.execute("SELECT item_key, judge_id, score FROM samples WHERE model_id=? "
-                                         "AND outcome='ok'", (model_id,)).fetchall()
-            else:
-                rows = self.conn.execute("SELECT item_key, judge_id, json_extract(metrics, ?) FROM samples "
-                                         "WHERE model_id=? AND outcome='ok'", (f'$."{metric}"', model_id)).fetchall()
-        return {(k, j): _number(v) for k, j, v in rows}
-
-    def paired(self, a: str, b: str, metric: Optional[str], lower_better: bool, shown: int
-               ) -> tuple[dict[str, Any], list[tuple[str, str, float, float, float]], list[tuple[str, str, float, float, float]]]:
-        """Models ``a`` and ``b`` of this run on the items both scored ok (paired by item and
-        judge): ``({n, mean, wins, losses}, wins, losses)``, the lists' rows ``(item, judge, value
-        of a, value of b, a - b)``, largest differences first, ``shown`` of each."""
-        if metric and not quotable(metric):  # a name from the query string no JSON path can hold
-            return dict(n=0, mean=None, wins=0, losses=0), [], []
-        value = "{t}.score" if not metric or metric == self.headline else "json_extract({t}.metrics, :path)"
-        va, vb = value.format(t="x"), value.format(t="y")
-        pairs = (f"SELECT x.item_key AS k, x.judge_id AS j, {va} AS va, {vb} AS vb, {va} - {vb} AS d FROM samples x "
-                 f"JOIN samples y ON y.item_key = x.item_key AND y.model_id = :b AND y.judge_id = x.judge_id "
-                 f"AND y.scorer_version = x.scorer_version AND y.outcome = 'ok' "
-                 f"WHERE x.model_id = :a AND x.outcome = 'ok' AND {va} IS NOT NULL AND {vb} IS NOT NULL")
-        sign = -1 if lower_better else 1
-        args = {"a": a, "b": b, "path": f'$."{metric}"', "s": sign, "n": shown}
-        memo = ("paired", a, b, metric, lower_better, shown)
-        with self._lock:
-            if memo not in self._memo:  # one join into a scratch table, then three reads of it
-                self.conn.execute("DROP TABLE IF EXISTS temp.pairs")
-                self.conn.execute(f"CREATE TEMP TABLE pairs AS {pairs}", args)
-                n, mean, wins, losses = self.conn.execute(
-                    "SELECT COUNT(*), AVG(d), SUM(:s * d > 0), SUM(:s * d < 0) FROM temp.pairs", args).fetchone()
-                best = self.conn.execute("SELECT * FROM temp.pairs WHERE :s * d > 0 ORDER BY :s * d DESC, k LIMIT :n",
-                                         args).fetchall()
-                worst = self.conn.execute("SELECT * FROM temp.pairs WHERE :s * d < 0 ORDER BY :s * d ASC, k LIMIT :n",
-                                          args).fetchall()
-                self.conn.execute("DROP TABLE temp.pairs")
-                self._memo[memo] = ({"n": n, "mean": mean, "wins": wins or 0, "losses": losses or 0}, best, worst)
-            return self._memo[memo]
+                rows = self.conn.execute("SELECT item_key, judge_id, score, NULL FROM samples WHERE model_id=? "
+                                         "AND outcome='ok' ORDER BY id", (model_id,)).fetchall()
+            else:  # metrics SQLite cannot read as JSON (Infinity, NaN) are parsed here instead
+                rows = self.conn.execute("SELECT item_key, judge_id, CASE WHEN json_valid(metrics) THEN "
+                                         "json_extract(metrics, ?) END, CASE WHEN json_valid(metrics) THEN NULL "
+                                         "ELSE metrics END FROM samples WHERE model_id=? AND outcome='ok' ORDER BY id",
+                                         (f'$."{metric}"', model_id)).fetchall()
+        out: dict[tuple[str, str], Optional[float]] = {}
+        for k, j, v, text in rows:  # in the order stored: the latest score of an item last
+            out[(k, j)] = _number(v) if text is None else metric_values([{"metrics": text}], str(metric))[0]
+        return out
 
     def answer_of(self, item_key: str, model_id: str) -> Optional[tuple[str, str, str]]:
         """(kind, request hash, text) of ``model_id``'s answer to ``item_key``, or None."""

@@ -8,6 +8,7 @@ Content-Security-Policy (``icl.view.server``) allows only the viewer's own files
 
 from __future__ import annotations
 
+import heapq
 import html
 import json
 import math
@@ -351,17 +352,21 @@ def pair_up(values: list[dict], lower_better: bool, shown: int = WINS_SHOWN
             ) -> tuple[dict[str, Any], list[Pair], list[Pair]]:
     """The paired comparison of the first two sides over the items every side scored:
     ``({n, mean, wins, losses}, wins, losses)``, largest differences first, ``shown`` of each.
-    ``values``: per side ``{(item, judge): value}``."""
+    ``values``: per side ``{(item, judge): value}`` (:meth:`icl.view.index.RunIndex.values`, the
+    one reading of a model's values; the compare page's only pairing, one run or several)."""
     shared = set(values[0])
     for v in values[1:]:
         shared &= set(v)
     keys = sorted(k for k in shared if all(v[k] is not None for v in values))
     sign = -1.0 if lower_better else 1.0
     diffs = [(k, j, [v[(k, j)] for v in values], values[0][(k, j)] - values[1][(k, j)]) for k, j in keys]
-    wins = sorted((d for d in diffs if sign * d[3] > 0), key=lambda d: -sign * d[3])
-    losses = sorted((d for d in diffs if sign * d[3] < 0), key=lambda d: sign * d[3])
-    mean = sum(d[3] for d in diffs) / len(diffs) if diffs else None
-    return {"n": len(diffs), "mean": mean, "wins": len(wins), "losses": len(losses)}, wins[:shown], losses[:shown]
+    wins = [d for d in diffs if sign * d[3] > 0]
+    losses = [d for d in diffs if sign * d[3] < 0]
+    mean = math.fsum(d[3] for d in diffs) / len(diffs) if diffs else None
+    # largest differences first; equal ones in item order (nsmallest and nlargest are stable)
+    return ({"n": len(diffs), "mean": mean, "wins": len(wins), "losses": len(losses)},
+            heapq.nsmallest(shown, wins, key=lambda d: -sign * d[3]),
+            heapq.nsmallest(shown, losses, key=lambda d: sign * d[3]))
 
 
 def compare_page(run: Run, sides: list[tuple[Run, str]], specs: Sequence[str], metric: Optional[str],

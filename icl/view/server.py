@@ -275,10 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
         rows = [r for r in run.results_rows() if r.get("metric") == metric]
         lower = bool(rows) and rows[0].get("direction") == "lower"
         summary, wins, losses = None, [], []
-        if len(sides) == 2 and all(s is run for s, _ in sides):  # one run: paired in SQL
-            summary, best, worst = ix.paired(sides[0][1], sides[1][1], metric, lower, pages.WINS_SHOWN)
-            wins, losses = ([(k, j, [a, b], d) for k, j, a, b, d in rows] for rows in (best, worst))
-        elif len(sides) >= 2:
+        if len(sides) >= 2:  # each index reads its model's values (SQL); pair_up pairs them, one run or several
             summary, wins, losses = pages.pair_up([s.index.values(m, metric) for s, m in sides],  # type: ignore[union-attr]
                                                   lower)
         labels = [run.label(m) for m in ix.choices()["model"]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import re
 import threading
 import time
@@ -14,8 +15,9 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
+from icl.store.sqlite import Score, ScoreKey, Store
 from icl.view.server import CSP, Viewer, make_server
-from tests.view._runs import HOSTILE, key_of, snapshot, write_run
+from tests.view._runs import BENCHMARK, HOSTILE, PROTOCOL, key_of, snapshot, write_run
 
 
 @contextmanager
@@ -158,8 +160,8 @@ def test_leaderboard_puts_only_comparable_runs_together(runs):
 def test_compare_pairs_items_and_counts_wins_and_losses(runs):
     root, _ = runs
     with serving([root]) as port:
-        page = get(port, "/compare?run=a&m=alpha&m=beta")[2].decode()  # paired in SQL
-        three = get(port, "/compare?run=a&m=alpha&m=beta&m=alpha")[2].decode()  # paired in Python
+        page = get(port, "/compare?run=a&m=alpha&m=beta")[2].decode()
+        three = get(port, "/compare?run=a&m=alpha&m=beta&m=alpha")[2].decode()
     summary = re.search(r"<p id=summary>.*?</p>", page).group(0)
     assert summary == re.search(r"<p id=summary>.*?</p>", three).group(0)
     wins = losses = 0
@@ -171,6 +173,31 @@ def test_compare_pairs_items_and_counts_wins_and_losses(runs):
     assert f"{wins + losses:,} items scored by all" in page
     assert f"alpha wins {wins:,}, loses {losses:,}" in page
     assert re.search(r"<h2 id=wins>Where alpha wins \((\d+)\)", page).group(1) == str(wins)
+
+
+def test_compare_pairs_each_item_once_with_its_latest_score(tmp_path):
+    """A rescore under a new scorer version keeps the old rows beside the new ones: compare pairs
+    each item once, on its latest score, whether two models of one run are compared or more, and
+    a metric stored as Infinity (a PSNR of identical images) pairs nothing rather than failing."""
+    ids = write_run(tmp_path / "a", n=12, hostile=False, judged=False)
+    alpha, beta = ids["alpha"], ids["beta"]
+    keys = [key_of(i, "t1" if i % 2 == 0 else "t2", 2 if i % 3 == 0 else 1) for i in range(12)]
+    rescored = [k for i, k in enumerate(keys) if i not in (1, 2)]  # alpha's failed and overflowed left out
+    with Store(tmp_path / "a" / "store.sqlite") as store:  # version 2: alpha 0.9 everywhere, beta 0.1; one infinity
+        store.write_batch(scores=[Score(ScoreKey(BENCHMARK, PROTOCOL, k, mid, "", "2"), "ok",
+                                        {"acc": v, "copy_ssim": math.inf if k == rescored[0] and mid == alpha else v})
+                                  for k in rescored for mid, v in ((alpha, 0.9), (beta, 0.1))])
+    with serving([tmp_path]) as port:
+        two = get(port, "/compare?run=a&m=alpha&m=beta")[2].decode()
+        three = get(port, "/compare?run=a&m=alpha&m=beta&m=alpha")[2].decode()
+        status, _, by_ssim = get(port, "/compare?run=a&m=alpha&m=beta&metric=copy_ssim")
+    summary = re.search(r"<p id=summary>.*?</p>", two).group(0)
+    assert summary == re.search(r"<p id=summary>.*?</p>", three).group(0)
+    n = len(rescored)
+    assert f"{n:,} items scored by all" in summary and f"alpha wins {n:,}, loses 0, ties 0" in summary
+    assert "mean paired difference alpha − beta: 0.8 " in summary
+    assert status == 200
+    assert f"{n - 1:,} items scored by all" in by_ssim.decode() and "alpha wins 9, loses 0" in by_ssim.decode()
 
 
 def test_failures_are_grouped_by_message_with_links(runs):
