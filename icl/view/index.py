@@ -22,7 +22,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from icl.data.registry import cache_root
 from icl.store.sqlite import Store, StoreError
@@ -59,6 +59,7 @@ CREATE INDEX IF NOT EXISTS samples_task ON samples (task, score);
 CREATE INDEX IF NOT EXISTS samples_model ON samples (model_id, score);
 CREATE INDEX IF NOT EXISTS samples_task_model ON samples (task, model_id, score);
 CREATE INDEX IF NOT EXISTS samples_outcome ON samples (outcome, score);
+CREATE INDEX IF NOT EXISTS samples_values ON samples (model_id, outcome, item_key, judge_id, score);
 CREATE INDEX IF NOT EXISTS items_spread ON items (spread, item_key, judge_id);
 """
 #: what text search looks in: the answer, the prompt, the item key
@@ -242,7 +243,7 @@ class RunIndex:
                 first = since < 0
                 if first:  # a bulk load: the secondary indexes are made after it
                     for name in ("samples_score", "samples_task", "samples_model", "samples_task_model", "samples_outcome",
-                                 "items_spread"):
+                                 "samples_values", "items_spread"):
                         self.conn.execute(f"DROP INDEX IF EXISTS {name}")
                 before = self.conn.execute("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'samples'), "
                                            "0)").fetchone()[0]
@@ -503,19 +504,35 @@ class RunIndex:
         once, with its latest score. A value that is not a finite number is None."""
         if metric and not quotable(metric):  # a name from the query string no JSON path can hold
             return {}
+        headline = not metric or metric == self.headline
         with self._lock:
-            if not metric or metric == self.headline:
-                rows = self.conn.execute("SELECT item_key, judge_id, score, NULL FROM samples WHERE model_id=? "
-                                         "AND outcome='ok' ORDER BY id", (model_id,)).fetchall()
+            if headline:  # from the covering index alone
+                rows = self.conn.execute("SELECT item_key, judge_id, id, score, NULL FROM samples WHERE model_id=? "
+                                         "AND outcome='ok'", (model_id,)).fetchall()
             else:  # metrics SQLite cannot read as JSON (Infinity, NaN) are parsed here instead
-                rows = self.conn.execute("SELECT item_key, judge_id, CASE WHEN json_valid(metrics) THEN "
+                rows = self.conn.execute("SELECT item_key, judge_id, id, CASE WHEN json_valid(metrics) THEN "
                                          "json_extract(metrics, ?) END, CASE WHEN json_valid(metrics) THEN NULL "
-                                         "ELSE metrics END FROM samples WHERE model_id=? AND outcome='ok' ORDER BY id",
+                                         "ELSE metrics END FROM samples WHERE model_id=? AND outcome='ok'",
                                          (f'$."{metric}"', model_id)).fetchall()
         out: dict[tuple[str, str], Optional[float]] = {}
-        for k, j, v, text in rows:  # in the order stored: the latest score of an item last
-            out[(k, j)] = _number(v) if text is None else metric_values([{"metrics": text}], str(metric))[0]
+        latest: dict[tuple[str, str], int] = {}
+        for k, j, rowid, v, text in rows:
+            if (k, j) in latest and latest[(k, j)] > rowid:
+                continue
+            latest[(k, j)] = rowid
+            if text is not None:
+                v = metric_values([{"metrics": text}], str(metric))[0]
+            elif not headline:
+                v = _number(v)
+            out[(k, j)] = v  # the headline column holds finite numbers or NULL already
         return out
+
+    def remembered(self, key: tuple, make: Callable[[], Any]) -> Any:
+        """``make()``, kept until the index changes (a compare page's pairing, asked again)."""
+        with self._lock:
+            if key not in self._memo:
+                self._memo[key] = make()
+            return self._memo[key]
 
     def answer_of(self, item_key: str, model_id: str) -> Optional[tuple[str, str, str]]:
         """(kind, request hash, text) of ``model_id``'s answer to ``item_key``, or None."""

@@ -354,12 +354,13 @@ def pair_up(values: list[dict], lower_better: bool, shown: int = WINS_SHOWN
     ``({n, mean, wins, losses}, wins, losses)``, largest differences first, ``shown`` of each.
     ``values``: per side ``{(item, judge): value}`` (:meth:`icl.view.index.RunIndex.values`, the
     one reading of a model's values; the compare page's only pairing, one run or several)."""
-    shared = set(values[0])
-    for v in values[1:]:
-        shared &= set(v)
-    keys = sorted(k for k in shared if all(v[k] is not None for v in values))
+    shared = set(values[0]).intersection(*values[1:])
     sign = -1.0 if lower_better else 1.0
-    diffs = [(k, j, [v[(k, j)] for v in values], values[0][(k, j)] - values[1][(k, j)]) for k, j in keys]
+    diffs = []
+    for k, j in sorted(shared):
+        vals = [v[(k, j)] for v in values]
+        if None not in vals:
+            diffs.append((k, j, vals, vals[0] - vals[1]))
     wins = [d for d in diffs if sign * d[3] > 0]
     losses = [d for d in diffs if sign * d[3] < 0]
     mean = math.fsum(d[3] for d in diffs) / len(diffs) if diffs else None

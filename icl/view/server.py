@@ -276,8 +276,13 @@ class _Handler(BaseHTTPRequestHandler):
         lower = bool(rows) and rows[0].get("direction") == "lower"
         summary, wins, losses = None, [], []
         if len(sides) >= 2:  # each index reads its model's values (SQL); pair_up pairs them, one run or several
-            summary, wins, losses = pages.pair_up([s.index.values(m, metric) for s, m in sides],  # type: ignore[union-attr]
-                                                  lower)
+            def pairing() -> tuple:
+                return pages.pair_up([s.index.values(m, metric) for s, m in sides], lower)  # type: ignore[union-attr]
+
+            if all(s is run for s, _ in sides):  # one run: kept until its index changes
+                summary, wins, losses = ix.remembered(("pairs", tuple(m for _, m in sides), metric, lower), pairing)
+            else:
+                summary, wins, losses = pairing()
         labels = [run.label(m) for m in ix.choices()["model"]]
         others = [f"{r.key}|{r.label(m)}" for r in self.viewer.runs.all() if r is not run and r.index is not None
                   and r.benchmark == run.benchmark for m in r.index.choices()["model"]]

@@ -191,6 +191,10 @@ def test_compare_pairs_each_item_once_with_its_latest_score(tmp_path):
         two = get(port, "/compare?run=a&m=alpha&m=beta")[2].decode()
         three = get(port, "/compare?run=a&m=alpha&m=beta&m=alpha")[2].decode()
         status, _, by_ssim = get(port, "/compare?run=a&m=alpha&m=beta&metric=copy_ssim")
+        with Store(tmp_path / "a" / "store.sqlite") as store:  # version 3: beta ahead; the kept pairing is dropped
+            store.write_batch(scores=[Score(ScoreKey(BENCHMARK, PROTOCOL, k, mid, "", "3"), "ok", {"acc": v})
+                                      for k in rescored for mid, v in ((alpha, 0.2), (beta, 0.7))])
+        later = get(port, "/compare?run=a&m=alpha&m=beta")[2].decode()
     summary = re.search(r"<p id=summary>.*?</p>", two).group(0)
     assert summary == re.search(r"<p id=summary>.*?</p>", three).group(0)
     n = len(rescored)
@@ -198,6 +202,7 @@ def test_compare_pairs_each_item_once_with_its_latest_score(tmp_path):
     assert "mean paired difference alpha − beta: 0.8 " in summary
     assert status == 200
     assert f"{n - 1:,} items scored by all" in by_ssim.decode() and "alpha wins 9, loses 0" in by_ssim.decode()
+    assert f"{n:,} items scored by all" in later and f"alpha wins 0, loses {n:,}, ties 0" in later
 
 
 def test_failures_are_grouped_by_message_with_links(runs):
