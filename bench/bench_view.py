@@ -13,11 +13,15 @@ unless said):
   them): < 200 ms;
 - the server's resident memory after all of it (VmRSS, and its peak VmHWM): < 300 MB.
 
+And a live run's poll (:func:`poll_cost`, in this process): ``/api/runs`` of a store of 20,000
+scores, after the writer stored 10 more (the viewer reads only what is new): < 10 ms.
+
 The same operations on ``report.html`` (the static page ``icl.report.html.report_html`` writes for
 this run): its size, the time to write it and to open it in headless Chromium (when installed); it
 holds no per-item rows to page or filter (samples.jsonl counts only), which the output says.
 
-    .venv/bin/python -m pytest -q -s bench/bench_view.py     # or: python bench/bench_view.py
+    .venv/bin/python -m pytest -q -s bench/bench_view.py     # or: python bench/bench_view.py [ITEMS]
+    .venv/bin/python bench/bench_view.py 0                   # the live poll only
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from tests.view._runs import BENCHMARK, write_run  # noqa: E402
 
 ITEMS = 100_000
-FLOORS = {"run page (s)": 1.0, "50 samples (s)": 0.2, "RSS (MB)": 300}
+FLOORS = {"run page (s)": 1.0, "50 samples (s)": 0.2, "RSS (MB)": 300, "poll (ms)": 10.0}
 
 
 def _get(port: int, path: str) -> tuple[float, bytes]:
@@ -157,6 +161,61 @@ def measure(items: int = ITEMS) -> dict[str, float | str]:
     return out
 
 
+def poll_cost(items: int = 10_000, polls: int = 40, batch: int = 10) -> dict[str, float | str]:
+    """What one poll of ``/api/runs`` (the runs page asks every second) costs on a live run's store
+    of ``2 * items`` scores: the median over ``polls`` polls, each after the writer stored ``batch``
+    more scores (the store changed: the viewer reads it), and over polls of a store that did not
+    change. Written through the store's API; the first scores with the store's clock an hour back
+    (a run that has been going for a while: the last minute holds only the live writes)."""
+    import icl.store.sqlite as store_module
+    from icl.store.sqlite import Score, ScoreKey, Store
+    from icl.view.server import Viewer, make_server
+    from tests.view._runs import PROTOCOL, SCORER
+    import threading
+
+    out: dict[str, float | str] = {}
+    with tempfile.TemporaryDirectory(prefix="icl-bench-poll-") as tmp:
+        runs = Path(tmp) / "runs"
+        clock = store_module.time.time
+        store_module.time.time = lambda: clock() - 3600  # type: ignore[assignment]
+        try:
+            ids = write_run(runs / "live", n=items, hostile=False, judged=False, samples=False)
+        finally:
+            store_module.time.time = clock  # type: ignore[assignment]
+        viewer = Viewer([runs])
+        server = make_server(viewer, "127.0.0.1", 0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        port = server.server_address[1]
+        try:
+            body = json.loads(_get(port, "/api/runs")[1])
+            while viewer.runs.get("live").index.building:  # the first reading of the store, once
+                time.sleep(0.05)
+            _get(port, "/api/runs")
+            out["scores in the store"] = float(body[0]["done"])  # ok and failed
+            out["poll, store unchanged (ms)"] = 1000 * statistics.median(_get(port, "/api/runs")[0] for _ in range(polls))
+            live, model = [], ids[next(iter(ids))]
+            with Store(runs / "live" / "store.sqlite") as store:
+                for p in range(polls):
+                    store.write_batch(scores=[Score(ScoreKey(BENCHMARK, PROTOCOL, f"live/{p}/{j}", model, "", SCORER),
+                                                    "ok", {"acc": 0.5}) for j in range(batch)])
+                    live.append(_get(port, "/api/runs")[0])
+            out[f"poll, {batch} scores stored since the last (ms)"] = 1000 * statistics.median(live)
+            done = json.loads(_get(port, "/api/runs")[1])[0]["done"]
+            assert done == body[0]["done"] + polls * batch, (done, body[0]["done"])
+        finally:
+            server.shutdown()
+            server.server_close()
+    return out
+
+
+@pytest.mark.slow
+def test_polling_a_live_run_is_cheap() -> None:
+    figures = poll_cost()
+    for name, value in figures.items():
+        print(f"{name:<55} {value if isinstance(value, str) else f'{value:.3f}'}")
+    assert figures["poll, 10 scores stored since the last (ms)"] < FLOORS["poll (ms)"]
+
+
 @pytest.mark.slow
 def test_view_on_100k_items() -> None:
     figures = measure()
@@ -172,5 +231,6 @@ def test_view_on_100k_items() -> None:
 
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else ITEMS
-    for name, value in measure(n).items():
+    figures = poll_cost() if n == 0 else measure(n)  # 0: the live poll only
+    for name, value in figures.items():
         print(f"{name:<55} {value if isinstance(value, str) else f'{value:.3f}'}")

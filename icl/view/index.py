@@ -74,7 +74,7 @@ FROM scores s
 LEFT JOIN responses r ON r.model_id = s.model_id AND r.request_hash = (
     SELECT l.request_hash FROM links l WHERE l.item_key = s.item_key AND l.model_id = s.model_id
     AND l.step LIKE 'answer:%' ORDER BY CAST(substr(l.step, 8) AS INTEGER) DESC LIMIT 1)
-WHERE s.rowid > ? AND s.benchmark = ?
+WHERE s.rowid > ? AND +s.benchmark = ?  -- "+": the rowid range, never the benchmark's whole index
 """
 
 
@@ -230,7 +230,7 @@ class RunIndex:
             except sqlite3.Error:  # a store being created: try again later
                 store.close()
                 return
-            identity = _file_identity(self.store_path)
+            identity = file_identity(self.store_path)
             if since >= 0 and (top < since or identity != self._meta("identity")):
                 self._start_over()  # another file now, or its rowids went back: read it whole
                 since = -1
@@ -578,7 +578,7 @@ def _json_lines(path: Path) -> Iterator[dict]:
         return
 
 
-def _file_identity(path: Path) -> str:
+def file_identity(path: Path) -> str:
     """The file at ``path`` (device and inode): another file put there reads differently."""
     try:
         st = path.stat()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import socket
 import sqlite3
@@ -21,12 +22,57 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from icl.store.sqlite import Store, StoreError
-from icl.view.index import RunIndex, store_signature
+from icl.view.index import RunIndex, file_identity, store_signature
 
 #: folders a run writes inside itself, never runs of their own
 _SKIP = {"samples", "plots", "gallery", "qualitative", "__pycache__"}
 #: seconds between two searches of the folders for new runs
 RESCAN_S = 1.0
+
+
+@dataclass
+class ScoreTally:
+    """A store's score counts per status (of one benchmark) and the scores of the last minute,
+    kept up to date from the rows above the highest ``scores`` rowid counted: a live run's poll
+    reads its new rows only. SQLite gives every inserted row a rowid above all others; when the
+    table lost a row counted (a score written again replaces its row) or the file is another,
+    everything is counted again."""
+
+    identity: str = ""
+    top: int = -1  # the highest rowid counted
+    rows: int = 0  # rows of the table (every benchmark) then
+    counts: dict[str, int] = field(default_factory=dict)
+    floor: int = 0  # no row below this rowid was created after ``cutoff``
+    cutoff: float = -math.inf
+
+    def update(self, store: Store, benchmark: str, identity: str) -> None:
+        # one statement: one snapshot of the table, however the writer goes on
+        top, rows, new, added = store.read(
+            "SELECT (SELECT COALESCE(MAX(rowid), 0) FROM scores), (SELECT COUNT(*) FROM scores), "
+            "(SELECT COUNT(*) FROM scores WHERE rowid > ?1), (SELECT json_group_object(status, n) FROM "
+            "(SELECT status, COUNT(*) AS n FROM scores WHERE rowid > ?1 AND +benchmark = ?2 GROUP BY status))",
+            (max(self.top, 0), benchmark)).fetchone()
+        if identity == self.identity and self.top >= 0 and top >= self.top and rows == self.rows + new:
+            for status, n in json.loads(added).items():
+                self.counts[status] = self.counts.get(status, 0) + n
+        else:
+            top, rows, found = store.read(
+                "SELECT (SELECT COALESCE(MAX(rowid), 0) FROM scores), (SELECT COUNT(*) FROM scores), "
+                "(SELECT json_group_object(status, n) FROM (SELECT status, COUNT(*) AS n FROM scores "
+                "WHERE benchmark = ? GROUP BY status))", (benchmark,)).fetchone()
+            self.counts = json.loads(found)
+            self.floor, self.cutoff = 0, -math.inf
+        self.identity, self.top, self.rows = identity, top, rows
+
+    def recent(self, store: Store, cutoff: float) -> int:
+        """Scores created after ``cutoff`` (wall-clock seconds; never earlier than the last
+        call's but for a clock set back): a range of the newest rowids."""
+        if cutoff < self.cutoff:
+            self.floor = 0
+        first, n = store.read("SELECT MIN(rowid), COUNT(*) FROM scores WHERE rowid >= ? AND created > ?",
+                              (self.floor, cutoff)).fetchone()
+        self.floor, self.cutoff = (first if first is not None else self.top + 1), cutoff
+        return n
 
 
 @dataclass
@@ -44,6 +90,7 @@ class Run:
     index: Optional[RunIndex] = None
     signature: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)  # one refresh at a time
+    tally: ScoreTally = field(default_factory=ScoreTally)
     problem: str = ""  # why its store cannot be read, if it cannot
 
     @property
@@ -234,14 +281,12 @@ def _refresh(run: Run) -> None:
                     except ValueError:
                         run.info = {}
                 run.models = {m: label for m, label, _ in s.read("SELECT model_id, label, identity FROM models")}
-                benchmark = run.benchmark
-                counts = dict(s.read("SELECT status, COUNT(*) FROM scores WHERE benchmark=? GROUP BY status",
-                                     (benchmark,)).fetchall())
-                run.done, run.failed = int(counts.get("ok", 0)), int(counts.get("failed", 0))
+                run.tally.update(s, run.benchmark, file_identity(store))
+                run.done, run.failed = int(run.tally.counts.get("ok", 0)), int(run.tally.counts.get("failed", 0))
                 # the rate over the last minute up to now (or since the run started, when later)
                 now = time.time()
                 window = min(60.0, now - started) if started else 60.0
-                recent = s.read("SELECT COUNT(*) FROM scores WHERE created > ?", (now - window,)).fetchone()[0]
+                recent = run.tally.recent(s, now - window)
                 run.rate = recent / window if recent and window >= 1 else None
             run.problem = ""
         except (StoreError, OSError, sqlite3.Error) as exc:  # a store being created, or not a store

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 
 from icl.run.outputs.lock import FolderLock
 from icl.view.runs import Runs, lock_holder
-from tests.view._runs import write_run
+from icl.store.sqlite import Score, ScoreKey, Store
+from tests.view._runs import BENCHMARK, PROTOCOL, SCORER, write_run
 
 
 def test_runs_are_found_recursively_and_named_by_their_relative_path(tmp_path):
@@ -64,3 +66,72 @@ def test_the_runner_records_its_plan_as_it_starts(tmp_path):
     with sqlite3.connect(out / "store.sqlite") as c:
         (info,) = c.execute("SELECT info FROM runs").fetchone()
     assert json.loads(info)["planned"] == json.loads((out / "results.json").read_text())["counts"]["planned"] > 0
+
+
+def _store_steps(monkeypatch):
+    """A counter of the SQLite virtual-machine steps (in hundreds) run on the connections opened
+    from now on: the viewer's reads of the run's store (its own index was opened before)."""
+    import icl.store.sqlite as store_module
+
+    steps = [0]
+    connect = store_module.sqlite3.connect
+
+    def counting(*args, **kwargs):
+        conn = connect(*args, **kwargs)
+        conn.set_progress_handler(lambda: steps.__setitem__(0, steps[0] + 1) or 0, 100)
+        return conn
+
+    monkeypatch.setattr(store_module.sqlite3, "connect", counting)
+    return steps
+
+
+def _poll_steps(folder, items, monkeypatch):
+    """The store steps of one poll of a live run of ``2 * items`` scores, after its writer stored
+    10 more, and the run's count of scores before and after."""
+    import icl.store.sqlite as store_module
+
+    clock = store_module.time.time
+    with monkeypatch.context() as m:  # the run's scores but the new ones written an hour ago
+        m.setattr(store_module.time, "time", lambda: clock() - 3600)
+        ids = write_run(folder / "live", n=items, hostile=False, judged=False, samples=False)
+    runs = Runs([folder])
+    run = runs.get("live")
+    while run.index.building:
+        time.sleep(0.02)
+    runs.all()
+    before = run.done + run.failed
+    with Store(folder / "live" / "store.sqlite") as store:
+        store.write_batch(scores=[Score(ScoreKey(BENCHMARK, PROTOCOL, f"new/{j}", ids["alpha"], "", SCORER), "ok",
+                                        {"acc": 0.5}) for j in range(10)])
+    with monkeypatch.context() as m:
+        steps = _store_steps(m)
+        runs.all()
+    return steps[0], before, run.done + run.failed
+
+
+def test_a_poll_reads_what_the_store_gained_not_the_whole_store(tmp_path, monkeypatch):
+    """The runs page polls every second; a live run's store changes between polls. One poll's work
+    in the store stays the same whether it holds 1,000 scores or 10,000."""
+    small, n0, n1 = _poll_steps(tmp_path / "small", 500, monkeypatch)
+    assert (n0, n1) == (1000, 1010)
+    large, n0, n1 = _poll_steps(tmp_path / "large", 5_000, monkeypatch)
+    assert (n0, n1) == (10_000, 10_010)
+    print(f"store steps of a poll: {small} (1,000 scores), {large} (10,000)")
+    assert large < 2 * small + 50, (small, large)  # reading every row: 10 times the small store's
+
+
+def test_counts_stay_exact_when_a_score_is_written_again(tmp_path):
+    """A failed score stored again as ok replaces its row: counted once, as ok."""
+    ids = write_run(tmp_path / "r", n=6, hostile=False, judged=False)
+    runs = Runs([tmp_path])
+    run = runs.get("r")
+    assert (run.done, run.failed) == (11, 1)
+    key = next(iter(Store(tmp_path / "r" / "store.sqlite", readonly=True).read(
+        "SELECT item_key FROM scores WHERE status='failed'")))[0]
+    with Store(tmp_path / "r" / "store.sqlite") as store:
+        store.write_batch(scores=[Score(ScoreKey(BENCHMARK, PROTOCOL, key, ids["alpha"], "", SCORER), "ok",
+                                        {"acc": 1.0}),
+                                  Score(ScoreKey(BENCHMARK, PROTOCOL, "new", ids["beta"], "", SCORER), "failed",
+                                        {}, "boom")])
+    run = runs.get("r")
+    assert (run.done, run.failed) == (12, 1)
