@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from urllib.parse import urlencode
 
 from icl.view.index import OUTCOMES, PAGE_SIZE, TEXT_CHARS, RunIndex, text_of
-from icl.view.runs import Run, comparable_key, fingerprint_difference
+from icl.view.runs import Run, comparable_key, fingerprint_difference, shots_text
 
 #: rows shown in each of compare's "where A wins / loses" lists
 WINS_SHOWN = 20
@@ -477,8 +477,8 @@ def leaderboard_page(runs: Sequence[Run], params: Mapping[str, str]) -> str:
         for row in found:
             seen.setdefault(str(row.get("model")), set()).add(run.key)
     rows = [{**row, "model": row.get("model") if len(seen[str(row.get("model"))]) == 1 else
-             f"{row.get('model')} ({run.key})"} for run, found in per_run for row in found
-            if row.get("protocol", run.protocol) == run.protocol]
+             f"{row.get('model')} ({run.key})", "label": str(row.get("model")), "run": run}
+            for run, found in per_run for row in found if row.get("protocol", run.protocol) == run.protocol]
     metrics = list(dict.fromkeys(r.get("metric") for r in rows if r.get("metric")))
     metric = params.get("metric") if params.get("metric") in metrics else (metrics[0] if metrics else None)
     shots_all = sorted({r.get("shots", "") for r in rows}, key=lambda s: (len(s), s))
@@ -495,6 +495,9 @@ def leaderboard_page(runs: Sequence[Run], params: Mapping[str, str]) -> str:
         [link(s, url("/leaderboard", benchmark=want[0], protocol=want[1], metric=metric, shots=s)) for s in shots_all
          if s]) + "</p>")
     cells: dict[tuple[str, str], tuple[float, float, float]] = {}
+    origin: dict[tuple[str, str], tuple[Run, str]] = {}  # the run and model label of a cell
+    groups: dict[str, tuple[str, str]] = {}  # column -> (task, shots)
+    subsets: dict[tuple[str, str, str], set[str]] = {}  # (run, task, shots) -> the subsets of the metric
     lower = False
     for r in rows:
         if r.get("metric") != metric or (shots and r.get("shots") != shots):
@@ -504,10 +507,33 @@ def leaderboard_page(runs: Sequence[Run], params: Mapping[str, str]) -> str:
         v, lo, hi = _float(r.get("value")), _float(r.get("ci_low")), _float(r.get("ci_high"))
         if v is not None:
             cells[(str(r.get("model")), col)] = (v, lo if lo is not None else v, hi if hi is not None else v)
+            origin[(str(r.get("model")), col)] = (r["run"], r["label"])
+            groups[col] = (str(r.get("task")), shots_text(r.get("shots")))
+            subsets.setdefault((r["run"].key, *groups[col]), set()).add(str(r.get("subset") or ""))
     models = sorted({m for m, _ in cells})
     cols = sorted({c for _, c in cells})
-    ranks = {c: rank_intervals([(m, *cells[(m, c)]) for m in models if (m, c) in cells], lower) for c in cols}
-    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    # per column: the run's own rank intervals (ranks.csv) when one run holds every model of it and
+    # ranked some; else (models of several runs together) ranks from the overlap of the intervals
+    run_ranks: dict[str, Any] = {}
+    for run in members:
+        run_ranks[run.key] = run.rank_intervals(str(metric)) if metric else {}
+    ranks: dict[str, dict[str, Optional[tuple[float, float]]]] = {}
+    source: dict[str, str] = {}
+    for c in cols:
+        here = [m for m in models if (m, c) in cells]
+        owners = {origin[(m, c)][0].key for m in here}
+        own = run_ranks.get(next(iter(owners)), {}) if len(owners) == 1 else {}
+        task, k = groups[c]
+        found = {m: own.get((k, task, origin[(m, c)][1])) for m in here}
+        if any(v is not None for v in found.values()):
+            ranks[c] = found
+            n = len(subsets[(next(iter(owners)), task, k)])
+            source[c] = "the run's ranks.csv" + (f" (the task over {n} subsets)" if n > 1 else "")
+        else:
+            overlap = rank_intervals([(m, *cells[(m, c)]) for m in here], lower)
+            ranks[c] = {m: (float(a), float(b)) for m, (a, b) in overlap.items()}
+            source[c] = "overlap of the 95% intervals"
+    head = "".join(f"<th>{esc(c)}<br><span class=rank-source>rank: {esc(source[c])}</span></th>" for c in cols)
     trs = []
     for m in models:
         tds = []
@@ -516,15 +542,22 @@ def leaderboard_page(runs: Sequence[Run], params: Mapping[str, str]) -> str:
                 tds.append("<td>–</td>")
                 continue
             v, lo, hi = cells[(m, c)]
-            best, worst = ranks[c][m]
-            rank = f"{best}" if best == worst else f"{best}–{worst}"
-            tds.append(f"<td>{esc(fmt(v))} <span class=ci>[{esc(fmt(lo))}, {esc(fmt(hi))}]</span> "
-                       f"<span class=rank>rank {esc(rank)}</span></td>")
+            interval = ranks[c][m]
+            if interval is None:
+                rank = "<span class=rank>not ranked by the run</span>"
+            else:
+                best, worst = interval
+                rank = f"<span class=rank>rank {esc(fmt(best) if best == worst else f'{fmt(best)}–{fmt(worst)}')}</span>"
+            tds.append(f"<td>{esc(fmt(v))} <span class=ci>[{esc(fmt(lo))}, {esc(fmt(hi))}]</span> {rank}</td>")
         trs.append(f"<tr><th>{esc(m)}</th>{''.join(tds)}</tr>")
     out.append(f"<table id=leaderboard><thead><tr><th>model</th>{head}</tr></thead><tbody>{''.join(trs)}</tbody></table>"
-               f"<p class=note>{esc(metric)}: {'lower' if lower else 'higher'} is better; 95% bootstrap intervals "
-               f"from each run's results.csv; rank intervals from those intervals (best: 1 + models wholly better, "
-               f"worst: models less those wholly worse).</p>")
+               f"<p class=note id=rank-note>{esc(metric)}: {'lower' if lower else 'higher'} is better; 95% bootstrap "
+               f"intervals from each run's results.csv. Rank intervals, as each column says: the run's ranks.csv "
+               f"where one run holds every model of the column and ranked them (its own 95% bootstrap rank "
+               f"intervals: its ranking rules applied to every resample; where the run ranks a task over several "
+               f"subsets, the task's; 'not ranked by the run' for a model it left out of its ranking, a reference); "
+               f"else, for models of several runs together, from the overlap of the 95% intervals (best: 1 + the "
+               f"models wholly better, worst: the models less those wholly worse).</p>")
     others = [run for k in keys if k != chosen for run in sets[k]]
     if others:
         lis = "".join(f"<li>{link(run.key, url('/run', run=run.key))}: {esc(fingerprint_difference(members[0], run))} "

@@ -124,11 +124,40 @@ class Run:
     def results_rows(self) -> list[dict]:
         """results.csv's rows (the long table: benchmark, protocol, task, subset, shots, model, metric,
         value, ci_low, ci_high, n, ...)."""
-        try:
-            with open(self.folder / "results.csv", encoding="utf-8", errors="replace", newline="") as f:
-                return list(csv.DictReader(f))
-        except (OSError, csv.Error):
-            return []
+        return _csv_rows(self.folder / "results.csv")
+
+    def rank_intervals(self, metric: str) -> dict[tuple[str, str, str], tuple[float, float]]:
+        """The run's own 95% bootstrap rank intervals of ``metric`` from its ranks.csv (the long
+        form of :func:`icl.report.tables.rank_rows`: shots, model, task, metric, rank_low,
+        rank_high): ``{(shots, task, model): (low, high)}``, finite ones only; empty for a run
+        without one or with another layout (VL-ICL's ranks its summary metrics, not results.csv's)."""
+        out = {}
+        for row in _csv_rows(self.folder / "ranks.csv"):
+            if row.get("metric") != metric or row.get("task") in (None, "*"):
+                continue
+            try:
+                lo, hi = float(row["rank_low"]), float(row["rank_high"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if math.isfinite(lo) and math.isfinite(hi):
+                out[(shots_text(row.get("shots")), str(row["task"]), str(row.get("model")))] = (lo, hi)
+        return out
+
+
+def shots_text(value: Any) -> str:
+    """A shot count as results.csv and ranks.csv both write it ("1", "1.0" alike)."""
+    try:
+        return str(int(float(value)))
+    except (TypeError, ValueError):
+        return str(value or "")
+
+
+def _csv_rows(path: Path) -> list[dict]:
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            return list(csv.DictReader(f))
+    except (OSError, csv.Error):
+        return []
 
 
 class Runs:

@@ -9,11 +9,13 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 import cv2
 import numpy as np
 
+from icl.report.aggregate import RankTable
+from icl.report.tables import RANK_COLUMNS, csv_text, rank_rows
 from icl.store.sqlite import Failure, Response, Score, ScoreKey, Store
 
 #: answers that must stay text in every page: markup, a formula cell, a lone surrogate's bytes
@@ -44,13 +46,15 @@ def key_of(i: int, task: str, shots: int) -> str:
 def write_run(folder: Path, n: int = 24, models: Sequence[str] = ("alpha", "beta"), *, hostile: bool = True,
               huge: bool = False, fingerprint: str = "fp1", samples: bool = True, image_size: int = 32,
               batch: int = 5000, images: Optional[int] = None, judged: bool = True,
-              not_asked: int = 0) -> dict[str, str]:
+              not_asked: int = 0, ranks: Optional[Mapping[tuple[str, str], tuple[float, float]]] = None
+              ) -> dict[str, str]:
     """A finished run of ``n`` items x ``models`` in ``folder``; returns ``{label: model_id}``.
     Item i: task t1 (even) or t2 (odd), shots 1 or 2 (i % 3 == 0), image answers, except the text
     task t3 of the hostile answers (``hostile``) and, with ``huge``, one 50 MB answer. The first
     model fails item 1 and overflows item 2. ``images``: distinct PNGs (default one per item);
     ``judged``: a judge's verdict on every answer; ``not_asked``: the last model is not asked the
-    first ``not_asked`` items of task t2 (not applicable to it)."""
+    first ``not_asked`` items of task t2 (not applicable to it). ``ranks``: ``{(task, model):
+    (rank_low, rank_high)}`` of metric acc, written as ranks.csv by the report's own writer."""
     folder.mkdir(parents=True, exist_ok=True)
     ids = {m: hashlib.sha256(m.encode()).hexdigest()[:20] for m in models}
     judge = "j" + hashlib.sha256(b"judge").hexdigest()[:19] if judged else ""
@@ -121,6 +125,13 @@ def write_run(folder: Path, n: int = 24, models: Sequence[str] = ("alpha", "beta
         w = csv.DictWriter(f, fieldnames=list(rows_csv[0]))
         w.writeheader()
         w.writerows(rows_csv)
+    if ranks is not None:
+        tasks = sorted({t for t, _ in ranks})
+        table = RankTable(shots=1, models=list(models), tasks=tasks,
+                          values={t: {"acc": {m: 0.0 for m in models}} for t in tasks},
+                          metric_ranks={t: {"acc": {m: 1.0 for m in models}} for t in tasks},
+                          intervals={t: {"acc": {m: ranks[(t, m)] for m in models if (t, m) in ranks}} for t in tasks})
+        (folder / "ranks.csv").write_text(csv_text(rank_rows([table]), RANK_COLUMNS), encoding="utf-8")
     results = {"benchmark": BENCHMARK, "protocol": PROTOCOL, "run_id": run_id, "created": time.strftime(
         "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "icl_version": "0.1.0", "git_revision": "abc123",
         "command": ["python", "-m", "icl.run", BENCHMARK], "data": {"d1": "built-in synthetic"},

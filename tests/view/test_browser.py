@@ -172,6 +172,9 @@ def test_compare_failures_and_leaderboard(browser, site):
     click(browser, "vibe (vibe-1)")
     table = browser.find_element(By.ID, "leaderboard").text
     assert "copy-target" in table and "identity" in table and "rank" in table
+    # one run: its own rank intervals (ranks.csv ranks copy-target; identity and oracle are references)
+    assert "rank: the run's ranks.csv" in table and "not ranked by the run" in table
+    assert "overlap of the 95% intervals" not in table
     click(browser, "ssim")
     assert parse_qs(urlsplit(browser.current_url).query)["metric"] == ["ssim"]
 

@@ -3,6 +3,7 @@ run folders, the token off loopback, hostile answers shown as text, run folders 
 
 from __future__ import annotations
 
+import csv
 import http.client
 import json
 import math
@@ -245,3 +246,50 @@ def test_an_item_whose_request_cannot_be_rebuilt_says_why_in_one_line(runs):
     assert status == 200
     lines = re.findall(r"<p class=note id=seen-error>([^<]*)</p>", body.decode())
     assert len(lines) == 1 and "unknown benchmark &#x27;toy&#x27;" in lines[0]
+
+
+def _leaderboard_cells(page):
+    """``{(model, column): rank text}`` and ``{column: rank source}`` of the leaderboard table."""
+    table = re.search(r"<table id=leaderboard>(.*?)</table>", page).group(1)
+    heads = re.findall(r"<th>([^<]*)<br><span class=rank-source>rank: ([^<]*)</span></th>", table)
+    cols = [c for c, _ in heads]
+    cells = {}
+    for model, tds in re.findall(r"<tr><th>([^<]*)</th>(.*?)</tr>", table):
+        for col, td in zip(cols, re.findall(r"<td>(.*?)</td>", tds)):
+            cells[(model, col)] = re.search(r"<span class=rank>([^<]*)</span>", td).group(1)
+    return cells, dict(heads)
+
+
+def test_leaderboard_shows_the_runs_own_rank_intervals_else_the_overlap_rule(tmp_path):
+    """A run's ranks.csv (its bootstrap rank intervals) gives the ranks of a column holding its
+    models only; models of two runs together fall back to the overlap of their 95% intervals,
+    and each column says which it shows."""
+    from icl.view.pages import rank_intervals
+
+    own = {("t1", "alpha"): (2.0, 2.0), ("t1", "beta"): (1.0, 1.0), ("t2", "alpha"): (1.0, 1.5)}
+    write_run(tmp_path / "one" / "a", n=30, ranks=own)
+    with serving([tmp_path / "one"]) as port:
+        page = get(port, "/leaderboard?benchmark=toy&protocol=toy-1")[2].decode()
+    cells, sources = _leaderboard_cells(page)
+    assert sources == {"t1/d1 k=1": "the run&#x27;s ranks.csv", "t2/d1 k=1": "the run&#x27;s ranks.csv"}
+    assert cells == {("alpha", "t1/d1 k=1"): "rank 2", ("beta", "t1/d1 k=1"): "rank 1",
+                     ("alpha", "t2/d1 k=1"): "rank 1–1.5", ("beta", "t2/d1 k=1"): "not ranked by the run"}
+    # the overlap rule would have said otherwise: the toy run's 95% intervals of t1 overlap
+    results = [r for r in csv.DictReader(open(tmp_path / "one" / "a" / "results.csv")) if r["task"] == "t1"]
+    overlap = rank_intervals([(r["model"], float(r["value"]), float(r["ci_low"]), float(r["ci_high"]))
+                              for r in results], False)
+    assert overlap == {"alpha": (1, 2), "beta": (1, 2)}
+    assert "the run's ranks.csv where one run holds every model of the column" in page
+    # two comparable runs, each with its own ranks.csv: their models together, ranked by overlap
+    write_run(tmp_path / "two" / "a", n=30, ranks=own)
+    write_run(tmp_path / "two" / "b", n=30, models=("gamma", "delta"), ranks={("t1", "gamma"): (1.0, 1.0)})
+    with serving([tmp_path / "two"]) as port:
+        page = get(port, "/leaderboard?benchmark=toy&protocol=toy-1")[2].decode()
+    cells, sources = _leaderboard_cells(page)
+    assert set(sources.values()) == {"overlap of the 95% intervals"}
+    rows = [r for run in ("a", "b") for r in csv.DictReader(open(tmp_path / "two" / run / "results.csv"))
+            if r["task"] == "t1"]
+    want = rank_intervals([(r["model"], float(r["value"]), float(r["ci_low"]), float(r["ci_high"])) for r in rows],
+                          False)
+    assert {m: cells[(m, "t1/d1 k=1")] for m in want} == {
+        m: f"rank {lo}" if lo == hi else f"rank {lo}–{hi}" for m, (lo, hi) in want.items()}
