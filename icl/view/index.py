@@ -292,7 +292,7 @@ class RunIndex:
                     self.conn.execute("ROLLBACK")
                 raise
 
-    def _insert(self, rows: Sequence[tuple], changed: set[str]) -> float:
+    def _insert(self, rows: Sequence[tuple], changed: set[str]) -> int:
         """Insert score rows read from the store (a row scored again replaces its earlier one, whose
         text-search entry goes with it); returns the highest store rowid among them."""
         newest = -1

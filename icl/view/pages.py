@@ -524,9 +524,9 @@ def leaderboard_page(runs: Sequence[Run], params: Mapping[str, str]) -> str:
         owners = {origin[(m, c)][0].key for m in here}
         own = run_ranks.get(next(iter(owners)), {}) if len(owners) == 1 else {}
         task, k = groups[c]
-        found = {m: own.get((k, task, origin[(m, c)][1])) for m in here}
-        if any(v is not None for v in found.values()):
-            ranks[c] = found
+        theirs = {m: own.get((k, task, origin[(m, c)][1])) for m in here}
+        if any(v is not None for v in theirs.values()):
+            ranks[c] = theirs
             n = len(subsets[(next(iter(owners)), task, k)])
             source[c] = "the run's ranks.csv" + (f" (the task over {n} subsets)" if n > 1 else "")
         else:
