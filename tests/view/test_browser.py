@@ -98,6 +98,27 @@ def value(text):
     return float(text) if text not in ("–", "NaN") else None
 
 
+def test_thumbnails_loading_late_never_move_the_page(browser, site):
+    """Lazy thumbnails had no size until loaded: scrolling to the pager loaded those above it,
+    the rows grew, and a click aimed at "next" landed on an item link (CI under load). Every
+    thumbnail now holds its box before its image arrives: the pager stays where it was drawn."""
+    root, base = site
+    browser.get(base + "/samples?run=vibe-fast&sort=spread")
+    pager = browser.find_element(By.CSS_SELECTOR, "p.pager")
+    thumbs = browser.find_elements(By.CSS_SELECTOR, "img.thumb")
+    assert len(thumbs) > 10
+    before = browser.execute_script("return arguments[0].getBoundingClientRect().top + window.scrollY", pager)
+    sizes = {tuple(browser.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.width, r.height]",
+                                          t)) for t in thumbs}
+    assert sizes == {(96, 96)}, sizes  # loaded or not
+    for t in thumbs:  # every lazy image brought into view, so that each loads
+        browser.execute_script("arguments[0].scrollIntoView()", t)
+    WebDriverWait(browser, 60).until(lambda d: d.execute_script(
+        "return [...document.querySelectorAll('img.thumb')].every(i => i.complete && i.naturalWidth > 0)"))
+    after = browser.execute_script("return arguments[0].getBoundingClientRect().top + window.scrollY", pager)
+    assert after == before
+
+
 def test_click_through_runs_samples_filters_sorting_and_deep_links(browser, site, tmp_path):
     root, base = site
     browser.get(base + "/")
