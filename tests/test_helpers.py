@@ -5,6 +5,7 @@ exceptions come back as their own type, a helper that dies loses nothing (its jo
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -15,6 +16,8 @@ import pytest
 from icl import helpers
 from icl.helpers import pools
 from icl.helpers import HelperError, HelperPool
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -80,6 +83,13 @@ def jobs_module(tmp_path, monkeypatch):
                 os.write(child.ANSWERS_FD, b"not a frame at all, and more than a header")
                 time.sleep(60)  # still beating: only the framing tells
             return "ran in the parent"
+
+        def noisy_warm_up():
+            import time
+            try:
+                time.sleep(60)
+            finally:  # a library that prints while it is torn down
+                print("Traceback (most recent call last): noise of a helper stopped", file=sys.stderr, flush=True)
 
         def hold(path):
             import time
@@ -161,6 +171,26 @@ def _ended(pid, timeout=10.0):
             return True
         time.sleep(0.02)
     return False
+
+
+def test_a_helper_stopped_while_warming_up_prints_nothing_into_the_runs_stderr(jobs_module, tmp_path):
+    """A run that ends early (a read-only output folder) stops helpers still importing; what
+    they printed while unwinding came after the run's one line in its standard error (CI saw a
+    stray traceback there). A stopped helper is silent; the pool still ends it at once."""
+    code = textwrap.dedent("""
+        import sys, time
+        sys.path.insert(0, sys.argv[1])
+        from icl.helpers.pools import HelperPool
+        pool = HelperPool(1, "helper_jobs:noisy_warm_up")
+        time.sleep(1.5)  # the helper is in its warm-up
+        start = time.monotonic()
+        pool.close()
+        print(f"closed in {time.monotonic() - start:.2f} s")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert float(proc.stdout.split()[2]) < 2.0  # terminated, not waited for nor killed after 2 s
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="forking needs /proc to count threads")

@@ -92,11 +92,18 @@ def serve(warm_up: str = "", siblings: Sequence[Sequence[int]] = ()) -> None:
     signal.signal(signal.SIGTERM, _terminated)  # stopped while warming up: temporary files cleaned up
     try:
         _helper_life(warm_up, siblings)
-    except SystemExit:
+    except (SystemExit, BrokenPipeError):  # stopped, or the run is gone (nobody reads the answers)
         os._exit(0)
 
 
 def _terminated(signum: int, frame: Any) -> None:
+    # the run asked this helper to stop (or is stopping itself): what the unwinding prints (a
+    # library's teardown, "Exception ignored in ...") would land in the run's standard error
+    # after its own last line, so nothing is printed from here on
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    except OSError:
+        pass
     raise SystemExit(0)
 
 

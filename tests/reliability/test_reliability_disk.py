@@ -56,7 +56,7 @@ def test_full_disk_is_one_line_and_keeps_the_store(small_disk, builtin_root):
     proc = _run(out, builtin_root)
     assert proc.returncode == 2, proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
-    assert "Traceback" not in proc.stderr and "no space left on the device" in line and str(small_disk) in line
+    assert "Traceback" not in proc.stderr and "no space left on the device" in line and str(small_disk) in line, proc.stderr
     assert "free some space or choose another output folder" in line
     store = out / "store.sqlite"
     if store.exists():  # whatever was committed is intact
@@ -69,7 +69,7 @@ def test_read_only_disk_is_one_line(small_disk, builtin_root):
     proc = _run(small_disk / "run", builtin_root)
     assert proc.returncode == 2, proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
-    assert "Traceback" not in proc.stderr and "read-only" in line and str(small_disk) in line
+    assert "Traceback" not in proc.stderr and "read-only" in line and str(small_disk) in line, proc.stderr
 
 
 def _limited(limit, args, cwd):
