@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+from icl.report import schema
+
 #: extra columns of results.csv (empty on rows without a published value)
 RESULT_COLUMNS = ("published_value", "published_std", "published_source")
 COLUMNS = ("benchmark", "task", "subset", "shots", "model", "metric", "paper_row", "source", "published",
@@ -208,32 +210,6 @@ def annotate(published: Optional[Published], rows: Mapping[str, Mapping[str, Any
         r["published_source"] = published.source(v) if v and published else ""
 
 
-def _seed_values(score_rows: Sequence[Mapping[str, Any]], result: Mapping[str, Any], spec: Any,
-                 unit_column: str) -> list[float]:
-    """Our per-unit (e.g. per-seed) means of the cell of ``result``, from the score rows."""
-    metric = next((m for m in (spec.metrics or ()) if m.name == result["metric"]), None)
-    column = (metric.column or metric.name) if metric else result["metric"]
-    scale = metric.scale if metric else 1.0
-    subset_cols = list(spec.subset)
-    by_unit: dict[str, list[float]] = {}
-    for r in score_rows:
-        if str(r.get("model")) != str(result["model"]) or column not in r or unit_column not in r:
-            continue
-        if spec.task and str(r.get(spec.task)) != str(result["task"]):
-            continue
-        if spec.shots and not _shots_equal(r.get(spec.shots), result["shots"]):
-            continue
-        if subset_cols and "/".join(str(r.get(c, "")) for c in subset_cols) != str(result["subset"]):
-            continue
-        try:
-            x = float(r[column])
-        except (TypeError, ValueError):
-            continue
-        if not math.isnan(x):
-            by_unit.setdefault(str(r[unit_column]), []).append(x)
-    return [scale * sum(v) / len(v) for _, v in sorted(by_unit.items())]
-
-
 def welch(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float, n_b: int) -> tuple[float, float, float]:
     """Welch's two-sample t-test from summary statistics (sample variances): t, degrees of
     freedom, two-sided p. Both variances 0: p is 1 for equal means, else 0."""
@@ -294,6 +270,9 @@ def reproduction_rows(published: Optional[Published], rows: Mapping[str, Mapping
     if published is None:
         return []
     out = []
+    # results.csv's grouping of the score rows and its metrics, made once when a test needs them
+    groups: Optional[dict[tuple[str, str, str, str], list]] = None
+    metrics: dict[str, Any] = {}
     for r in results:
         for v in matches(published, rows, r):
             table = published.tables[v.table]
@@ -311,7 +290,14 @@ def reproduction_rows(published: Optional[Published], rows: Mapping[str, Mapping
                 continue
             count, unit = table.get("count"), table.get("std_over")
             if not why and v.std is not None and count and unit and spec is not None and int(count) > 1:
-                mine = _seed_values(score_rows, r, spec, unit)
+                if groups is None:
+                    groups = schema.grouped(score_rows, spec)
+                    metrics = {m.name: m for m in schema.metrics_of(score_rows, spec)}
+                group = groups.get(schema.group_key(r["task"], r["subset"], r["shots"], r["model"]), [])
+                metric = metrics.get(str(r["metric"]))
+                # the cell's value per unit (seed): results.csv's own reduction of the cell, split by unit
+                split = schema.values_by(group, spec, metric, unit) if metric is not None else {}
+                mine = [x for x in split.values() if not math.isnan(x)]
                 if len(mine) > 1:
                     m = sum(mine) / len(mine)
                     var = sum((x - m) ** 2 for x in mine) / (len(mine) - 1)

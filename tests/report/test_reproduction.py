@@ -100,6 +100,40 @@ def test_verdicts_on_known_accuracies() -> None:
     assert got[("other", 1)] == ("", "", "")
 
 
+def test_the_test_reads_each_seed_as_results_csv_groups_it() -> None:
+    """The Welch test's per-seed values come from results.csv's own grouping and reduction: on a
+    pooled task (every task's rows in one results row) with a pooled ratio metric and two prompt
+    lists, each seed's value is the value results.csv gives that seed's rows alone."""
+    spec = ResultsSpec(task="task", subset=("variant", "prompt"), shots="shots", cluster="query", pooled_task="all",
+                       metrics=(Metric("accuracy", unit="%", scale=100.0, column="hits", denominator="asked"),))
+    doc = json.loads(json.dumps(DOC))
+    doc["tables"]["Table 1"]["cell"]["task"] = "all"
+    rows = []
+    for task in ("t1", "t2"):
+        for prompt in ("ref", "ref2"):
+            for seed in range(3):
+                for q in range(6):
+                    asked = 1.0 + (q + seed) % 4  # items of unequal weight: the pooled ratio is no mean of rows
+                    rows.append(dict(model="m", key=f"{task}/{prompt}/{seed}/{q}", status="ok", task=task,
+                                     variant="image", prompt=prompt, shots=1, seed=seed, query=f"{task}{q}",
+                                     hits=float((q * (seed + 1) + len(task)) % int(asked + 1) > 0) * asked,
+                                     asked=asked))
+    table = [{**r, "data": "release d"} for r in results_rows("demo", "demo-1", rows, spec, {}, resamples=200)]
+    out = R.reproduction_rows(R.parse(doc), {"m": {"row": "Row A"}}, table, rows, spec)
+    assert [(r["task"], r["subset"]) for r in out] == [("all", "image/ref"), ("all", "image/ref2")]
+    for row in out:
+        prompt = row["subset"].split("/")[1]
+        mine = []
+        for seed in range(3):
+            alone = [r for r in rows if r["seed"] == seed]
+            mine += [r["value"] for r in results_rows("demo", "demo-1", alone, spec, {}, resamples=10)
+                     if (r["task"], r["subset"]) == ("all", f"image/{prompt}")]
+        assert len(mine) == 3
+        m = sum(mine) / 3
+        t, df, p = R.welch(m, sum((x - m) ** 2 for x in mine) / 2, 3, 50.0, 25.0 * 3 / 2, 3)
+        assert row["test"] == f"Welch t={t:.3g}, df={df:.3g} (3 vs 3 seeds)" and row["p_value"] == pytest.approx(p)
+
+
 def test_welch_against_scipy() -> None:
     stats = pytest.importorskip("scipy.stats")
     for a, b in (([45.0, 50.0, 57.0], [60.0, 61.0, 66.0, 70.0]), ([1.0, 2.0], [1.5, 2.5, 9.0])):
