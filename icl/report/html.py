@@ -133,17 +133,12 @@ def _against_paper(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
                    info: Mapping[str, tuple[Optional[str], bool]], file: Optional[str]) -> str:
     """The source papers' numbers beside the run's (reproduction.csv): a summary line, the figure
     (yours against published, identity line, 95% intervals) and the table."""
-    if synthetic_note(meta.get("data") or {}) and not rows:
-        note = "<p>Not compared: synthetic data is never compared with the papers.</p>"
-    elif not rows:
-        note = ("<p>No cell to compare: match a model to a paper row with the model argument "
-                "<code>published_as=ROW</code>, or run an official checkpoint (<code>weights=hf:default</code>); "
-                "docs/reproducing.md lists the rows.</p>")
-    else:
-        figure = reproduction.figure_svg(rows)
-        note = (f"<p>{escape(reproduction.summary_line(rows))}</p>"
-                + (f"<figure>{figure}<figcaption>yours against published: green inside your 95% interval, red "
-                   f"outside; dashed: identity</figcaption></figure>" if figure else ""))
+    text = escape(reproduction.note(rows, bool(synthetic_note(meta.get("data") or {}))))
+    note = "<p>" + re.sub(r"`([^`]*)`", r"<code>\1</code>", text) + "</p>"
+    figure = reproduction.figure_svg(rows) if rows else ""
+    if figure:
+        note += (f"<figure>{figure}<figcaption>yours against published: green inside your 95% interval, red "
+                 f"outside; dashed: identity</figcaption></figure>")
     return note + _table_section("reproduction", rows, file, info)
 
 

@@ -360,6 +360,35 @@ def summary_line(rows: Sequence[Mapping[str, Any]]) -> str:
             f"{len(rows) - inside - outside} not comparable")
 
 
+def note(rows: Sequence[Mapping[str, Any]], synthetic_data: bool) -> str:
+    """What a report says above reproduction.csv's rows (report.md and report.html alike; code
+    in backticks): why there are none (synthetic data is never compared; no model matched to a
+    paper row), or :func:`summary_line`."""
+    if synthetic_data and not rows:
+        return "Not compared: synthetic data is never compared with the papers."
+    if not rows:
+        return ("No cell to compare: match a model to a paper row with the model argument `published_as=ROW`, "
+                "or run an official checkpoint (`weights=hf:default`); docs/reproducing.md lists the rows.")
+    return summary_line(rows)
+
+
+def markdown(rows: Sequence[Mapping[str, Any]], synthetic_data: bool) -> str:
+    """report.md's "Against the paper" section: :func:`note` and one line per cell."""
+    def num(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    lines = ["## Against the paper", "", note(rows, synthetic_data)]
+    if rows:
+        lines += ["", "| task | subset | shots | model | paper | published | yours [95% CI] | difference | inside |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            published = num(r["published"]) + (f" ± {num(r['published_std'])}" if r.get("published_std") != "" else "")
+            lines.append(f"| {r['task']} | {r['subset']} | {r['shots']} | {r['model']} | {r['source']} | {published} | "
+                         f"{num(r['yours'])} [{num(r['ci_low'])}, {num(r['ci_high'])}] | {num(r['difference'])} | "
+                         f"{r['inside_interval'] or '-'} |")
+    return "\n".join(lines)
+
+
 @dataclass
 class Grid:
     """What ``--reproduce "Table N"`` plans: the benchmark options (tasks, datasets, shots, ...),

@@ -154,6 +154,28 @@ def test_synthetic_data_is_never_compared() -> None:
     assert all(r["published_value"] == "" for r in table)
 
 
+@pytest.mark.parametrize("args", [
+    ["vlicl", "--tasks", "textocr", "--seeds", "0,1", "--prompt-style", "reference",
+     "--models", "copy-last:published_as=OpenFlamingo-9B"],
+    ["cobsat", "--tasks", "Color-I", "--shots", "2,4", "--legacy-prompts", "true",
+     "--models", "copy-last:published_as=SEED-LLaMA"],
+], ids=["vlicl", "cobsat"])
+def test_a_fast_run_of_a_matched_model_is_never_set_against_the_paper(tmp_path: Path, args: list[str]) -> None:
+    """``--fast`` with a model matched to a paper row, in the paper's own settings (reference
+    prompts, legacy prompt lists): reproduction.csv is the header alone, results.csv's published
+    columns stay empty, and both reports say why."""
+    out = tmp_path / "run"
+    assert main([*args, "--fast", "--no-progress", "--no-plots", "--out", str(out)]) == 0
+    assert (out / "reproduction.csv").read_text().splitlines() == [",".join(R.COLUMNS)]
+    results = _csv(out / "results.csv")
+    assert results and all("built-in synthetic" in r["data"] for r in results)
+    assert all(r[c] == "" for r in results for c in R.RESULT_COLUMNS)
+    md = (out / "report.md").read_text()
+    assert "## Against the paper\n\nNot compared: synthetic data is never compared with the papers.\n" in md
+    html = (out / "report.html").read_text()
+    assert "<p>Not compared: synthetic data is never compared with the papers.</p>" in html
+
+
 def test_figure_has_identity_line_and_a_point_per_comparable_cell() -> None:
     rows = _scores("m", "ref", {1: {0: 9, 1: 10, 2: 11}, 2: {0: 12, 1: 12, 2: 12}})
     out = R.reproduction_rows(R.parse(DOC), {"m": {"row": "Row A"}}, _table(rows), rows, SPEC)
@@ -190,6 +212,10 @@ def test_run_rescore_and_merge_keep_the_verdicts(tmp_path: Path) -> None:
     assert meta["models"]["frequent-answer[published_as=qwen-vl-chat]"]["published_as"] == \
         {"row": "Qwen-VL-Chat", "by": "published_as", "paper": "VL-ICL"}
     assert "Against the paper" in (out / "report.html").read_text()
+    md = (out / "report.md").read_text()
+    assert "## Against the paper\n\n10 cells against the paper: 5 inside your 95% interval, 5 outside" in md
+    assert ("| textocr | image/detailed/direct/reference:llava/1 | 1 | frequent-answer[published_as=qwen-vl-chat] | "
+            "VL-ICL Table 19, row Qwen-VL-Chat, column 1-Shot | 17.17 ± 1.43 | 0 [0, 0] | -17.17 | no |") in md
     before = (out / "reproduction.csv").read_text()
     assert main(["rescore", str(out)]) == 0
     assert (out / "reproduction.csv").read_text() == before
