@@ -227,11 +227,40 @@ VIBE_DATASETS = {"ATLANTIS": "atlantis", "DRAM": "dram", "NYU-D V2": "nyuv2", "S
 VIBE_DUKE = {"segmentation": "duke-fluid", "edges": "duke-layers"}
 VIBE_ROWS = {"DELVM 1B": "delvm", "LVM": "lvm", "MAE-VQGAN": "mae-vqgan", "Painter": "painter",
              "PromptDiff.": "prompt-diffusion", "SD-VICL": "sd-vicl", "Copy target": "copy-target"}
-VIBE_TABLES = range(23, 66)  # Table 66 (object removal, LPIPS) lost its layout in the text: not entered
+VIBE_TABLES = range(23, 67)
 # Table 4's text lost the cells of most rows (tab-free, one number a line, no column marks):
 # only Copy target's row has all 14; the last number of every row is its total rank
 RANK_COLUMNS = ["Sem. seg.", "Edge det.", "Depth est.", "Obj. det.", "Keyp. det.", "Inpaint", "Denoise", "Colorize",
                 "Artif. rem.", "Mod. trans.", "Rot.", "Flip", "Obj. rem.", "Total"]
+
+
+def _vibe_table(lines: list[str], n: int) -> tuple[str, list[str], list[list[str]], bool]:
+    """Table ``n`` of the visual benchmark: its caption line (up to the metric), header columns,
+    rows (label, cells) and whether lower is better. A table whose text lost its layout (Table
+    66: caption, header and rows run on in one line, no tabs) is split by the known row labels
+    and dataset names."""
+    start = next((i for i, l in enumerate(lines) if l.startswith(f"Table {n}:")), None)
+    if start is not None:
+        header, rows, _ = _rows(lines, start)
+        return lines[start], header, rows, lines[start + 2].strip() == "\\downarrow"
+    flat = next((l for l in lines if re.match(rf"^\W*Table {n}: ", l)), None)
+    m = re.match(rf"^\W*(Table {n}: .+? results by dataset \(\S+) \$\\(up|down)arrow\$ \)\. Mean \$\\pm\$ "
+                 r"standard deviation\. Model (.+)$", flat or "")
+    if m is None:
+        raise SourceError(f"000 (the visual benchmark): no Table {n}")
+    labels = "|".join(re.escape(r) for r in sorted(VIBE_ROWS, key=len, reverse=True))
+    parts = re.split(rf"(?:^|\s)({labels})\s+(?=[0-9])", m.group(3))
+    header, rest = [], parts[0].strip()
+    while rest:  # dataset names hold spaces ("NYU-D V2"): the longest known name that starts the rest
+        found = next((d for d in sorted([*VIBE_DATASETS, "Duke"], key=len, reverse=True) if rest.startswith(d)), None)
+        if found is None:
+            raise SourceError(f"the visual benchmark Table {n}: unknown dataset column in {rest[:40]!r}")
+        header.append(found)
+        rest = rest[len(found):].strip()
+    rows = [[label, *re.findall(r"[0-9.]+ \$\\pm\$ [0-9.]+", cells)] for label, cells in zip(parts[1::2], parts[2::2])]
+    if not rows or any(len(r) != len(header) + 1 for r in rows):
+        raise SourceError(f"the visual benchmark Table {n}: rows of the run-on text do not have {len(header)} cells")
+    return m.group(1), header, rows, m.group(2) == "down"
 
 
 def vibe(seeds: Path) -> dict[str, Any]:
@@ -239,13 +268,11 @@ def vibe(seeds: Path) -> dict[str, Any]:
     tables, values = {}, []
     paper = "the visual benchmark"
     for n in VIBE_TABLES:
-        start = _start(lines, f"Table {n}:", "000 (the visual benchmark)")
-        head = lines[start]
+        head, header, rows, lower = _vibe_table(lines, n)
         m = re.match(r"Table \d+: (.+?) results by dataset \((.+)$", head)
         if m is None or m.group(1).strip() not in VIBE_TASKS or m.group(2).strip() not in VIBE_METRICS:
             raise SourceError(f"the visual benchmark Table {n}: caption not of a known task and metric: {head[:80]!r}")
         task, metric = VIBE_TASKS[m.group(1).strip()], VIBE_METRICS[m.group(2).strip()]
-        header, rows, _ = _rows(lines, start)
         name = f"Table {n}"
         columns = {}
         for h in header:
@@ -254,7 +281,6 @@ def vibe(seeds: Path) -> dict[str, Any]:
             ds = VIBE_DUKE.get(task, "") if h == "Duke" else VIBE_DATASETS[h]
             columns[h] = {"subset": ds} if ds else {"unmatched": "the paper's Duke column does not say which "
                                                                  "Duke subset (duke-fluid or duke-layers)"}
-        lower = lines[start + 2].strip() == "\\downarrow"
         tables[name] = dict(
             title=f"{m.group(1).strip()} results by dataset ({m.group(2).strip()}, "
                   f"{'lower' if lower else 'higher'} is better)",
