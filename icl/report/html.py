@@ -62,7 +62,7 @@ text-transform:uppercase}
 def synthetic_note(data: Mapping[str, Any]) -> str:
     """``built-in synthetic data, not the benchmark's datasets`` (or ``...: NAMES`` when only
     some are) for a run's data origins (``Benchmark.data_origin()``); "" when none is synthetic."""
-    synthetic = sorted(n for n, origin in data.items() if str(origin).startswith("built-in synthetic"))
+    synthetic = sorted(n for n, origin in data.items() if reproduction.synthetic_origin(origin))
     if not synthetic:
         return ""
     return "built-in synthetic data" + (", not the benchmark's datasets" if len(synthetic) == len(data)
@@ -152,7 +152,7 @@ def _page(title: str, body: str) -> str:
 def _origin(meta: Mapping[str, Any]) -> str:
     """The data origin first (synthetic data marked), then what identifies the run."""
     data = meta.get("data") or {}
-    synthetic = any(str(v).startswith("built-in synthetic") for v in data.values())
+    synthetic = any(reproduction.synthetic_origin(v) for v in data.values())
     items = [f"<li><b>data</b> <code>{escape(str(k))}</code>: {escape(str(v))}</li>" for k, v in data.items()]
     if not items:
         items.append("<li><b>data</b>: not recorded by this benchmark</li>")
