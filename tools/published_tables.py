@@ -1,16 +1,20 @@
 """Write the papers' per-model numbers as data: ``icl/benchmarks/{vlicl,cobsat,vibe}/published.json``.
 
-``python tools/published_tables.py SEEDS_DIR`` reads the text of the source documents (the
-seeds' README lists their extraction caveats) and writes one file per benchmark, every value
-with its provenance: paper, table, row label, column label, the value as printed and its ± as
-printed. Only numbers are taken. The mapping of each table onto icl's cells (task, subset,
-shots, metric) and the reproduce grids are written here, beside the parsing, so that the data
-files are regenerated whole. A second, independent entry of a sample of every table lives in
-tests/benchmarks/<bench>/test_published.py (typed from the papers).
+``python tools/published_tables.py SEEDS_DIR [--out DIR]`` reads the text of the source
+documents (the seeds' README lists their extraction caveats) and writes one file per benchmark
+(under ``DIR``, default this repository), every value with its provenance: paper, table, row
+label, column label, the value as printed and its ± as printed. Only numbers are taken. The
+mapping of each table onto icl's cells (task, subset, shots, metric) and the reproduce grids are
+written here, beside the parsing, so that the data files are regenerated whole, the same bytes
+from the same documents. A document that does not print what the mapping expects is one line
+naming the table, row and column (exit 2), and nothing is written. A second, independent entry
+of a sample of every table lives in tests/benchmarks/<bench>/test_*_published*.py (typed from
+the papers); tests/tools/test_published_tables.py checks this parser on the documents.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -36,11 +40,33 @@ VLICL_TABLES = {  # table -> (task, variant, metric)
 VLICL_UNMATCHED = {21: "icl has no Fast Matching MiniImageNet task (its matching_mi is Table 23's real-name task)"}
 
 
+class SourceError(ValueError):
+    """A source document is missing or does not print what the mapping expects."""
+
+
+def _document(seeds: Path, prefix: str) -> list[str]:
+    """The lines of the seed document whose name starts with ``prefix`` (one, or an error)."""
+    found = sorted(seeds.glob(f"{prefix}_*.txt"))
+    if len(found) != 1:
+        raise SourceError(f"{seeds}: expected one {prefix}_*.txt source document, found {len(found)}")
+    return found[0].read_text(encoding="utf-8").splitlines()
+
+
+def _start(lines: list[str], prefix: str, document: str) -> int:
+    """The index of the first line starting with ``prefix`` (a table's caption)."""
+    found = next((i for i, l in enumerate(lines) if l.startswith(prefix)), None)
+    if found is None:
+        raise SourceError(f"{document}: no line starts with {prefix!r}")
+    return found
+
+
 def _rows(lines: list[str], start: int) -> tuple[list[str], list[list[str]], int]:
     """Header columns and rows (tab-separated) of the table whose header line follows ``start``."""
     i = start + 1
-    while not lines[i].startswith("Model"):
+    while i < len(lines) and not lines[i].startswith("Model"):
         i += 1
+    if i == len(lines):
+        raise SourceError(f"no header line (Model ...) after {lines[start][:40]!r}")
     header = lines[i].split("\t")[1:]
     rows = []
     i += 1
@@ -50,19 +76,20 @@ def _rows(lines: list[str], start: int) -> tuple[list[str], list[list[str]], int
     return [h.strip() for h in header], rows, i
 
 
-def _cell(text: str) -> tuple[str, str]:
-    text = text.replace("$\\pm$", " $\\pm$ ").strip()
-    m = PM.match(re.sub(r"\s+", " ", text))
+def _cell(text: str, where: str) -> tuple[str, str]:
+    """The value and its ± as printed ("27.54$\\pm$ 5.12": the ± sign's spacing varies)."""
+    m = PM.match(re.sub(r"\s+", " ", text.replace("$\\pm$", " $\\pm$ ").strip()))
     if not m:
-        raise ValueError(f"not a value: {text!r}")
+        raise SourceError(f"{where}: not a value: '{text.strip()}'")
     return m.group(1), m.group(2) or ""
 
 
 def vlicl(seeds: Path) -> dict[str, Any]:
-    lines = next(seeds.glob("001_*.txt")).read_text(encoding="utf-8").splitlines()
+    lines = _document(seeds, "001")
     tables, values = {}, []
+    paper = "VL-ICL"
     for n, (task, variant, metric) in VLICL_TABLES.items():
-        start = next(i for i, l in enumerate(lines) if l.startswith(f"Table {n}:"))
+        start = _start(lines, f"Table {n}:", "001 (VL-ICL)")
         header, rows, _ = _rows(lines, start)
         name = f"Table {n}"
         shots = [int(h.split("-")[0]) for h in header]
@@ -76,7 +103,7 @@ def vlicl(seeds: Path) -> dict[str, Any]:
                            rows=[r[0].strip() for r in rows]))
         for r in rows:
             for h, text in zip(header, r[1:]):
-                printed, std = _cell(text)
+                printed, std = _cell(text, f"{paper} {name}, row {r[0].strip()}, column {h}")
                 values.append(dict(table=name, row=r[0].strip(), column=h, printed=printed, std_printed=std))
     differences = [dict(part=3, expected="reference:*",
                         text="prompt style {value}: the paper prompted with the reference code's layout "
@@ -97,20 +124,20 @@ def _numbers(text: str) -> list[str]:
 
 
 def cobsat(seeds: Path) -> dict[str, Any]:
-    lines = next(seeds.glob("002_*.txt")).read_text(encoding="utf-8").splitlines()
+    lines = _document(seeds, "002")
     values: list[dict[str, Any]] = []
     tables: dict[str, Any] = {}
 
     def add(table: str, row: str, numbers: list[str], shots: int, mode: str, variant: str, family: str) -> None:
         if len(numbers) != 10:
-            raise ValueError(f"{table} {row}: {len(numbers)} values")
+            raise SourceError(f"CoBSAT {table} {row}: {len(numbers)} values where 10 tasks are printed")
         for task, printed in zip(COBSAT_TASKS, numbers):
             values.append(dict(table=table, row=row, column=task, printed=printed, std_printed="",
                                cell=dict(shots=shots, subset=f"{mode}/{variant}/{family}/*", model=row.split(",")[0])))
 
     def block(first: str, until: str) -> list[str]:
-        i = next(k for k, l in enumerate(lines) if l.startswith(first))
-        j = next(k for k in range(i, len(lines)) if lines[k].startswith(until))
+        i = _start(lines, first, "002 (CoBSAT)")
+        j = i + _start(lines[i:], until, "002 (CoBSAT)")
         return lines[i:j]
 
     # Table 1: Gemini, image description, T2I-ICL rows (T-ICL replaces images by text: not a cell)
@@ -166,6 +193,8 @@ def cobsat(seeds: Path) -> dict[str, Any]:
         mine = [v for v in values if v["table"] == name]
         shots = sorted({v["cell"]["shots"] for v in mine if v["cell"]})
         modes = {v["cell"]["subset"].split("/")[0] for v in mine if v["cell"]}
+        if len(modes) != 1:  # one generation mode per table: its reproduce options name it
+            raise SourceError(f"CoBSAT {name}: cells of {len(modes)} generation modes {sorted(modes)}")
         variants = list(dict.fromkeys(v["cell"]["subset"].split("/")[1] for v in mine if v["cell"]))
         families = sorted({v["cell"]["subset"].split("/")[2] for v in mine if v["cell"]})
         tables[name] = dict(
@@ -198,29 +227,60 @@ VIBE_DATASETS = {"ATLANTIS": "atlantis", "DRAM": "dram", "NYU-D V2": "nyuv2", "S
 VIBE_DUKE = {"segmentation": "duke-fluid", "edges": "duke-layers"}
 VIBE_ROWS = {"DELVM 1B": "delvm", "LVM": "lvm", "MAE-VQGAN": "mae-vqgan", "Painter": "painter",
              "PromptDiff.": "prompt-diffusion", "SD-VICL": "sd-vicl", "Copy target": "copy-target"}
-VIBE_TABLES = range(23, 66)  # Table 66 (object removal, LPIPS) lost its layout in the text: not entered
+VIBE_TABLES = range(23, 67)
 # Table 4's text lost the cells of most rows (tab-free, one number a line, no column marks):
 # only Copy target's row has all 14; the last number of every row is its total rank
 RANK_COLUMNS = ["Sem. seg.", "Edge det.", "Depth est.", "Obj. det.", "Keyp. det.", "Inpaint", "Denoise", "Colorize",
                 "Artif. rem.", "Mod. trans.", "Rot.", "Flip", "Obj. rem.", "Total"]
 
 
-def vibe(seeds: Path) -> dict[str, Any]:
-    lines = next(seeds.glob("000_*.txt")).read_text(encoding="utf-8").splitlines()
-    tables, values = {}, []
-    for n in VIBE_TABLES:
-        start = next(i for i, l in enumerate(lines) if l.startswith(f"Table {n}:"))
-        head = lines[start]
-        m = re.match(r"Table \d+: (.+?) results by dataset \((.+)$", head)
-        task, metric = VIBE_TASKS[m.group(1).strip()], VIBE_METRICS[m.group(2).strip()]
+def _vibe_table(lines: list[str], n: int) -> tuple[str, list[str], list[list[str]], bool]:
+    """Table ``n`` of the visual benchmark: its caption line (up to the metric), header columns,
+    rows (label, cells) and whether lower is better. A table whose text lost its layout (Table
+    66: caption, header and rows run on in one line, no tabs) is split by the known row labels
+    and dataset names."""
+    start = next((i for i, l in enumerate(lines) if l.startswith(f"Table {n}:")), None)
+    if start is not None:
         header, rows, _ = _rows(lines, start)
+        return lines[start], header, rows, lines[start + 2].strip() == "\\downarrow"
+    flat = next((l for l in lines if re.match(rf"^\W*Table {n}: ", l)), None)
+    m = re.match(rf"^\W*(Table {n}: .+? results by dataset \(\S+) \$\\(up|down)arrow\$ \)\. Mean \$\\pm\$ "
+                 r"standard deviation\. Model (.+)$", flat or "")
+    if m is None:
+        raise SourceError(f"000 (the visual benchmark): no Table {n}")
+    labels = "|".join(re.escape(r) for r in sorted(VIBE_ROWS, key=len, reverse=True))
+    parts = re.split(rf"(?:^|\s)({labels})\s+(?=[0-9])", m.group(3))
+    header, rest = [], parts[0].strip()
+    while rest:  # dataset names hold spaces ("NYU-D V2"): the longest known name that starts the rest
+        found = next((d for d in sorted([*VIBE_DATASETS, "Duke"], key=len, reverse=True) if rest.startswith(d)), None)
+        if found is None:
+            raise SourceError(f"the visual benchmark Table {n}: unknown dataset column in {rest[:40]!r}")
+        header.append(found)
+        rest = rest[len(found):].strip()
+    rows = [[label, *re.findall(r"[0-9.]+ \$\\pm\$ [0-9.]+", cells)] for label, cells in zip(parts[1::2], parts[2::2])]
+    if not rows or any(len(r) != len(header) + 1 for r in rows):
+        raise SourceError(f"the visual benchmark Table {n}: rows of the run-on text do not have {len(header)} cells")
+    return m.group(1), header, rows, m.group(2) == "down"
+
+
+def vibe(seeds: Path) -> dict[str, Any]:
+    lines = _document(seeds, "000")
+    tables, values = {}, []
+    paper = "the visual benchmark"
+    for n in VIBE_TABLES:
+        head, header, rows, lower = _vibe_table(lines, n)
+        m = re.match(r"Table \d+: (.+?) results by dataset \((.+)$", head)
+        if m is None or m.group(1).strip() not in VIBE_TASKS or m.group(2).strip() not in VIBE_METRICS:
+            raise SourceError(f"the visual benchmark Table {n}: caption not of a known task and metric: {head[:80]!r}")
+        task, metric = VIBE_TASKS[m.group(1).strip()], VIBE_METRICS[m.group(2).strip()]
         name = f"Table {n}"
         columns = {}
         for h in header:
+            if h != "Duke" and h not in VIBE_DATASETS:
+                raise SourceError(f"the visual benchmark {name}: unknown dataset column {h!r}")
             ds = VIBE_DUKE.get(task, "") if h == "Duke" else VIBE_DATASETS[h]
             columns[h] = {"subset": ds} if ds else {"unmatched": "the paper's Duke column does not say which "
                                                                  "Duke subset (duke-fluid or duke-layers)"}
-        lower = lines[start + 2].strip() == "\\downarrow"
         tables[name] = dict(
             title=f"{m.group(1).strip()} results by dataset ({m.group(2).strip()}, "
                   f"{'lower' if lower else 'higher'} is better)",
@@ -231,11 +291,11 @@ def vibe(seeds: Path) -> dict[str, Any]:
                            shots=[1], rows=[r[0].strip() for r in rows]))
         for r in rows:
             for h, text in zip(header, r[1:]):
-                printed, std = _cell(text)
+                printed, std = _cell(text, f"{paper} {name}, row {r[0].strip()}, column {h}")
                 values.append(dict(table=name, row=r[0].strip(), column=h, printed=printed, std_printed=std))
     # Table 4 (ranks)
-    start = next(i for i, l in enumerate(lines) if l.strip() == "Sem. seg.")
-    end = next(i for i, l in enumerate(lines) if l.startswith("Table 4:"))
+    start = _start([l.strip() for l in lines], "Sem. seg.", "000 (the visual benchmark)")
+    end = _start(lines, "Table 4:", "000 (the visual benchmark)")
     cells = [re.sub(r"\\cellcolor\d+\s*", "", l).strip() for l in lines[start:end] if l.strip()]
     cells = cells[len(RANK_COLUMNS):]
     row, got = None, {}
@@ -264,15 +324,35 @@ def vibe(seeds: Path) -> dict[str, Any]:
                 row_aliases={"Prompt Diffusion": "PromptDiff.", "DeLVM": "DELVM 1B"})
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python tools/published_tables.py SEEDS_DIR", file=sys.stderr)
-        return 2
-    seeds = Path(argv[0])
+def render(seeds: Path) -> dict[str, str]:
+    """The three data files' text, by path relative to the repository root (deterministic: the
+    same documents give the same bytes)."""
+    out = {}
     for data in (vlicl(seeds), cobsat(seeds), vibe(seeds)):
-        path = ROOT / "icl" / "benchmarks" / data["benchmark"] / "published.json"
-        path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"{path.relative_to(ROOT)}: {len(data['tables'])} tables, {len(data['values'])} values")
+        out[f"icl/benchmarks/{data['benchmark']}/published.json"] = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python tools/published_tables.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("seeds", metavar="SEEDS_DIR", type=Path, help="folder of the source documents' text")
+    parser.add_argument("--out", type=Path, default=ROOT,
+                        help="write icl/benchmarks/*/published.json under this folder (default: this repository)")
+    args = parser.parse_args(argv)
+    if not args.seeds.is_dir():
+        print(f"published_tables: {args.seeds}: not a folder", file=sys.stderr)
+        return 2
+    try:
+        files = render(args.seeds)
+    except SourceError as e:
+        print(f"published_tables: {e}", file=sys.stderr)
+        return 2
+    for rel, text in files.items():
+        path = args.out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        data = json.loads(text)
+        print(f"{rel}: {len(data['tables'])} tables, {len(data['values'])} values")
     return 0
 
 

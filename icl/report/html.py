@@ -62,7 +62,7 @@ text-transform:uppercase}
 def synthetic_note(data: Mapping[str, Any]) -> str:
     """``built-in synthetic data, not the benchmark's datasets`` (or ``...: NAMES`` when only
     some are) for a run's data origins (``Benchmark.data_origin()``); "" when none is synthetic."""
-    synthetic = sorted(n for n, origin in data.items() if str(origin).startswith("built-in synthetic"))
+    synthetic = sorted(n for n, origin in data.items() if reproduction.synthetic_origin(origin))
     if not synthetic:
         return ""
     return "built-in synthetic data" + (", not the benchmark's datasets" if len(synthetic) == len(data)
@@ -133,17 +133,12 @@ def _against_paper(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
                    info: Mapping[str, tuple[Optional[str], bool]], file: Optional[str]) -> str:
     """The source papers' numbers beside the run's (reproduction.csv): a summary line, the figure
     (yours against published, identity line, 95% intervals) and the table."""
-    if synthetic_note(meta.get("data") or {}) and not rows:
-        note = "<p>Not compared: synthetic data is never compared with the papers.</p>"
-    elif not rows:
-        note = ("<p>No cell to compare: match a model to a paper row with the model argument "
-                "<code>published_as=ROW</code>, or run an official checkpoint (<code>weights=hf:default</code>); "
-                "docs/reproducing.md lists the rows.</p>")
-    else:
-        figure = reproduction.figure_svg(rows)
-        note = (f"<p>{escape(reproduction.summary_line(rows))}</p>"
-                + (f"<figure>{figure}<figcaption>yours against published: green inside your 95% interval, red "
-                   f"outside; dashed: identity</figcaption></figure>" if figure else ""))
+    text = escape(reproduction.note(rows, bool(synthetic_note(meta.get("data") or {}))))
+    note = "<p>" + re.sub(r"`([^`]*)`", r"<code>\1</code>", text) + "</p>"
+    figure = reproduction.figure_svg(rows) if rows else ""
+    if figure:
+        note += (f"<figure>{figure}<figcaption>yours against published: green inside your 95% interval, red "
+                 f"outside; dashed: identity</figcaption></figure>")
     return note + _table_section("reproduction", rows, file, info)
 
 
@@ -157,7 +152,7 @@ def _page(title: str, body: str) -> str:
 def _origin(meta: Mapping[str, Any]) -> str:
     """The data origin first (synthetic data marked), then what identifies the run."""
     data = meta.get("data") or {}
-    synthetic = any(str(v).startswith("built-in synthetic") for v in data.values())
+    synthetic = any(reproduction.synthetic_origin(v) for v in data.values())
     items = [f"<li><b>data</b> <code>{escape(str(k))}</code>: {escape(str(v))}</li>" for k, v in data.items()]
     if not items:
         items.append("<li><b>data</b>: not recorded by this benchmark</li>")

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+from icl.report import schema
+
 #: extra columns of results.csv (empty on rows without a published value)
 RESULT_COLUMNS = ("published_value", "published_std", "published_source")
 COLUMNS = ("benchmark", "task", "subset", "shots", "model", "metric", "paper_row", "source", "published",
@@ -172,8 +174,16 @@ def _difference(published: Published, subset: str) -> str:
     return ""
 
 
+def synthetic_origin(origin: Any) -> bool:
+    """Whether a data origin (``Benchmark.data_origin()``'s text, or results.csv's ``data``
+    cell, which may join several: ``"task: built-in synthetic (...); ..."``) names the built-in
+    synthetic data. The one test of it for the reports: such data is never compared."""
+    return "built-in synthetic" in str(origin)
+
+
 def synthetic(row: Mapping[str, Any]) -> bool:
-    return "built-in synthetic" in str(row.get("data", ""))
+    """Whether a results.csv row was computed on built-in synthetic data (in part)."""
+    return synthetic_origin(row.get("data", ""))
 
 
 def matches(published: Published, rows: Mapping[str, Mapping[str, Any]], result: Mapping[str, Any]) -> list[Value]:
@@ -206,32 +216,6 @@ def annotate(published: Optional[Published], rows: Mapping[str, Mapping[str, Any
         r["published_value"] = v.value if v else ""
         r["published_std"] = v.std if v and v.std is not None else ""
         r["published_source"] = published.source(v) if v and published else ""
-
-
-def _seed_values(score_rows: Sequence[Mapping[str, Any]], result: Mapping[str, Any], spec: Any,
-                 unit_column: str) -> list[float]:
-    """Our per-unit (e.g. per-seed) means of the cell of ``result``, from the score rows."""
-    metric = next((m for m in (spec.metrics or ()) if m.name == result["metric"]), None)
-    column = (metric.column or metric.name) if metric else result["metric"]
-    scale = metric.scale if metric else 1.0
-    subset_cols = list(spec.subset)
-    by_unit: dict[str, list[float]] = {}
-    for r in score_rows:
-        if str(r.get("model")) != str(result["model"]) or column not in r or unit_column not in r:
-            continue
-        if spec.task and str(r.get(spec.task)) != str(result["task"]):
-            continue
-        if spec.shots and not _shots_equal(r.get(spec.shots), result["shots"]):
-            continue
-        if subset_cols and "/".join(str(r.get(c, "")) for c in subset_cols) != str(result["subset"]):
-            continue
-        try:
-            x = float(r[column])
-        except (TypeError, ValueError):
-            continue
-        if not math.isnan(x):
-            by_unit.setdefault(str(r[unit_column]), []).append(x)
-    return [scale * sum(v) / len(v) for _, v in sorted(by_unit.items())]
 
 
 def welch(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float, n_b: int) -> tuple[float, float, float]:
@@ -294,6 +278,9 @@ def reproduction_rows(published: Optional[Published], rows: Mapping[str, Mapping
     if published is None:
         return []
     out = []
+    # results.csv's grouping of the score rows and its metrics, made once when a test needs them
+    groups: Optional[dict[tuple[str, str, str, str], list]] = None
+    metrics: dict[str, Any] = {}
     for r in results:
         for v in matches(published, rows, r):
             table = published.tables[v.table]
@@ -311,7 +298,14 @@ def reproduction_rows(published: Optional[Published], rows: Mapping[str, Mapping
                 continue
             count, unit = table.get("count"), table.get("std_over")
             if not why and v.std is not None and count and unit and spec is not None and int(count) > 1:
-                mine = _seed_values(score_rows, r, spec, unit)
+                if groups is None:
+                    groups = schema.grouped(score_rows, spec)
+                    metrics = {m.name: m for m in schema.metrics_of(score_rows, spec)}
+                group = groups.get(schema.group_key(r["task"], r["subset"], r["shots"], r["model"]), [])
+                metric = metrics.get(str(r["metric"]))
+                # the cell's value per unit (seed): results.csv's own reduction of the cell, split by unit
+                split = schema.values_by(group, spec, metric, unit) if metric is not None else {}
+                mine = [x for x in split.values() if not math.isnan(x)]
                 if len(mine) > 1:
                     m = sum(mine) / len(mine)
                     var = sum((x - m) ** 2 for x in mine) / (len(mine) - 1)
@@ -372,6 +366,35 @@ def summary_line(rows: Sequence[Mapping[str, Any]]) -> str:
     outside = sum(r.get("inside_interval") == "no" for r in rows)
     return (f"{len(rows)} cells against the paper: {inside} inside your 95% interval, {outside} outside, "
             f"{len(rows) - inside - outside} not comparable")
+
+
+def note(rows: Sequence[Mapping[str, Any]], synthetic_data: bool) -> str:
+    """What a report says above reproduction.csv's rows (report.md and report.html alike; code
+    in backticks): why there are none (synthetic data is never compared; no model matched to a
+    paper row), or :func:`summary_line`."""
+    if synthetic_data and not rows:
+        return "Not compared: synthetic data is never compared with the papers."
+    if not rows:
+        return ("No cell to compare: match a model to a paper row with the model argument `published_as=ROW`, "
+                "or run an official checkpoint (`weights=hf:default`); docs/reproducing.md lists the rows.")
+    return summary_line(rows)
+
+
+def markdown(rows: Sequence[Mapping[str, Any]], synthetic_data: bool) -> str:
+    """report.md's "Against the paper" section: :func:`note` and one line per cell."""
+    def num(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    lines = ["## Against the paper", "", note(rows, synthetic_data)]
+    if rows:
+        lines += ["", "| task | subset | shots | model | paper | published | yours [95% CI] | difference | inside |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            published = num(r["published"]) + (f" ± {num(r['published_std'])}" if r.get("published_std") != "" else "")
+            lines.append(f"| {r['task']} | {r['subset']} | {r['shots']} | {r['model']} | {r['source']} | {published} | "
+                         f"{num(r['yours'])} [{num(r['ci_low'])}, {num(r['ci_high'])}] | {num(r['difference'])} | "
+                         f"{r['inside_interval'] or '-'} |")
+    return "\n".join(lines)
 
 
 @dataclass

@@ -21,6 +21,10 @@ n_failed, direction, unit, data, published_value, published_std, published_sourc
   for the cell ("VL-ICL Table 18"), on the rows of a model matched to a paper row; empty
   elsewhere and on synthetic data (filled by :mod:`icl.report.reproduction`).
 
+The grouping of score rows behind each results row (:func:`grouped`, :func:`group_key`) is the
+one every other reader uses: reproduction.csv's two-sample test splits a row's value by seed
+with :func:`values_by`, never regrouping the score rows by keys of its own.
+
 Comparisons (``comparisons.csv``, ``results.json``): for every pair of models and every row
 group both have, the paired bootstrap difference ``a - b`` on their shared units, its interval,
 the two-sided p-value and the Holm-adjusted p-value; the Holm family is the model pairs of one
@@ -129,8 +133,19 @@ class _Group:
     data: str
     rows: list
 
+    def key(self) -> tuple[str, str, str, str]:
+        return group_key(self.task, self.subset, self.shots, self.model)
+
+
+def group_key(task: Any, subset: Any, shots: Any, model: Any) -> tuple[str, str, str, str]:
+    """The identity of a results.csv row's group of score rows: (task, subset, shots, model) as
+    text, so a row read back from results.csv finds the group it was computed from."""
+    return str(task), str(subset), str(shots), str(model)
+
 
 def _groups(rows: Sequence[Mapping[str, Any]], spec: ResultsSpec, origins: Mapping[str, str]) -> list[_Group]:
+    """The score rows of every results.csv row: one group per (task, subset, shots, model); a
+    row also joins the pooled task's group (``spec.pooled_task``)."""
     every_origin = "; ".join(f"{k}: {v}" for k, v in sorted(origins.items()))
     out: dict[tuple, _Group] = {}
 
@@ -138,7 +153,7 @@ def _groups(rows: Sequence[Mapping[str, Any]], spec: ResultsSpec, origins: Mappi
         subset = "/".join(str(r.get(c, "")) for c in spec.subset) if spec.subset else ALL
         shots = r.get(spec.shots, "") if spec.shots else ""
         data = origins.get(str(r.get(spec.data)), every_origin) if spec.data else every_origin
-        key = (task, subset, str(shots), str(r["model"]))
+        key = group_key(task, subset, shots, r["model"])
         g = out.get(key)
         if g is None:
             g = out[key] = _Group(task, subset, shots, str(r["model"]), data, [])
@@ -185,7 +200,7 @@ def _units(g: _Group, m: Metric, spec: ResultsSpec, paired: bool = False
 def results_rows(benchmark: str, protocol: str, rows: Sequence[Mapping[str, Any]], spec: ResultsSpec,
                  origins: Mapping[str, str], resamples: int = stats.RESAMPLES) -> list[dict[str, Any]]:
     """The long table (:data:`COLUMNS`) of ``rows`` (see the module docstring)."""
-    metrics = spec.metrics if spec.metrics is not None else infer_metrics(rows, spec)
+    metrics = metrics_of(rows, spec)
     out = []
     for g in _groups(rows, spec, origins):
         failed = sum(1 for r in g.rows if r.get("status", "ok") != "ok")
@@ -204,11 +219,39 @@ def results_rows(benchmark: str, protocol: str, rows: Sequence[Mapping[str, Any]
     return out
 
 
+def metrics_of(rows: Iterable[Mapping[str, Any]], spec: ResultsSpec) -> tuple[Metric, ...]:
+    """The metrics results.csv reports: the spec's, else those :func:`infer_metrics` finds."""
+    return spec.metrics if spec.metrics is not None else infer_metrics(rows, spec)
+
+
+def grouped(rows: Sequence[Mapping[str, Any]], spec: ResultsSpec) -> dict[tuple[str, str, str, str], list]:
+    """The score rows behind every results.csv row, by :func:`group_key` of the row's task,
+    subset, shots and model: the grouping :func:`results_rows` computes its values over."""
+    return {g.key(): g.rows for g in _groups(rows, spec, {})}
+
+
+def values_by(group: Sequence[Mapping[str, Any]], spec: ResultsSpec, metric: Metric, column: str) -> dict[str, float]:
+    """A results.csv value computed apart for each value of score-row column ``column`` (a seed,
+    a prompt list): ``group`` is the row's score rows (:func:`grouped`), each part reduced as
+    :func:`results_rows` reduces the whole (units, pooling, scale, NaN rule). Rows without
+    ``column`` are left out."""
+    parts: dict[str, list] = defaultdict(list)
+    for r in group:
+        if column in r:
+            parts[str(r[column])].append(r)
+    out = {}
+    for value, part in sorted(parts.items()):
+        units = _units(_Group("", "", "", "", "", part), metric, spec)
+        if units is not None:
+            out[value] = stats.ratio_value(units[1], units[2], metric.scale)
+    return out
+
+
 def comparison_rows(benchmark: str, protocol: str, rows: Sequence[Mapping[str, Any]], spec: ResultsSpec,
                     resamples: int = stats.RESAMPLES) -> list[dict[str, Any]]:
     """Paired differences of every model pair in every row group (:data:`COMPARISON_COLUMNS`),
     Holm-adjusted over the pairs of each row group."""
-    metrics = spec.metrics if spec.metrics is not None else infer_metrics(rows, spec)
+    metrics = metrics_of(rows, spec)
     by_cell: dict[tuple, dict[str, _Group]] = defaultdict(dict)
     for g in _groups(rows, spec, {}):
         by_cell[(g.task, g.subset, str(g.shots))][g.model] = g

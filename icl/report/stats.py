@@ -168,16 +168,22 @@ def mean_ci(values: Sequence[float] | np.ndarray, clusters: Optional[Sequence[An
                     scale=scale)
 
 
+def ratio_value(num: np.ndarray, den: np.ndarray, scale: float = 1.0) -> float:
+    """``scale * sum(num) / sum(den)`` over units: the point estimate of :func:`ratio_ci`. NaN
+    with no units, a NaN total (a missing metric is never dropped silently) or a zero ``den``."""
+    if num.size == 0 or np.isnan(num).any() or np.isnan(den).any():
+        return math.nan
+    return as_float(_ratio(np.array(num.sum()), np.array(den.sum())) * scale)
+
+
 def ratio_ci(num: np.ndarray, den: np.ndarray, *, identity: str, benchmark: str = "icl", seed: int | str = 0,
              resamples: int = RESAMPLES, level: float = LEVEL, scale: float = 1.0) -> Estimate:
     """``scale * sum(num) / sum(den)`` over units (``[K]`` totals in canonical order, from
     :func:`cluster_totals`) and its percentile interval. A NaN total makes every number NaN (a
     missing metric is never dropped silently); no units give NaN with n 0; one unit its value."""
     k = int(num.size)
-    if k == 0 or np.isnan(num).any() or np.isnan(den).any():
-        return Estimate(math.nan, math.nan, math.nan, k)
-    value = as_float(_ratio(np.array(num.sum()), np.array(den.sum())) * scale)
-    if k == 1 or math.isnan(value):  # nothing to resample
+    value = ratio_value(num, den, scale)
+    if k <= 1 or math.isnan(value):  # nothing to resample
         return Estimate(value, value, value, k)
     # the same group is asked twice per run (a benchmark's own table and results.csv): kept once
     memo = (identity, benchmark, str(seed), resamples, level, scale, num.tobytes(), den.tobytes())

@@ -100,6 +100,40 @@ def test_verdicts_on_known_accuracies() -> None:
     assert got[("other", 1)] == ("", "", "")
 
 
+def test_the_test_reads_each_seed_as_results_csv_groups_it() -> None:
+    """The Welch test's per-seed values come from results.csv's own grouping and reduction: on a
+    pooled task (every task's rows in one results row) with a pooled ratio metric and two prompt
+    lists, each seed's value is the value results.csv gives that seed's rows alone."""
+    spec = ResultsSpec(task="task", subset=("variant", "prompt"), shots="shots", cluster="query", pooled_task="all",
+                       metrics=(Metric("accuracy", unit="%", scale=100.0, column="hits", denominator="asked"),))
+    doc = json.loads(json.dumps(DOC))
+    doc["tables"]["Table 1"]["cell"]["task"] = "all"
+    rows = []
+    for task in ("t1", "t2"):
+        for prompt in ("ref", "ref2"):
+            for seed in range(3):
+                for q in range(6):
+                    asked = 1.0 + (q + seed) % 4  # items of unequal weight: the pooled ratio is no mean of rows
+                    rows.append(dict(model="m", key=f"{task}/{prompt}/{seed}/{q}", status="ok", task=task,
+                                     variant="image", prompt=prompt, shots=1, seed=seed, query=f"{task}{q}",
+                                     hits=float((q * (seed + 1) + len(task)) % int(asked + 1) > 0) * asked,
+                                     asked=asked))
+    table = [{**r, "data": "release d"} for r in results_rows("demo", "demo-1", rows, spec, {}, resamples=200)]
+    out = R.reproduction_rows(R.parse(doc), {"m": {"row": "Row A"}}, table, rows, spec)
+    assert [(r["task"], r["subset"]) for r in out] == [("all", "image/ref"), ("all", "image/ref2")]
+    for row in out:
+        prompt = row["subset"].split("/")[1]
+        mine = []
+        for seed in range(3):
+            alone = [r for r in rows if r["seed"] == seed]
+            mine += [r["value"] for r in results_rows("demo", "demo-1", alone, spec, {}, resamples=10)
+                     if (r["task"], r["subset"]) == ("all", f"image/{prompt}")]
+        assert len(mine) == 3
+        m = sum(mine) / 3
+        t, df, p = R.welch(m, sum((x - m) ** 2 for x in mine) / 2, 3, 50.0, 25.0 * 3 / 2, 3)
+        assert row["test"] == f"Welch t={t:.3g}, df={df:.3g} (3 vs 3 seeds)" and row["p_value"] == pytest.approx(p)
+
+
 def test_welch_against_scipy() -> None:
     stats = pytest.importorskip("scipy.stats")
     for a, b in (([45.0, 50.0, 57.0], [60.0, 61.0, 66.0, 70.0]), ([1.0, 2.0], [1.5, 2.5, 9.0])):
@@ -118,6 +152,28 @@ def test_synthetic_data_is_never_compared() -> None:
     assert R.reproduction_rows(p, {"m": {"row": "Row A"}}, table, rows, SPEC) == []
     R.annotate(p, {"m": {"row": "Row A"}}, table)
     assert all(r["published_value"] == "" for r in table)
+
+
+@pytest.mark.parametrize("args", [
+    ["vlicl", "--tasks", "textocr", "--seeds", "0,1", "--prompt-style", "reference",
+     "--models", "copy-last:published_as=OpenFlamingo-9B"],
+    ["cobsat", "--tasks", "Color-I", "--shots", "2,4", "--legacy-prompts", "true",
+     "--models", "copy-last:published_as=SEED-LLaMA"],
+], ids=["vlicl", "cobsat"])
+def test_a_fast_run_of_a_matched_model_is_never_set_against_the_paper(tmp_path: Path, args: list[str]) -> None:
+    """``--fast`` with a model matched to a paper row, in the paper's own settings (reference
+    prompts, legacy prompt lists): reproduction.csv is the header alone, results.csv's published
+    columns stay empty, and both reports say why."""
+    out = tmp_path / "run"
+    assert main([*args, "--fast", "--no-progress", "--no-plots", "--out", str(out)]) == 0
+    assert (out / "reproduction.csv").read_text().splitlines() == [",".join(R.COLUMNS)]
+    results = _csv(out / "results.csv")
+    assert results and all("built-in synthetic" in r["data"] for r in results)
+    assert all(r[c] == "" for r in results for c in R.RESULT_COLUMNS)
+    md = (out / "report.md").read_text()
+    assert "## Against the paper\n\nNot compared: synthetic data is never compared with the papers.\n" in md
+    html = (out / "report.html").read_text()
+    assert "<p>Not compared: synthetic data is never compared with the papers.</p>" in html
 
 
 def test_figure_has_identity_line_and_a_point_per_comparable_cell() -> None:
@@ -156,6 +212,10 @@ def test_run_rescore_and_merge_keep_the_verdicts(tmp_path: Path) -> None:
     assert meta["models"]["frequent-answer[published_as=qwen-vl-chat]"]["published_as"] == \
         {"row": "Qwen-VL-Chat", "by": "published_as", "paper": "VL-ICL"}
     assert "Against the paper" in (out / "report.html").read_text()
+    md = (out / "report.md").read_text()
+    assert "## Against the paper\n\n10 cells against the paper: 5 inside your 95% interval, 5 outside" in md
+    assert ("| textocr | image/detailed/direct/reference:llava/1 | 1 | frequent-answer[published_as=qwen-vl-chat] | "
+            "VL-ICL Table 19, row Qwen-VL-Chat, column 1-Shot | 17.17 ± 1.43 | 0 [0, 0] | -17.17 | no |") in md
     before = (out / "reproduction.csv").read_text()
     assert main(["rescore", str(out)]) == 0
     assert (out / "reproduction.csv").read_text() == before

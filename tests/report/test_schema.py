@@ -1,7 +1,8 @@
 """The one long results schema (icl.report.schema): ``python -m icl.run --fast`` writes
 results.csv with exactly its columns for every benchmark, comparisons.csv and ``schema_version``;
 each benchmark's long rows agree with its own wide table; the builder on hand-made score rows
-(clusters, pooled ratios, failures, Holm over the pairs, row order)."""
+(clusters, pooled ratios, failures, Holm over the pairs, row order); a results row's value split
+by seed (what reproduction.csv's two-sample test reads) from the same grouping."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from icl.report import stats
 from icl.report.schema import (COLUMNS, COMPARISON_COLUMNS, SCHEMA_VERSION, Metric, ResultsSpec, common_tables,
-                               comparison_rows, results_rows)
+                               comparison_rows, group_key, grouped, results_rows, values_by)
 from icl.run.__main__ import main
 
 BENCHMARKS = ("vibe", "best50", "vlicl", "cobsat", "vif")
@@ -182,3 +183,43 @@ def test_default_spec_reports_every_numeric_score_column():
         ("all", "", "accuracy", 0.5, "higher", "numbers: built-in")]
     with pytest.raises(ValueError, match="direction"):
         Metric("x", direction="up")
+
+
+def test_values_by_splits_each_results_row_as_results_rows_computes_it():
+    """``values_by`` on a row set with several seeds, two prompt lists (a subset column), a
+    pooled task, shots given as text on some rows, and a pooled ratio metric: each part is the
+    value ``results_rows`` gives the same rows alone, for every results.csv row."""
+    spec = ResultsSpec(task="task", subset=("prompt",), shots="shots", cluster="query", pooled_task="pooled",
+                       metrics=(Metric("accuracy", scale=100.0, column="acc"),
+                                Metric("precision", column="tp", denominator="pred")))
+    rows = []
+    for task in ("t1", "t2"):
+        for prompt in ("p0", "p1"):
+            for seed in range(3):
+                for q in range(4):
+                    shots = 2 if q % 2 else "2"  # a stored row may carry its shots as text
+                    rows.append({"model": "m", "key": f"{task}/{prompt}/{seed}/{q}", "status": "ok", "task": task,
+                                 "prompt": prompt, "shots": shots, "seed": seed, "query": f"q{q}",
+                                 "acc": float((q + seed + len(prompt)) % 3 == 0), "tp": float(q + seed),
+                                 "pred": float(1 + q * (seed + 1))})
+    table = results_rows("demo", "demo-1", rows, spec, {}, resamples=50)
+    groups = grouped(rows, spec)
+    assert len(table) == len(groups) * 2 and {r["task"] for r in table} == {"t1", "t2", "pooled"}
+    metric = {m.name: m for m in spec.metrics}
+    for r in table:
+        group = groups[group_key(r["task"], r["subset"], r["shots"], r["model"])]
+        whole = values_by(group, spec, metric[r["metric"]], "model")  # one part: the row itself
+        assert whole == {"m": pytest.approx(r["value"], abs=1e-12)}
+        per_seed = values_by(group, spec, metric[r["metric"]], "seed")
+        assert sorted(per_seed) == ["0", "1", "2"]
+        for seed, value in per_seed.items():
+            alone = [x for x in rows if str(x["seed"]) == seed]
+            want = next(a for a in results_rows("demo", "demo-1", alone, spec, {}, resamples=50)
+                        if (a["task"], a["subset"], a["metric"]) == (r["task"], r["subset"], r["metric"]))
+            assert value == pytest.approx(want["value"], abs=1e-12)
+    # the pooled ratio, not the mean of the column: the two differ on these rows
+    pooled = next(r for r in table if (r["task"], r["subset"], r["metric"]) == ("t1", "p0", "precision"))
+    seed0 = values_by(groups[group_key("t1", "p0", pooled["shots"], "m")], spec, metric["precision"], "seed")["0"]
+    tp = [float(q) for q in range(4)]
+    pred = [float(1 + q) for q in range(4)]
+    assert seed0 == pytest.approx(sum(tp) / sum(pred)) and seed0 != pytest.approx(sum(t / p for t, p in zip(tp, pred)) / 4)

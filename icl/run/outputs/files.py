@@ -31,7 +31,8 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 from icl.benchmarks.base import Benchmark
 from icl.report.schema import COLUMNS, COMPARISON_COLUMNS
 from icl.report.reproduction import COLUMNS as REPRODUCTION_COLUMNS
-from icl.report.html import report_html, report_title
+from icl.report.reproduction import markdown as reproduction_markdown
+from icl.report.html import report_html, report_title, synthetic_note
 from icl.report.tables import csv_text, jsonable
 from icl.store.atomic import STAGING_PREFIX, OutputWriteError, remove_stale_temporaries, write_text
 from icl.run.errors import ConfigError
@@ -298,6 +299,8 @@ def report_markdown(bench: Benchmark, tables: Mapping[str, list[dict[str, Any]]]
     section = bench.report(tables)
     if section:
         lines += [section, ""]
+    if "reproduction" in tables:  # the benchmark ships the papers' numbers
+        lines += [reproduction_markdown(tables["reproduction"], bool(synthetic_note(data))), ""]
     if failures:
         lines += [f"## Failures ({len(failures)})", ""] + [f"- [{f.stage}] {f.message}" for f in failures[:200]]
         if len(failures) > 200:
