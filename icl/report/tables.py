@@ -94,13 +94,27 @@ def _num(v: float, digits: int = 3) -> str:
     return f"{v:.{digits}f}"
 
 
+def aligned(rows: Sequence[Sequence[Any]], right: Iterable[int] = ()) -> list[str]:
+    """The terminal's tables: ``rows`` (the header first) as lines of columns as wide as their
+    longest cell, two spaces apart (a long model label never runs into the next column);
+    columns ``right`` (indices) right-aligned, the others left. Trailing blanks are stripped."""
+    texts = [[str(c) for c in r] for r in rows]
+    if not texts:
+        return []
+    n = max(len(r) for r in texts)
+    texts = [r + [""] * (n - len(r)) for r in texts]
+    widths = [max(len(r[i]) for r in texts) for i in range(n)]
+    ends = set(right)
+    return ["  ".join(c.rjust(w) if i in ends else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+            for r in texts]
+
+
 def summary_text(tables: Sequence[RankTable]) -> str:
     """Terminal table: per task the first ranked metric averaged over datasets [task rank]."""
     out = []
     for t in tables:
-        width = max([12, *(len(m) + 2 for m in t.models)])
         out.append(f"shots={t.shots}: first rank metric per task, averaged over datasets [task rank]")
-        out.append(f"{'task':<20}{'metric':<10}" + "".join(f"{m:>{width + 8}}" for m in t.models))
+        rows: list[list[str]] = [["task", "metric", *t.models]]
         for task in t.tasks:
             metrics = list(t.values[task])
             metric = next((m for m in metrics if m in t.metric_ranks[task]), metrics[0] if metrics else "")
@@ -109,10 +123,10 @@ def summary_text(tables: Sequence[RankTable]) -> str:
             for m in t.models:
                 v = t.values[task].get(metric, {}).get(m, math.nan)
                 cells.append(f"{_num(v)} [{rank[m]:.2f}]" if m in rank else _num(v))
-            out.append(f"{task:<20}{metric:<10}" + "".join(f"{c:>{width + 8}}" for c in cells))
+            rows.append([task, metric, *cells])
         if t.overall:
-            out.append(f"{'overall rank':<30}" + "".join(f"{t.overall[m]:>{width + 8}.2f}" if m in t.overall
-                                                         else f"{'-':>{width + 8}}" for m in t.models))
+            rows.append(["overall rank", "", *(f"{t.overall[m]:.2f}" if m in t.overall else "-" for m in t.models)])
+        out += aligned(rows, right=range(2, 2 + len(t.models)))
         out.append("")
     return "\n".join(out)
 

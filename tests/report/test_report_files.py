@@ -206,3 +206,15 @@ def test_vibe_summaries_do_not_depend_on_item_order(builtin_root, tmp_path, bad_
     for name in ("results.csv", "vibe_results.csv", "comparisons.csv", "ranks.csv", "contexts.csv"):
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
     assert again.out_dir == tmp_path / "again"
+
+
+def test_terminal_tables_keep_columns_apart_whatever_the_label_length():
+    """A model label longer than the old fixed column (24-28 characters, e.g.
+    ``copy-last[published_as=OpenFlamingo-9B]``) ran into the task column with no space."""
+    from icl.report.tables import aligned
+
+    label = "copy-last[published_as=OpenFlamingo-9B]"
+    lines = aligned([["model", "task", "peak"], [label, "textocr", "16.67"], ["m", "clevr", "5"]], right=[2])
+    assert lines[1].startswith(label + "  textocr") and lines[2].startswith("m" + " " * (len(label) + 1) + "clevr")
+    assert [len(line) for line in lines] == [len(lines[1])] * 3  # the right column ends in one place
+    assert lines[2].endswith("    5") and aligned([]) == []

@@ -223,13 +223,12 @@ class Best50(Benchmark):
         return out
 
     def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
-        lines = [f"best50 ({self.protocol}): pooled over samples"]
-        lines.append(f"{'model':<24}{'K':>3}  {'group':<16}" + "".join(f"{m:>12}" for m in METRICS))
-        for r in tables["best50_results"]:
-            if r["kind"] == "pooled":
-                lines.append(f"{r['model']:<24}{r['k']:>3}  {'pooled ' + r['group']:<16}"
-                             + "".join(f"{r[m]:>12.4f}" for m in METRICS))
-        return "\n".join(lines)
+        from icl.report.tables import aligned
+
+        table = [[r["model"], r["k"], "pooled " + r["group"], *(f"{r[m]:.4f}" for m in METRICS)]
+                 for r in tables["best50_results"] if r["kind"] == "pooled"]
+        return "\n".join([f"best50 ({self.protocol}): pooled over samples",
+                          *aligned([["model", "K", "group", *METRICS], *table], right=[1, *range(3, 3 + len(METRICS))])])
 
     def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         from icl.benchmarks.best50.report import markdown_table

@@ -218,11 +218,12 @@ class CoBSAT(Benchmark):
         rows = tables.get("accuracy", [])
         if not rows:
             return ""
-        lines = [f"cobsat ({self.protocol}): overall accuracy in % by shots (failed answers count wrong)"]
-        for (model, task), rs in _by(rows, ("model", "task")).items():
-            cells = "  ".join(f"{r['shots']}:{_fmt(r['overall'])}" for r in sorted(rs, key=lambda r: r["shots"]))
-            lines.append(f"{model:<24}{task:<15}{cells}")
-        return "\n".join(lines)
+        from icl.report.tables import aligned
+
+        table = [[model, task, "  ".join(f"{r['shots']}:{_fmt(r['overall'])}" for r in sorted(rs, key=lambda r: r["shots"]))]
+                 for (model, task), rs in _by(rows, ("model", "task")).items()]
+        return "\n".join([f"cobsat ({self.protocol}): overall accuracy in % by shots (failed answers count wrong)",
+                          *aligned([["model", "task", "shots:accuracy"], *table])])
 
     def report(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
         c = self.config

@@ -260,9 +260,12 @@ class VIF(Benchmark):
                  "per item and criterion (avg: the mean of all six criteria, not available while some criterion has no "
                  "judge: the row then says how many were judged; failed generations: "
                  + ("score 1, in the means)" if self.config["failed"] == "score1" else "left out of the means)")]
-        lines += [f"{r['model']:<24}{r['variant']:<11}avg {_average_text(r)}  adherence "
-                  f"{_fmt(r['visual_instruction_adherence'])}  cleanliness {_fmt(r['visual_instruction_cleanliness'])}"
-                  f"  (n={r['n']}, failed {r['failed']})" for r in rows]
+        from icl.report.tables import aligned
+
+        lines += aligned([[r["model"], r["variant"], f"avg {_average_text(r)}",
+                           f"adherence {_fmt(r['visual_instruction_adherence'])}",
+                           f"cleanliness {_fmt(r['visual_instruction_cleanliness'])}", f"(n={r['n']}, failed {r['failed']})"]
+                          for r in rows])
         return "\n".join(lines)
 
     def report(self, tables_: Mapping[str, list[dict[str, Any]]]) -> str:

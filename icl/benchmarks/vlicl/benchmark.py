@@ -432,11 +432,11 @@ class VLICL(Benchmark):
         rows = tables.get("shot_summary", [])
         if not rows:
             return ""
-        lines = [f"vlicl ({self.protocol}): zero-shot / peak / ICL efficiency, accuracy in %",
-                 f"{'model':<28}{'task':<34}{'zero-shot':>10}{'peak':>8}{'efficiency':>12}"]
-        lines += [f"{r['model']:<28}{r['task']:<34}{_fmt(r['zero_shot']):>10}{_fmt(r['peak']):>8}"
-                  f"{_fmt(r['efficiency']):>12}" for r in rows]
-        return "\n".join(lines)
+        from icl.report.tables import aligned
+
+        table = [[r["model"], r["task"], _fmt(r["zero_shot"]), _fmt(r["peak"]), _fmt(r["efficiency"])] for r in rows]
+        return "\n".join([f"vlicl ({self.protocol}): zero-shot / peak / ICL efficiency, accuracy in %",
+                          *aligned([["model", "task", "zero-shot", "peak", "efficiency"], *table], right=[2, 3, 4])])
 
     def origin_lines(self) -> list[str]:
         """Where the data came from: built-in (generator version) or the release (folder, digest)."""
