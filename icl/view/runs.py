@@ -103,8 +103,12 @@ class Run:
 
     @property
     def synthetic(self) -> bool:
+        from icl.report.reproduction import synthetic_origin  # the reports' one test of it
+
         data = self.results.get("data") or {}
-        return bool(self.info.get("config", {}).get("fast")) or any("synthetic" in str(v) for v in data.values())
+        if data:
+            return any(synthetic_origin(v) for v in data.values())
+        return bool(self.info.get("config", {}).get("fast"))  # a live run, no results.json yet: --fast's own data
 
     @property
     def eta_s(self) -> Optional[float]:
