@@ -410,11 +410,14 @@ class Grid:
     unplanned: list[tuple[str, str]]
     also: list[str]
 
-    def describe(self, short: str) -> str:
+    def describe(self, short: str, given: Optional[Mapping[str, str]] = None) -> str:
+        """The plan in lines; ``given``: paper row -> the label of the user's model standing for
+        it (``published_as``)."""
         opts = "; ".join(f"{k} {','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
                          for k, v in self.options.items())
         lines = [f"--reproduce {self.table!r} ({short}): {opts}",
                  "  models: " + (", ".join(self.models) or "none with an official checkpoint")]
+        lines += [f"  your models: {', '.join(f'{label} as {row}' for row, label in given.items())}"] if given else []
         by_why: dict[str, list[str]] = {}
         for row, why in self.unplanned:
             by_why.setdefault(why, []).append(row)

@@ -212,7 +212,9 @@ def _reproduce(bench_name: str, cls: Any, args: argparse.Namespace, options: dic
     if not planned:
         raise ConfigError(f"--reproduce {g.table!r}: no row of it has an official checkpoint in icl; give --models "
                           f"NAME:...,published_as=ROW (rows: {', '.join(r for r, _ in g.unplanned)})")
-    args.reproduce_note = g.describe(published.short)
+    given = {str(s.args["published_as"]): s.label for s in models or [] if s.args.get("published_as")}
+    g.unplanned = [(row, why) for row, why in g.unplanned if row not in given]  # the user's models stand for them
+    args.reproduce_note = g.describe(published.short, given)
     return options, planned
 
 

@@ -57,8 +57,11 @@ def test_vibe_rows_with_an_official_checkpoint_run_by_hub_name() -> None:
 
 
 def test_user_models_join_and_conflicts_are_refused() -> None:
-    config, _ = _config("vlicl", "--reproduce", "Table 20", "--models", "copy-last:published_as=GPT4V")
+    config, args = _config("vlicl", "--reproduce", "Table 20", "--models", "copy-last:published_as=GPT4V")
     assert [m.label for m in config.models] == ["copy-last[published_as=GPT4V]"]
+    # the row the user's model stands for is planned, not listed as "not planned"
+    assert "  your models: copy-last[published_as=GPT4V] as GPT4V" in args.reproduce_note.splitlines()
+    assert not any("GPT4V" in line for line in args.reproduce_note.splitlines() if "not planned" in line)
     with pytest.raises(ConfigError, match=r"--reproduce 'Table 20' sets tasks to \('clevr',\); leave --tasks out"):
         _config("vlicl", "--reproduce", "Table 20", "--tasks", "textocr", "--models", "copy-last")
     with pytest.raises(ConfigError, match="no row of it has an official checkpoint in icl"):
