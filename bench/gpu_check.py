@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
            lambda: ops.box_iou(boxes_host, boxes_host, backend="cpu"))
     if not args.skip_tests and time_left("device evaluation tests", 60):
         report["device_eval_exit"] = run_parity_tests(
-            out, ["tests/benchmarks/vibe/tasks/test_device_path.py", "tests/run/test_device_run.py::test_device_runs_match_the_host_run"],
+            out, ["tests/benchmarks/vibe/tasks/test_device_path.py", "tests/run/execution/test_device_run.py::test_device_runs_match_the_host_run"],
             name="device_eval", timeout=150)
     if not args.skip_e2e and time_left("end-to-end", 90):
         from bench._device_eval import measure, print_report

@@ -13,7 +13,7 @@ the largest phase plus what outlives the phases), with these shared building blo
 
 Sizes are counted in values; the caller multiplies by the bytes of a value at the precision the
 part runs at. The formulas target a CUDA device (fused attention kernels: no tokens x tokens
-score matrix unless the model builds one itself); tests/run/test_check_memory.py holds them
+score matrix unless the model builds one itself); tests/run/planning/test_check_memory.py holds them
 against the measured peak of each tiny family.
 """
 

@@ -22,7 +22,7 @@ only ``Authorization: Bearer <token>``. Every request is recorded (method, path,
 carried the token), so a test can assert an offline run asked nothing.
 
 The fixtures at the end (``hub_llava``, ``server``, ``hf_env``) are imported by the test modules
-that use them (tests/models/test_hub.py, tests/run/test_prefetch.py).
+that use them (tests/models/test_hub.py, tests/run/planning/test_prefetch.py).
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ class LoggingJudge(Adapter):
 
 class DiesOnce(SlowOracle):
     """The slow oracle (analogies and chat requests; ``$ICL_TEST_SLEEP`` s per batch, answers
-    logged to ``$ICL_TEST_COUNT_LOG``) as a Ray worker's model (tests/run/test_run_ray.py,
+    logged to ``$ICL_TEST_COUNT_LOG``) as a Ray worker's model (tests/run/execution/test_run_ray.py,
     bench/bench_scale.py). At its second batch, the first worker process that finds the file
     ``$ICL_TEST_KILL_MARKER`` takes it (renames it) and kills itself with SIGKILL: a worker lost
     in the middle of a run."""

@@ -85,7 +85,7 @@ def test_prefetch_without_a_data_root_fetches_into_the_default_one_and_the_print
     assert line == "HF_HUB_OFFLINE=1 ICL_HUB_DEFAULTS=1 " + shlex.join(
         ["python", "-m", "icl.run", *args, "--data-root", str(root)])
     assert not out.exists()
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(repo)}
     env.pop("ICL_HUB_DEFAULTS")

@@ -22,7 +22,7 @@ from icl.run.__main__ import main
 from icl.run.planning.check import CHECK_FILE
 from tests.models.hub_server import REPO, hf_env, hub_llava, server  # noqa: F401 (fixtures)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "benchmarks" / "cobsat"))
 
 

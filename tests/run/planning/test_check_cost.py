@@ -25,9 +25,9 @@ from icl.run.planning.check import CHECK_FILE
 from icl.run.planning.check_cost import MESSAGE_TOKENS, REPLY_TOKENS, image_tokens, text_tokens
 from tests.models.t2i.images_server import ImagesServer
 from tests.models.vlm.raw_http_server import RawServer, Reply, completion
-from tests.run.test_check import COST_FACTOR
+from tests.run.planning.test_check import COST_FACTOR
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _report(out: Path) -> dict:
@@ -248,7 +248,7 @@ def test_the_calibrated_time_estimate_is_within_a_factor_of_the_following_run(tm
     """tiny LLaVA on vlicl --fast (seeds 1, 2: 144 items), nothing stored: the plain check says
     unknown; ``--calibrate 2`` runs the first 2 items for real (one full batch: ``max_batch=2``)
     and estimates the run (load + seconds per item x 144) within COST_FACTOR of the following
-    real run's ``execute_s``, as the estimate from stored compute is (tests/run/test_check.py;
+    real run's ``execute_s``, as the estimate from stored compute is (tests/run/planning/test_check.py;
     measured ratios 1.2-1.5: the first batch carries the model's warm-up). Each command its own
     process; the scratch store in the process's $TMPDIR, removed; no store created. (With the
     default ``max_batch=8`` the 2 items are a partial batch, whose time per item overestimates:

@@ -2,7 +2,7 @@
 driver ended without a word after a watched process ended, and nothing otherwise. Real
 processes: a ``sleep`` stands for the raylet, the watcher runs as the driver starts it
 (``python -I -S`` by path). Ray's own part (ending a driver at its next object-store call) is
-tested end to end in ``tests/run/test_run_ray.py``."""
+tested end to end in ``tests/run/execution/test_run_ray.py``."""
 
 from __future__ import annotations
 

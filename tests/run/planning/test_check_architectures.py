@@ -16,7 +16,7 @@ import pytest
 from icl.models import get_model
 from icl.run.planning.check import inspect_weights
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "models" / "vicl"))
 
 

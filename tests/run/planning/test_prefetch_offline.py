@@ -1,5 +1,5 @@
 """``--prefetch`` then the printed offline command, end to end, for the request types beyond chat
-(tests/models/test_hub.py and tests/run/test_prefetch.py cover vlicl with hf-vlm): an analogy
+(tests/models/test_hub.py and tests/run/planning/test_prefetch.py cover vlicl with hf-vlm): an analogy
 benchmark (vibe) with SegGPT and a generation benchmark (vlicl's text-to-image tasks) with
 diffusers-t2i, each a tiny checkpoint saved with the official classes and served by the test Hub
 (tests/models/hub_server.py). The prefetch downloads into the user's cache and prints the offline

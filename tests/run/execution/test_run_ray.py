@@ -35,7 +35,7 @@ from tests.run.conftest import score_rows
 
 ray = pytest.importorskip("ray")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BATCH = 3  # DiesOnce.batch_size
 WORKERS = 2
 

@@ -25,7 +25,7 @@ PROBE = textwrap.dedent("""
 
 
 def _probe(extra_path: str = "", resolve: bool = True) -> dict:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (extra_path, str(root)) if p)}
     code = PROBE.replace("RESOLVE", str(resolve))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
