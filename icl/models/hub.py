@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 from urllib.parse import unquote
 
+from icl._parse import env_bool, env_number
 from icl.models.errors import WeightsError
 
 PREFIX = "hf:"
@@ -165,11 +166,25 @@ def parse_ref(text: str) -> HubRef:
 # test) is read here at each resolution and handed to the client explicitly. Unset: the client's
 # own defaults.
 
+def hf_flag(*names: str) -> Optional[bool]:
+    """A boolean variable of Hugging Face's, read now by huggingface_hub's own rule
+    (huggingface_hub/constants.py, 2.4: ``_is_true(os.environ.get(A) or os.environ.get(B))``, where
+    ``_is_true`` is ``value.upper() in ENV_VARS_TRUE_VALUES`` = 1/ON/YES/TRUE; anything else, an
+    unknown word included, is off, never an error), so icl and the client never disagree; None
+    when none of ``names`` is set (the caller then takes what the client computed)."""
+    from huggingface_hub import constants
+
+    value: Optional[str] = None
+    for name in names:
+        value = value or os.environ.get(name)
+    return None if value is None else value.upper() in constants.ENV_VARS_TRUE_VALUES
+
+
 def offline() -> bool:
     from huggingface_hub import constants
 
-    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
-    return value.upper() in constants.ENV_VARS_TRUE_VALUES if value is not None else constants.is_offline_mode()
+    flag = hf_flag("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    return constants.is_offline_mode() if flag is None else flag
 
 
 def cache_dir() -> Path:
@@ -336,24 +351,12 @@ LIMIT_VARS = {"ICL_DOWNLOAD_MIN_RATE": "min_rate", "ICL_DOWNLOAD_WINDOW": "windo
 
 def download_limits() -> DownloadLimits:
     """:class:`DownloadLimits` from the environment (:data:`LIMIT_VARS`), each unset one at its
-    default; a value that is not a number >= 0 (``ICL_DOWNLOAD_TRIES``: an integer >= 1) is one
-    line naming the variable."""
-    values: dict[str, Any] = {}
-    for var, field_name in LIMIT_VARS.items():
-        text = os.environ.get(var, "").strip()
-        if not text:
-            continue
-        try:
-            value = int(text) if field_name == "tries" else float(text)
-        except ValueError:
-            value = -1
-        if value < (1 if field_name == "tries" else 0) or value != value or value == float("inf"):
-            kind = "an integer >= 1" if field_name == "tries" else "a finite number >= 0"
-            raise HubError(f"{var}={text!r}: expected {kind}")
-        values[field_name] = value
+    default; a value that is not a finite number >= 0 (``ICL_DOWNLOAD_WINDOW``: > 0,
+    ``ICL_DOWNLOAD_TRIES``: an integer >= 1) is one line naming the variable (:class:`icl._parse.EnvError`)."""
+    defaults = DownloadLimits()
+    values = {field_name: env_number(var, getattr(defaults, field_name))
+              for var, field_name in LIMIT_VARS.items()}
     limits = DownloadLimits(**values)
-    if limits.window == 0:
-        raise HubError(f"ICL_DOWNLOAD_WINDOW={limits.window:g}: expected a number of seconds > 0")
     return dataclasses_replace(limits, read_timeout=max(1.0, min(30.0, limits.window)))
 
 
@@ -766,13 +769,12 @@ def _progress(where: str, size: int, have: int) -> Any:
     ``HF_HUB_DISABLE_PROGRESS_BARS`` turns off: ``--no-progress`` sets it); nothing otherwise."""
     import sys
 
-    from huggingface_hub import constants
     from huggingface_hub.utils import are_progress_bars_disabled
     from huggingface_hub.utils import tqdm as hub_tqdm
 
     # read now (the client read it once, at its import; the runner sets it later for --no-progress)
-    value = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")
-    off = value.upper() in constants.ENV_VARS_TRUE_VALUES if value is not None else are_progress_bars_disabled()
+    flag = hf_flag("HF_HUB_DISABLE_PROGRESS_BARS")
+    off = are_progress_bars_disabled() if flag is None else flag
     return hub_tqdm(total=size, initial=have, unit="B", unit_scale=True, desc=where.split(": ", 1)[-1],
                     disable=True if off or not sys.stderr.isatty() else None, leave=False)
 
@@ -1020,4 +1022,4 @@ def expand_default(text: Any, family: str, argument: str = "weights") -> Any:
 def downloads_allowed() -> bool:
     """``ICL_HUB_DEFAULTS=1``: a model given no weights (and none under ``$ICL_WEIGHTS_DIR``)
     loads its family's official Hub weights, as with ``weights=hf:default``."""
-    return os.environ.get("ICL_HUB_DEFAULTS", "").strip().lower() in ("1", "true", "yes", "on")
+    return env_bool("ICL_HUB_DEFAULTS")

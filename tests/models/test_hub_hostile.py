@@ -18,6 +18,7 @@ import pytest
 from tests.models.hub_server import REPO, HubServer, hf_env, hub_llava, server  # noqa: F401 (fixtures)
 
 from icl.models import hub
+from icl._parse import EnvError
 from icl.models.hub import HubError, parse_ref
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,7 +118,7 @@ def test_a_trickling_download_ends_at_its_deadline_with_one_line(hf_env, server,
 @pytest.mark.parametrize("text", ["-1", "fast", "inf", "nan"])
 def test_a_bad_download_limit_is_one_line_naming_the_variable(monkeypatch, text):
     monkeypatch.setenv("ICL_DOWNLOAD_MIN_RATE", text)
-    with pytest.raises(HubError, match=r"^ICL_DOWNLOAD_MIN_RATE="):
+    with pytest.raises(EnvError, match=r"^ICL_DOWNLOAD_MIN_RATE="):
         hub.download_limits()
 
 
