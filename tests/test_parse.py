@@ -146,3 +146,23 @@ def test_python_m_icl_data_says_a_bad_variable_in_one_line_and_exits_2(tmp_path)
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.splitlines() == ["convert: ICL_CONVERT_WORKERS='many': expected a positive integer (threads)"]
+
+
+@pytest.mark.parametrize("env, offline", [({"HF_HUB_OFFLINE": "on"}, True), ({"HF_HUB_OFFLINE": "maybe"}, False),
+                                          ({"HF_HUB_OFFLINE": "0"}, False),
+                                          ({"HF_HUB_OFFLINE": "", "TRANSFORMERS_OFFLINE": "YES"}, True)])
+def test_hugging_face_flags_follow_huggingface_hubs_own_rule_never_an_error(monkeypatch, env, offline):
+    from huggingface_hub import constants
+
+    from icl.models import hub
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert hub.offline() is offline
+    # the client's own rule, applied to the same text (huggingface_hub.constants._is_true)
+    text = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    assert (text.upper() in constants.ENV_VARS_TRUE_VALUES) is offline
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "maybe")
+    assert hub.hf_flag("HF_HUB_DISABLE_PROGRESS_BARS") is False
