@@ -87,6 +87,21 @@ class HubUnreachable(HubError):
     """The Hub did not answer at all (no connection, a timeout): what the cache holds may serve."""
 
 
+class HubNotCached(HubError):
+    """Offline (or the Hub unreachable), the files are not in the Hugging Face cache yet: a
+    download (``--prefetch`` where the network is reachable) fetches them. ``missing``: what a
+    cached snapshot lacks (None: nothing of the revision is cached)."""
+
+    def __init__(self, message: str, missing: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+class HubCacheDamaged(HubError):
+    """A file in the Hugging Face cache whose content is not the one published (its hash is
+    wrong): ``--prefetch`` downloads it again."""
+
+
 @dataclass(frozen=True)
 class HubRef:
     """A parsed ``hf:`` reference (``revision`` None: ``main``; ``subpath`` "": the root)."""
@@ -183,8 +198,29 @@ def hf_flag(*names: str) -> Optional[bool]:
 def offline() -> bool:
     from huggingface_hub import constants
 
+    if _cache_only:
+        return True
     flag = hf_flag("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     return constants.is_offline_mode() if flag is None else flag
+
+
+_cache_only: list[str] = []  # why references resolve from the cache only, when not HF_HUB_OFFLINE (innermost last)
+
+
+@contextmanager
+def cache_only(reason: str) -> Iterator[None]:
+    """References resolve from the cache only, and one that is not cached says ``reason`` as why
+    (``--check``: "--check never downloads"), not the user's HF_HUB_OFFLINE."""
+    _cache_only.append(reason)
+    try:
+        yield
+    finally:
+        _cache_only.pop()
+
+
+def _offline_reason() -> str:
+    """Why a reference resolves from the cache only, as the message of one not cached says it."""
+    return f"({_cache_only[-1]})" if _cache_only else "and HF_HUB_OFFLINE is set"
 
 
 def cache_dir() -> Path:
@@ -549,12 +585,12 @@ def cached_snapshot(label: str, repo_id: str, revision: str, repo_type: str,
     except errors.IncompleteSnapshotError as exc:
         # the client's message names the missing files ("N file(s) are missing (a, b, ...)")
         found = re.search(r"(\d+) file\(s\) are missing \((.*?)\)\.", str(exc))
-        missing = f": {found.group(1)} missing ({found.group(2)})" if found else ""
-        raise HubError(f"{label}: the cached snapshot (revision {revision}) lacks files this model needs{missing} "
-                       f"and HF_HUB_OFFLINE is set; {_prefetch_hint()}") from None
+        missing = f"the cached snapshot (revision {revision}) lacks files this model needs" + (
+            f": {found.group(1)} missing ({found.group(2)})" if found else "")
+        raise HubNotCached(f"{label}: {missing} {_offline_reason()}; {_prefetch_hint()}", missing) from None
     except errors.LocalEntryNotFoundError:
-        raise HubError(f"{label}: not in the Hugging Face cache ({cache_dir()}) and HF_HUB_OFFLINE is set; "
-                       f"{_prefetch_hint()}") from None
+        raise HubNotCached(f"{label}: not in the Hugging Face cache ({cache_dir()}) {_offline_reason()}; "
+                           f"{_prefetch_hint()}") from None
     except (OSError, ValueError) as exc:
         raise HubError(f"{label}: cannot read the Hugging Face cache {cache_dir()} ({type(exc).__name__}: "
                        f"{_first_line(exc)})") from None
@@ -570,11 +606,11 @@ def cached_or(unreachable: HubUnreachable, label: str, repo_id: str, revision: s
     to its cache), or one line saying both."""
     try:
         return cached_snapshot(label, repo_id, revision, repo_type, allow, ignore)
-    except HubError as cached:
-        if "not in the Hugging Face cache" not in str(cached):
-            raise HubError(str(cached).replace("and HF_HUB_OFFLINE is set", "and the Hub cannot be reached")
-                           ) from None
-        raise HubError(f"{unreachable}; not in the Hugging Face cache ({cache_dir()}) either") from None
+    except HubNotCached as cached:
+        if cached.missing is not None:
+            raise HubNotCached(f"{label}: {cached.missing} and the Hub cannot be reached; {_prefetch_hint()}",
+                               cached.missing) from None
+        raise HubNotCached(f"{unreachable}; not in the Hugging Face cache ({cache_dir()}) either") from None
 
 
 def verify_cached(path: Union[str, os.PathLike]) -> Optional[str]:
@@ -895,7 +931,10 @@ def _refuse_code(ref: HubRef, root: Path) -> None:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:  # damaged in the cache (the Hub's hash says so), or published so
-            raise HubError(f"{ref.text}: {verify_cached(path) or f'{name} is not valid JSON ({exc})'}") from None
+            damaged = verify_cached(path)
+            if damaged is not None:
+                raise HubCacheDamaged(f"{ref.text}: {damaged}") from None
+            raise HubError(f"{ref.text}: {name} is not valid JSON ({exc})") from None
         if isinstance(data, dict) and data.get("auto_map"):
             raise HubError(f"{ref.text}: {name} has auto_map ({', '.join(sorted(data['auto_map']))}): the model needs "
                            f"its repository's own code, which icl never runs (trust_remote_code=False)")
