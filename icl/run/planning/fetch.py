@@ -229,7 +229,7 @@ def _download(rel: HubRelease, revision: str) -> Path:
         hub.remember_revision(rel.repo, "dataset", revision, commit)
         return root
     except hub.HubError as exc:
-        raise FetchError(str(exc).replace("this model needs", "this release needs")) from None
+        raise FetchError(str(exc)) from None
 
 
 # The hidden folder fetch unpacks into holds this file from the moment fetch makes it: a folder of
