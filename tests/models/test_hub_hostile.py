@@ -316,6 +316,7 @@ def test_check_and_prefetch_agree_on_a_damaged_cached_config(hf_env, server, hub
     report = json_module.loads((tmp_path / "run" / "check.json").read_text())
     damaged = [p for p in report["problems"] if "config.json in the cache is damaged" in p["message"]]
     assert damaged and "--prefetch" in damaged[0]["fix"], report
+    assert {p["kind"] for p in damaged} == {"damaged in the cache"}  # from the error's type, not its text
     hub.forget()
     assert main([*args, "--prefetch"]) == 0, capsys.readouterr().err
     assert path.read_bytes() == data and hub.verify_cached(path) is None

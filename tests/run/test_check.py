@@ -101,6 +101,7 @@ def test_one_check_lists_all_five_problems_and_the_disk_warning(checkpoints, rel
     # 3. the truncated safetensors file (its header does not cover the file)
     trunc = by[("checkpoint", f"model hf-vlm[weights={c['truncated']}]")]
     assert "not a complete safetensors file" in trunc["message"] and str(c["truncated"]) in trunc["message"]
+    assert trunc["kind"] == "damaged checkpoint" and "copy the weight file again" in trunc["fix"]
     # 4. the checkpoint of another architecture: names and shapes against LLaVA built on the meta device
     other = by[("checkpoint", f"model hf-vlm[weights={c['other']}]")]
     assert "does not fit the architecture" in other["message"] and "LlavaForConditionalGeneration" in other["message"]
