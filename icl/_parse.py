@@ -60,7 +60,8 @@ class NumberRule:
         if self.kind is int and self.minimum == 1 and self.above is None:
             text = "a positive integer"
         else:
-            bounds = [f"{sign} {bound:g}" for sign, bound in ((">=", self.minimum), (">", self.above)) if bound is not None]
+            bounds = [f"{sign} {bound:g}" for sign, bound in ((">=", self.minimum), (">", self.above))
+                      if bound is not None]
             text = " ".join(["an integer" if self.kind is int else "a finite number", " and ".join(bounds)]).strip()
         return f"{text} ({self.unit})" if self.unit else text
 

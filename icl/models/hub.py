@@ -585,7 +585,8 @@ def cached_snapshot(label: str, repo_id: str, revision: str, repo_type: str,
     except errors.IncompleteSnapshotError as exc:
         # the client's message names the missing files ("N file(s) are missing (a, b, ...)")
         found = re.search(r"(\d+) file\(s\) are missing \((.*?)\)\.", str(exc))
-        missing = f"the cached snapshot (revision {revision}) lacks files this {'release' if repo_type == 'dataset' else 'model'} needs" + (
+        needs = "this release needs" if repo_type == "dataset" else "this model needs"
+        missing = f"the cached snapshot (revision {revision}) lacks files {needs}" + (
             f": {found.group(1)} missing ({found.group(2)})" if found else "")
         raise HubNotCached(f"{label}: {missing} {_offline_reason()}; {_prefetch_hint()}", missing) from None
     except errors.LocalEntryNotFoundError:

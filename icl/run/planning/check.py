@@ -892,9 +892,10 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
 def download_work(config: RunConfig, bench: Any, items: Sequence[Any], judge_ids: Sequence[str],
                   found: Sequence[Found]) -> dict[str, Any]:
     """Per label of a model left out because its weights are not in the Hugging Face cache yet
-    (``found``: the model problems, those whose error is :class:`icl.models.hub.HubNotCached`), its :class:`icl.run.planning.plan.ModelWork`
-    as the run will plan it once downloaded: the items of the request types its class serves,
-    none stored (its identity holds the commit it resolves to, known after the download)."""
+    (``found``: the model problems, those whose error is :class:`icl.models.hub.HubNotCached`), its
+    :class:`icl.run.planning.plan.ModelWork` as the run will plan it once downloaded: the items of
+    the request types its class serves, none stored (its identity holds the commit it resolves to,
+    known after the download)."""
     from icl.models.registry import model_factory
     from icl.run.planning.plan import model_work
 
