@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from icl._parse import EnvError, check_environment
 from icl.data.convert import list_converters
 from icl.data.dataset import DataError, load_dataset
 from icl.data.registry import get_dataset, list_datasets
@@ -39,7 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     p_fetch.add_argument("--revision", help="a commit (or tag, branch) of the Hub dataset instead of the one icl "
                          "pins or the folder's fetch-manifest.json recorded")
     args = parser.parse_args(argv)
+    try:
+        check_environment()
+        return _command(args)
+    except EnvError as exc:  # an ICL_* variable with a bad value (icl._parse): one line, as a bad argument
+        print(f"{args.command}: {exc}", file=sys.stderr)
+        return 2
 
+
+def _command(args: argparse.Namespace) -> int:
     if args.command == "fetch":
         from icl.run.planning.fetch import FetchError, fetch
 

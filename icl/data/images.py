@@ -25,6 +25,8 @@ from typing import BinaryIO, Optional
 
 import numpy as np
 
+from icl._parse import env_number
+
 DEFAULT_MAX_PIXELS = 40_000_000
 _ENV_MAX_PIXELS = "ICL_MAX_IMAGE_PIXELS"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -49,16 +51,8 @@ def display_path(path: str | Path) -> str:
 
 def max_pixels_default() -> int:
     """The pixel cap in force: ``ICL_MAX_IMAGE_PIXELS`` when set (a positive integer), else 40 MP."""
-    raw = os.environ.get(_ENV_MAX_PIXELS)
-    if raw is None or not raw.strip():
-        return DEFAULT_MAX_PIXELS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{_ENV_MAX_PIXELS}={raw!r}: expected a positive integer number of pixels") from None
-    if value < 1:
-        raise ValueError(f"{_ENV_MAX_PIXELS}={raw!r}: expected a positive integer number of pixels")
-    return value
+    cap: int = env_number(_ENV_MAX_PIXELS, DEFAULT_MAX_PIXELS)
+    return cap
 
 
 @dataclass(frozen=True)

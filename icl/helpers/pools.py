@@ -19,7 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from icl._parse import parse_bool
+from icl._parse import env_bool, env_number
 from icl._signals import check_stop
 from icl.helpers.wire import ANSWER, BEAT, HEADER, HELLO, JOB, MAGIC, MAX_FRAME, Target, boot_argv, resolve
 
@@ -66,8 +66,7 @@ def _cpus() -> int:
 def pool_size(name: str) -> int:
     """Helpers of pool ``name`` here: none when ``ICL_HELPERS`` is false or on a single CPU
     (a helper would only compete with the run), else the pool's size, at most the CPUs."""
-    raw = os.environ.get(ENV, "").strip()
-    if raw and not parse_bool(raw, ENV):
+    if not env_bool(ENV, True):
         return 0
     cpus = _cpus()
     return 0 if cpus < 2 else min(POOLS[name].size, cpus)
@@ -155,15 +154,7 @@ def _here(target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 
 def _seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name}: expected a number of seconds, got {raw!r}") from None
-    if not value > 0:
-        raise ValueError(f"{name}: expected a positive number of seconds, got {raw!r}")
+    value: float = env_number(name, default)
     return value
 
 

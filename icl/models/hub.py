@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 from urllib.parse import unquote
 
+from icl._parse import env_bool, env_number
 from icl.models.errors import WeightsError
 
 PREFIX = "hf:"
@@ -84,6 +85,21 @@ class HubError(WeightsError):
 
 class HubUnreachable(HubError):
     """The Hub did not answer at all (no connection, a timeout): what the cache holds may serve."""
+
+
+class HubNotCached(HubError):
+    """Offline (or the Hub unreachable), the files are not in the Hugging Face cache yet: a
+    download (``--prefetch`` where the network is reachable) fetches them. ``missing``: what a
+    cached snapshot lacks (None: nothing of the revision is cached)."""
+
+    def __init__(self, message: str, missing: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+class HubCacheDamaged(HubError):
+    """A file in the Hugging Face cache whose content is not the one published (its hash is
+    wrong): ``--prefetch`` downloads it again."""
 
 
 @dataclass(frozen=True)
@@ -165,11 +181,46 @@ def parse_ref(text: str) -> HubRef:
 # test) is read here at each resolution and handed to the client explicitly. Unset: the client's
 # own defaults.
 
+def hf_flag(*names: str) -> Optional[bool]:
+    """A boolean variable of Hugging Face's, read now by huggingface_hub's own rule
+    (huggingface_hub/constants.py, 2.4: ``_is_true(os.environ.get(A) or os.environ.get(B))``, where
+    ``_is_true`` is ``value.upper() in ENV_VARS_TRUE_VALUES`` = 1/ON/YES/TRUE; anything else, an
+    unknown word included, is off, never an error), so icl and the client never disagree; None
+    when none of ``names`` is set (the caller then takes what the client computed)."""
+    from huggingface_hub import constants
+
+    value: Optional[str] = None
+    for name in names:
+        value = value or os.environ.get(name)
+    return None if value is None else value.upper() in constants.ENV_VARS_TRUE_VALUES
+
+
 def offline() -> bool:
     from huggingface_hub import constants
 
-    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
-    return value.upper() in constants.ENV_VARS_TRUE_VALUES if value is not None else constants.is_offline_mode()
+    if _cache_only:
+        return True
+    flag = hf_flag("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    return constants.is_offline_mode() if flag is None else flag
+
+
+_cache_only: list[str] = []  # why references resolve from the cache only, when not HF_HUB_OFFLINE (innermost last)
+
+
+@contextmanager
+def cache_only(reason: str) -> Iterator[None]:
+    """References resolve from the cache only, and one that is not cached says ``reason`` as why
+    (``--check``: "--check never downloads"), not the user's HF_HUB_OFFLINE."""
+    _cache_only.append(reason)
+    try:
+        yield
+    finally:
+        _cache_only.pop()
+
+
+def _offline_reason() -> str:
+    """Why a reference resolves from the cache only, as the message of one not cached says it."""
+    return f"({_cache_only[-1]})" if _cache_only else "and HF_HUB_OFFLINE is set"
 
 
 def cache_dir() -> Path:
@@ -336,24 +387,12 @@ LIMIT_VARS = {"ICL_DOWNLOAD_MIN_RATE": "min_rate", "ICL_DOWNLOAD_WINDOW": "windo
 
 def download_limits() -> DownloadLimits:
     """:class:`DownloadLimits` from the environment (:data:`LIMIT_VARS`), each unset one at its
-    default; a value that is not a number >= 0 (``ICL_DOWNLOAD_TRIES``: an integer >= 1) is one
-    line naming the variable."""
-    values: dict[str, Any] = {}
-    for var, field_name in LIMIT_VARS.items():
-        text = os.environ.get(var, "").strip()
-        if not text:
-            continue
-        try:
-            value = int(text) if field_name == "tries" else float(text)
-        except ValueError:
-            value = -1
-        if value < (1 if field_name == "tries" else 0) or value != value or value == float("inf"):
-            kind = "an integer >= 1" if field_name == "tries" else "a finite number >= 0"
-            raise HubError(f"{var}={text!r}: expected {kind}")
-        values[field_name] = value
+    default; a value that is not a finite number >= 0 (``ICL_DOWNLOAD_WINDOW``: > 0,
+    ``ICL_DOWNLOAD_TRIES``: an integer >= 1) is one line naming the variable (:class:`icl._parse.EnvError`)."""
+    defaults = DownloadLimits()
+    values = {field_name: env_number(var, getattr(defaults, field_name))
+              for var, field_name in LIMIT_VARS.items()}
     limits = DownloadLimits(**values)
-    if limits.window == 0:
-        raise HubError(f"ICL_DOWNLOAD_WINDOW={limits.window:g}: expected a number of seconds > 0")
     return dataclasses_replace(limits, read_timeout=max(1.0, min(30.0, limits.window)))
 
 
@@ -546,12 +585,13 @@ def cached_snapshot(label: str, repo_id: str, revision: str, repo_type: str,
     except errors.IncompleteSnapshotError as exc:
         # the client's message names the missing files ("N file(s) are missing (a, b, ...)")
         found = re.search(r"(\d+) file\(s\) are missing \((.*?)\)\.", str(exc))
-        missing = f": {found.group(1)} missing ({found.group(2)})" if found else ""
-        raise HubError(f"{label}: the cached snapshot (revision {revision}) lacks files this model needs{missing} "
-                       f"and HF_HUB_OFFLINE is set; {_prefetch_hint()}") from None
+        needs = "this release needs" if repo_type == "dataset" else "this model needs"
+        missing = f"the cached snapshot (revision {revision}) lacks files {needs}" + (
+            f": {found.group(1)} missing ({found.group(2)})" if found else "")
+        raise HubNotCached(f"{label}: {missing} {_offline_reason()}; {_prefetch_hint()}", missing) from None
     except errors.LocalEntryNotFoundError:
-        raise HubError(f"{label}: not in the Hugging Face cache ({cache_dir()}) and HF_HUB_OFFLINE is set; "
-                       f"{_prefetch_hint()}") from None
+        raise HubNotCached(f"{label}: not in the Hugging Face cache ({cache_dir()}) {_offline_reason()}; "
+                           f"{_prefetch_hint()}") from None
     except (OSError, ValueError) as exc:
         raise HubError(f"{label}: cannot read the Hugging Face cache {cache_dir()} ({type(exc).__name__}: "
                        f"{_first_line(exc)})") from None
@@ -567,11 +607,11 @@ def cached_or(unreachable: HubUnreachable, label: str, repo_id: str, revision: s
     to its cache), or one line saying both."""
     try:
         return cached_snapshot(label, repo_id, revision, repo_type, allow, ignore)
-    except HubError as cached:
-        if "not in the Hugging Face cache" not in str(cached):
-            raise HubError(str(cached).replace("and HF_HUB_OFFLINE is set", "and the Hub cannot be reached")
-                           ) from None
-        raise HubError(f"{unreachable}; not in the Hugging Face cache ({cache_dir()}) either") from None
+    except HubNotCached as cached:
+        if cached.missing is not None:
+            raise HubNotCached(f"{label}: {cached.missing} and the Hub cannot be reached; {_prefetch_hint()}",
+                               cached.missing) from None
+        raise HubNotCached(f"{unreachable}; not in the Hugging Face cache ({cache_dir()}) either") from None
 
 
 def verify_cached(path: Union[str, os.PathLike]) -> Optional[str]:
@@ -766,13 +806,12 @@ def _progress(where: str, size: int, have: int) -> Any:
     ``HF_HUB_DISABLE_PROGRESS_BARS`` turns off: ``--no-progress`` sets it); nothing otherwise."""
     import sys
 
-    from huggingface_hub import constants
     from huggingface_hub.utils import are_progress_bars_disabled
     from huggingface_hub.utils import tqdm as hub_tqdm
 
     # read now (the client read it once, at its import; the runner sets it later for --no-progress)
-    value = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")
-    off = value.upper() in constants.ENV_VARS_TRUE_VALUES if value is not None else are_progress_bars_disabled()
+    flag = hf_flag("HF_HUB_DISABLE_PROGRESS_BARS")
+    off = are_progress_bars_disabled() if flag is None else flag
     return hub_tqdm(total=size, initial=have, unit="B", unit_scale=True, desc=where.split(": ", 1)[-1],
                     disable=True if off or not sys.stderr.isatty() else None, leave=False)
 
@@ -893,7 +932,10 @@ def _refuse_code(ref: HubRef, root: Path) -> None:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:  # damaged in the cache (the Hub's hash says so), or published so
-            raise HubError(f"{ref.text}: {verify_cached(path) or f'{name} is not valid JSON ({exc})'}") from None
+            damaged = verify_cached(path)
+            if damaged is not None:
+                raise HubCacheDamaged(f"{ref.text}: {damaged}") from None
+            raise HubError(f"{ref.text}: {name} is not valid JSON ({exc})") from None
         if isinstance(data, dict) and data.get("auto_map"):
             raise HubError(f"{ref.text}: {name} has auto_map ({', '.join(sorted(data['auto_map']))}): the model needs "
                            f"its repository's own code, which icl never runs (trust_remote_code=False)")
@@ -1020,4 +1062,4 @@ def expand_default(text: Any, family: str, argument: str = "weights") -> Any:
 def downloads_allowed() -> bool:
     """``ICL_HUB_DEFAULTS=1``: a model given no weights (and none under ``$ICL_WEIGHTS_DIR``)
     loads its family's official Hub weights, as with ``weights=hf:default``."""
-    return os.environ.get("ICL_HUB_DEFAULTS", "").strip().lower() in ("1", "true", "yes", "on")
+    return env_bool("ICL_HUB_DEFAULTS")

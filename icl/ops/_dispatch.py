@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Optional
 
+from icl._parse import env_bool
+
 log = logging.getLogger("icl.ops")
 
 BACKENDS = ("reference", "cpu", "triton", "cuda")
@@ -63,7 +65,7 @@ def record_backend(op_name: str, backend: str) -> None:
 
 
 def _strict() -> bool:
-    return os.environ.get(STRICT_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    return env_bool(STRICT_ENV)
 
 
 def warn_fallback(op_name: str, skipped: list[tuple[str, str]], chosen: str) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Iterator, Optional, Sequence, overload
 import numpy as np
 import torch
 
+from icl._parse import env_number
 from icl.ops import _lpips_nets as nets
 from icl.ops._autograd import recording
 from icl.ops._dispatch import record_backend, backend_status, native, op
@@ -221,7 +222,8 @@ _feature_bytes = [0]
 
 
 def _cache_limit() -> int:
-    return int(os.environ.get("ICL_LPIPS_CACHE_MB", "512")) << 20
+    megabytes: int = env_number("ICL_LPIPS_CACHE_MB", 512)
+    return megabytes << 20
 
 
 def _trunk_batch(height: int, width: int) -> int:

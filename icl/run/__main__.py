@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from icl._parse import parse_bool
+from icl._parse import EnvError, check_environment, parse_bool
 from icl.run.planning.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models, parse_shard
 from icl.run.errors import ConfigError
 
@@ -456,15 +456,16 @@ def _checked_main(argv: list[str], free_space: Any = None) -> int:
         from icl.view.cli import main as view
 
         return view(argv[1:])
-    _start_declared_helpers(argv)  # first: before the imports below
-    from icl.store.atomic import OutputWriteError
+    from icl.store.atomic import OutputWriteError  # light: the helpers still start before anything heavy
     from icl._signals import sigterm_as_interrupt
     from icl.run.outputs.lock import LockError
 
     try:
+        check_environment()  # a bad ICL_* value is one line now, not a failure of every item later
+        _start_declared_helpers(argv)  # first: before the imports of the run
         with sigterm_as_interrupt():  # SIGTERM stops like Ctrl-C: finished batches are kept
             return _main(argv, free_space)
-    except (ConfigError, LockError, OutputWriteError) as exc:
+    except (ConfigError, EnvError, LockError, OutputWriteError) as exc:
         print(f"icl.run: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into a reader that stopped (| head): not an error

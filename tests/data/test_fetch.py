@@ -222,3 +222,17 @@ def test_fetch_never_replaces_a_folder_it_did_not_make(cobsat_hub, tmp_path, cap
     err = capsys.readouterr().err
     assert "was not made by fetch" in err and str(mine) in err
     assert [p.name for p in mine.iterdir()] == ["notes.txt"] and srv.requests == []
+
+
+def test_offline_a_release_partly_in_the_cache_names_what_it_lacks(vlicl_hub, tmp_path, monkeypatch, capsys):
+    """The Hub client says "this release needs" for a dataset itself (no model's message rewritten)."""
+    _, commit, _ = vlicl_hub
+    assert main(["fetch", "vlicl", "--out", str(tmp_path / "a")]) == 0
+    snap = tmp_path / "hf-home" / "hub" / "datasets--ys-zong--VL-ICL" / "snapshots" / commit
+    victim = next(p for p in sorted(snap.rglob("*")) if p.is_symlink() or p.is_file())
+    victim.unlink()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    capsys.readouterr()
+    assert main(["fetch", "vlicl", "--out", str(tmp_path / "b")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "lacks files this release needs" in err and victim.name in err and "\n" not in err, err

@@ -14,6 +14,7 @@ import pytest
 
 from tests.data.test_fetch import _published_files, _serve, cobsat_hub, vlicl_hub  # noqa: F401 (fixtures)
 
+from icl._parse import EnvError
 from icl.run.planning import fetch as fetch_mod
 from icl.data.__main__ import main
 from icl.run.planning.fetch import HUB_RELEASES, WORK_MARKER, FetchError, fetch
@@ -74,7 +75,7 @@ def test_the_total_an_archive_may_unpack_to_is_bounded(vlicl_hub, tmp_path, monk
                                          r"\w+/\w+.zip, \d+\), more than ICL_FETCH_MAX_UNPACK=1000; refused$"):
         fetch("vlicl", tmp_path / "out", io.StringIO())
     monkeypatch.setenv("ICL_FETCH_MAX_UNPACK", "lots")
-    with pytest.raises(FetchError, match=r"^ICL_FETCH_MAX_UNPACK='lots': expected a positive integer$"):
+    with pytest.raises(EnvError, match=r"^ICL_FETCH_MAX_UNPACK='lots': expected a positive integer \(bytes\)$"):
         fetch("vlicl", tmp_path / "out", io.StringIO())
 
 

@@ -18,6 +18,7 @@ import pytest
 from tests.models.hub_server import REPO, HubServer, hf_env, hub_llava, server  # noqa: F401 (fixtures)
 
 from icl.models import hub
+from icl._parse import EnvError
 from icl.models.hub import HubError, parse_ref
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,7 +118,7 @@ def test_a_trickling_download_ends_at_its_deadline_with_one_line(hf_env, server,
 @pytest.mark.parametrize("text", ["-1", "fast", "inf", "nan"])
 def test_a_bad_download_limit_is_one_line_naming_the_variable(monkeypatch, text):
     monkeypatch.setenv("ICL_DOWNLOAD_MIN_RATE", text)
-    with pytest.raises(HubError, match=r"^ICL_DOWNLOAD_MIN_RATE="):
+    with pytest.raises(EnvError, match=r"^ICL_DOWNLOAD_MIN_RATE="):
         hub.download_limits()
 
 
@@ -315,6 +316,7 @@ def test_check_and_prefetch_agree_on_a_damaged_cached_config(hf_env, server, hub
     report = json_module.loads((tmp_path / "run" / "check.json").read_text())
     damaged = [p for p in report["problems"] if "config.json in the cache is damaged" in p["message"]]
     assert damaged and "--prefetch" in damaged[0]["fix"], report
+    assert {p["kind"] for p in damaged} == {"damaged in the cache"}  # from the error's type, not its text
     hub.forget()
     assert main([*args, "--prefetch"]) == 0, capsys.readouterr().err
     assert path.read_bytes() == data and hub.verify_cached(path) is None

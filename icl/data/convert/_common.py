@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 import numpy as np
 
 # the raw readers, re-exported: converters import everything they share from here
+from icl._parse import env_number
 from icl.data.convert._raw import (ConvertError, RawError, UnsafeOutput, check_declared, confined,  # noqa: F401
                                    describe, max_array_bytes, need, raw_bytes, raw_join, raw_root_set, read_grey,
                                    read_image, read_json, read_label_png, read_text, same_size, sample_id,
@@ -149,8 +150,8 @@ _WORKERS = max(1, min(8, (os.cpu_count() or 1)))
 
 def workers() -> int:
     """Threads that read and write samples (``ICL_CONVERT_WORKERS``, default: the CPU count, at most 8)."""
-    raw = os.environ.get("ICL_CONVERT_WORKERS", "").strip()
-    return max(1, int(raw)) if raw.isdigit() else _WORKERS
+    count: int = env_number("ICL_CONVERT_WORKERS", _WORKERS)
+    return count
 
 
 class Progress:

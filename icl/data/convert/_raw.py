@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from icl._parse import env_number
 from icl.data.images import ImageError, decode_image, display_path
 
 RAW_JSON_MAX_BYTES = 1 << 30  # AP-10K's largest annotation file is ~60 MB
@@ -124,8 +125,8 @@ def raw_bytes(path: Path, cap: int) -> bytes:
 
 def max_array_bytes() -> int:
     """The cap on one raw array: ``ICL_CONVERT_MAX_ARRAY_BYTES`` when set, else :data:`RAW_ARRAY_MAX_BYTES`."""
-    raw = os.environ.get("ICL_CONVERT_MAX_ARRAY_BYTES", "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else RAW_ARRAY_MAX_BYTES
+    cap: int = env_number("ICL_CONVERT_MAX_ARRAY_BYTES", RAW_ARRAY_MAX_BYTES)
+    return cap
 
 
 def check_declared(path: Path | str, shape: Iterable[int], itemsize: int, what: str, cap: int | None = None) -> None:

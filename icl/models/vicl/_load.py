@@ -12,6 +12,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from icl.models.errors import CheckpointDamaged, CheckpointRefused
 from icl.models.weights import WeightsError
 
 # Plain data containers the official training scripts pickle beside the weights (MAE's and
@@ -103,28 +104,38 @@ def _weights_only_accepts(name: str, allowed: list, opaque: bool) -> bool:
 
 
 def pickle_refusal(path: Path, allowed: list, opaque: bool = False) -> Optional[str]:
+    """Why ``torch.load(weights_only=True)`` refuses ``path`` (:func:`pickle_problem`'s message),
+    or None when it reads it."""
+    problem = pickle_problem(path, allowed, opaque)
+    return None if problem is None else str(problem)
+
+
+def pickle_problem(path: Path, allowed: list, opaque: bool = False) -> Optional[WeightsError]:
     """Why ``torch.load(weights_only=True)`` refuses ``path``, a file that is a pickle from its
     first byte, or None when it reads it (torch's legacy format with globals it accepts); found
     without executing anything (:func:`pickle_globals`): a bare pickle (its first pickle is not
-    the legacy magic number :data:`LEGACY_MAGIC`: ``pickle.dump`` of a state dict), or a legacy
-    file whose data pickle names a global ``weights_only`` does not accept."""
+    the legacy magic number :data:`LEGACY_MAGIC`: ``pickle.dump`` of a state dict) or a legacy
+    file whose data pickle names a global ``weights_only`` does not accept
+    (:class:`CheckpointRefused`), or a pickle that ends early (:class:`CheckpointDamaged`)."""
     try:
         with open(path, "rb") as f:
             if not _is_legacy_magic(f):
-                return (f"{path}: a bare pickle, not a torch.save checkpoint (neither a zip archive nor torch's "
-                        f"legacy format, whose first pickle is the number {LEGACY_MAGIC:#x}): torch.load refuses it; "
-                        f"save its state dict with torch.save or safetensors")
+                return CheckpointRefused(
+                    f"{path}: a bare pickle, not a torch.save checkpoint (neither a zip archive nor torch's legacy "
+                    f"format, whose first pickle is the number {LEGACY_MAGIC:#x}): torch.load refuses it; save its "
+                    f"state dict with torch.save or safetensors")
             for _ in range(2):  # the legacy format's protocol version and system information
                 pickle_globals(f)
             names = pickle_globals(f)
     except (ValueError, EOFError, OSError) as exc:
-        return (f"{path}: not a complete torch checkpoint (a pickle that ends early or is damaged: {exc}): download "
-                f"or copy it again")
+        return CheckpointDamaged(f"{path}: not a complete torch checkpoint (a pickle that ends early or is damaged: "
+                                 f"{exc}): download or copy it again")
     refused = sorted({n for n in names if not _weights_only_accepts(n, allowed, opaque)})
     if refused:
-        return (f"{path}: torch's legacy (pre-1.6) format whose pickle names {', '.join(refused[:3])}"
-                f"{f' and {len(refused) - 3} more' if len(refused) > 3 else ''}, which torch.load(weights_only=True) "
-                f"does not accept: save its state dict again with torch.save or safetensors")
+        return CheckpointRefused(
+            f"{path}: torch's legacy (pre-1.6) format whose pickle names {', '.join(refused[:3])}"
+            f"{f' and {len(refused) - 3} more' if len(refused) > 3 else ''}, which torch.load(weights_only=True) "
+            f"does not accept: save its state dict again with torch.save or safetensors")
     return None
 
 
@@ -139,12 +150,12 @@ def _check_readable(path: Path, allowed: list, mmap: bool, opaque: bool) -> None
     with open(path, "rb") as f:
         head = f.read(4)
     if head.startswith(b"PK") and not zipfile.is_zipfile(path):
-        raise WeightsError(f"{path}: not a complete torch checkpoint (a zip archive without its central directory): "
-                           f"the file is truncated or damaged: download or copy it again")
+        raise CheckpointDamaged(f"{path}: not a complete torch checkpoint (a zip archive without its central "
+                                f"directory): the file is truncated or damaged: download or copy it again")
     if head[:1] == b"\x80":
-        why = pickle_refusal(path, allowed, opaque)
-        if why is not None:
-            raise WeightsError(why)
+        problem = pickle_problem(path, allowed, opaque)
+        if problem is not None:
+            raise problem
         if mmap:
             raise UnmappableCheckpoint(f"{path}: in torch's legacy (pre-1.6) format, read whole when the run loads "
                                        f"it: names and shapes are compared then")

@@ -31,6 +31,7 @@ from typing import Any, Iterator, Optional, Sequence
 import ray
 import ray.exceptions
 
+from icl._parse import env_number
 from icl.helpers import say
 from icl.run.errors import ConfigError
 from icl.run.execution.guard import ERROR, ItemOutcome, ModelGuard, idle_work
@@ -46,13 +47,7 @@ SILENCE_S = 60.0
 
 
 def _seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        raise ConfigError(f"{name}: expected a number of seconds, got {raw!r}") from None
-    if not value > 0:
-        raise ConfigError(f"{name}: expected a positive number of seconds, got {raw!r}")
+    value: float = env_number(name, default)
     return value
 START_TIMEOUT_S = 300.0
 CONNECT_TIMEOUT_S = 10.0  # how often a driver waiting for a worker looks at the stop flag

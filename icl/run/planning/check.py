@@ -57,7 +57,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TextIO
 
-from icl.run.planning.check_parts import Problem, hub_offline, missing_package, missing_package_message, package_fix, text_table
+from icl.models.errors import CheckpointDamaged
+from icl.run.planning.check_parts import (CACHE_DAMAGED, CANNOT_SERVE, CHECKPOINT_DAMAGED, CHECKPOINT_REFUSED,
+                                          MISSING_PACKAGE, NEEDS_DOWNLOAD, Found, Problem, hub_offline, kind_of,
+                                          missing_package_message, package_fix, package_of,
+                                          text_table)
 from icl.run.planning.config import RunConfig, parse_models
 from icl.run.errors import ConfigError
 
@@ -89,7 +93,13 @@ class Checkpoint:
     stored_bytes: int = 0
     dtypes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)  # per problem, what it is (icl.run.planning.check_parts.kind_of)
     notes: list[str] = field(default_factory=list)
+
+    def problem(self, message: str, cause: Optional[BaseException] = None) -> None:
+        """A problem, and what it is from the error that said it (``cause``)."""
+        self.problems.append(message)
+        self.kinds.append(kind_of(cause))
 
 
 def disk_free(path: Path) -> int:
@@ -127,8 +137,8 @@ def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
             return out
     except Exception as exc:  # SafetensorError (truncated, not a safetensors file), OSError
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"{path}: not a complete safetensors file ({first}); the file is truncated or damaged: "
-                         f"download or copy it again") from None
+        raise CheckpointDamaged(f"{path}: not a complete safetensors file ({first}); the file is truncated or "
+                                f"damaged: download or copy it again") from None
 
 
 _SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int64": "I64",
@@ -272,15 +282,15 @@ def inspect_weights(adapter: Any) -> Checkpoint:
     try:
         paths = [Path(p) for p in adapter.weight_files()]
     except Exception as exc:  # resolved before by make_model: rarely reached
-        out.problems.append(str(exc))
+        out.problem(str(exc), exc)
         return out
     headers: dict[Path, dict[str, tuple[str, tuple[int, ...]]]] = {}
     for path in paths:
         for f in _safetensors_files(path):
             try:
                 headers[f] = read_header(f)
-            except ValueError as exc:
-                out.problems.append(str(exc))
+            except CheckpointDamaged as exc:
+                out.problem(str(exc), exc)
                 continue
             out.files += 1
             out.stored_bytes += f.stat().st_size
@@ -293,7 +303,7 @@ def inspect_weights(adapter: Any) -> Checkpoint:
     try:
         architectures = list(adapter.architectures())
     except Exception as exc:  # an index or configuration the adapter cannot read
-        out.problems.append(str(exc))
+        out.problem(str(exc), exc)
         return out
     for arch in architectures:
         folder = Path(arch.folder)
@@ -302,12 +312,12 @@ def inspect_weights(adapter: Any) -> Checkpoint:
             for f in _safetensors_files(folder):  # a folder not among weight_files() (a pipeline's part)
                 try:
                     present.update(read_header(f))
-                except ValueError as exc:
-                    out.problems.append(str(exc))
+                except CheckpointDamaged as exc:
+                    out.problem(str(exc), exc)
         if not present:
             pickles = sorted(folder.glob("*.bin")) if folder.is_dir() else []
             if not pickles:
-                out.problems.append(f"{folder}: no weights (*.safetensors or *.bin) beside config.json")
+                out.problem(f"{folder}: no weights (*.safetensors or *.bin) beside config.json")
                 continue
             # torch.save files: mapped, only their index and pickle read
             mapped = _mapped(lambda: {k: v for f in pickles for k, v in read_pickle_header(f).items()}, out)
@@ -320,7 +330,8 @@ def inspect_weights(adapter: Any) -> Checkpoint:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             problems, notes = [f"{folder}: config.json does not build an architecture ({type(exc).__name__}: "
                                f"{first})"], []
-        out.problems += problems
+        for message in problems:
+            out.problem(message)
         out.notes += notes
     _own_network(adapter, out)
     return out
@@ -338,7 +349,7 @@ def _mapped(read: Callable[[], Any], out: Checkpoint) -> Any:
     except UnmappableCheckpoint as exc:
         out.notes.append(str(exc))
     except WeightsError as exc:
-        out.problems.append(str(exc))
+        out.problem(str(exc), exc)
     return None
 
 
@@ -364,13 +375,13 @@ def _own_network(adapter: Any, out: Checkpoint) -> None:
         with torch.device("meta"):
             net = adapter.network()
     except Exception as exc:  # a configuration the network cannot be built from
-        out.problems.append(f"{adapter.name}: its configuration does not build the network ({type(exc).__name__}: "
-                            f"{exc})")
+        out.problem(f"{adapter.name}: its configuration does not build the network ({type(exc).__name__}: "
+                    f"{exc})")
         return
     try:
         found = _mapped(lambda: adapter.checkpoint_state(mmap=True), out)
     except Exception as exc:  # not a weights error: the family's reading code failed (named, not raised)
-        out.problems.append(f"{adapter.name}: its checkpoint cannot be read ({type(exc).__name__}: {exc})")
+        out.problem(f"{adapter.name}: its checkpoint cannot be read ({type(exc).__name__}: {exc})")
         return
     if found is None:
         return
@@ -387,7 +398,7 @@ def _own_network(adapter: Any, out: Checkpoint) -> None:
         out.stored_bytes += sum(f.stat().st_size for f in files if f.is_file() and f.suffix != ".safetensors")
     why = state_mismatch(net, state, path, getattr(adapter, "checkpoint_label", "") or adapter.name)
     if why is not None:
-        out.problems.append(why)
+        out.problem(why)
 
 
 # --- memory --------------------------------------------------------------------------------------
@@ -603,7 +614,7 @@ def disk_warning(out: Path, needed: int, free: int, remaining: int) -> Optional[
         return None
     return (f"the outputs need about {_size(needed)} ({remaining} scores to compute, the store, samples and "
             f"reports) and {out} has {_size(free)} free; the run goes on and, if the disk fills, stops keeping "
-            f"every result it stored ({fix_for('disk', '')})")
+            f"every result it stored ({fix_for('disk')})")
 
 
 def to_load(config: RunConfig, bench: Any, items: Sequence[Any], models: Sequence[Any],
@@ -652,33 +663,24 @@ def unstacked(where: str, message: str) -> str:
             return message
 
 
-def needs_download(message: str) -> bool:
-    """Whether a problem's ``message`` says its weights are not in the Hugging Face cache yet."""
-    return any(w in message for w in ("HF_HUB_OFFLINE", "never downloads", "not in the Hugging Face cache",
-                                      "cached snapshot"))
+NEEDS_DOWNLOAD_LABEL = "needs download (--prefetch)"
 
 
-NEEDS_DOWNLOAD = "needs download (--prefetch)"
-_MISSING_PACKAGE = re.compile(r"needs the package ([\w.-]+), which is not installed")
-
-
-def fix_for(check: str, message: str) -> str:
-    """The fix of a problem, from what it is."""
-    package = _MISSING_PACKAGE.search(message)
-    if package:
-        return package_fix(package.group(1))
-    if "--prefetch repairs it" in message:  # a file damaged in the Hugging Face cache (icl.models.hub.verify_cached)
+def fix_for(check: str, kind: str = "", package: Optional[str] = None) -> str:
+    """The fix of a problem, from the check that found it and what it is (``kind``, one of
+    :data:`icl.run.planning.check_parts.KINDS`; ``package``: the one a missing-package problem needs)."""
+    if kind == MISSING_PACKAGE and package:
+        return package_fix(package)
+    if kind == CACHE_DAMAGED:  # a file damaged in the Hugging Face cache (icl.models.hub.verify_cached)
         return "run the same command with --prefetch where the network is reachable: it downloads the file again"
-    if needs_download(message):
+    if kind == NEEDS_DOWNLOAD:
         return ("the weights need a download: run the same command with --prefetch where the network is reachable "
                 "(same HF_HOME / HF_HUB_CACHE), then the run")
+    if kind == CHECKPOINT_DAMAGED:
+        return "download or copy the weight file again (it is truncated or damaged)"
+    if kind == CHECKPOINT_REFUSED:
+        return "save the state dict again with torch.save (or safetensors), or point weights= at the published file"
     if check == "checkpoint":
-        if "not a complete safetensors file" in message:
-            return "download or copy the weight file again (its size must match its header)"
-        if "not a complete torch checkpoint" in message:
-            return "download or copy the weight file again"
-        if "torch.load(weights_only=True) does not accept" in message or "a bare pickle" in message:
-            return "save the state dict again with torch.save (or safetensors), or point weights= at the published file"
         return "point weights= at the checkpoint of the architecture config.json declares (or the config.json of "\
                "these weights)"
     if check == "data":
@@ -687,7 +689,7 @@ def fix_for(check: str, message: str) -> str:
     if check == "judges":
         return "give a judge that is present and can judge this benchmark: --judge NAME[:weights=PATH]"
     if check == "models":
-        if "cannot run benchmark" in message:  # a model this benchmark (as configured) cannot serve
+        if kind == CANNOT_SERVE:  # a model this benchmark (as configured) cannot serve
             return "leave the model out of --models, or change what the message names"
         return "fix the model's arguments or weights (--models NAME:weights=PATH; docs/models.md)"
     if check == "output":
@@ -716,19 +718,17 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
     problems: list[Problem] = []
     warnings: list[str] = []
 
-    user_offline = hub.offline()
     stale = remove_stale_scratch()  # the scratch folders of --calibrate checks that were killed
     if stale:
         warnings.append(f"removed {len(stale)} scratch folder(s) of --calibrate checks that were killed before "
                         f"removing them: {', '.join(str(p) for p in stale)}")
 
-    def add(check: str, where: str, message: str) -> None:
+    def add(check: str, where: str, message: str, cause: Optional[BaseException] = None, kind: str = "") -> None:
+        """A problem; what it is (``kind``) from the error that said it (``cause``) unless given."""
         # one line (a library's message may span several), naming its model once (in where)
         message = unstacked(where, " ".join(line.strip() for line in message.strip().splitlines() if line.strip()))
-        if not user_offline:  # the check's own offline mode, not the user's
-            message = message.replace("and HF_HUB_OFFLINE is set", "(--check never downloads)")
-            message = message.replace("HF_HUB_OFFLINE is set", "--check never downloads")
-        problems.append(Problem(check, where, message, fix_for(check, message)))
+        kind = kind or kind_of(cause)
+        problems.append(Problem(check, where, message, fix_for(check, kind, package_of(cause)), kind))
 
     absolute_paths(config)
     hub.forget()
@@ -767,38 +767,38 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
         failures = [] if any(p.message == str(exc) for p in problems) else [(config.benchmark, str(exc), None)]
     for where, message, path in failures:
         add("data", where, message + (f" ({path})" if path and str(path) not in message else ""))
-    found: list[tuple[str, str]] = []
+    found: list[Found] = []
     with hub_offline():
         models, judges = instantiate_models(config, bench, device, found, identity_device)
-    named_judges = any(w.startswith("judge ") for w, _ in found)
+    named_judges = any(w.startswith("judge ") for w, _, _ in found)
     for m in models:  # what load() reads before the weights
         try:
             m.adapter.check_loadable()
         except ImportError as exc:  # a package its processor needs (Qwen2-VL's: torchvision)
-            found.append((f"model {m.label}", missing_package_message(exc)))
+            found.append((f"model {m.label}", missing_package_message(exc), exc))
         except Exception as exc:
-            found.append((f"model {m.label}", f"model {m.label!r}: {exc}"))
+            found.append((f"model {m.label}", f"model {m.label!r}: {exc}", exc))
     for j in list(judges):  # the run's judge check reads them too, and meets no missing package
         try:
             j.adapter.check_loadable()
         except ImportError as exc:
-            found.append((f"judge {j.label}", missing_package_message(exc)))
+            found.append((f"judge {j.label}", missing_package_message(exc), exc))
             judges.remove(j)
             named_judges = True
         except Exception:  # listed by _check_judges below
             pass
     check_judges(bench, items, models, judges, found, judge_named=named_judges)
-    for where, message in found:
-        add("judges" if where.startswith("judge") else "models", where, message)
+    for where, message, cause in found:
+        add("judges" if where.startswith("judge") else "models", where, message, cause)
     for snap in hub.resolved_snapshots():  # the cached configurations and tokenizers hashed, as --prefetch
         for message in hub.verify_snapshot(snap, lfs=False):  # does (weights: their headers, below)
-            add("checkpoint", f"cache {snap.ref.text}", message)
+            add("checkpoint", f"cache {snap.ref.text}", message, kind=CACHE_DAMAGED)
     # checkpoints and resources per model
     entries: dict[str, dict[str, Any]] = {}
     for role, m in [("model", m) for m in models] + [("judge", j) for j in judges]:
         ckpt = inspect_weights(m.adapter)
-        for message in ckpt.problems:
-            add("checkpoint", f"{role} {m.label}", message)
+        for message, kind in zip(ckpt.problems, ckpt.kinds):
+            add("checkpoint", f"{role} {m.label}", message, kind=kind)
         precision = getattr(m.adapter, "loaded_precision", getattr(m.adapter, "precision", None))
         per = BYTES_PER_PARAM.get(precision) if isinstance(precision, str) else None
         entries[m.label] = dict(label=m.label, role=role, model_id=m.model_id, adapter=m.identity["adapter"],
@@ -846,7 +846,7 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
             entries[label] = dict(label=label, role="model", model_id=None, needs_download=True, planned=work.served *
                                   len(judge_ids), stored=0, remaining=work.served * len(judge_ids),
                                   items_remaining=len(work.todo), not_applicable=work.not_applicable,
-                                  estimated_s=None, estimate=f"unknown ({NEEDS_DOWNLOAD})")
+                                  estimated_s=None, estimate=f"unknown ({NEEDS_DOWNLOAD_LABEL})")
             total_remaining += work.served * len(judge_ids)
             planned_models += 1
         for j, jid in zip(judges, judge_ids):  # each judge asked about every answer it has not scored
@@ -890,16 +890,17 @@ def preflight(config: RunConfig, free_space: Optional[FreeSpace] = None) -> dict
 
 
 def download_work(config: RunConfig, bench: Any, items: Sequence[Any], judge_ids: Sequence[str],
-                  found: Sequence[tuple[str, str]]) -> dict[str, Any]:
+                  found: Sequence[Found]) -> dict[str, Any]:
     """Per label of a model left out because its weights are not in the Hugging Face cache yet
-    (``found``: the model problems, :func:`needs_download`), its :class:`icl.run.planning.plan.ModelWork`
-    as the run will plan it once downloaded: the items of the request types its class serves,
-    none stored (its identity holds the commit it resolves to, known after the download)."""
+    (``found``: the model problems, those whose error is :class:`icl.models.hub.HubNotCached`), its
+    :class:`icl.run.planning.plan.ModelWork` as the run will plan it once downloaded: the items of
+    the request types its class serves, none stored (its identity holds the commit it resolves to,
+    known after the download)."""
     from icl.models.registry import model_factory
     from icl.run.planning.plan import model_work
 
-    waiting = {where.partition(" ")[2] for where, message in found if where.startswith("model ")
-               and needs_download(message)}
+    waiting = {where.partition(" ")[2] for where, _, cause in found if where.startswith("model ")
+               and kind_of(cause) == NEEDS_DOWNLOAD}
     if not waiting:
         return {}
     specs = config.models if config.models is not None else [s for m in bench.default_models for s in parse_models(m)]
@@ -1052,7 +1053,7 @@ def render(report: dict[str, Any]) -> str:
     plan = report.get("plan")
     rows: list[tuple[str, ...]] = [("task", "model", "planned", "stored", "remaining")]
     if plan:
-        rows += [(c["task"], c["model"] + (f" ({NEEDS_DOWNLOAD})" if c.get("needs_download") else ""),
+        rows += [(c["task"], c["model"] + (f" ({NEEDS_DOWNLOAD_LABEL})" if c.get("needs_download") else ""),
                   str(c["planned"]), str(c["stored"]), str(c["remaining"])) for c in plan["cells"]]
         rows.append(("all", f"{plan['models']} model(s), {plan['judges']} judge(s)", str(plan["planned"]),
                      str(plan["stored"]), str(plan["remaining"])))
@@ -1103,7 +1104,7 @@ def check(config: RunConfig, stdout: Optional[TextIO] = None, free_space: Option
         write_text(path, json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
     except (OSError, OutputWriteError) as exc:
         report["problems"].append(asdict(Problem("output", str(path), f"cannot write {CHECK_FILE}: {exc}",
-                                                 fix_for("disk", ""))))
+                                                 fix_for("disk"))))
         report["runnable"], report["exit_code"] = False, EXIT_PROBLEMS
     print(render(report), file=stdout)
     print(f"check.json: {path}", file=stdout)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence
 
@@ -16,21 +16,72 @@ UNKNOWN_COST = "unknown (no stored compute; run once or --calibrate N)"
 
 @dataclass
 class Problem:
-    """One thing that stops the run: which check found it, where, what, and the fix."""
+    """One thing that stops the run: which check found it, where, what, the fix, and what it is
+    when its fix depends on that (``kind``: one of :data:`KINDS`, "" otherwise)."""
 
     check: str
     where: str
     message: str
     fix: str
+    kind: str = ""
+
+
+#: a problem a planning step found: where, the one line, and the error that said it (None: the
+#: step said it itself)
+Found = tuple[str, str, Optional[BaseException]]
+
+# What a problem is, where its fix depends on it: decided where the problem is caught, from the
+# type of the error that said it (kind_of), never read back from the message (a model whose path
+# contains "not in the Hugging Face cache" is not a download).
+NEEDS_DOWNLOAD = "needs download"  # icl.models.hub.HubNotCached
+CACHE_DAMAGED = "damaged in the cache"  # icl.models.hub.HubCacheDamaged
+CHECKPOINT_DAMAGED = "damaged checkpoint"  # icl.models.errors.CheckpointDamaged
+CHECKPOINT_REFUSED = "refused checkpoint"  # icl.models.errors.CheckpointRefused
+MISSING_PACKAGE = "missing package"  # an ImportError naming a package (missing_package)
+CANNOT_SERVE = "cannot serve"  # icl.run.errors.CannotServe
+KINDS = (NEEDS_DOWNLOAD, CACHE_DAMAGED, CHECKPOINT_DAMAGED, CHECKPOINT_REFUSED, MISSING_PACKAGE, CANNOT_SERVE)
+
+
+def kind_of(cause: Optional[BaseException]) -> str:
+    """What the error ``cause`` says the problem is (:data:`KINDS`; "" for none of them),
+    following the errors it wraps (:attr:`icl.run.errors.ConfigError.cause`)."""
+    from icl.models.errors import CheckpointDamaged, CheckpointRefused
+    from icl.models.hub import HubCacheDamaged, HubNotCached
+    from icl.run.errors import CannotServe
+
+    types = ((HubNotCached, NEEDS_DOWNLOAD), (HubCacheDamaged, CACHE_DAMAGED), (CheckpointDamaged, CHECKPOINT_DAMAGED),
+             (CheckpointRefused, CHECKPOINT_REFUSED), (CannotServe, CANNOT_SERVE))
+    while cause is not None:
+        for error, kind in types:
+            if isinstance(cause, error):
+                return kind
+        if isinstance(cause, ImportError) and missing_package(cause):
+            return MISSING_PACKAGE
+        cause = getattr(cause, "cause", None)
+    return ""
+
+
+def package_of(cause: Optional[BaseException]) -> Optional[str]:
+    """The package a missing-package problem needs (the ImportError ``cause`` is or wraps)."""
+    while cause is not None:
+        if isinstance(cause, ImportError):
+            return missing_package(cause)
+        cause = getattr(cause, "cause", None)
+    return None
 
 
 @contextmanager
 def hub_offline() -> Iterator[None]:
-    """Hub references resolve from the Hugging Face cache only: a check never downloads."""
+    """Hub references resolve from the Hugging Face cache only: a check never downloads (a
+    reference not cached says so; under the user's own HF_HUB_OFFLINE it names that)."""
+    from icl.models import hub
+
     before = os.environ.get("HF_HUB_OFFLINE")
+    scope = hub.cache_only("--check never downloads") if not hub.offline() else nullcontext()
     os.environ["HF_HUB_OFFLINE"] = "1"
     try:
-        yield
+        with scope:
+            yield
     finally:
         if before is None:
             os.environ.pop("HF_HUB_OFFLINE", None)

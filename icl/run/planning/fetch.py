@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
 
+from icl._parse import env_number
 from icl.models import hub
 
 
@@ -228,7 +229,7 @@ def _download(rel: HubRelease, revision: str) -> Path:
         hub.remember_revision(rel.repo, "dataset", revision, commit)
         return root
     except hub.HubError as exc:
-        raise FetchError(str(exc).replace("this model needs", "this release needs")) from None
+        raise FetchError(str(exc)) from None
 
 
 # The hidden folder fetch unpacks into holds this file from the moment fetch makes it: a folder of
@@ -324,17 +325,8 @@ _SMALL_MEMBER = 1 << 20  # below this, a member's ratio is not judged (a tiny JS
 
 def unpack_limits() -> dict[str, int]:
     """:data:`UNPACK_LIMITS` with the environment's values (a positive integer each; one line
-    naming the variable otherwise)."""
-    out = {}
-    for var, default in UNPACK_LIMITS.items():
-        text = os.environ.get(var, "").strip()
-        if not text:
-            out[var] = default
-            continue
-        if not text.isdigit() or int(text) < 1:
-            raise FetchError(f"{var}={text!r}: expected a positive integer")
-        out[var] = int(text)
-    return out
+    naming the variable otherwise: :class:`icl._parse.EnvError`)."""
+    return {var: env_number(var, default) for var, default in UNPACK_LIMITS.items()}
 
 
 def _on_disk(size: int) -> int:

@@ -29,7 +29,7 @@ from icl.models.registry import model_factory
 from icl.models import hub
 from icl.models.weights import WeightsError, tree_digest, weight_identity
 from icl.run.planning.config import RUNNER_MODEL_ARGS, ModelSpec, closest
-from icl.run.errors import ConfigError
+from icl.run.errors import CannotServe, ConfigError
 
 
 @dataclass
@@ -135,7 +135,7 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
     except UnknownModelError:
         raise ConfigError(f"unknown model {spec.name!r}{closest(spec.name, list_models())}") from None
     except ImportError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(str(exc), exc) from None
     params = _parameters(factory)
     args = dict(spec.args)
     runner_args = {k: args.pop(k) for k in RUNNER_MODEL_ARGS if k in args and k not in params}
@@ -148,21 +148,21 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
     try:
         args = {k: hub.expand_default(v, spec.name, k) for k, v in args.items()}
     except WeightsError as exc:
-        raise ConfigError(f"model {spec.name!r}: {exc}") from None
+        raise ConfigError(f"model {spec.name!r}: {exc}", exc) from None
     try:
         adapter = get_model(spec.name, **args)
     except ConfigError:
         raise
     except (TypeError, ValueError, WeightsError) as exc:
-        raise ConfigError(f"model {spec.name!r}: {exc}") from None
+        raise ConfigError(f"model {spec.name!r}: {exc}", exc) from None
     except ImportError as exc:  # an optional package the adapter needs
-        raise ConfigError(f"model {spec.name!r}: {exc}{extra_hint(exc)}") from None
+        raise ConfigError(f"model {spec.name!r}: {exc}{extra_hint(exc)}", exc) from None
     # a model is asked only for the items whose request type it serves (the engine skips the
     # rest and lists them); it is refused only when it serves none of the benchmark's types
     fits = [t for t in serves_needed if any(issubclass(t, s) for s in adapter.serves)]
     if serves_needed and not fits:
         served = ", ".join(t.__name__ for t in adapter.serves) or "nothing"
-        raise ConfigError(f"model {spec.name!r} cannot run benchmark {benchmark!r}: the benchmark sends "
+        raise CannotServe(f"model {spec.name!r} cannot run benchmark {benchmark!r}: the benchmark sends "
                           f"{', '.join(t.__name__ for t in serves_needed)} and the model serves {served}")
     if adapter.privileged and not privilege_granted(adapter):
         raise ConfigError(f"model {spec.name!r} ({type(adapter).__module__}.{type(adapter).__qualname__}) sets "
@@ -185,7 +185,7 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
         paths = list(adapter.weight_files())
         weights = dict(weight_identity(p) for p in paths)
     except WeightsError as exc:
-        raise ConfigError(f"model {spec.name!r}: {exc}") from None
+        raise ConfigError(f"model {spec.name!r}: {exc}", exc) from None
     # execution-only arguments (the adapter declares them) cannot change an answer: left out
     execution = getattr(adapter, "execution_args", frozenset())
     bound = {k: _jsonable(v) for k, v in _bound_arguments(factory, args).items() if k not in execution}

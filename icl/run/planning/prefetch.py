@@ -17,8 +17,8 @@ missing or empty, or, without ``--data-root``, into the default data root
 ``--data-root`` (the same download and checks as ``fetch``). A release known not to be on the Hub
 (:data:`icl.run.planning.fetch.NOT_PUBLISHED`) is said so. ``--fast`` runs use built-in data: nothing.
 
-The offline command printed last runs as printed: ``HF_HUB_OFFLINE=1``, ``ICL_HUB_DEFAULTS`` when
-it was set, and the command typed without ``--prefetch``.
+The offline command printed last runs as printed: ``HF_HUB_OFFLINE=1``, ``ICL_HUB_DEFAULTS=1`` when
+it is on, and the command typed without ``--prefetch``.
 """
 
 from __future__ import annotations
@@ -94,14 +94,14 @@ def _tell(bad: Sequence[str], stderr: TextIO) -> None:
 
 def offline_command(typed: Sequence[str], data_root: Optional[Path] = None) -> str:
     """The command typed, without ``--prefetch``, as it runs offline: ``HF_HUB_OFFLINE=1``, and
-    ``ICL_HUB_DEFAULTS`` as set now (it decides which weights a model without ``weights=`` loads);
+    ``ICL_HUB_DEFAULTS=1`` when it is on now (it decides which weights a model without ``weights=`` loads);
     ``--data-root`` added when the data was fetched into the default data root."""
     command = [a for a in typed if a != "--prefetch"]
     if data_root is not None and not any(a == "--data-root" or a.startswith("--data-root=") for a in command):
         command += ["--data-root", str(data_root)]
     env = ["HF_HUB_OFFLINE=1"]
-    if os.environ.get("ICL_HUB_DEFAULTS", "").strip():
-        env.append("ICL_HUB_DEFAULTS=" + shlex.quote(os.environ["ICL_HUB_DEFAULTS"]))
+    if hub.downloads_allowed():  # read as the run reads it: ICL_HUB_DEFAULTS=0 is off, not "set"
+        env.append("ICL_HUB_DEFAULTS=1")
     return " ".join(env) + " " + shlex.join(command)
 
 

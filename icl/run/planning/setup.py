@@ -11,9 +11,9 @@ from typing import Any, Callable, Optional, Sequence
 from icl.benchmarks.base import Benchmark, Item
 from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
 from icl.report import reproduction
-from icl.run.planning.check_parts import missing_package, missing_package_message, package_fix
+from icl.run.planning.check_parts import Found, missing_package, missing_package_message, package_fix
 from icl.run.planning.config import RunConfig, closest, parse_models
-from icl.run.errors import ConfigError
+from icl.run.errors import CannotServe, ConfigError
 from icl.models import hub
 from icl.run.planning.models import RunModel, make_model
 from icl.models.weights import WeightsError
@@ -61,17 +61,18 @@ def planned_items(bench: Benchmark, config: RunConfig) -> tuple[list[Item], dict
     return mine, dict(shard=S.describe(items, mine, *config.shard))
 
 
-def problem_reporter(problems: Optional[list[tuple[str, str]]]) -> Callable[[str, str], None]:
+def problem_reporter(problems: Optional[list[Found]]) -> Callable[..., None]:
     """How a planning step reports a problem: raised as a ConfigError (one line, a run), or
-    appended to ``problems`` as (where, message) and the step goes on (``--check`` lists them all)."""
-    def report(where: str, message: str) -> None:
+    appended to ``problems`` as (where, message, the error that said it) and the step goes on
+    (``--check`` lists them all, each fixed as its error's type says)."""
+    def report(where: str, message: str, cause: Optional[BaseException] = None) -> None:
         if problems is None:
-            raise ConfigError(message)
-        problems.append((where, message))
+            raise ConfigError(message, cause)
+        problems.append((where, message, cause))
     return report
 
 
-def instantiate_models(config: RunConfig, bench: Benchmark, device: str, problems: Optional[list[tuple[str, str]]] = None,
+def instantiate_models(config: RunConfig, bench: Benchmark, device: str, problems: Optional[list[Found]] = None,
             identity_device: Optional[str] = None) -> tuple[list[RunModel], list[RunModel]]:
     """The run's models and judges, instantiated (not loaded). A problem raises ConfigError, or
     with ``problems`` is listed there and the model left out (``--check``). ``identity_device``:
@@ -91,11 +92,12 @@ def instantiate_models(config: RunConfig, bench: Benchmark, device: str, problem
         try:
             m = make_model(s, where, config.dtype, bench.request_types, bench.name)
         except ConfigError as exc:
-            report(f"model {s.label}", str(exc))
+            report(f"model {s.label}", str(exc), exc)
             continue
         why = bench.refuses(m.adapter)  # refused now, in one line, never stopped mid-run
         if why is not None:
-            report(f"model {s.label}", f"model {s.label!r} cannot run benchmark {bench.name!r}: {why}")
+            refused = f"model {s.label!r} cannot run benchmark {bench.name!r}: {why}"
+            report(f"model {s.label}", refused, CannotServe(refused))
             continue
         try:  # the paper row it stands for: only said explicitly (published_as, or the official checkpoint)
             m.published = reproduction.paper_row(reproduction.load(bench), s.name, s.args,
@@ -117,7 +119,7 @@ def instantiate_models(config: RunConfig, bench: Benchmark, device: str, problem
         try:
             judges.append(make_model(j, where, None, (ChatRequest,), bench.name))
         except ConfigError as exc:
-            report(f"judge {j.label}", f"judge {j.label!r}: {exc}" if problems is not None else str(exc))
+            report(f"judge {j.label}", f"judge {j.label!r}: {exc}" if problems is not None else str(exc), exc)
     seen: dict[str, str] = {}
     for j in judges:  # one judge twice would score the same answers twice under one key
         if j.model_id in seen:
@@ -128,7 +130,7 @@ def instantiate_models(config: RunConfig, bench: Benchmark, device: str, problem
 
 
 def check_judges(bench: Benchmark, items: Sequence[Item], models: Sequence[RunModel],
-                  judges: Sequence[RunModel], problems: Optional[list[tuple[str, str]]] = None,
+                  judges: Sequence[RunModel], problems: Optional[list[Found]] = None,
                   judge_named: bool = False) -> None:
     """Before any generation (one line, exit 2): every judge's files read (``check_loadable``), and
     every judge takes what the run will ask it (``Benchmark.judge_probe``: the judge requests of a
@@ -144,12 +146,12 @@ def check_judges(bench: Benchmark, items: Sequence[Item], models: Sequence[RunMo
         try:
             j.adapter.check_loadable()
         except (WeightsError, ValueError, OSError) as exc:
-            report(f"judge {j.label}", f"judge {j.label!r}: {exc}")
+            report(f"judge {j.label}", f"judge {j.label!r}: {exc}", exc)
             continue
         except ImportError as exc:  # a package its files need (a processor's torchvision): named, with its fix
             package = missing_package(exc)
             report(f"judge {j.label}", f"judge {j.label!r} {missing_package_message(exc)}"
-                   + (f"; {package_fix(package)}" if package else ""))
+                   + (f"; {package_fix(package)}" if package else ""), exc)
             continue
         why = next((w for w in map(j.adapter.would_refuse, probe) if w), None)
         if why is not None:

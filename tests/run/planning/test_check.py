@@ -101,6 +101,7 @@ def test_one_check_lists_all_five_problems_and_the_disk_warning(checkpoints, rel
     # 3. the truncated safetensors file (its header does not cover the file)
     trunc = by[("checkpoint", f"model hf-vlm[weights={c['truncated']}]")]
     assert "not a complete safetensors file" in trunc["message"] and str(c["truncated"]) in trunc["message"]
+    assert trunc["kind"] == "damaged checkpoint" and "copy the weight file again" in trunc["fix"]
     # 4. the checkpoint of another architecture: names and shapes against LLaVA built on the meta device
     other = by[("checkpoint", f"model hf-vlm[weights={c['other']}]")]
     assert "does not fit the architecture" in other["message"] and "LlavaForConditionalGeneration" in other["message"]
@@ -269,6 +270,7 @@ def test_hub_weights_not_in_the_cache_need_a_download_and_nothing_is_downloaded(
     (problem,) = before["problems"]
     assert problem["check"] == "models" and f"hf:{REPO}" in problem["message"]
     assert "--check never downloads" in problem["message"] and "--prefetch" in problem["fix"]
+    assert problem["kind"] == "needs download"  # from the error's type (icl.models.hub.HubNotCached)
     assert not (hf_env / "models--org--tiny" / "snapshots").exists()  # nothing came down
     # the plan is shown all the same, the model marked as waiting for its download
     label = f"hf-vlm[weights=hf:{REPO}]"
@@ -284,6 +286,45 @@ def test_hub_weights_not_in_the_cache_need_a_download_and_nothing_is_downloaded(
     assert report["runnable"] and report["models"][0]["params"] > 0 and report["plan"]["remaining"] > 0
     # the plan the download waited for is the plan
     assert [(c["task"], c["planned"]) for c in report["plan"]["cells"]] == [(c["task"], c["planned"]) for c in cells]
+
+
+@pytest.mark.parametrize("name", ["not in the Hugging Face cache", "HF_HUB_OFFLINE cached snapshot"])
+def test_a_problem_whose_text_only_mentions_the_cache_is_not_a_download(tmp_path, capsys, name):
+    """What a problem is comes from the type of the error that said it, never from its text: a
+    local weights folder that is missing, whose name merely reads like a Hub cache miss, is a
+    model problem to fix (not a download that --prefetch would fetch), and no plan waits on it."""
+    out = tmp_path / "run"
+    weights = tmp_path / name
+    args = ["vlicl", "--fast", "--models", "hf-vlm", "--model-arg", f"weights={weights}", "--tasks", "clevr",
+            "--seeds", "0", "--shots", "0", "--queries", "1", "--out", str(out), "--no-plots", "--no-progress",
+            "--device", "cpu", "--check"]
+    assert main(args) == 2
+    printed = capsys.readouterr().out
+    (problem,) = _report(out)["problems"]
+    assert problem["check"] == "models" and name in problem["message"]
+    assert "--prefetch" not in problem["fix"] and "weights=PATH" in problem["fix"], problem["fix"]
+    assert "needs download" not in printed and not _report(out)["plan"]["cells"]
+    assert problem["kind"] == ""
+
+
+def test_what_a_problem_is_comes_from_the_type_of_its_error_through_the_errors_that_wrap_it():
+    from icl.models.errors import CheckpointDamaged, CheckpointRefused, WeightsError
+    from icl.models.hub import HubCacheDamaged, HubNotCached
+    from icl.run.errors import CannotServe, ConfigError
+    from icl.run.planning import check_parts as parts
+    from icl.run.planning.check import fix_for
+
+    missing = ModuleNotFoundError("No module named 'torchvision'", name="torchvision")
+    cases = [(HubNotCached("a"), parts.NEEDS_DOWNLOAD), (HubCacheDamaged("b"), parts.CACHE_DAMAGED),
+             (CheckpointDamaged("c"), parts.CHECKPOINT_DAMAGED), (CheckpointRefused("d"), parts.CHECKPOINT_REFUSED),
+             (CannotServe("e"), parts.CANNOT_SERVE), (missing, parts.MISSING_PACKAGE),
+             (WeightsError("not in the Hugging Face cache (--prefetch repairs it)"), ""), (None, "")]
+    assert {kind for _, kind in cases} == set(parts.KINDS) | {""}
+    for error, kind in cases:
+        assert parts.kind_of(error) == kind and parts.kind_of(ConfigError("model 'm': ...", error)) == kind
+    assert parts.package_of(ConfigError("model 'm': ...", missing)) == "torchvision"
+    assert fix_for("models", parts.MISSING_PACKAGE, "torchvision").startswith("install the package torchvision")
+    assert fix_for("models", parts.NEEDS_DOWNLOAD).startswith("the weights need a download")
 
 
 COST_FACTOR = 3  # docs/runs.md "Before a long run": the time estimate against the following run

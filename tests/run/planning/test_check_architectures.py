@@ -15,6 +15,7 @@ import pytest
 
 from icl.models import get_model
 from icl.run.planning.check import inspect_weights
+from icl.run.planning.check_parts import CHECKPOINT_DAMAGED, CHECKPOINT_REFUSED
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "models" / "vicl"))
@@ -231,8 +232,10 @@ def test_a_family_s_own_network_is_compared_with_its_mapped_torch_checkpoint(bui
 
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    (problem,) = inspect_weights(adapter).problems
+    truncated = inspect_weights(adapter)
+    (problem,) = truncated.problems
     assert problem.startswith(f"{path}: not a complete torch checkpoint") and "truncated" in problem
+    assert truncated.kinds == [CHECKPOINT_DAMAGED]  # from the error's type (the fix: copy it again)
 
 
 def test_a_painter_checkpoint_re_saved_as_safetensors_is_compared_from_its_header(tmp_path):
@@ -347,6 +350,7 @@ def test_a_bare_pickle_is_not_called_torch_s_legacy_format_and_the_check_says_wh
 
     bare, adapter = adapter_of("bare.pth", dump)
     (problem,) = inspect_weights(adapter).problems
+    assert inspect_weights(adapter).kinds == [CHECKPOINT_REFUSED]  # the fix: save it again
     assert problem.startswith(f"{bare}: a bare pickle, not a torch.save checkpoint") and "legacy" not in \
         problem.split("(")[0], problem
     assert "0x1950a86a20f9469cfc6c" in problem
