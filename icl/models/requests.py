@@ -119,7 +119,8 @@ def _feed(h: Any, value: Any) -> None:
     if isinstance(value, np.ndarray):
         arr = np.ascontiguousarray(value)
         h.update(f"nd:{arr.dtype.str}:{arr.shape}:".encode())
-        h.update(memoryview(arr).cast("B"))
+        if arr.size:  # an empty array's bytes are none (a zero-size buffer cannot be cast to bytes)
+            h.update(arr.data.cast("B"))
     elif hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
         _feed(h, value.detach().cpu().numpy())
     elif isinstance(value, (list, tuple)):
