@@ -104,8 +104,9 @@ def check_benchmark(cls: type[Benchmark], config: Optional[Mapping[str, Any]] = 
         b = scores_b.get(key)
         if b is not None and not _same(a, b):
             problems.append(f"item {key!r}: score() depends on order or instance ({a} vs {b})")
-        if key in again and again[key] is not None and not _same(a, again[key]):
-            problems.append(f"item {key!r}: score() is not deterministic ({a} vs {again[key]})")
+        c = again.get(key)
+        if c is not None and not _same(a, c):
+            problems.append(f"item {key!r}: score() is not deterministic ({a} vs {c})")
     if problems:
         raise BenchmarkCheckError(cls.name, list(dict.fromkeys(problems)))
     return {"items": len(items_a), "requests_checked": len(picked), "scores_checked": len(scores_a)}

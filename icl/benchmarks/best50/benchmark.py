@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from icl.benchmarks.best50.score import (CLEAN_EXCLUDE, COUNTS, METRICS, THRESHO
                                          sample_counts, sample_metrics)
 from icl.models.requests import ChatRequest
 from icl.report.schema import Metric, ResultsSpec
+
+if TYPE_CHECKING:
+    from icl.helpers import Job  # plots hands figures to the figure helpers
 
 SYNTHETIC_VERSION = "1"
 _CACHE = 256  # decoded images kept
@@ -83,7 +86,8 @@ class Best50(Benchmark):
         self._package: Optional[Package] = None
         self._images: OrderedDict = OrderedDict()
         if self.config["predictions"] is not None:
-            self.default_models = (f"best50-predictions:path={self.config['predictions']}",)
+            # per instance: the predictions file stands in for the models (the runner reads the instance's)
+            self.default_models = (f"best50-predictions:path={self.config['predictions']}",)  # type: ignore[misc]
 
     @property
     def package(self) -> Package:
@@ -104,7 +108,12 @@ class Best50(Benchmark):
 
         final = cache_root() / "builtin" / f"best50-synthetic-v{SYNTHETIC_VERSION}-s{self.config['seed']}"
         final.parent.mkdir(parents=True, exist_ok=True)
-        return build_once(final, lambda tmp: write_package(tmp, n_per_class=2, seed=int(self.config["seed"])), "inputs")
+        seed = int(self.config["seed"])
+
+        def build(tmp: Path) -> None:
+            write_package(tmp, n_per_class=2, seed=seed)
+
+        return build_once(final, build, "inputs")
 
     def items(self) -> list[Item]:
         pkg = self.package
@@ -115,7 +124,7 @@ class Best50(Benchmark):
         limit = self.config["limit"]
         chosen = [s for k in ks for s in pkg.samples[k][:limit]]
         # a query's K variants side by side: its image is decoded once for all of them
-        first = {}
+        first: dict[str, int] = {}
         for i, s in enumerate(chosen):
             first.setdefault(s.sample_id, i)
         chosen.sort(key=lambda s: (first[s.sample_id], s.k))
@@ -209,9 +218,9 @@ class Best50(Benchmark):
         tables["per_sample"] = per_sample
         return tables
 
-    def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """The counts whose pooled ratios are the metrics (score.py): F1 = 2 TP / (#pred + #GT)."""
-        out = []
+        out: list[Mapping[str, Any]] = []
         for r in rows:
             if r["status"] != "ok" or "n_pred" not in r:
                 out.append(r)
@@ -245,14 +254,14 @@ class Best50(Benchmark):
         return "\n".join(lines)
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
-              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
+              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path | Job]:
         from icl import helpers
         from icl.benchmarks.best50.report import plot_metrics
         from icl.report.plots import safe_name
 
         out.mkdir(parents=True, exist_ok=True)
         models = list(dict.fromkeys(r["model"] for r in tables["best50_results"]))
-        jobs = []  # a model's figures per helper process (icl.helpers)
+        jobs: list[Path | Job] = []  # a model's figures per helper process (icl.helpers)
         for model in models:
             rows = [r for r in tables["best50_results"] if r["model"] == model]
             prefix = "" if len(models) == 1 else f"{safe_name(model)}_"

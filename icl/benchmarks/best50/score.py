@@ -200,9 +200,9 @@ def aggregate_counts(ks_of: Sequence[int], classes_of: Sequence[str], counts: Sa
     lists = {name: m[name].tolist() for name in METRICS}
     f1_t = m["F1_t"].tolist()
     tp_t = np.rint(pooled_counts[:, 4:4 + n_all]).astype(np.int64).tolist()
-    counts = np.rint(pooled_counts[:, :3]).astype(np.int64).tolist()
+    count_rows = np.rint(pooled_counts[:, :3]).astype(np.int64).tolist()
     for i, (k, kind, name) in enumerate(keys):
-        rows.append({"k": k, "kind": kind, "group": name, **dict(zip(COUNTS, counts[i])),
+        rows.append({"k": k, "kind": kind, "group": name, **dict(zip(COUNTS, count_rows[i])),
                      **{x: lists[x][i] for x in METRICS}, "F1_by_threshold": f1_t[i], "tp_by_threshold": tp_t[i]})
 
     return rows

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from icl.data.seeds import derive_seed
 from icl.models.requests import ChatRequest, GenerationRequest
 from icl.report.schema import Metric, ResultsSpec
 
+if TYPE_CHECKING:
+    from icl.helpers import Job  # plots hands figures to the figure helpers
+
 FAST_PROMPTS = 2
 # the reference's judge budget: evaluation_icl.py judges with load_models/call_llava.py's LLaVA-1.5,
 # whose load_llava sets "max_new_tokens": 512 (temperature 0); the all-digits parse reads the whole
@@ -42,7 +45,7 @@ class CoBSAT(Benchmark):
     name = "cobsat"
     protocol = "cobsat-1"
     scorer_version = "2"  # 2: judge answers of the reference's 512 new tokens (1: 10)
-    request_types = (GenerationRequest,)
+    request_types: ClassVar[tuple[type, ...]] = (GenerationRequest,)
     # results.csv: accuracy in % per (task, setting, shots); a failed answer counts wrong
     results_spec = ResultsSpec(task="task", subset=SETTING, shots="shots", metrics=tuple(
         Metric(m, unit="%", scale=100.0) for m in METRICS))
@@ -84,7 +87,8 @@ class CoBSAT(Benchmark):
         if c["variant"] == "cot" and c["gen_mode"] != "description":
             raise ValueError("cobsat: the two-pass chain of thought needs --gen-mode description (its first pass is a "
                              "chat answer, which an image generator cannot give)")
-        self.request_types = (GenerationRequest,) if c["gen_mode"] == "image" else (ChatRequest,)
+        # per instance (the runner reads the instance's): what this configuration sends
+        self.request_types = (GenerationRequest,) if c["gen_mode"] == "image" else (ChatRequest,)  # type: ignore[misc]
         self.setting = requests.Setting(c["gen_mode"], c["variant"], c["family"])
         self._images: Optional[LiteImages | ReleaseImages] = None
         self._failures: list[tuple[str, str, Optional[str]]] = []
@@ -208,7 +212,7 @@ class CoBSAT(Benchmark):
         return tables
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
-              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
+              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path | Job]:
         from icl import helpers
 
         out.mkdir(parents=True, exist_ok=True)

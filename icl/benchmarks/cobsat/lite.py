@@ -174,6 +174,7 @@ def shows(img: object, concept: str) -> Optional[bool]:
     assert isinstance(img, np.ndarray)
     text = concept.strip().lower()
     spaces = _spaces(img)
+    asked: tuple[str, ...]
     if text.endswith(" background"):
         value, asked = undisplay(text[:-len(" background")]), ("background",)
     else:

@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from icl.report import Scored, TaskSpec, aggregate, markdown_section, rank_model
 from icl.report.aggregate import attach_rank_intervals, cap
 from icl.report.schema import Metric, ResultsSpec
 from icl.report.tables import RANK_COLUMNS, RESULT_COLUMNS
+
+if TYPE_CHECKING:
+    from icl.helpers import Job  # plots hands figures to the figure helpers
 
 _CACHE = 512  # loaded samples and episodes kept
 
@@ -83,7 +86,8 @@ class Vibe(Benchmark):
 
         # LPIPS scores depend on its weights: their digest is part of every score's key
         self.lpips = lpips_weights("alex")
-        self.scorer_version = f"{type(self).scorer_version}+lpips:{self.lpips.sha256[:16] if self.lpips else 'missing'}"
+        # per instance (the runner reads it from the instance); the class's own version stays as it is
+        self.scorer_version = f"{type(self).scorer_version}+lpips:{self.lpips.sha256[:16] if self.lpips else 'missing'}"  # type: ignore[misc]
         self.plan: Optional[Plan] = None
         self._lock = threading.RLock()
         self._samples: OrderedDict = OrderedDict()
@@ -229,14 +233,15 @@ class Vibe(Benchmark):
                 colour_coded = not isinstance(task, ImageTask)
                 for i, e, s in zip(idx, episodes, scores):
                     # host LPIPS may still be on its way (Deferred: the runner stores it once there)
-                    out[i] = {k: v if isinstance(v, Deferred) else float(v) for k, v in s.items()}
+                    row: dict[str, Any] = {k: v if isinstance(v, Deferred) else float(v) for k, v in s.items()}
                     seen = self._episode(items[i].payload, shown=True)[0]
-                    out[i].update(diag.sample_diagnostics(validate_prediction(0, responses[i]), seen.query_input,
-                                                          seen.context_outputs[:shots], colour_coded))
+                    row.update(diag.sample_diagnostics(validate_prediction(0, responses[i]), seen.query_input,
+                                                       seen.context_outputs[:shots], colour_coded))
                     # where the encoding is lossy the oracle scores its ceiling, not perfection
                     lossy = task.oracle_ceiling(e.target, e.context_targets[:shots], meta)
-                    out[i]["encoding_lossless"] = 0.0 if lossy else 1.0
-        return out  # type: ignore[return-value]
+                    row["encoding_lossless"] = 0.0 if lossy else 1.0
+                    out[i] = row
+        return out  # type: ignore[return-value]  # every index is in a group; a value may be Deferred (Benchmark.score_batch)
 
     def helper_pools(self, host: bool) -> tuple[str, ...]:
         """LPIPS of host predictions runs in a helper process (its torch import overlaps the run),
@@ -262,8 +267,9 @@ class Vibe(Benchmark):
         for r in rows:  # the same for every model: counted once per item
             if "encoding_lossless" in r:
                 ceiling.setdefault((r["dataset"], r["task"], int(r["shots"])), {})[r["key"]] = r["encoding_lossless"]
-        self._ceiling = [{"dataset": d, "task": t, "shots": k, "n": len(v), "lossless": sum(v.values()) / len(v)}
-                         for (d, t, k), v in sorted(ceiling.items())]
+        self._ceiling: list[dict[str, Any]] = [
+            {"dataset": d, "task": t, "shots": k, "n": len(v), "lossless": sum(v.values()) / len(v)}
+            for (d, t, k), v in sorted(ceiling.items())]
         scored = [Scored(r["model"], r["model_id"], r["dataset"], r["task"], int(r["shots"]), r["query"], r["status"],
                          {k: v for k, v in r.items() if k not in reserved}) for r in rows]
         specs = self._specs()
@@ -317,7 +323,7 @@ class Vibe(Benchmark):
         columns = ["model", "dataset", "task", "shots", "query", "donor", "output_change", "metric", "original", "swapped"]
         return {"context_sensitivity.csv": csv_text(table, columns)} if self._swapped_rows else {}
 
-    def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """PSNR capped as in the aggregates (PROTOCOL §1.4: identical images score +inf); the
         context-sensitivity items (another query's context) are diagnostics, never results."""
         return [{**r, "psnr": cap("psnr", float(r["psnr"]))} if "psnr" in r else r for r in rows
@@ -338,7 +344,7 @@ class Vibe(Benchmark):
                 + ("\n" + diag.markdown(self._diagnostics) if self._diagnostics else ""))
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
-              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
+              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path | Job]:
         from icl.benchmarks.vibe.figures import rank_intervals
         from icl import helpers
         from icl.report.plots import rank_heatmap, safe_name, task_plot

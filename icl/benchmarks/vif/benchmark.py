@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from icl.data.images import max_pixels_default
 from icl.data.seeds import derive_seed
 from icl.models.requests import ChatRequest, GenerationRequest
 from icl.report.schema import Metric, ResultsSpec
+
+if TYPE_CHECKING:
+    from icl.helpers import Job  # plots hands figures to the figure helpers
 
 VARIANTS = ("visual", "ti-dense", "ti-medium", "ti-sparse")
 # what a task without a generated image scores: "skip" (the reference, shim0114/VIF-Bench judge.py
@@ -245,7 +248,7 @@ class VIF(Benchmark):
         return [{**r, "status": "failed" if r.get("failed", 0) > 0 else "ok"} for r in tables.judged_items(rows)]
 
     def plots(self, tables_: Mapping[str, list[dict[str, Any]]], out: Path,
-              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
+              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path | Job]:
         from icl import helpers
 
         out.mkdir(parents=True, exist_ok=True)

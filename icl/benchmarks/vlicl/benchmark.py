@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import math
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from icl.benchmarks.vlicl.tasks import (COT_PROMPT, DESCRIPTION_LEVELS, I2T, JUD
 from icl.models.requests import ChatRequest, GenerationRequest
 from icl.report.schema import Metric, ResultsSpec
 from icl.report.tables import csv_text
+
+if TYPE_CHECKING:
+    from icl.helpers import Job  # plots hands figures to the figure helpers
 
 VARIANTS = ("image", "text", "real_names")
 PARSE = ("legacy", "lenient", "both")
@@ -60,7 +63,7 @@ class VLICL(Benchmark):
     name = "vlicl"
     protocol = "vlicl-1"
     scorer_version = "3"  # 2: TextOCR keep-dots metric; 3: open_t2i_mi asks the reference code's judge question
-    request_types = (ChatRequest, GenerationRequest)
+    request_types: ClassVar[tuple[type, ...]] = (ChatRequest, GenerationRequest)
     # results.csv: accuracy in % per (task, setting, shots), a query's seeds resampled together
     results_spec = ResultsSpec(task="task", subset=SETTING, shots="shots", cluster="query", data="task", metrics=(
         Metric("accuracy", unit="%", scale=100.0, column="correct"),
@@ -110,7 +113,8 @@ class VLICL(Benchmark):
         self._data: dict[str, TaskData] = {}
         # what this configuration sends: a chat model can run the image-to-text tasks alone
         sent = {TASKS[t].direction for t in self.task_ids()}
-        self.request_types = ((ChatRequest,) if I2T in sent else ()) + ((GenerationRequest,) if sent - {I2T} else ())
+        self.request_types = (  # type: ignore[misc]  # per instance: the runner reads the instance's
+            ((ChatRequest,) if I2T in sent else ()) + ((GenerationRequest,) if sent - {I2T} else ()))
 
     # -- plan ---------------------------------------------------------------------------------
     @property
@@ -250,9 +254,11 @@ class VLICL(Benchmark):
             size = builtin.image_size(task) if data.origin == "builtin" else None
             return generation_request(data, ep, item.key, desc, rseed, size)
         if self.prompt_label(task) != "chat":
+            # inputs are images here: the reference style has no text-only variant (refused in __init__)
             shots = [(inputs(data, d), d.question, format_answer(d.answer)) for d in ep.support]
             request = reference_request(self.config["reference_family"], item.key, desc, shots,
-                                        (inputs(data, ep.query), ep.query.question), rseed, MAX_NEW_TOKENS)
+                                        (inputs(data, ep.query), ep.query.question),  # type: ignore[arg-type]
+                                        rseed, MAX_NEW_TOKENS)
         else:
             cot = COT_PROMPT if self.cot_mode(task) == "two_pass" else None
             request = chat_request(data, ep, item.key, desc, rseed, cot=cot, cot_tokens=self.config["cot_tokens"])
@@ -388,13 +394,13 @@ class VLICL(Benchmark):
     # -- tables, figures, report ----------------------------------------------------------------
     def _scored(self, rows: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
         """(rows as parsed by ``--parse``'s default mode, rows parsed leniently), with a score."""
-        rows = [r for r in rows if "correct" in r]  # failures without a score stay out of the means
+        scored: list[Mapping[str, Any]] = [r for r in rows if "correct" in r]  # failures stay out of the means
         if self.config["textocr"] == "keep_dots":
-            rows = [{**r, "correct": r.get("correct_keep_dots", r["correct"]),
-                     "correct_lenient": r.get("correct_keep_dots", r.get("correct_lenient", r["correct"]))}
-                    if r.get("task") == "textocr" else r for r in rows]
-        lenient = [{**r, "correct": r.get("correct_lenient", r["correct"])} for r in rows]
-        return (lenient if self.config["parse"] == "lenient" else rows), lenient
+            scored = [{**r, "correct": r.get("correct_keep_dots", r["correct"]),
+                       "correct_lenient": r.get("correct_keep_dots", r.get("correct_lenient", r["correct"]))}
+                      if r.get("task") == "textocr" else r for r in scored]
+        lenient: list[Mapping[str, Any]] = [{**r, "correct": r.get("correct_lenient", r["correct"])} for r in scored]
+        return (lenient if self.config["parse"] == "lenient" else scored), lenient
 
     def result_rows(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Scored rows in the default parse mode with their query (the cluster of their seeds),
@@ -420,11 +426,11 @@ class VLICL(Benchmark):
         return tables
 
     def plots(self, tables: Mapping[str, list[dict[str, Any]]], out: Path,
-              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path]:
+              answers: Optional[Callable[[str], dict[str, Any]]] = None) -> list[Path | Job]:
         from icl import helpers
 
         out.mkdir(parents=True, exist_ok=True)
-        jobs = [helpers.submit("figures", shot_curves, tables.get("accuracy", []), out),  # in helper processes
+        jobs: list[Path | Job] = [helpers.submit("figures", shot_curves, tables.get("accuracy", []), out),  # in helper processes
                 helpers.submit("figures", efficiency_front, tables.get("shot_summary", []), out)]
         return jobs  # collected by the runner (icl.run.outputs.files.Plots)
 

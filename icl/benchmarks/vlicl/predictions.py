@@ -6,14 +6,32 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from icl.benchmarks.base import Benchmark, Item
+from icl.benchmarks.base import Item
+from icl.benchmarks.vlicl.episodes import Episode
+from icl.benchmarks.vlicl.records import TaskData
 from icl.benchmarks.vlicl.reference import FAMILIES, format_answer
 from icl.benchmarks.vlicl.scoring import parsed_answer
 from icl.benchmarks.vlicl.tasks import COT_PROMPT, I2T, JUDGE_TWICE, TASKS
+
+
+class VLICLRun(Protocol):
+    """What the outputs read of the benchmark (:class:`~icl.benchmarks.vlicl.benchmark.VLICL`,
+    which imports this module)."""
+
+    config: dict[str, Any]
+
+    def items(self) -> Iterable[Item]: ...
+    def episode(self, item: Item) -> Episode: ...
+    def data(self, task: str) -> TaskData: ...
+    def prompt_label(self, task: str) -> str: ...
+    def cot_mode(self, task: str) -> str: ...
+    def prompt_text(self, item: Item) -> str: ...
+    def truth(self, item: Item) -> Any: ...
+    def concepts(self, item: Item) -> list[str]: ...
 
 
 class _Ref:
@@ -34,7 +52,7 @@ def _plain(v: Any) -> Any:
     return v if isinstance(v, (str, int, float, bool, list)) or v is None else str(v)
 
 
-def prompt_text(bench: Benchmark, item: Item) -> str:
+def prompt_text(bench: VLICLRun, item: Item) -> str:
     """The item's prompt as text, images written ``<image:REF>`` (read from the episode, no
     image decoded): the reference layout, or the chat turns as ``user:`` / ``assistant:`` lines."""
     task, _, _, _ = item.payload
@@ -62,7 +80,7 @@ def prompt_text(bench: Benchmark, item: Item) -> str:
     turns.append(f"user: {_joined(last, ' ')}")
     return "\n".join(turns)
 
-def prediction_files(bench: Benchmark, rows: Sequence[Mapping[str, Any]],
+def prediction_files(bench: VLICLRun, rows: Sequence[Mapping[str, Any]],
                      answers: Callable[[str], dict[str, Any]]) -> dict[str, str]:
     """``predictions.jsonl`` (one line per scored item and model: task, shots, seed, query, the
     prompt's SHA-256, the raw answer, the parsed answer in both modes, the truth, correctness,

@@ -227,7 +227,8 @@ def release_folder(root: Path | str, task: str, text_only: bool = False) -> Opti
 
 def present_tasks(root: Path | str, tasks: Any, text_only: bool = False) -> tuple[list[str], list[str]]:
     """``(present, absent)``: which of ``tasks`` the release at ``root`` holds."""
-    present, absent = [], []
+    present: list[str] = []
+    absent: list[str] = []
     for t in tasks:
         (present if release_folder(root, t, text_only) is not None else absent).append(t)
     return present, absent

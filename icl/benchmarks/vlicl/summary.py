@@ -248,9 +248,12 @@ def rank_intervals(rows: Iterable[Mapping[str, Any]], summary: Sequence[Mapping[
     for srow in summary:
         if (srow["task"], *_setting(srow)) in cells:
             by_task[(srow["task"], *_setting(srow))].append(srow)
-    curves: dict[tuple, dict[str, dict[str, np.ndarray]]] = defaultdict(dict)  # (direction, *setting) -> task -> model
+    # (direction, *setting) -> task -> model -> metric -> its values over the draws
+    curves: dict[tuple, dict[str, dict[str, dict[str, np.ndarray]]]] = defaultdict(dict)
     for key, srows in by_task.items():
-        by, columns, spans = cells[key], [], []
+        by = cells[key]
+        columns: list[tuple[list[str], np.ndarray, np.ndarray]] = []
+        spans: list[tuple[Mapping[str, Any], list[int], int]] = []
         for srow in srows:  # every model's curve from one draw of the task's queries
             used = [int(x) for x in str(srow["shots"]).split(",") if x != ""]
             spans.append((srow, used, len(columns)))

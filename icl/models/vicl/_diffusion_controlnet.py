@@ -22,9 +22,10 @@ class PromptDiffusionControlNetModel(ControlNetModel):
     @functools.wraps(ControlNetModel.__init__)  # type: ignore[misc]  # keeps the config signature
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        cfg: Any = getattr(self, "config")  # diffusers' register_to_config: untyped for mypy
         self.controlnet_query_cond_embedding = ControlNetConditioningEmbedding(
-            conditioning_embedding_channels=self.config.block_out_channels[0],
-            block_out_channels=self.config.conditioning_embedding_out_channels,
+            conditioning_embedding_channels=cfg.block_out_channels[0],
+            block_out_channels=cfg.conditioning_embedding_out_channels,
             conditioning_channels=3,
         )
 
@@ -34,7 +35,10 @@ class PromptDiffusionControlNetModel(ControlNetModel):
         """Residuals for the UNet: ``sample`` [B, 4, h, w], ``controlnet_cond`` [B, 6, 8h, 8w],
         ``controlnet_query_cond`` [B, 3, 8h, 8w]; SD 1.x configurations only (no class or
         additional embeddings, which the published checkpoint does not have)."""
-        cfg = self.config
+        # ControlNetModel.__init__ builds these modules through diffusers' config machinery, which
+        # mypy does not follow: read through an untyped name
+        net: Any = self
+        cfg = net.config
         if cfg.class_embed_type is not None or cfg.addition_embed_type is not None or unused:
             raise ValueError("PromptDiffusionControlNetModel supports Stable Diffusion 1.x configurations only "
                              f"(class/addition embeddings and {sorted(unused)} are not used by Prompt Diffusion)")
@@ -42,21 +46,21 @@ class PromptDiffusionControlNetModel(ControlNetModel):
             controlnet_cond = controlnet_cond.flip(1)
         t = torch.as_tensor(timestep, device=sample.device)
         t = t.reshape(-1).expand(sample.shape[0]) if t.numel() == 1 else t
-        emb = self.time_embedding(self.time_proj(t).to(sample.dtype))
-        hidden = self.conv_in(sample) + self.controlnet_cond_embedding(controlnet_cond) \
+        emb = net.time_embedding(net.time_proj(t).to(sample.dtype))
+        hidden = net.conv_in(sample) + net.controlnet_cond_embedding(controlnet_cond) \
             + self.controlnet_query_cond_embedding(controlnet_query_cond)
         skips = [hidden]
-        for block in self.down_blocks:
+        for block in net.down_blocks:
             if getattr(block, "has_cross_attention", False):
                 hidden, res = block(hidden_states=hidden, temb=emb, encoder_hidden_states=encoder_hidden_states)
             else:
                 hidden, res = block(hidden_states=hidden, temb=emb)
             skips.extend(res)
-        if self.mid_block is not None:
-            hidden = self.mid_block(hidden, emb, encoder_hidden_states=encoder_hidden_states) \
-                if getattr(self.mid_block, "has_cross_attention", False) else self.mid_block(hidden, emb)
-        down = tuple(proj(s) * conditioning_scale for s, proj in zip(skips, self.controlnet_down_blocks))
-        mid = self.controlnet_mid_block(hidden) * conditioning_scale
+        if net.mid_block is not None:
+            hidden = net.mid_block(hidden, emb, encoder_hidden_states=encoder_hidden_states) \
+                if getattr(net.mid_block, "has_cross_attention", False) else net.mid_block(hidden, emb)
+        down = tuple(proj(s) * conditioning_scale for s, proj in zip(skips, net.controlnet_down_blocks))
+        mid = net.controlnet_mid_block(hidden) * conditioning_scale
         if not return_dict:
             return down, mid
         return ControlNetOutput(down_block_res_samples=down, mid_block_res_sample=mid)

@@ -48,9 +48,9 @@ def pickle_globals(f: Any) -> list[str]:
         if name in _STRING_OPS:
             recent.append(arg.decode("latin-1") if isinstance(arg, bytes) else arg)
         elif name in ("GET", "BINGET", "LONG_BINGET"):
-            recent.append(memo.get(int(arg)))
+            recent.append(memo.get(int(arg)))  # type: ignore[arg-type]  # a memo index: never None
         elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
-            memo[int(arg)] = recent[-1] if recent else None
+            memo[int(arg)] = recent[-1] if recent else None  # type: ignore[arg-type]  # a memo index
         elif name == "MEMOIZE":
             memo[len(memo)] = recent[-1] if recent else None
         elif name == "GLOBAL":
@@ -439,7 +439,7 @@ def load_streamed(cls: Any, config: Any, folder: Path, what: str, dtype: torch.d
     and given the folder's tensors at ``dtype`` (:func:`read_pretrained_tensors`), strictly:
     missing, unexpected (but ``ignore`` substrings) and mis-shaped keys raise
     :class:`WeightsError` naming the folder (as :func:`check_loading_info`)."""
-    from accelerate import init_empty_weights
+    from accelerate import init_empty_weights  # type: ignore[import-untyped]  # no type information shipped
 
     with init_empty_weights():
         model = cls(config)

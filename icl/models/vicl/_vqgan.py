@@ -18,7 +18,7 @@ applied only when a level has more than one attention block (``if len(self.attn)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import torch
 import torch.nn.functional as F
@@ -172,7 +172,7 @@ class Encoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.conv_in(x)
-        for level in self.down:
+        for level in cast("list[_Level]", self.down):  # a ModuleList of levels
             h = level.run(h)
             down = getattr(level, "downsample", None)
             if isinstance(down, nn.Module):
@@ -210,9 +210,9 @@ class Decoder(nn.Module):
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         h = self.mid(self.conv_in(z))
-        for i in reversed(range(len(self.up))):
-            h = self.up[i].run(h)
-            up = getattr(self.up[i], "upsample", None)
+        for level in reversed(cast("list[_Level]", self.up)):  # a ModuleList of levels
+            h = level.run(h)
+            up = getattr(level, "upsample", None)
             if isinstance(up, nn.Module):
                 h = up(h)
         return self.conv_out(F.silu(self.norm_out(h)))

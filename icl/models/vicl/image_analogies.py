@@ -131,6 +131,7 @@ class ImageAnalogies(Adapter):
                 seed = derive_seed(req.seed, req.dataset, ANY, req.query_id, f"image-analogies/{level}/{step}")
                 nnf, _ = patch_match(src, tgt, patch_size=self.patch_size, iterations=self.iterations,
                                      init=nnf, kappa=kappa, seed=seed)
+            assert nnf is not None  # searches >= 1 (__init__)
             b_out = gather(pa_out[level], nnf)
         return np.ascontiguousarray(b_out)
 

@@ -95,7 +95,7 @@ def llm_config(folder: Path) -> Any:
         kw = {dst: cfg.get(src, _INTERNLM_DEFAULTS.get(src)) for src, dst in _INTERNLM_TO_LLAMA.items()
               if src in cfg or src in _INTERNLM_DEFAULTS}
         return LlamaConfig(**kw, num_key_value_heads=kw["num_attention_heads"], mlp_bias=False,
-                           rope_theta=10000.0)
+                           rope_theta=10000.0)  # type: ignore[call-arg]  # transformers 4.x's name; 5.x maps it
     raise WeightsError(f"{folder}/config.json: model_type {model_type!r} is not a decoder this adapter maps "
                        f"(llama, internlm); refusing to load it as LLaMA")
 
@@ -130,8 +130,8 @@ class SentenceModel(nn.Module):
 
     def __init__(self, llm: nn.Module, vqgan: VQGAN):
         super().__init__()
-        self.llm = llm
-        self.vqgan = vqgan
+        self.llm: nn.Module = llm
+        self.vqgan: VQGAN = vqgan
 
 
 def pick_tokens(logits: torch.Tensor, n_codes: int, do_sample: bool, temperature: float, top_k: int,
@@ -192,17 +192,18 @@ class LVM(TorchAdapter):
         if decoding not in ("official", "greedy"):
             raise ValueError(f"{self.name}: decoding must be 'official' or 'greedy', got {decoding!r}")
         preset = DECODING[self.official_decoding if decoding == "official" else "greedy"]
-        chosen = [preset[i] if v is None else v for i, v in enumerate((do_sample, temperature, top_k, top_p))]
-        do_sample, temperature, top_k, top_p = chosen
-        if temperature <= 0 or not 0 < top_p <= 1 or top_k < 0:
+        asked: tuple[Any, ...] = (do_sample, temperature, top_k, top_p)
+        chosen = [preset[i] if v is None else v for i, v in enumerate(asked)]
+        sample, temp, k, p = chosen
+        if temp <= 0 or not 0 < p <= 1 or k < 0:
             raise ValueError(f"{self.name}: need temperature > 0, 0 < top_p <= 1, top_k >= 0; "
-                             f"got {temperature}, {top_p}, {top_k}")
+                             f"got {temp}, {p}, {k}")
         self.vqgan_weights = vqgan_weights
         self.decoding = decoding
-        self.do_sample = bool(do_sample)
-        self.temperature = float(temperature)
-        self.top_k = int(top_k)
-        self.top_p = float(top_p)
+        self.do_sample = bool(sample)
+        self.temperature = float(temp)
+        self.top_k = int(k)
+        self.top_p = float(p)
         self.device_map = device_map
 
     def model_files(self) -> Sequence[Path]:
@@ -215,7 +216,7 @@ class LVM(TorchAdapter):
         llm_dir = self.model_files()[0]
         return (Architecture(llm_dir, LlamaForCausalLM, llm_config(llm_dir)),)
 
-    def build(self) -> nn.Module:
+    def build(self) -> SentenceModel:
         llm_dir, vq_dir = self.model_files()
         return SentenceModel(load_llm(llm_dir, self.torch_dtype, self.device_map), load_muse_vqgan(vq_dir))
 
@@ -282,7 +283,8 @@ class LVM(TorchAdapter):
         im = host_image(image)
         if not self.crop:
             return resize_pil(im, (s, s), "bicubic")
-        return centre_crop(resize_pil(im, resize_short_side(*im.shape[:2], s), "bilinear"), s)
+        h, w = im.shape[:2]
+        return centre_crop(resize_pil(im, resize_short_side(h, w, s), "bilinear"), s)
 
     def sentence_images(self, req: AnalogyRequest) -> list[np.ndarray]:
         """The images of the visual sentence, in order, prepared for the tokenizer."""

@@ -114,7 +114,7 @@ class SegGPT(TorchAdapter):
 
     def load(self, device: str) -> None:
         super().load(device)
-        size = getattr(self.net, "config", None) and self.net.config.image_size
+        size = self.net.config.image_size  # (h, w), or one side of the square
         self.side = int(size[1] if isinstance(size, (list, tuple)) else size // 2)
 
     def kind(self, req: AnalogyRequest) -> str:

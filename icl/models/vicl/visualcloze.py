@@ -136,11 +136,12 @@ class VisualCloze(TorchAdapter):
         return ActivationMemory(total, f"one-shot grid of 4 {side}px cells: {image_tokens} image + {text} text tokens, "
                                        f"width {width}; VAE {vae_channels(vae)}")
 
-    def build(self) -> dict[str, Any]:
+    def build(self) -> dict[str, Any]:  # type: ignore[override]  # the pipeline's parts: load() joins them
         """The pipeline's components with their weights, on the host at the model's dtype
         (strict loads; a missing tokenizer or scheduler file names the folder)."""
         from diffusers import FlowMatchEulerDiscreteScheduler
-        from transformers import CLIPTokenizer, T5TokenizerFast
+        # T5TokenizerFast: the class in transformers 4.x, an alias of T5Tokenizer in 5.x (absent from its stubs)
+        from transformers import CLIPTokenizer, T5TokenizerFast  # type: ignore[attr-defined]
 
         folder = self.model_files()[0]
         parts: dict[str, Any] = {k: load_pretrained(cls, folder / k, f"VisualCloze {k}", dtype=self.torch_dtype).eval()
@@ -164,9 +165,11 @@ class VisualCloze(TorchAdapter):
             parts[k] = parts[k].to(dev)
         parts["transformer"] = compiled(parts["transformer"], self.compile)
         self.resolution = int(self.resolution_arg or index.get("resolution") or 384)
-        self.pipe = self.net = VisualClozePipeline(**parts, resolution=self.resolution)
-        self.pipe.set_progress_bar_config(disable=True)
-        self.divisible = 2 * self.pipe.generation_pipe.vae_scale_factor
+        # diffusers sets the pipeline's parts and sub-pipelines at run time: untyped here
+        pipe: Any = VisualClozePipeline(**parts, resolution=self.resolution)
+        pipe.set_progress_bar_config(disable=True)
+        self.divisible = 2 * pipe.generation_pipe.vae_scale_factor
+        self.pipe = self.net = pipe
         self.device = str(dev)
 
     def group_key(self, req: AnalogyRequest) -> Hashable:

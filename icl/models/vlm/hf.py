@@ -269,8 +269,8 @@ class HFVisionLanguage(Adapter):
             if isinstance(own, dict):
                 return own.get("default")
             return own or None
-        names = sorted(own) if isinstance(own, dict) else []
-        if self.chat_template not in names:
+        if not isinstance(own, dict) or self.chat_template not in own:
+            names = sorted(own) if isinstance(own, dict) else []
             raise WeightsError(f"hf-vlm: {folder}: no chat template named {self.chat_template!r} (named templates: "
                                f"{', '.join(names) or 'none'}; or give a .jinja file, or 'raw')")
         return own[self.chat_template]

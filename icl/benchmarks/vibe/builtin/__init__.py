@@ -86,10 +86,12 @@ def _photos_meta(name: str, version: str) -> DatasetMeta:
 
 def _build_photos(writer: DatasetWriter, spec: Builtin, fast: bool) -> None:
     from icl.benchmarks.vibe.builtin.effects import low_light
+    import numpy as np
+
     from icl.benchmarks.vibe.builtin.photos import PHOTOS, crop, load_photo
 
     h, w = spec.fast_size if fast else spec.full_size
-    cache: dict[str, object] = {}
+    cache: dict[str, np.ndarray] = {}
     for k in range(spec.fast_count if fast else spec.full_count):
         name, j = PHOTOS[k % len(PHOTOS)], k // len(PHOTOS)
         photo = cache.setdefault(name, load_photo(name))

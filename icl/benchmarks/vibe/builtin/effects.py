@@ -35,8 +35,8 @@ def rain(image: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         p0 = (int(round(x)), int(round(y)))
         p1 = (int(round(x + dx)), int(round(y + dy)))
         cv2.line(layer, p0, p1, float(b), thickness=1, lineType=cv2.LINE_8)
-    layer = cv2.GaussianBlur(layer, (3, 3), 0.8)
-    return to_uint8(image.astype(np.float32) + layer[:, :, None])
+    blurred = cv2.GaussianBlur(layer, (3, 3), 0.8)
+    return to_uint8(image.astype(np.float32) + blurred[:, :, None])
 
 
 def haze(image: np.ndarray, depth: np.ndarray, gen: np.random.Generator, far: float) -> np.ndarray:

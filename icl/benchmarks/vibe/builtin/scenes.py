@@ -291,6 +291,8 @@ def make_scene(style: Style, gen: np.random.Generator, h: int, w: int) -> dict[s
         seg = np.where(edges, 255, seg).astype(np.uint8)  # VOC-like void boundaries
     boxes = _boxes(inst, len(scene.objects))
     removed_k = int(gen.integers(len(scene.objects)))
+    removed_box = boxes[removed_k]
+    assert removed_box is not None  # the scene was _acceptable: every object is visible
     removed = _render(scene, style, skip=removed_k)["image"]
     if style.modality == "thermal":
         modal = effects.thermal(np.clip(full["heat"] + 0.05 * effects.smooth_noise(gen, h, w, 8), 0, 1))
@@ -309,5 +311,5 @@ def make_scene(style: Style, gen: np.random.Generator, h: int, w: int) -> dict[s
         "boxes": np.asarray(boxes, np.float64).reshape(-1, 4),
         "box_classes": np.asarray([o.cls for o in scene.objects], np.int64),
         "paired": {"removed": removed, style.modality: modal, style.artifact: degraded},
-        "paired_info": {"removed": {"box": list(boxes[removed_k])}},
+        "paired_info": {"removed": {"box": list(removed_box)}},
     }

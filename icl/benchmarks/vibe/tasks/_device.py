@@ -91,7 +91,7 @@ def validate_tensors(predictions: Any, device: Any = None) -> DeviceBatch:
         parts.append((list(range(n)), whole.detach().to(dev)))
     else:
         n = len(items)
-        keyed: dict[Hashable, list[int]] = {}
+        keyed: dict[tuple[tuple[int, ...], bool, str], list[int]] = {}  # (shape, is a tensor, dtype)
         for i, p in enumerate(items):
             if not (is_tensor(p) or isinstance(p, np.ndarray)):
                 errors[i] = f"expected a numpy array or torch tensor, got {type(p).__name__}"
