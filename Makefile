@@ -46,11 +46,13 @@ build: venv
 	$(PY) -m cmake --build $(BUILD)
 
 # mypy --strict on the kernels and on a file that uses them as callers do (numpy in, numpy out);
+# mypy (pyproject's settings) on the benchmarks and the model adapters;
 # the layers (import-linter contracts in pyproject.toml, docs/design.md);
 # the suite on TEST_WORKERS processes (pytest-xdist), each test file's tests in one of them, in order
 TEST_WORKERS ?= 2
 test: build
 	$(PY) -m mypy --strict icl/ops tests/ops/typing/ops_usage.py
+	$(PY) -m mypy --follow-imports=silent icl/benchmarks icl/models
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
