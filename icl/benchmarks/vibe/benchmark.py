@@ -87,7 +87,8 @@ class Vibe(Benchmark):
         # LPIPS scores depend on its weights: their digest is part of every score's key
         self.lpips = lpips_weights("alex")
         # per instance (the runner reads it from the instance); the class's own version stays as it is
-        self.scorer_version = f"{type(self).scorer_version}+lpips:{self.lpips.sha256[:16] if self.lpips else 'missing'}"  # type: ignore[misc]
+        digest = self.lpips.sha256[:16] if self.lpips else "missing"
+        self.scorer_version = f"{type(self).scorer_version}+lpips:{digest}"  # type: ignore[misc]
         self.plan: Optional[Plan] = None
         self._lock = threading.RLock()
         self._samples: OrderedDict = OrderedDict()
@@ -241,7 +242,8 @@ class Vibe(Benchmark):
                     lossy = task.oracle_ceiling(e.target, e.context_targets[:shots], meta)
                     row["encoding_lossless"] = 0.0 if lossy else 1.0
                     out[i] = row
-        return out  # type: ignore[return-value]  # every index is in a group; a value may be Deferred (Benchmark.score_batch)
+        # every index is in a group; a value may be Deferred (Benchmark.score_batch)
+        return out  # type: ignore[return-value]
 
     def helper_pools(self, host: bool) -> tuple[str, ...]:
         """LPIPS of host predictions runs in a helper process (its torch import overlaps the run),

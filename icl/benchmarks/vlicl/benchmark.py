@@ -430,8 +430,9 @@ class VLICL(Benchmark):
         from icl import helpers
 
         out.mkdir(parents=True, exist_ok=True)
-        jobs: list[Path | Job] = [helpers.submit("figures", shot_curves, tables.get("accuracy", []), out),  # in helper processes
-                helpers.submit("figures", efficiency_front, tables.get("shot_summary", []), out)]
+        jobs: list[Path | Job] = [  # in helper processes
+            helpers.submit("figures", shot_curves, tables.get("accuracy", []), out),
+            helpers.submit("figures", efficiency_front, tables.get("shot_summary", []), out)]
         return jobs  # collected by the runner (icl.run.outputs.files.Plots)
 
     def summary(self, tables: Mapping[str, list[dict[str, Any]]]) -> str:
