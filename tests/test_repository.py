@@ -187,8 +187,8 @@ def test_the_runner_names_no_benchmark_in_code() -> None:
 
 
 def test_the_check_finds_a_benchmark_named_in_code_and_passes_docstrings_and_comments() -> None:
-    """What the check above would have caught in the runner's fetch before releases moved into
-    the benchmarks (``git show 08583c1:icl/run/planning/fetch.py``)."""
+    """What the check above catches, as in the runner's fetch before releases moved into the
+    benchmarks (``git show 08583c1:icl/run/planning/fetch.py``: 74 findings), and what it lets be."""
     source = '''"""Fetch vlicl and cobsat; the visual releases (duke, ...) print instructions."""
 # huggingface.co/datasets/ys-zong/VL-ICL, tree at 6c63a33
 HUB_RELEASES = {"vlicl": HubRelease("ys-zong/VL-ICL", "icl.run.planning.fetch:validate_vlicl")}
@@ -204,7 +204,7 @@ def validate_cobsat(root):
 '''
     words = {"vibe", "vlicl", "cobsat", "vl-icl", "duke"}
     assert benchmark_names_in_code(source, words) == [
-        (4, "string 'icl.run.planning.fetch:validate_vlicl'"), (4, "string 'vlicl'"), (4, "string 'ys-zong/VL-ICL'"),
-        (5, "string 'vl-icl'"), (5, "string 'vlicl'"), (6, "identifier VLICL_IMAGE_TASKS"),
-        (9, "identifier validate_cobsat"), (11, "identifier icl.benchmarks.cobsat.data"),
-        (13, "string 'CoBSAT release at '")]
+        (3, "string 'icl.run.planning.fetch:validate_vlicl'"), (3, "string 'vlicl'"), (3, "string 'ys-zong/VL-ICL'"),
+        (4, "string 'vl-icl'"), (4, "string 'vlicl'"), (5, "identifier VLICL_IMAGE_TASKS"),
+        (8, "identifier validate_cobsat"), (10, "identifier icl.benchmarks.cobsat.data"),
+        (12, "string 'CoBSAT release at '")]

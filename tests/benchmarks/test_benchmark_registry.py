@@ -37,7 +37,7 @@ def test_release_names_are_grouped_as_fetch_lists_them():
 def test_a_release_is_found_without_importing_every_benchmark():
     """``fetch vlicl`` imports VL-ICL (and CoBSAT, whose drawing it shares), not the others."""
     code = ("import sys, json; from icl.benchmarks.registry import find_release; find_release('vlicl'); "
-            "print(json.dumps(sorted(m for m in sys.modules if m.count('.') == 2 and m.startswith('icl.benchmarks.') "
+            "print(json.dumps(sorted(m for m in sys.modules if m.count('.') == 3 and m.startswith('icl.benchmarks.') "
             "and m.endswith('.benchmark'))))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)

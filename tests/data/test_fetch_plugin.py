@@ -61,7 +61,7 @@ def test_a_registered_plugin_release_is_fetched_by_its_alias_and_checked_by_the_
                        f"ready at {out}: python -m icl.run mirror-pack --data-root {out} ..."]
     # its folder copied, its archive extracted into it; the README outside it left out
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        "fetch-manifest.json", "pack/index.json", "pack/images/a.png", "pack/images/b.png", "pack/images/c.png"]
+        "fetch-manifest.json", "pack/images/a.png", "pack/images/b.png", "pack/images/c.png", "pack/index.json"]
     assert (out / "pack" / "images" / "b.png").read_bytes() == b"not really a png: b.png"
     manifest = json.loads((out / "fetch-manifest.json").read_text())
     assert manifest["name"] == "mirror-pack" and manifest["commit"] == commit and manifest["counts"] == {"images": 3}
@@ -113,7 +113,6 @@ def test_prefetch_fetches_the_plugin_benchmarks_release_into_its_missing_data_ro
     assert printed.strip().splitlines()[-1].startswith("HF_HUB_OFFLINE=1 python -m icl.run mirror-pack ")
 
 
-@pytest.mark.slow  # a real `python -m icl.data` process (~5 s of imports)
 def test_an_entry_point_plugin_release_is_fetched_by_the_command_line(hub, tmp_path):
     srv, commit = hub
     site = tmp_path / "site"

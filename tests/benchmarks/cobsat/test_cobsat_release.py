@@ -43,7 +43,7 @@ def test_a_missing_caption_is_a_typed_value_error(tmp_path):
     with pytest.raises(MissingCaption, match=r"style_object.csv has no caption for 3d_car.jpg") as err:
         release.caption(THEMES["style_object"], "3d", "car")
     assert isinstance(err.value, ValueError)  # what callers caught before the type existed
-    assert release.caption(THEMES["style_object"], "3d", "dog") == "caption of 3d dog"
+    assert release.caption(THEMES["style_object"], "3d", "leaf") == "caption of 3d leaf"
 
 
 def test_the_check_counts_an_uncaptioned_image_and_refuses_an_unreadable_captions_file(tmp_path):
