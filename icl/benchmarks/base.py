@@ -190,8 +190,10 @@ class Benchmark(ABC):
         release = cls.releases.get(name)
         folders = release.folders if isinstance(release, HubRelease) else ()
         missing = [f for f in folders if not (Path(root) / f).is_dir()]
-        if missing or not folders:
-            raise ReleaseError(f"{name} release at {root}: no folder {', '.join(missing or ['declared'])}")
+        if not folders:
+            raise ReleaseError(f"{name}: benchmark {cls.name!r} declares no Hub release of that name with folders")
+        if missing:
+            raise ReleaseError(f"{name} release at {root}: no folder {', '.join(missing)}")
         return {"files": sum(1 for f in folders for p in (Path(root) / f).rglob("*") if p.is_file())}
 
     @classmethod

@@ -116,7 +116,8 @@ def find_release(name: str, benchmark: Optional[str] = None) -> Optional[FoundRe
     declares no such release), else of the benchmark named ``name`` first, then of every other
     in :func:`list_benchmarks` order (each imported only when the ones before it lack the name;
     one that cannot be imported is passed over). None when no benchmark declares it; a
-    benchmark named ``name`` that cannot be imported raises its ImportError or TypeError."""
+    benchmark named ``name`` (or ``benchmark``) that cannot be imported raises its ImportError
+    or TypeError."""
     key = name.lower()
     if benchmark is not None:
         order = [benchmark]
