@@ -125,3 +125,86 @@ def test_no_file_points_outside_the_repository() -> None:
             if _OUTSIDE.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()[:120]}")
     assert not offenders, "\n".join(offenders)
+
+
+# --- "No benchmark-specific code in icl/run/" ---------------------------------------------------
+def _benchmark_words() -> set[str]:
+    """The names of icl's own benchmarks, and of the releases and aliases each declares
+    (``vl-icl`` also catches ``VL-ICL``): lower case."""
+    from icl.benchmarks.registry import get_benchmark, list_benchmarks
+
+    words: set[str] = set()
+    for name in list_benchmarks():
+        cls = get_benchmark(name)
+        if cls.__module__.startswith("icl.benchmarks."):
+            words |= {name, *cls.releases, *cls.release_aliases}
+    return {w.lower() for w in words}
+
+
+def benchmark_names_in_code(source: str, words: set[str]) -> list[tuple[int, str]]:
+    """(line, what) for every benchmark name ``source`` uses in code: in a string literal (a whole
+    word, any case) or as a part of an identifier (split at ``_`` and ``.``: ``VLICL_TASKS``,
+    ``validate_cobsat``, ``icl.benchmarks.vif.render``). Docstrings and comments may name
+    benchmarks (``python -m icl.run vibe`` in a usage example); code may not."""
+    import ast
+
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str)}
+    in_text = re.compile(r"(?<![a-z0-9])(" + "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
+                         + r")(?![a-z0-9])")
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings:
+                found += [(line, f"string {node.value!r}") for _ in in_text.finditer(node.value.lower())][:1]
+            continue
+        identifiers = {ast.Name: lambda n: [n.id], ast.Attribute: lambda n: [n.attr], ast.arg: lambda n: [n.arg],
+                       ast.FunctionDef: lambda n: [n.name], ast.AsyncFunctionDef: lambda n: [n.name],
+                       ast.ClassDef: lambda n: [n.name], ast.keyword: lambda n: [n.arg or ""],
+                       ast.alias: lambda n: [n.name, n.asname or ""], ast.ImportFrom: lambda n: [n.module or ""]}
+        for kind, names in identifiers.items():
+            if isinstance(node, kind):
+                for ident in names(node):
+                    if set(re.split(r"[_.]+", ident.lower())) & words:
+                        found.append((line, f"identifier {ident}"))
+    return sorted(set(found))
+
+
+def test_the_runner_names_no_benchmark_in_code() -> None:
+    """The project rule: no benchmark-specific code in ``icl/run/``. What a benchmark publishes,
+    defaults to or checks is declared by the benchmark (``Benchmark.releases``, the registry),
+    so a plugin benchmark gets the same treatment as a built-in one."""
+    words = _benchmark_words()
+    assert {"vibe", "best50", "vlicl", "cobsat", "vif", "vl-icl", "duke"} <= words
+    offenders = [f"{path.relative_to(ROOT)}:{line}: {what}"
+                 for path in sorted((ROOT / "icl" / "run").rglob("*.py"))
+                 for line, what in benchmark_names_in_code(path.read_text(encoding="utf-8"), words)]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_check_finds_a_benchmark_named_in_code_and_passes_docstrings_and_comments() -> None:
+    """What the check above catches, as in the runner's fetch before releases moved into the
+    benchmarks (``git show 08583c1:icl/run/planning/fetch.py``: 74 findings), and what it lets be."""
+    source = '''"""Fetch vlicl and cobsat; the visual releases (duke, ...) print instructions."""
+# huggingface.co/datasets/ys-zong/VL-ICL, tree at 6c63a33
+HUB_RELEASES = {"vlicl": HubRelease("ys-zong/VL-ICL", "icl.run.planning.fetch:validate_vlicl")}
+ALIASES = {"vl-icl": "vlicl"}
+VLICL_IMAGE_TASKS = ("clevr",)
+
+
+def validate_cobsat(root):
+    """The checks ``cobsat`` makes (docstring: allowed)."""
+    from icl.benchmarks.cobsat.data import ReleaseImages
+    if "has no caption for" not in str(root):
+        raise FetchError(f"CoBSAT release at {root}")
+'''
+    words = {"vibe", "vlicl", "cobsat", "vl-icl", "duke"}
+    assert benchmark_names_in_code(source, words) == [
+        (3, "string 'icl.run.planning.fetch:validate_vlicl'"), (3, "string 'vlicl'"), (3, "string 'ys-zong/VL-ICL'"),
+        (4, "string 'vl-icl'"), (4, "string 'vlicl'"), (5, "identifier VLICL_IMAGE_TASKS"),
+        (8, "identifier validate_cobsat"), (10, "identifier icl.benchmarks.cobsat.data"),
+        (12, "string 'CoBSAT release at '")]

@@ -19,6 +19,12 @@ A benchmark is a small object the runner drives; it never loops over models or w
 - ``results_spec`` and ``result_rows(rows)`` say how score rows map onto the common long
   ``results.csv`` (:mod:`icl.report.schema`): task, subset and shots columns, reported metrics
   with direction and unit, the query column of clustered intervals.
+- ``releases`` (and ``release_aliases``) name the benchmark's published data, which
+  ``python -m icl.data fetch NAME`` (and ``--prefetch``) finds through the benchmark registry
+  (:mod:`icl.data.release`: a Hub dataset it downloads, a release published elsewhere it says
+  where to get, a name it does not fetch and why); ``check_release(name, root)`` checks a copy
+  as the benchmark reads it and ``release_summary`` says what it found. The runner's fetch holds
+  the mechanism only: nothing about any benchmark's data.
 
 Responses reach ``score`` as a ``str`` (ChatRequest) or a uint8 ``[H, W, 3]`` numpy array
 (AnalogyRequest, GenerationRequest), exactly as the store keeps them, so ``rescore`` equals the
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Mapping, Optional, Sequence
 
 from icl._parse import parse_bool
+from icl.data.release import HubRelease, Release, ReleaseError
 from icl.report.schema import ResultsSpec
 
 
@@ -122,6 +129,13 @@ class Benchmark(ABC):
     reference_models: set[str] = set()
     # how score rows map onto the common long results table (icl.report.schema)
     results_spec: ClassVar[ResultsSpec] = ResultsSpec()
+    # the published data ``python -m icl.data fetch NAME`` knows of this benchmark, by name
+    # (icl.data.release): a HubRelease it downloads, unpacks and checks (check_release), an
+    # Elsewhere it says where to get, a NotPublished it says why not; a benchmark whose run
+    # reads the release named like the benchmark gets it with ``--prefetch`` too
+    releases: ClassVar[Mapping[str, Release]] = {}
+    # other names fetch takes for them (alias -> a name of ``releases``; case-insensitive)
+    release_aliases: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         known = {o.name: o for o in self.options}
@@ -162,6 +176,31 @@ class Benchmark(ABC):
     def fast_config(cls) -> dict[str, Any]:
         """The settings of the smoke run on built-in data (``python -m icl.run --fast``)."""
         return {"fast": True}
+
+    @classmethod
+    def check_release(cls, name: str, root: Path) -> dict[str, Any]:
+        """The checks this benchmark makes of a local copy of its Hub release ``name`` (one of
+        ``releases``), unpacked at ``root``: fetch calls it before the folder is put in place
+        and again on a later fetch into it. Returns counts of what was found (JSON values:
+        recorded in ``fetch-manifest.json`` and compared next time); raises
+        :class:`~icl.data.release.ReleaseError` (one line naming what is wrong and where).
+        The default counts the files of the release's folders (fetch has already verified each
+        download against the Hub's hashes); a benchmark overrides it with the checks it makes
+        of its data."""
+        release = cls.releases.get(name)
+        folders = release.folders if isinstance(release, HubRelease) else ()
+        missing = [f for f in folders if not (Path(root) / f).is_dir()]
+        if not folders:
+            raise ReleaseError(f"{name}: benchmark {cls.name!r} declares no Hub release of that name with folders")
+        if missing:
+            raise ReleaseError(f"{name} release at {root}: no folder {', '.join(missing)}")
+        return {"files": sum(1 for f in folders for p in (Path(root) / f).rglob("*") if p.is_file())}
+
+    @classmethod
+    def release_summary(cls, name: str, counts: Mapping[str, Any]) -> str:
+        """``counts`` (from :meth:`check_release`) in a few words, e.g. ``"5 themes, 500 images"``
+        (default: each whole-number count as ``"N key"``)."""
+        return ", ".join(f"{v} {k}" for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool))
 
     @abstractmethod
     def items(self) -> Iterable[Item]:

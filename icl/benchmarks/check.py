@@ -3,19 +3,23 @@
 The runner caches, resumes, shards and rescores on the strength of a few promises (see
 :mod:`icl.benchmarks.base`): unique, stable item keys; items and requests that do not depend on
 the order they are built in or on what else was built; requests that pickle and hash the same
-after a round trip; the declared request type of each item; a pure, deterministic scorer. This
-helper builds two independent instances and compares them; every broken promise is listed.
+after a round trip; the declared request type of each item; a pure, deterministic scorer; and
+``python -m icl.data fetch`` on its declared releases (descriptions it knows, a Hub release
+pinned to a commit, aliases naming a declared release). This helper builds two independent
+instances and compares them; every broken promise is listed.
 """
 
 from __future__ import annotations
 
 import math
 import pickle
+import re
 from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
 from icl.benchmarks.base import Benchmark, Item
+from icl.data.release import Elsewhere, HubRelease, NotPublished
 from icl.models.requests import AnalogyRequest, ChatRequest, GenerationRequest, content_hash
 
 
@@ -58,7 +62,7 @@ def check_benchmark(cls: type[Benchmark], config: Optional[Mapping[str, Any]] = 
     """
     settings = dict(cls.fast_config() if config is None else config)
     first, second = cls(dict(settings)), cls(dict(settings))
-    problems: list[str] = []
+    problems: list[str] = release_problems(cls)
     items_a, items_b = list(first.items()), list(second.items())
     keys = [it.key for it in items_a]
     if not items_a:
@@ -110,6 +114,29 @@ def check_benchmark(cls: type[Benchmark], config: Optional[Mapping[str, Any]] = 
     if problems:
         raise BenchmarkCheckError(cls.name, list(dict.fromkeys(problems)))
     return {"items": len(items_a), "requests_checked": len(picked), "scores_checked": len(scores_a)}
+
+
+def release_problems(cls: type[Benchmark]) -> list[str]:
+    """What ``python -m icl.data fetch`` could not use in ``cls.releases`` and
+    ``cls.release_aliases`` (each one line)."""
+    problems: list[str] = []
+    lowered = [name.lower() for name in cls.releases]
+    if len(set(lowered)) != len(lowered):
+        problems.append("releases declares names that differ only in case (fetch takes names in any case)")
+    for name, release in cls.releases.items():
+        if not isinstance(release, (HubRelease, Elsewhere, NotPublished)):
+            problems.append(f"release {name!r} is a {type(release).__name__}, not one of icl.data.release's "
+                            f"HubRelease, Elsewhere or NotPublished")
+        elif isinstance(release, HubRelease):
+            if not re.fullmatch(r"[0-9a-f]{40}", release.commit):
+                problems.append(f"release {name!r}: commit {release.commit!r} is not 40 hex digits (pin a commit, "
+                                f"never a branch)")
+            if not release.folders:
+                problems.append(f"release {name!r}: no folders (what fetch copies)")
+    for alias, target in cls.release_aliases.items():
+        if target not in cls.releases:
+            problems.append(f"release alias {alias!r} names {target!r}, which releases does not declare")
+    return problems
 
 
 def _request(bench: Benchmark, item: Item, problems: list[str]) -> Any:

@@ -33,8 +33,6 @@ from icl._parse import EnvError, check_environment, parse_bool
 from icl.run.planning.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models, parse_shard
 from icl.run.errors import ConfigError
 
-DEFAULT_BENCHMARK = "vibe"
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # usage errors exit 2 with one line
@@ -58,7 +56,7 @@ def common_parser(prog: str) -> argparse.ArgumentParser:
                         "call_args={\"a\":1,\"b\":2}); repeatable; without MODEL: every model")
     p.add_argument("--judge", action="append", default=None, metavar="NAME[:key=value,...]",
                    help="judge model for benchmarks scored by one; repeatable (or a comma list) for benchmarks "
-                        "that take several judges (vif: the headline averages them)")
+                        "that take several judges (each judge scores every answer; the benchmark combines them)")
     p.add_argument("--config", type=Path, help="run.toml with these settings (flags override it)")
     p.add_argument("--data-root", type=Path, help="dataset folder / built-in data cache (default: ICL_DATA_ROOT "
                                                   "or ~/.cache/icl/data)")
@@ -522,7 +520,7 @@ def _start_declared_helpers(argv: list[str]) -> None:
     alone: the run itself decides when it begins and stops the pools it does not use
     (``--device`` naming an accelerator, a task set without LPIPS, no weights)."""
     from icl import helpers
-    from icl.benchmarks.registry import declared_helpers, list_benchmarks
+    from icl.benchmarks.registry import DEFAULT_BENCHMARK, declared_helpers, list_benchmarks
 
     name, rest = _split(argv)
     if name in ("rescore", "export", "merge") or any(a.split("=", 1)[0] in _NO_RUN for a in rest):
@@ -537,7 +535,7 @@ def _start_declared_helpers(argv: list[str]) -> None:
 
 
 def _main(argv: list[str], free_space: Any = None) -> int:
-    from icl.benchmarks.registry import UnknownBenchmarkError, get_benchmark, list_benchmarks
+    from icl.benchmarks.registry import DEFAULT_BENCHMARK, UnknownBenchmarkError, get_benchmark, list_benchmarks
 
     typed = ["python", "-m", "icl.run", *argv]  # recorded in results.json as the user typed it
     name, rest = _split(argv)

@@ -5,6 +5,7 @@ online and then offline from the cache; the visual benchmark's releases print in
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import zipfile
@@ -15,9 +16,10 @@ import pytest
 from tests.benchmarks.vlicl.conftest import make_published_release
 from tests.models.hub_server import HubServer
 
-from icl.run.planning import fetch as fetch_mod
+from icl.benchmarks.registry import find_release
 from icl.data.__main__ import main
-from icl.run.planning.fetch import HUB_RELEASES, FetchError, fetch
+from icl.data.convert.releases import RELEASES as ELSEWHERE
+from icl.run.planning.fetch import FetchError, fetch
 
 
 def _published_files(root: Path) -> dict[str, bytes]:
@@ -39,13 +41,18 @@ def _published_files(root: Path) -> dict[str, bytes]:
     return files
 
 
+def _pin(key: str, commit: str, monkeypatch) -> None:
+    """Release ``key``'s pin moved to ``commit``, in the table of the benchmark that declares it."""
+    found = find_release(key)
+    monkeypatch.setitem(found.benchmark.releases, found.name, dataclasses.replace(found.release, commit=commit))
+
+
 def _serve(key: str, files: dict[str, bytes], tmp_path: Path, monkeypatch) -> tuple[HubServer, str]:
-    """``files`` committed to a Hub of our own as release ``key``'s dataset, the table's pin moved
-    to that commit, and the client pointed at the server with a fresh HF_HOME."""
+    """``files`` committed to a Hub of our own as release ``key``'s dataset, the benchmark's pin
+    moved to that commit, and the client pointed at the server with a fresh HF_HOME."""
     srv = HubServer().start()
-    rel = HUB_RELEASES[key]
-    commit = srv.commit(f"datasets/{rel.repo}", files)
-    monkeypatch.setitem(HUB_RELEASES, key, fetch_mod.HubRelease(**{**rel.__dict__, "commit": commit}))
+    commit = srv.commit(f"datasets/{find_release(key).release.repo}", files)
+    _pin(key, commit, monkeypatch)
     monkeypatch.setenv("HF_ENDPOINT", srv.url)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
@@ -103,29 +110,28 @@ def test_a_release_missing_an_image_is_refused(vlicl_hub, tmp_path, monkeypatch)
     srv, commit, release = vlicl_hub
     files = _published_files(release)
     files.pop("clevr/query.zip")
-    bad = srv.commit("datasets/ys-zong/VL-ICL", files)
-    rel = HUB_RELEASES["vlicl"]
-    monkeypatch.setitem(HUB_RELEASES, "vlicl", fetch_mod.HubRelease(**{**rel.__dict__, "commit": bad}))
+    _pin("vlicl", srv.commit("datasets/ys-zong/VL-ICL", files), monkeypatch)
     with pytest.raises(FetchError, match="clevr.*missing after unpacking"):
         fetch("vlicl", tmp_path / "bad", io.StringIO())
 
 
-@pytest.mark.parametrize("name", sorted(fetch_mod.ELSEWHERE))
+@pytest.mark.parametrize("name", sorted(ELSEWHERE))
 def test_the_visual_releases_print_where_to_get_them_and_download_nothing(name, capsys, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing may be asked
     assert main(["fetch", name]) == 0
     out = capsys.readouterr().out
-    e = fetch_mod.ELSEWHERE[name]
+    e = ELSEWHERE[name]
     assert e.where in out and e.licence in out and f"python -m icl.data convert {name} RAW_DIR OUT_DIR" in out
     assert "samples" in out and "nothing was downloaded" in out
 
 
 def test_elsewhere_lists_the_converters_and_the_docs_rows():
+    from icl.benchmarks.vibe.benchmark import Vibe
     from icl.data.convert import list_converters
 
-    assert sorted(fetch_mod.ELSEWHERE) == list_converters()
+    assert sorted(ELSEWHERE) == list_converters() and Vibe.releases is ELSEWHERE  # the visual benchmark's
     docs = (Path(__file__).resolve().parents[2] / "docs" / "datasets.md").read_text(encoding="utf-8")
-    for name, e in fetch_mod.ELSEWHERE.items():
+    for name, e in ELSEWHERE.items():
         row = next(line for line in docs.splitlines() if line.startswith(f"| `{name}` |"))
         assert e.where.split(";")[0] in row and e.licence in row, name
 
@@ -203,8 +209,7 @@ def test_fetch_cobsat_at_its_pinned_commit_then_offline(cobsat_hub, tmp_path, mo
 def test_a_cobsat_release_missing_an_image_is_refused_and_leaves_nothing(cobsat_hub, tmp_path, monkeypatch):
     srv, _, release, _ = cobsat_hub
     bad = srv.commit("datasets/yzeng58/CoBSAT", _cobsat_files(release, skip=("datasets/texture_car/metal_car.jpg",)))
-    rel = HUB_RELEASES["cobsat"]
-    monkeypatch.setitem(HUB_RELEASES, "cobsat", fetch_mod.HubRelease(**{**rel.__dict__, "commit": bad}))
+    _pin("cobsat", bad, monkeypatch)
     with pytest.raises(FetchError, match=r"theme texture_object: 1 of its 100 images missing after unpacking "
                                          r"\(first: datasets/texture_car/metal_car.jpg\)"):
         fetch("cobsat", tmp_path / "bad", io.StringIO())

@@ -12,12 +12,11 @@ import zipfile
 
 import pytest
 
-from tests.data.test_fetch import _published_files, _serve, cobsat_hub, vlicl_hub  # noqa: F401 (fixtures)
+from tests.data.test_fetch import _pin, _published_files, _serve, cobsat_hub, vlicl_hub  # noqa: F401 (fixtures)
 
 from icl._parse import EnvError
-from icl.run.planning import fetch as fetch_mod
 from icl.data.__main__ import main
-from icl.run.planning.fetch import HUB_RELEASES, WORK_MARKER, FetchError, fetch
+from icl.run.planning.fetch import WORK_MARKER, FetchError, fetch
 
 
 def _outside(folder, skip):
@@ -54,9 +53,7 @@ def _bomb_release(vlicl_hub, tmp_path, monkeypatch, member_size):
     with zipfile.ZipFile(buf, "a", zipfile.ZIP_DEFLATED) as z:
         z.writestr("query/zeros.bin", b"\0" * member_size)
     files["clevr/query.zip"] = buf.getvalue()
-    commit = srv.commit("datasets/ys-zong/VL-ICL", files)
-    rel = HUB_RELEASES["vlicl"]
-    monkeypatch.setitem(HUB_RELEASES, "vlicl", fetch_mod.HubRelease(**{**rel.__dict__, "commit": commit}))
+    _pin("vlicl", srv.commit("datasets/ys-zong/VL-ICL", files), monkeypatch)
 
 
 def test_a_zip_bomb_is_refused_with_one_line_and_leaves_nothing(vlicl_hub, tmp_path, monkeypatch, capsys):

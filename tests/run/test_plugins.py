@@ -16,7 +16,9 @@ import pytest
 
 from icl.benchmarks import BenchmarkCheckError, check_benchmark
 from icl.benchmarks.base import Benchmark, Item
+from icl.benchmarks.check import release_problems
 from icl.benchmarks.registry import get_benchmark
+from icl.data.release import HubRelease, ReleaseError
 from icl.models.requests import ChatRequest, GenerationRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,3 +144,37 @@ def test_request_type_defaults_to_the_type_built():
     bench = TwoKinds({})
     assert [bench.request_type(it) for it in bench.items()] == [ChatRequest, GenerationRequest]
     assert check_benchmark(TwoKinds, {})["requests_checked"] == 2
+
+
+class BadReleases(TwoKinds):
+    """Declares a release on a moving branch, one of no known kind, and an alias to nothing."""
+
+    name = "bad-releases"
+    releases = {"mine": HubRelease("me/mine", "main", ("data",), (), "CC0-1.0", "here"), "other": "a string"}
+    release_aliases = {"mine-too": "minee"}
+
+
+def test_check_benchmark_lists_releases_fetch_cannot_use():
+    with pytest.raises(BenchmarkCheckError) as info:
+        check_benchmark(BadReleases, {})
+    assert info.value.problems == [
+        "release 'mine': commit 'main' is not 40 hex digits (pin a commit, never a branch)",
+        "release 'other' is a str, not one of icl.data.release's HubRelease, Elsewhere or NotPublished",
+        "release alias 'mine-too' names 'minee', which releases does not declare"]
+    for name in ("vibe", "best50", "vlicl", "cobsat", "vif"):  # the built-ins' declarations
+        assert release_problems(get_benchmark(name)) == [], name
+
+
+def test_the_default_release_check_counts_the_files_of_the_declared_folders(tmp_path):
+    class Plain(TwoKinds):
+        releases = {"plain": HubRelease("me/plain", "0" * 40, ("data", "more"), (), "CC0-1.0", "here")}
+
+    (tmp_path / "data" / "sub").mkdir(parents=True)
+    (tmp_path / "data" / "sub" / "a.txt").write_text("a")
+    (tmp_path / "data" / "b.txt").write_text("b")
+    (tmp_path / "outside.txt").write_text("not the release's")
+    with pytest.raises(ReleaseError, match=r"^plain release at .*: no folder more$"):
+        Plain.check_release("plain", tmp_path)
+    (tmp_path / "more").mkdir()
+    counts = Plain.check_release("plain", tmp_path)
+    assert counts == {"files": 2} and Plain.release_summary("plain", counts) == "2 files"

@@ -24,6 +24,7 @@ from icl.benchmarks.best50.package import Package, Sample, load_image, load_pack
 from icl.benchmarks.best50.parse import format_boxes, parse_boxes
 from icl.benchmarks.best50.score import (CLEAN_EXCLUDE, COUNTS, METRICS, THRESHOLDS, SampleCounts, aggregate_counts,
                                          sample_counts, sample_metrics)
+from icl.data.release import NotPublished
 from icl.models.requests import ChatRequest
 from icl.report.schema import Metric, ResultsSpec
 
@@ -63,6 +64,10 @@ class Best50(Benchmark):
     scorer_version = "1"
     request_types = (ChatRequest,)
     default_models = ("oracle",)
+    # not fetched (what was looked for: docs/datasets.md): the package is passed as a folder
+    releases = {"best50": NotPublished(
+        "the best50 package is not known to icl as a Hub dataset (not verified either way); pass its folder with "
+        "--data-root (docs/datasets.md)")}
     thread_safe_scoring = True  # score_batch reads only the item and the answer
     # results.csv: the pooled metrics (ratios of summed counts, score.py) per class and over all
     results_spec = ResultsSpec(task="class", shots="k", pooled_task="all", metrics=(

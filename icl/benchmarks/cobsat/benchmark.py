@@ -18,6 +18,7 @@ import numpy as np
 
 from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, int_list
 from icl.benchmarks.cobsat import questions, requests
+from icl.benchmarks.cobsat import release as published
 from icl.benchmarks.cobsat.data import LiteImages, ReleaseImages, open_images
 from icl.benchmarks.cobsat.instructions import MODES, VARIANTS, families
 from icl.benchmarks.cobsat.judge import LITE_PREFIX
@@ -51,6 +52,7 @@ class CoBSAT(Benchmark):
         Metric(m, unit="%", scale=100.0) for m in METRICS))
     default_models = ("copy-last",)
     default_judge = "cobsat-judge"
+    releases = published.RELEASES  # its Hub release (release.py: where it was read)
     options = (
         Option("tasks", tuple(TASKS), "tasks to run (comma list)", comma_list),
         Option("shots", SHOTS, "shot counts (0..8)", int_list),
@@ -69,6 +71,15 @@ class CoBSAT(Benchmark):
     @classmethod
     def fast_config(cls) -> dict[str, Any]:
         return {"fast": True, "prompts": FAST_PROMPTS}
+
+    @classmethod
+    def check_release(cls, name: str, root: Path) -> dict[str, Any]:
+        """Every theme's 100 images exist, its captions file parses when present (release.py)."""
+        return published.check(root)
+
+    @classmethod
+    def release_summary(cls, name: str, counts: Mapping[str, Any]) -> str:
+        return published.summary(dict(counts))
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         super().__init__(config)

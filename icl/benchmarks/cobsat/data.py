@@ -20,6 +20,11 @@ from icl.benchmarks.cobsat import lite
 from icl.benchmarks.cobsat.vocab import THEMES, Theme, image_relpath
 
 
+class MissingCaption(ValueError):
+    """A theme's captions file has no row for an image: that image's caption-variant item fails,
+    the rest of the release is readable (a ValueError, as every other data error here)."""
+
+
 class LiteImages:
     """CoBSAT-lite (:mod:`icl.benchmarks.cobsat.lite`), drawn in memory."""
 
@@ -97,8 +102,8 @@ class ReleaseImages:
         try:
             return self._captions[theme.name][name]
         except KeyError:
-            raise ValueError(f"cobsat: {self.root / 'datasets' / (theme.name + '.csv')} has no caption for "
-                             f"{name}") from None
+            raise MissingCaption(f"cobsat: {self.root / 'datasets' / (theme.name + '.csv')} has no caption for "
+                                 f"{name}") from None
 
     def describe(self) -> str:
         listing = sorted(p.relative_to(self.root).as_posix() for p in self.root.joinpath("datasets").rglob("*.jpg"))
@@ -115,4 +120,4 @@ def open_images(data_root: Optional[Path], use_lite: bool) -> LiteImages | Relea
     return ReleaseImages(data_root)
 
 
-__all__ = ["LiteImages", "ReleaseImages", "THEMES", "open_images", "release_root"]
+__all__ = ["LiteImages", "MissingCaption", "ReleaseImages", "THEMES", "open_images", "release_root"]

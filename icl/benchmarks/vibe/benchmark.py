@@ -21,6 +21,7 @@ from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, int_l
 from icl.benchmarks.vibe import diagnostics as diag
 from icl.benchmarks.vibe.diagnostics import SENSITIVITY_FRACTION
 from icl.benchmarks.vibe.plan import DEFAULT_MODELS, PROTOCOL, Plan, context_hash, make_plan, qualitative
+from icl.data.convert.releases import RELEASES as VISUAL_RELEASES
 from icl.data.seeds import derive_seed
 from icl.benchmarks.vibe.tasks.base import validate_prediction
 from icl.benchmarks.vibe.tasks.image import ImageTask, lpips_batch
@@ -57,6 +58,9 @@ class Vibe(Benchmark):
     scorer_version = "4"
     request_types = (AnalogyRequest,)
     default_models = DEFAULT_MODELS
+    # the 14 public releases its datasets are converted from, each published off the Hub: fetch
+    # says where to get one and how to convert it (icl/data/convert/releases.py, beside the converters)
+    releases = VISUAL_RELEASES
     thread_safe_scoring = True  # the caches below are locked
     results_spec = ResultsSpec(task="task", subset=("dataset",), shots="shots", data="dataset", metrics=(
         Metric("miou"), Metric("precision"), Metric("recall"), Metric("f1"), Metric("ap50"),

@@ -20,6 +20,7 @@ import numpy as np
 
 from icl.benchmarks.base import Benchmark, Item, Option, comma_list, flag, int_list, judge_names
 from icl.benchmarks.vlicl import builtin
+from icl.benchmarks.vlicl import release as published
 from icl.benchmarks.vlicl.episodes import (COT_TOKENS, MAX_NEW_TOKENS, Episode, build_episode, chat_request,
                                            generation_request, inputs, request_seed, support_rows)
 from icl.benchmarks.vlicl.plots import efficiency_front, shot_curves
@@ -70,6 +71,9 @@ class VLICL(Benchmark):
         Metric("latent", unit="%", scale=100.0), Metric("non_latent", unit="%", scale=100.0)))
     default_models = ("copy-last",)
     default_judge = "vlicl-judge"
+    # its Hub release and the names fetch also takes for it (release.py: where each was read)
+    releases = published.RELEASES
+    release_aliases = published.ALIASES
     options = (
         Option("tasks", (), "tasks to run (comma list; default: every task, or with data_root every task "
                "whose folder the release holds)", comma_list),
@@ -91,6 +95,15 @@ class VLICL(Benchmark):
         Option("textocr", "reference", "TextOCR answer rule: reference (cut at the first '.') or keep_dots",
                str, TEXTOCR_RULES),
     )
+
+    @classmethod
+    def check_release(cls, name: str, root: Path) -> dict[str, Any]:
+        """Every task folder's records load and validate, every image they name exists (release.py)."""
+        return published.check(root)
+
+    @classmethod
+    def release_summary(cls, name: str, counts: Mapping[str, Any]) -> str:
+        return published.summary(dict(counts))
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
         super().__init__(config)

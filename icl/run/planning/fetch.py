@@ -1,27 +1,31 @@
 """``python -m icl.data fetch NAME``: published data by name.
 
-Releases published on the Hugging Face Hub as datasets (:data:`HUB_RELEASES`) are downloaded
-by the transfer of ``weights=hf:...`` (:mod:`icl.models.hub`: the revision resolved to a checked
-40-hex commit first, every listed path confined, every file hashed, rate and time limits,
-signals) into the user's standard cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``; ``HF_ENDPOINT``,
-``HF_TOKEN`` and ``HF_HUB_OFFLINE`` honoured the same way), at the commit the table pins
-(``--revision``, checked by :func:`icl.models.hub.check_revision`, replaces it), never a moving
-branch. The release is
-then unpacked as its publisher's instructions do (VL-ICL's ``unzip.sh``: ``unzip
-{task}/support.zip -d {task}`` and ``query.zip``; CoBSAT's ``datasets/`` folder as it is) into a
-hidden sibling of ``OUT`` (default ``<data root>/<name>``), checked as the
-benchmark checks a local release (VL-ICL: every task's records parse and validate, every image
-they name exists; CoBSAT: every theme's images), renamed to ``OUT`` when it passes, and ``OUT`` is
-printed: pass it as ``--data-root``. ``OUT/fetch-manifest.json`` records the repository, the
-commit and the counts found; a second fetch (online or offline) re-checks them. An ``OUT`` that
-holds files fetch did not make is refused, and so is a hidden sibling fetch did not make (it
-marks its own with :data:`WORK_MARKER`). Archives are bounded before they are unpacked
-(:data:`UNPACK_LIMITS`: in all, per member, and per member against its compressed size) and
-must fit in the free space; a disk that fills anyway is one line.
+The mechanism only: which releases exist is each benchmark's to say (``Benchmark.releases``,
+described by :mod:`icl.data.release`, found by name through the benchmark registry,
+:func:`icl.benchmarks.registry.find_release`), and so is what a good copy holds
+(``Benchmark.check_release``). Nothing here knows any benchmark's data.
 
-The visual benchmark's 14 releases are not on the Hub: for those, ``fetch`` prints where to get
-each one, its licence, what it becomes and the ``convert`` command (:data:`ELSEWHERE`, the table
-of docs/datasets.md "Per release"); it downloads nothing and never scrapes.
+A release published on the Hugging Face Hub as a dataset (:class:`~icl.data.release.HubRelease`)
+is downloaded by the transfer of ``weights=hf:...`` (:mod:`icl.models.hub`: the revision
+resolved to a checked 40-hex commit first, every listed path confined, every file hashed, rate
+and time limits, signals) into the user's standard cache (``HF_HUB_CACHE``, else
+``HF_HOME/hub``; ``HF_ENDPOINT``, ``HF_TOKEN`` and ``HF_HUB_OFFLINE`` honoured the same way), at
+the commit the benchmark pins (``--revision``, checked by :func:`icl.models.hub.check_revision`,
+replaces it), never a moving branch. The release is then unpacked as its publisher's
+instructions do (its folders copied, each folder's archives extracted into it) into a hidden
+sibling of ``OUT`` (default ``<data root>/<name>``), checked as the benchmark checks a local
+release (its ``check_release``), renamed to ``OUT`` when it passes, and ``OUT`` is printed: pass
+it as ``--data-root``. ``OUT/fetch-manifest.json`` records the repository, the commit and the
+counts found; a second fetch (online or offline) re-checks them. An ``OUT`` that holds files
+fetch did not make is refused, and so is a hidden sibling fetch did not make (it marks its own
+with :data:`WORK_MARKER`). Archives are bounded before they are unpacked (:data:`UNPACK_LIMITS`:
+in all, per member, and per member against its compressed size) and must fit in the free
+space; a disk that fills anyway is one line.
+
+A release published off the Hub (:class:`~icl.data.release.Elsewhere`) is not downloaded:
+``fetch`` prints where to get it, its licence, what to download and what to do with it; it
+downloads nothing and never scrapes. A name a benchmark declares but does not publish
+(:class:`~icl.data.release.NotPublished`) is one line saying why.
 """
 
 from __future__ import annotations
@@ -31,11 +35,12 @@ import json
 import os
 import shutil
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, TextIO
+from typing import Any, Optional, TextIO
 
 from icl._parse import env_number
+from icl.benchmarks.registry import FoundRelease, find_release, release_names
+from icl.data.release import Elsewhere, HubRelease, NotPublished, ReleaseError
 from icl.models import hub
 
 
@@ -43,94 +48,18 @@ class FetchError(Exception):
     """A release that cannot be fetched, unpacked or validated (one line)."""
 
 
-@dataclass(frozen=True)
-class HubRelease:
-    """A release published as a Hub dataset: ``repo`` at ``commit`` (40 hex), ``folders`` the
-    top-level folders it holds (copied with everything under them), ``archives`` the zips each
-    folder's images come in, ``allow_patterns`` the files downloaded (None: the whole snapshot),
-    ``source`` where this was read."""
-
-    repo: str
-    commit: str
-    folders: tuple[str, ...]
-    archives: tuple[str, ...]
-    licence: str
-    source: str
-    validate: str  # "module:function" (out_dir) -> {counts}
-    allow_patterns: Optional[tuple[str, ...]] = None
-
-
-VLICL_IMAGE_TASKS = ("clevr", "cobsat", "matching_mi", "open_mi", "open_t2i_mi", "operator_induction",
-                     "operator_induction_interleaved", "textocr")
-VLICL_TEXT_FOLDERS = ("clevr_text", "operator_induction_text", "operator_induction_interleaved_text")
-
-HUB_RELEASES: dict[str, HubRelease] = {
-    # huggingface.co/datasets/ys-zong/VL-ICL, tree at 6c63a33 (its newest commit read, "Update README.md"):
-    # the eight task folders (query.json, support.json, query.zip, support.zip) of commit 22b22b8,
-    # unzip.sh of 4a6bb11, and the three text folders of 469851d ("add text ICL data")
-    "vlicl": HubRelease("ys-zong/VL-ICL", "6c63a33ca4f9fa1eda4b5301f6d82655bbdfa71d",
-                        VLICL_IMAGE_TASKS + VLICL_TEXT_FOLDERS, ("support.zip", "query.zip"), "MIT",
-                        "huggingface.co/datasets/ys-zong/VL-ICL (README.md, unzip.sh)",
-                        "icl.run.planning.fetch:validate_vlicl"),
-    # huggingface.co/datasets/yzeng58/CoBSAT, commit 99928c5 ("Upload 517 files": the captions
-    # datasets/{theme}.csv and the images datasets/{attr_type}_{obj}/{attr}_{obj}.jpg, with a
-    # datasets loading script CoBSAT.py that icl neither downloads nor runs); the authors' README
-    # (github.com/UW-Madison-Lee-Lab/CoBSAT, "Step 2: Download Dataset") points to the same
-    # dataset's datasets.zip; no licence file is published
-    "cobsat": HubRelease("yzeng58/CoBSAT", "99928c5d1fde398973efef652be9879313b63c5d", ("datasets",), (),
-                         "no licence stated", "huggingface.co/datasets/yzeng58/CoBSAT (commit 99928c5; "
-                         "github.com/UW-Madison-Lee-Lab/CoBSAT README.md, 'Step 2: Download Dataset')",
-                         "icl.run.planning.fetch:validate_cobsat", allow_patterns=("datasets/*",)),
-}
-# "vlicl-text" (the three text folders) is the same release: fetching "vlicl" gives both variants
-ALIASES = {"vl-icl": "vlicl", "vlicl-text": "vlicl"}
-
-# Not on the Hub, or not as a dataset icl reads (what was looked for, docs/datasets.md):
-NOT_PUBLISHED = {
-    "best50": "the best50 package is not known to icl as a Hub dataset (not verified either way); pass its folder with "
-              "--data-root (docs/datasets.md)",
-    "vif": "VIF-Bench is on the Hub (shim0114/VIF-Bench) with pre-rendered images whose layout files icl has no "
-           "converter for yet (docs/vif.md); not fetched",
-}
-
-
-@dataclass(frozen=True)
-class Elsewhere:
-    """A visual-benchmark release published off the Hub: where, licence, what to download,
-    what ``convert`` writes (samples after the paper's filters)."""
-
-    release: str
-    licence: str
-    where: str
-    download: str
-
-
-# The 14 releases of docs/datasets.md "Per release" (the same rows)
-ELSEWHERE: dict[str, Elsewhere] = {
-    "duke": Elsewhere("Duke DME OCT, Chiu et al. 2015", "no licence stated",
-                      "people.duke.edu/~sf59/Chiu_BOE_2014_dataset.htm", "2015_BOE_Chiu.zip"),
-    "ixi": Elsewhere("IXI", "CC BY-SA 3.0", "brain-development.org/ixi-dataset", "IXI-T2.tar, IXI-PD.tar"),
-    "atlantis": Elsewhere("ATLANTIS", "custom licence", "github.com/smhassanerfani/atlantis", "the atlantis/ folder"),
-    "seathru": Elsewhere("Sea-thru", "CC BY-NC-SA 4.0", "kaggle.com/datasets/colorlabeilat/seathru-dataset",
-                         "sites D1..D5"),
-    "suim": Elsewhere("SUIM", "MIT", "irvlab.cs.umn.edu/resources/suim-dataset", "train_val/, TEST/"),
-    "nyuv2": Elsewhere("NYU Depth V2", "cite the paper", "cs.nyu.edu/~fergus/datasets/nyu_depth_v2.html",
-                       "nyu_depth_v2_labeled.mat and classMapping40.mat"),
-    "deepcrack": Elsewhere("DeepCrack (Liu et al. 2019)", "custom licence", "github.com/yhlleo/DeepCrack",
-                           "dataset/DeepCrack.zip"),
-    "cdd": Elsewhere("CDD-11 (OneRestore)", "no licence stated", "github.com/gy65896/OneRestore", "CDD-11_test/"),
-    "dram": Elsewhere("DRAM", "cite the paper", "nadavc220.github.io/ssiap", "DRAM_processed"),
-    "otp": Elsewhere("OpenThermalPose", "MIT", "github.com/IS2AI/OpenThermalPose", "the dataset archive"),
-    "rord": Elsewhere("RORD", "MIT", "github.com/IIDA-AILab/RORD", "RORD-mini, its val split"),
-    "llvip": Elsewhere("LLVIP", "custom licence", "github.com/bupt-ai-cz/LLVIP", "LLVIP/"),
-    "ap10k": Elsewhere("AP-10K", "CC BY 4.0", "github.com/AlexTheBad/AP-10K", "ap-10k.zip"),
-    "cub": Elsewhere("CUB-200-2011", "cite the report", "vision.caltech.edu/datasets/cub_200_2011",
-                     "CUB_200_2011.tgz"),
-}
-
-
 def names() -> list[str]:
-    return sorted(HUB_RELEASES) + sorted(ELSEWHERE) + sorted(NOT_PUBLISHED)
+    """Every release name fetch takes (aliases aside), as the benchmarks declare them."""
+    return release_names()
+
+
+def find(name: str, benchmark: Optional[str] = None) -> Optional[FoundRelease]:
+    """The release called ``name`` (:func:`icl.benchmarks.registry.find_release`); a benchmark
+    that cannot be imported is one line (:class:`FetchError`)."""
+    try:
+        return find_release(name, benchmark)
+    except (ImportError, TypeError) as exc:
+        raise FetchError(f"{name}: {exc}") from None
 
 
 def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[TextIO] = None,
@@ -141,15 +70,18 @@ def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[T
     import sys
 
     stdout = stdout or sys.stdout
-    key = ALIASES.get(name.lower(), name.lower())
-    if key in ELSEWHERE:
-        print(describe_elsewhere(key), file=stdout)
-        return None
-    if key in NOT_PUBLISHED:
-        raise FetchError(f"{name}: {NOT_PUBLISHED[key]}")
-    if key not in HUB_RELEASES:
+    found = find(name)
+    if found is None:
         raise FetchError(f"{name}: not a published release icl knows; fetch takes {', '.join(names())}")
-    rel = HUB_RELEASES[key]
+    key, rel = found.name, found.release
+    if isinstance(rel, Elsewhere):
+        print(describe_elsewhere(key, rel), file=stdout)
+        return None
+    if isinstance(rel, NotPublished):
+        raise FetchError(f"{name}: {rel.why}")
+    if not isinstance(rel, HubRelease):
+        raise FetchError(f"{name}: benchmark {found.benchmark.name!r} declares it as {type(rel).__name__}, not one "
+                         f"of icl.data.release's HubRelease, Elsewhere or NotPublished")
     if revision is not None:
         try:
             hub.check_revision(f"--revision {revision!r}", revision)
@@ -175,7 +107,7 @@ def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[T
         work = _work_folder(target)
         try:
             _unpack(rel, snapshot, work, commit)
-            counts = _checked(rel, work, target)
+            counts = _checked(found, work, target)
             _write_manifest(work / manifest.name, {**record, "counts": counts})
             if target.exists():  # only a folder fetch made (refused above otherwise)
                 shutil.rmtree(target)
@@ -187,27 +119,25 @@ def fetch(name: str, out: Optional[str | os.PathLike] = None, stdout: Optional[T
             if (work / WORK_MARKER).is_file():  # ours: removed; anything else is never touched
                 shutil.rmtree(work, ignore_errors=True)
     else:
-        counts = _checked(rel, target, target)
+        counts = _checked(found, target, target)
         if done.get("counts") not in (None, counts):
-            raise FetchError(f"{target}: the counts found ({_summary(counts)}) differ from those recorded when it "
-                             f"was fetched ({_summary(done['counts'])}); delete the folder and fetch again")
+            raise FetchError(f"{target}: the counts found ({_summary(found, counts)}) differ from those recorded "
+                             f"when it was fetched ({_summary(found, done['counts'])}); delete the folder and fetch "
+                             f"again")
         _write_manifest(manifest, {**record, "counts": counts})
-    print(f"{key}: {rel.repo}@{commit} ({rel.licence}), {_summary(counts)}", file=stdout)
+    print(f"{key}: {rel.repo}@{commit} ({rel.licence}), {_summary(found, counts)}", file=stdout)
     if revision is not None and commit != rel.commit:
         print(f"{key}: --revision {revision} replaces the commit icl pins ({rel.commit})", file=stdout)
-    print(f"ready at {target}: python -m icl.run {key} --data-root {target} ...", file=stdout)
+    print(f"ready at {target}: python -m icl.run {found.benchmark_name} --data-root {target} ...", file=stdout)
     return target
 
 
-def describe_elsewhere(key: str) -> str:
-    e = ELSEWHERE[key]
-    from icl.data.convert import OUTPUTS, PAPER_COUNTS
-
-    writes = ", ".join(f"{d} ({PAPER_COUNTS[d]:,} samples)" for d in OUTPUTS[key])
+def describe_elsewhere(key: str, e: Elsewhere) -> str:
+    """Where to get release ``key``, published off the Hub, and what to do with it (its
+    ``then``); nothing is downloaded."""
+    then = f", then\n{e.then}" if e.then else ""
     return (f"{key}: {e.release} is not on the Hugging Face Hub; download it from {e.where} ({e.licence}; "
-            f"get: {e.download}; download size not recorded), then\n"
-            f"  python -m icl.data convert {key} RAW_DIR OUT_DIR\n"
-            f"writes {writes} (docs/datasets.md, 'Per release'); nothing was downloaded")
+            f"get: {e.download}; download size not recorded){then}; nothing was downloaded")
 
 
 def _download(rel: HubRelease, revision: str) -> Path:
@@ -302,12 +232,27 @@ def _unpack(rel: HubRelease, snapshot: Path, work: Path, commit: str) -> None:
                 _extract(src / name, dst)
 
 
-def _checked(rel: HubRelease, folder: Path, target: Path) -> dict[str, Any]:
-    """The release's checks on ``folder``, their errors naming ``target`` (where it will be)."""
+def _checked(found: FoundRelease, folder: Path, target: Path) -> dict[str, Any]:
+    """The benchmark's checks of its release on ``folder``, their errors naming ``target``
+    (where it will be)."""
     try:
-        return _validator(rel)(folder)
-    except FetchError as exc:
+        counts = found.benchmark.check_release(found.name, folder)
+    except (ReleaseError, FetchError) as exc:
         raise FetchError(str(exc).replace(str(folder), str(target))) from None
+    try:  # recorded in the manifest and compared with it next time: JSON, as read back
+        return json.loads(json.dumps(counts))
+    except (TypeError, ValueError) as exc:
+        raise FetchError(f"{found.name}: benchmark {found.benchmark.name!r}'s check_release returned counts that "
+                         f"are not JSON ({exc})") from None
+
+
+def _summary(found: FoundRelease, counts: Any) -> str:
+    """The benchmark's words for ``counts``; a manifest's counts it cannot read (edited by
+    hand) as they are."""
+    try:
+        return found.benchmark.release_summary(found.name, counts)
+    except (AttributeError, TypeError, ValueError, KeyError):
+        return json.dumps(counts, sort_keys=True)
 
 
 def _write_manifest(path: Path, record: dict[str, Any]) -> None:
@@ -380,100 +325,3 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
-
-
-def _validator(rel: HubRelease) -> Callable[[Path], dict[str, Any]]:
-    from icl._lazy import import_target
-
-    return import_target(rel.validate)
-
-
-def _summary(counts: dict[str, Any]) -> str:
-    if "themes" in counts:
-        return f"{len(counts['themes'])} themes, {counts.get('images', 0)} images"
-    records = sum(v.get("query", 0) + v.get("support", 0) for v in counts.get("tasks", {}).values())
-    return f"{len(counts.get('tasks', {}))} task folders, {records} records, {counts.get('images', 0)} images"
-
-
-def validate_vlicl(root: Path) -> dict[str, Any]:
-    """The checks ``vlicl`` makes of a local release, on every task and text variant present:
-    the records load and validate (``load_published``), and every image they name exists (paths
-    relative to the release root, confined to it). Returns the counts (records per folder and
-    file, distinct images)."""
-    from icl.benchmarks.vlicl.records import FileImages, RecordError, load_published, present_tasks
-    from icl.benchmarks.vlicl.tasks import TASKS
-
-    files = FileImages(Path(root))
-    tasks: dict[str, dict[str, int]] = {}
-    images: set[str] = set()
-    for text_only in (False, True):
-        wanted = [t for t in TASKS if not text_only or TASKS[t].has_text]
-        present, _ = present_tasks(root, wanted, text_only)
-        for task in present:
-            try:
-                data = load_published(root, task, text_only)
-                folder = Path(data.origin).name
-                tasks[folder] = {"query": len(data.queries), "support": len(data.support)}
-                for ref in _image_refs(data.queries) + _image_refs(data.support):
-                    path = files.path(ref)
-                    if not path.is_file():
-                        raise FetchError(f"VL-ICL release at {root}: {folder} names image {ref!r}, which is "
-                                         f"missing after unpacking")
-                    images.add(ref)
-            except RecordError as exc:
-                raise FetchError(f"VL-ICL release at {root}: {exc}") from None
-    if not tasks:
-        raise FetchError(f"VL-ICL release at {root}: no task folder found")
-    return {"tasks": tasks, "images": len(images)}
-
-
-def validate_cobsat(root: Path) -> dict[str, Any]:
-    """The checks ``cobsat`` makes of a local release, on every theme: each theme's 100 images
-    (``datasets/{attr_type}_{obj}/{attr}_{obj}.jpg``, the benchmark's own
-    :class:`~icl.benchmarks.cobsat.data.ReleaseImages`) exist, and its captions file
-    (``datasets/{theme}.csv``, read by the caption variant) parses when it is there (the images
-    it captions are counted). Returns the counts (images and captions per theme, images in all)."""
-    from icl.benchmarks.cobsat.data import ReleaseImages
-    from icl.benchmarks.cobsat.vocab import THEMES, VOCAB
-
-    try:
-        release = ReleaseImages(Path(root))
-    except ValueError as exc:
-        raise FetchError(f"CoBSAT release at {root}: {exc}") from None
-    themes: dict[str, dict[str, int]] = {}
-    for name, theme in THEMES.items():
-        pairs = [(a, o) for a in VOCAB[theme.attribute] for o in VOCAB[theme.object]]
-        missing = [m for a, o in pairs if (m := release.missing(theme, a, o)) is not None]
-        if missing:
-            raise FetchError(f"CoBSAT release at {root}: theme {name}: {len(missing)} of its {len(pairs)} images "
-                             f"missing after unpacking (first: {missing[0].removeprefix('missing image ')})")
-        captions = 0
-        if (release.root / "datasets" / f"{name}.csv").is_file():
-            for a, o in pairs:
-                try:
-                    release.caption(theme, a, o)
-                    captions += 1
-                except ValueError as exc:  # an image without a caption fails the caption variant's item only
-                    if "has no caption for" not in str(exc):
-                        raise FetchError(f"CoBSAT release at {root}: {exc}") from None
-        themes[name] = {"images": len(pairs), "captions": captions}
-    return {"themes": themes, "images": sum(t["images"] for t in themes.values())}
-
-
-def _image_refs(value: Any) -> list[str]:
-    """Every image path inside ``value``: ``image`` fields of records and ``images`` lists of
-    per-class examples."""
-    from icl.benchmarks.vlicl.records import image_list
-
-    out: list[str] = []
-    if isinstance(value, list):
-        for v in value:
-            out += _image_refs(v)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            if k in ("image", "images") and isinstance(v, (str, list)) and all(isinstance(x, str) for x in
-                                                                               ([v] if isinstance(v, str) else v)):
-                out += image_list(v) if k == "image" else list(v)
-            elif isinstance(v, (list, dict)):
-                out += _image_refs(v)
-    return out

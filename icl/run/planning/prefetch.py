@@ -10,12 +10,13 @@ damaged in the cache is downloaded again (``--check`` hashes the small ones the 
 :func:`icl.models.hub.verify_cached`, and judges the weights by their headers). Every reference that cannot be fetched is one line on stderr (all of them,
 not only the first), and the exit status is then 2.
 
-Data: a benchmark whose published release ``python -m icl.data fetch NAME`` downloads from the
-Hub (:data:`icl.run.planning.fetch.HUB_RELEASES`) is fetched into ``--data-root`` when that folder is
-missing or empty, or, without ``--data-root``, into the default data root
-(``$ICL_DATA_ROOT/NAME``, as ``fetch`` does), which the offline command then names with
-``--data-root`` (the same download and checks as ``fetch``). A release known not to be on the Hub
-(:data:`icl.run.planning.fetch.NOT_PUBLISHED`) is said so. ``--fast`` runs use built-in data: nothing.
+Data: a benchmark that declares a Hub release under its own name (``Benchmark.releases``, an
+:class:`icl.data.release.HubRelease`: what ``python -m icl.data fetch NAME`` downloads) has it
+fetched into ``--data-root`` when that folder is missing or empty, or, without ``--data-root``,
+into the default data root (``$ICL_DATA_ROOT/NAME``, as ``fetch`` does), which the offline
+command then names with ``--data-root`` (the same download and checks as ``fetch``). One it
+declares not published, or published elsewhere, is said so. ``--fast`` runs use built-in data:
+nothing.
 
 The offline command printed last runs as printed: ``HF_HUB_OFFLINE=1``, ``ICL_HUB_DEFAULTS=1`` when
 it is on, and the command typed without ``--prefetch``.
@@ -30,6 +31,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence, TextIO
 
+from icl.data.release import Elsewhere, NotPublished
 from icl.models import hub
 from icl.run.planning.config import RunConfig, parse_models
 from icl.run.errors import ConfigError
@@ -112,15 +114,22 @@ def prefetch_data(config: RunConfig, stdout: TextIO) -> tuple[bool, Optional[Pat
 
     if config.fast:
         return False, config.data_root
-    key = releases.ALIASES.get(config.benchmark.lower(), config.benchmark.lower())
     root = config.data_root
     missing = root is None or not root.is_dir() or not any(root.iterdir())
     if not missing:
         return False, root
-    if key in releases.NOT_PUBLISHED:
-        print(f"data: {config.benchmark}: {releases.NOT_PUBLISHED[key]}", file=stdout)
+    try:  # the release the benchmark declares under its own name
+        found = releases.find(config.benchmark, benchmark=config.benchmark)
+    except releases.FetchError:  # a benchmark that cannot be imported: opening it says why, in one line
         return False, root
-    if key not in releases.HUB_RELEASES:
+    if found is None:
+        return False, root
+    key, rel = found.name, found.release
+    if isinstance(rel, NotPublished):
+        print(f"data: {config.benchmark}: {rel.why}", file=stdout)
+        return False, root
+    if isinstance(rel, Elsewhere):
+        print(f"data: {releases.describe_elsewhere(key, rel)}", file=stdout)
         return False, root
     if root is None:
         from icl.data.registry import data_root
