@@ -522,7 +522,9 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
             answered = [(it, final[it.key]) for it in items if it.key in final]
             for judge_id in [j["judge_id"] for j in judges] or [""]:  # each judge's own answers and scores
                 judged = store.judge_answers([it.key for it, _ in answered], model_id, judge_id) if judge_id else {}
-                batch, scores, failures = [], [], []
+                batch: list[tuple] = []
+                scores: list[Score] = []
+                failures: list[Failure] = []
                 for it, r in answered:
                     judgements = [jr.body for jr in judged.get(it.key, []) if jr is not None and jr.status == "ok"]
                     value = R.stored(r.kind, r.body) if r.status == "ok" else None
