@@ -317,6 +317,12 @@ class Engine:
         todo = []
         for i, h in enumerate(hashes):
             hit = cached.get(h)
+            value = None
+            if hit is not None and hit.status == "ok":
+                try:
+                    value = R.stored(hit.kind, hit.body)
+                except R.InvalidOutput:  # a damaged stored answer is no answer: asked again, its row replaced
+                    hit = None
             if hit is None:
                 why = refusal(model.adapter, reqs[i]) if step.startswith("answer") else None
                 if why is None:
@@ -328,7 +334,6 @@ class Engine:
             if hit.status != "ok":
                 out[i] = (None, None, hit.reason, hit.error, CallCost())
                 continue
-            value = R.stored(hit.kind, hit.body)
             scored = value
             if self.eval_device is not None and hit.kind == "png":
                 scored = _upload(value, self.eval_device)
