@@ -97,7 +97,7 @@ def aggregate(rows: Iterable[Scored], specs: Mapping[str, TaskSpec], benchmark: 
     task's spec (plus any extra metric a row carries), sorted. ``ci_low``/``ci_high``: the 95%
     bootstrap interval of the mean (seeded by ``benchmark`` and task/dataset/shots/metric,
     as in ``results.csv``)."""
-    groups: dict[tuple, list] = defaultdict(list)
+    groups: dict[tuple[str, str, str, str, int], list[Scored]] = defaultdict(list)
     for r in rows:
         groups[(r.model, r.model_version, r.dataset, r.task, r.shots)].append(r)
     out = []
@@ -195,7 +195,7 @@ def attach_rank_intervals(tables: Sequence[RankTable], rows: Iterable[Scored], s
                 continue
             spec = specs[task]
             datasets = sorted({d for (k, tk, d) in cells if k == t.shots and tk == task})
-            by_metric = {metric: [] for metric in ranked}
+            by_metric: dict[str, list[np.ndarray]] = {metric: [] for metric in ranked}
             for d in datasets:
                 columns = []
                 for metric in ranked:

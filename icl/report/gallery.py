@@ -33,6 +33,7 @@ import errno
 import hashlib
 import json
 import re
+import struct
 from html import escape
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -128,7 +129,7 @@ class _Thumbs:
             if not (path.is_file() and path.read_bytes() == png):
                 self.folder.mkdir(exist_ok=True)
                 write_bytes(path, png, durable=False)
-            h, w = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_UNCHANGED).shape[:2]
+            w, h = struct.unpack(">II", png[16:24])  # the PNG's IHDR chunk: width, height
             self.written[name] = (w, h)
         w, h = self.written[name]
         return {"src": f"{FOLDER}/{name}", "w": w, "h": h}

@@ -259,8 +259,9 @@ def comparison_rows(benchmark: str, protocol: str, rows: Sequence[Mapping[str, A
     for (task, subset, _), by_model in by_cell.items():
         models = list(by_model)
         for m in metrics:
-            units = {x: _units(by_model[x], m, spec, True) for x in models}
-            present = [x for x in models if units[x] is not None]
+            # the models with units of this metric, in row order
+            units = {x: u for x in models if (u := _units(by_model[x], m, spec, True)) is not None}
+            present = list(units)
             identity = stats.group_identity(task, subset, by_model[present[0]].shots if present else "", m.name,
                                             "paired")
             same = len({frozenset(units[x][0]) for x in present}) == 1

@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, NoReturn, Optional, Sequence
 
 from icl._parse import EnvError, check_environment, parse_bool
 from icl.run.planning.config import ModelSpec, RunConfig, apply_model_args, closest, parse_models, parse_shard
@@ -35,7 +35,7 @@ from icl.run.errors import ConfigError
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # usage errors exit 2 with one line
+    def error(self, message: str) -> NoReturn:  # usage errors exit 2 with one line
         raise ConfigError(f"{message} (see {self.prog} --help)")
 
 
@@ -560,8 +560,8 @@ def _main(argv: list[str], free_space: Any = None) -> int:
     try:
         cls = get_benchmark(name)
     except UnknownBenchmarkError:
-        known = [*list_benchmarks(), "rescore", "export", "merge"]
-        raise ConfigError(f"unknown benchmark {name!r}{closest(name, known)}") from None
+        commands = [*list_benchmarks(), "rescore", "export", "merge"]
+        raise ConfigError(f"unknown benchmark {name!r}{closest(name, commands)}") from None
     except (ImportError, TypeError) as exc:
         raise ConfigError(str(exc)) from None
     parser = common_parser(f"python -m icl.run {name}")

@@ -362,7 +362,10 @@ def finish(config: RunConfig, bench: Benchmark, items: Sequence[Item], models: S
         for label, model_id in models:
             r = store.final_answers([item_key], model_id).get(item_key)
             if r is not None and r.status == "ok":
-                out[label] = R.stored(r.kind, r.body)
+                try:
+                    out[label] = R.stored(r.kind, r.body)
+                except R.InvalidOutput:  # a damaged stored answer: drawn as none (its score says failed)
+                    continue
         return out
 
     # the figures first: helper processes draw them while the other files are written here
@@ -522,12 +525,19 @@ def rescore(run_dir: Path, stdout: Optional[TextIO] = None, stderr: Optional[Tex
             answered = [(it, final[it.key]) for it in items if it.key in final]
             for judge_id in [j["judge_id"] for j in judges] or [""]:  # each judge's own answers and scores
                 judged = store.judge_answers([it.key for it, _ in answered], model_id, judge_id) if judge_id else {}
-                batch, scores, failures = [], [], []
+                batch: list[tuple] = []
+                scores: list[Score] = []
+                failures: list[Failure] = []
                 for it, r in answered:
                     judgements = [jr.body for jr in judged.get(it.key, []) if jr is not None and jr.status == "ok"]
-                    value = R.stored(r.kind, r.body) if r.status == "ok" else None
-                    batch.append((it, value, judgements, None if r.status == "ok" else (r.reason or "error"),
-                                  r.error, r))
+                    value, reason, error = None, (None if r.status == "ok" else (r.reason or "error")), r.error
+                    if r.status == "ok":
+                        try:
+                            value = R.stored(r.kind, r.body)
+                        except R.InvalidOutput as exc:  # a damaged stored answer fails its item (a run asks again)
+                            reason, error = "invalid", f"model {label!r}: the stored answer: {exc}"
+                            failures.append(Failure("model", f"item {it.key!r}: {error}", label, it.key, None, run_id))
+                    batch.append((it, value, judgements, reason, error, r))
                 results = score_answers(bench, [b[:5] for b in batch], None, None, label, run_id, failures)
                 for b, (status, metrics, reason, error, score_s) in zip(batch, results):
                     key = ScoreKey(bench.name, bench.protocol, b[0].key, model_id, judge_id, bench.scorer_version)

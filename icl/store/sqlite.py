@@ -102,6 +102,11 @@ class Response:
     generation: Optional[dict] = None
 
 
+# the columns of `responses` read as they are into the Response field of the same name
+# (`generation`, stored as JSON text, is decoded apart)
+_RESPONSE_READ = tuple(f.name for f in fields(Response) if f.name != "generation")
+
+
 @dataclass(frozen=True, order=True)
 class ScoreKey:
     """Identity of one stored score; equal keys are never computed twice."""
@@ -334,11 +339,11 @@ class Store:
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
             rows = self._conn.execute(
-                f"SELECT request_hash, model_id, status, kind, body, error, reason, seconds, run_id, peak_memory_bytes, "
-                f"memory_kind, energy_j, generation FROM responses "
+                f"SELECT {', '.join(_RESPONSE_READ)}, generation FROM responses "
                 f"WHERE model_id=? AND request_hash IN ({','.join('?' * len(chunk))})", (model_id, *chunk))
             for row in rows:
-                out[row[0]] = Response(*row[:-1], generation=None if row[-1] is None else json.loads(row[-1]))
+                out[row[0]] = Response(**dict(zip(_RESPONSE_READ, row)),
+                                       generation=None if row[-1] is None else json.loads(row[-1]))
         return out
 
     def links(self, item_keys: Iterable[str], model_id: str) -> dict[str, dict[str, str]]:

@@ -16,7 +16,7 @@ from _browser import CHROMIUM, browse
 from icl.models import Adapter, GenerationRequest, register_model
 from icl.models.registry import unregister_model
 from icl.report.gallery import (FOLDER, INDEX, MAX_TEXT, THUMB, failed, gallery_html, pick, prompt_roles, short_names,
-                                thumbnail)
+                                thumbnail, write_gallery)
 from icl.report.html import report_html
 from icl.run.__main__ import main
 
@@ -55,6 +55,26 @@ def test_thumbnails_are_capped_and_pixel_exact_when_small():
     up = cv2.imdecode(np.frombuffer(thumbnail(small), np.uint8), cv2.IMREAD_COLOR)
     assert cv2.imdecode(np.frombuffer(big, np.uint8), cv2.IMREAD_COLOR).shape == (64, 128, 3)
     assert up.shape == (THUMB, THUMB // 2, 3) and set(np.unique(up[..., 2])) == {0, 255}  # nearest: no blur
+
+
+def test_gallery_gives_each_thumbnail_its_own_width_and_height(tmp_path):
+    """gallery.json's ``w``/``h`` (the <img> size, read from the PNG's header) are the pixels of the
+    thumbnail file: a wide answer, a tall support image and a small one (drawn larger)."""
+    (tmp_path / "samples").mkdir()
+    cv2.imwrite(str(tmp_path / "samples" / "a.png"), np.full((40, 100, 3), 90, np.uint8))
+
+    class Request:
+        prompt = ["a tall one:", np.full((300, 100, 3), 30, np.uint8), "a small one", np.zeros((5, 7, 3), np.uint8)]
+
+    line = {**_line("t/0", "t"), "answer": {"png": "samples/a.png"}}
+    index = json.loads(write_gallery(tmp_path, [line], lambda key: Request()).read_text())
+    (item,) = index["tasks"][0]["items"]
+    shown = [p for p in item["prompt"] if "src" in p] + [item["models"][0]["image"]]
+    assert [(p["w"], p["h"]) for p in shown] == [(round(THUMB / 3), THUMB), (THUMB, round(THUMB * 5 / 7)),
+                                                 (THUMB, round(THUMB * 0.4))]
+    for p in shown:
+        h, w = cv2.imread(str(tmp_path / p["src"]), cv2.IMREAD_COLOR).shape[:2]
+        assert (type(p["w"]), p["w"], p["h"]) == (int, w, h)
 
 
 def test_gallery_escapes_and_refuses_foreign_sources(tmp_path):

@@ -4,6 +4,7 @@ the response cache (keyed by request and model identity) and ``rescore`` (no mod
 from __future__ import annotations
 
 import json
+import sqlite3
 import signal
 import subprocess
 import time
@@ -156,3 +157,58 @@ def test_rescore_recomputes_every_file_without_models(fast_data, tmp_path, count
     assert len(rows) == 2 * 2 * n  # both scorer versions kept, side by side
     assert main(["rescore", str(tmp_path / "nowhere")]) == 2
     assert "nowhere: no such folder" in capsys.readouterr().err
+
+
+def test_a_damaged_stored_answer_is_asked_again_and_rescore_fails_only_its_item(fast_data, tmp_path, counting,
+                                                                                  capsys, monkeypatch):
+    """A stored image answer that cannot be read back (a body that is not a PNG, or none) is no
+    answer: a run asks the model again and replaces it; rescore, which asks no model, fails that
+    item alone with the reason "invalid". Both ended in a traceback before."""
+    import cv2
+    import numpy as np
+
+    from icl.benchmarks.vibe.benchmark import Vibe
+
+    out = tmp_path / "out"
+    args = [*_common(fast_data), "--out", str(out), "--datasets", "scenes-a"]
+    assert main(args) == 0
+    n = len(_log(counting))
+    model_id = json.loads((out / "results.json").read_text())["models"]["counting"]["model_id"]
+
+    def damage(bodies: list) -> list[str]:
+        """The first PNG answers of ``counting`` (by request hash) given ``bodies``; their hashes."""
+        con = sqlite3.connect(out / "store.sqlite")
+        with con:
+            hashes = [h for (h,) in con.execute("SELECT request_hash FROM responses WHERE model_id=? AND kind='png' "
+                                                "ORDER BY request_hash", (model_id,))][:len(bodies)]
+            con.executemany("UPDATE responses SET body=? WHERE request_hash=? AND model_id=?",
+                            [(body, h, model_id) for h, body in zip(hashes, bodies)])
+        con.close()
+        return hashes
+
+    damaged = damage([b"not a png", None])
+    monkeypatch.setattr(Vibe, "scorer_version", "test-2")
+    capsys.readouterr()
+    assert main(args) == 0
+    assert len(_log(counting)) == n + 2  # the two damaged answers asked again, nothing else
+    assert f"{2 * n} items computed, 0 already in the store, 0 failed ({2 * n - 2} answers reused from the store)" \
+        in capsys.readouterr().out
+    con = sqlite3.connect(out / "store.sqlite")
+    bodies = [con.execute("SELECT body FROM responses WHERE request_hash=? AND model_id=?", (h, model_id)).fetchone()[0]
+              for h in damaged]
+    con.close()
+    assert all(cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR) is not None for b in bodies)
+
+    (hurt,) = damage([b"not a png"])
+    monkeypatch.setattr(Vibe, "scorer_version", "test-3")
+    code = main(["rescore", str(out)])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and len(_log(counting)) == n + 2, "rescore called a model"
+    con = sqlite3.connect(out / "store.sqlite")
+    failed = con.execute("SELECT s.item_key, s.reason, s.error FROM scores s JOIN links l ON l.item_key = s.item_key "
+                         "AND l.model_id = s.model_id WHERE s.scorer_version LIKE 'test-3%' AND s.status != 'ok' "
+                         "AND l.request_hash = ?", (hurt,)).fetchall()
+    others = con.execute("SELECT COUNT(*) FROM scores WHERE scorer_version LIKE 'test-3%' AND status != 'ok'").fetchone()
+    con.close()
+    assert len(failed) == 1 and failed[0][1] == "invalid" and "stored answer" in failed[0][2], failed
+    assert others[0] == 1 and code == 1, (code, captured.err[-2000:])

@@ -33,6 +33,7 @@ from __future__ import annotations
 import sys
 import traceback
 from collections import deque
+from functools import partial
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Optional, Sequence
 
@@ -171,7 +172,7 @@ class Engine:
         pending = []
         for m in self.models:  # the work left: icl.run.planning.plan, the computation --check reports
             work = model_work(b, items, m.serves, self.judge_ids,
-                              lambda j, m=m: self.store.done(b.name, b.protocol, m.model_id, j, b.scorer_version))
+                              partial(self.store.done, b.name, b.protocol, m.model_id, scorer_version=b.scorer_version))
             self.stats.skipped += work.skipped  # counts are scores (item x judge)
             self._unscored.update({(m.model_id, k): v for k, v in work.unscored.items()})
             if work.not_applicable:
@@ -290,7 +291,8 @@ class Engine:
         def job() -> tuple:
             for r in responses:  # PNG encoding off the main thread when scoring overlaps
                 if r.kind == "png" and not isinstance(r.body, bytes):
-                    r.body = R.encode_png(r.body)
+                    # until here `body` holds the image itself (see _response), not yet its PNG bytes
+                    r.body = R.encode_png(r.body)  # type: ignore[arg-type]
             scores = self._score(model, answers, failures)
             return responses, links, scores, failures
 
@@ -315,6 +317,12 @@ class Engine:
         todo = []
         for i, h in enumerate(hashes):
             hit = cached.get(h)
+            value = None
+            if hit is not None and hit.status == "ok":
+                try:
+                    value = R.stored(hit.kind, hit.body)
+                except R.InvalidOutput:  # a damaged stored answer is no answer: asked again, its row replaced
+                    hit = None
             if hit is None:
                 why = refusal(model.adapter, reqs[i]) if step.startswith("answer") else None
                 if why is None:
@@ -326,7 +334,6 @@ class Engine:
             if hit.status != "ok":
                 out[i] = (None, None, hit.reason, hit.error, CallCost())
                 continue
-            value = R.stored(hit.kind, hit.body)
             scored = value
             if self.eval_device is not None and hit.kind == "png":
                 scored = _upload(value, self.eval_device)
@@ -419,10 +426,11 @@ class Engine:
         if not self._load(model, failures):
             return self._load_failed(model, len(reqs))
         sent = reqs
-        tensors = self.eval_device is not None and model.adapter.accepts_tensors and all(
-            isinstance(r, AnalogyRequest) for r in reqs)
-        if tensors:
-            sent = tensor_requests(reqs, self.eval_device)  # each image crosses once
+        upload_to = self.eval_device if model.adapter.accepts_tensors and all(
+            isinstance(r, AnalogyRequest) for r in reqs) else None
+        tensors = upload_to is not None
+        if upload_to is not None:
+            sent = tensor_requests(reqs, upload_to)  # each image crosses once
         guard = self._guards.get(model.model_id)
         if guard is None:  # read-only input copies, per-item retries, a timeout (icl.run.execution.guard)
             guard = self._guards[model.model_id] = ModelGuard(

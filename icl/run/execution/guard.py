@@ -167,7 +167,8 @@ def profile_workers() -> Iterator[list]:
     yields the list of them, to add to the main thread's stats (``--profile``: the model's
     batches run in the worker, which the main thread's profiler does not see)."""
     global _profiles
-    _profiles = profiles = []
+    profiles: list = []
+    _profiles = profiles
     try:
         yield profiles
     finally:

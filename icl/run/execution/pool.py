@@ -146,11 +146,14 @@ def _watch_local() -> None:
                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
     except OSError:
         return
+    pipe = watcher.stdin
+    if pipe is None:  # never: stdin=PIPE
+        return
 
     def spoken() -> None:
         try:
-            watcher.stdin.write(_ray_watch.SPOKEN)
-            watcher.stdin.close()
+            pipe.write(_ray_watch.SPOKEN)
+            pipe.close()
         except (OSError, ValueError):  # already told, or the watcher is gone
             pass
 
@@ -334,7 +337,8 @@ class RayPool:
         # workers import what the driver imports and see icl's settings (caches, data roots) as
         # they are when the run starts
         env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("ICL_")}
-        self._actor = ray.remote(concurrency_groups={"beat": 1})(ModelWorker).options(
+        # ray.remote's typed overloads leave out concurrency_groups, an actor option Ray documents
+        self._actor = ray.remote(concurrency_groups={"beat": 1})(ModelWorker).options(  # type: ignore[call-overload]
                                                       num_cpus=0 if gpus else 1, num_gpus=per if gpus else 0,
                                                       max_restarts=0, max_concurrency=1,
                                                       runtime_env={"env_vars": env} if env else None)

@@ -9,7 +9,7 @@ device and stay there for device-side scoring; the host copy is what the store k
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import cv2
 import numpy as np
@@ -37,7 +37,7 @@ def max_pixels(request: Any) -> int:
     sizes = [getattr(request, "target_size", None), getattr(request, "size", None)]
     areas = [h * w for s in sizes if s for h, w in [s]]
     for name in ("query", "context_inputs", "context_outputs", "prompt", "images"):
-        v = getattr(request, name, None)
+        v: Any = getattr(request, name, None)
         for img in (v if isinstance(v, (list, tuple)) else [v]):
             if hasattr(img, "shape") and len(img.shape) >= 2:
                 areas.append(int(img.shape[0]) * int(img.shape[1]))
@@ -109,10 +109,12 @@ def to_text(output: Any) -> str:
     return output
 
 
-def stored(kind: str, body: Optional[Any]) -> Any:
+def stored(kind: str, body: Union[str, bytes, None]) -> Any:
     """The response a benchmark scores, from what the store keeps."""
     if kind == "text":
         return body
     if kind == "png":
+        if not isinstance(body, bytes):  # a row written by something else: the same failure as bad bytes
+            raise InvalidOutput("stored PNG response cannot be decoded")
         return decode_png(body)
     return None

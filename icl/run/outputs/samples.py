@@ -151,18 +151,17 @@ def _lines(bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, 
         for label, model_id in models:
             links = store.links(keys, model_id)
             answer_hashes = {}
-            for k, steps in links.items():
-                answers = sorted(s for s in steps if s.startswith("answer:"))
+            for k, step_hashes in links.items():
+                answers = sorted(step for step in step_hashes if step.startswith("answer:"))
                 if answers:
-                    answer_hashes[k] = (steps["answer:0"] if "answer:0" in steps else None, steps[answers[-1]],
-                                        len(answers))
+                    answer_hashes[k] = (step_hashes.get("answer:0"), step_hashes[answers[-1]], len(answers))
             responses = store.responses([h for *_, h, _n in answer_hashes.values()], model_id)
             scores, verdicts = {}, {}
             for judge in judges:
                 judge_id = judge["judge_id"] if judge else ""
-                for s in store.scores([ScoreKey(bench.name, bench.protocol, k, model_id, judge_id,
-                                                bench.scorer_version) for k in keys]):
-                    scores[s.key.item_key, judge_id] = s
+                for score in store.scores([ScoreKey(bench.name, bench.protocol, k, model_id, judge_id,
+                                                    bench.scorer_version) for k in keys]):
+                    scores[score.key.item_key, judge_id] = score
                 judged = store.judge_answers(keys, model_id, judge_id) if judge_id else {}
                 for k, found in judged.items():
                     verdicts[f"{k}|{model_id}", judge_id] = [r.body if r is not None and r.status == "ok" else None
@@ -182,8 +181,8 @@ def _lines(bench: Benchmark, items: Sequence[Item], models: Sequence[tuple[str, 
             answer: Optional[dict[str, Any]] = None
             if r is not None and r.status == "ok" and r.kind == "text":
                 answer = {"text": r.body}
-            elif r is not None and r.status == "ok" and r.kind == "png":
-                png = bytes(r.body)
+            elif r is not None and r.status == "ok" and r.kind == "png" and isinstance(r.body, bytes):
+                png = r.body
                 answer = {"png": images.put(image_name(it.key, model_id), png),
                           "sha256": hashlib.sha256(png).hexdigest()}
             generation = dict(r.generation) if r is not None and r.generation else None

@@ -914,7 +914,8 @@ def download_work(config: RunConfig, bench: Any, items: Sequence[Any], judge_ids
             continue
         if not serves:
             continue
-        out[spec.label] = model_work(bench, items, lambda t, s=serves: any(issubclass(t, x) for x in s), judge_ids,
+        # model_work calls both before it returns: the loop's `serves` is still this spec's
+        out[spec.label] = model_work(bench, items, lambda t: any(issubclass(t, x) for x in serves), judge_ids,
                                      lambda judge_id: set())
     return out
 

@@ -338,7 +338,7 @@ def remove_stale_scratch(root: Optional[Path] = None) -> list[Path]:
     ones) and a process id no process has now."""
     root = Path(root if root is not None else tempfile.gettempdir())
     pattern = re.compile(rf"{re.escape(SCRATCH_PREFIX)}{re.escape(_host())}-(\d+)-[a-z0-9_]+")
-    removed = []
+    removed: list[Path] = []
     try:
         candidates = list(root.glob(f"{SCRATCH_PREFIX}*"))
     except OSError:

@@ -20,7 +20,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Container, Optional, Sequence
 
 from icl._lazy import extra_hint
 from icl.models import PRECISIONS, Adapter, UnknownModelError, get_model, list_models
@@ -187,7 +187,7 @@ def make_model(spec: ModelSpec, device: str, dtype: Optional[str] = None,
     except WeightsError as exc:
         raise ConfigError(f"model {spec.name!r}: {exc}", exc) from None
     # execution-only arguments (the adapter declares them) cannot change an answer: left out
-    execution = getattr(adapter, "execution_args", frozenset())
+    execution: Container[str] = getattr(adapter, "execution_args", frozenset())
     bound = {k: _jsonable(v) for k, v in _bound_arguments(factory, args).items() if k not in execution}
     # a Hub reference stands in the identity at the commit it resolved to: a branch name alone
     # never identifies weights (it moves), and hf:ORG/NAME and hf:ORG/NAME@<that commit> are one model

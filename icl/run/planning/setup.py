@@ -121,11 +121,11 @@ def instantiate_models(config: RunConfig, bench: Benchmark, device: str, problem
         except ConfigError as exc:
             report(f"judge {j.label}", f"judge {j.label!r}: {exc}" if problems is not None else str(exc), exc)
     seen: dict[str, str] = {}
-    for j in judges:  # one judge twice would score the same answers twice under one key
-        if j.model_id in seen:
-            report(f"judge {j.label}", f"--judge lists {j.label!r} twice" + (
-                f" (the same model as {seen[j.model_id]!r})" if seen[j.model_id] != j.label else ""))
-        seen[j.model_id] = j.label
+    for judge in judges:  # one judge twice would score the same answers twice under one key
+        if judge.model_id in seen:
+            report(f"judge {judge.label}", f"--judge lists {judge.label!r} twice" + (
+                f" (the same model as {seen[judge.model_id]!r})" if seen[judge.model_id] != judge.label else ""))
+        seen[judge.model_id] = judge.label
     return models, judges
 
 
