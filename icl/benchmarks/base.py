@@ -165,6 +165,13 @@ class Benchmark(ABC):
         self.data_root: Optional[Path] = Path(self.config.pop("data_root")) if self.config.get("data_root") else None
         self.config.pop("data_root", None)
 
+    @classmethod
+    def models_by_default(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """Model specs a run without ``--models`` evaluates, given the run's benchmark ``options``
+        (those the user set): ``default_models``, unless an option stands in for the models
+        (best50's ``predictions``). The one answer for the command line, the plan and the check."""
+        return cls.default_models
+
     @property
     def default_judges(self) -> tuple[str, ...]:
         """Model specs of the judges a run without ``--judge`` uses: ``default_judge`` (none when

@@ -247,7 +247,7 @@ def build_config(bench_name: str, args: argparse.Namespace, cls: Any, argv: Sequ
     pairs = _model_arg_pairs(file.get("model_args", []), args.config) + list(args.model_arg)
     if pairs:
         if models is None:
-            models = [s for m in cls.default_models for s in parse_models(m)]
+            models = [s for m in cls.models_by_default(options) for s in parse_models(m)]
         models = apply_model_args(models, pairs)
     if getattr(args, "reproduce", None) is not None:
         options, models = _reproduce(bench_name, cls, args, options, models)

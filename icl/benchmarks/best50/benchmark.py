@@ -90,9 +90,12 @@ class Best50(Benchmark):
         super().__init__(config)
         self._package: Optional[Package] = None
         self._images: OrderedDict = OrderedDict()
-        if self.config["predictions"] is not None:
-            # per instance: the predictions file stands in for the models (the runner reads the instance's)
-            self.default_models = (f"best50-predictions:path={self.config['predictions']}",)  # type: ignore[misc]
+
+    @classmethod
+    def models_by_default(cls, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """The predictions file stands in for the models when one is given."""
+        predictions = options.get("predictions")
+        return (f"best50-predictions:path={predictions}",) if predictions is not None else cls.default_models
 
     @property
     def package(self) -> Package:

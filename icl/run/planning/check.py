@@ -903,7 +903,8 @@ def download_work(config: RunConfig, bench: Any, items: Sequence[Any], judge_ids
                and kind_of(cause) == NEEDS_DOWNLOAD}
     if not waiting:
         return {}
-    specs = config.models if config.models is not None else [s for m in bench.default_models for s in parse_models(m)]
+    specs = config.models if config.models is not None else [s for m in bench.models_by_default(bench.config)
+                                                              for s in parse_models(m)]
     out = {}
     for spec in specs:
         if spec.label not in waiting:

@@ -59,7 +59,7 @@ def prefetch(config: RunConfig, typed: Sequence[str], stdout: TextIO, stderr: Op
         if not bad:
             raise
         bench = None  # the data that could not be fetched is why: the models named are still fetched
-    defaults = (bench.default_models, bench.default_judges) if bench is not None else ((), ())
+    defaults = (bench.models_by_default(bench.config), bench.default_judges) if bench is not None else ((), ())
     specs = list(config.models) if config.models is not None else [s for m in defaults[0] for s in parse_models(m)]
     judges = list(config.judges) or [s for j in defaults[1] for s in parse_models(j)]
     hub.forget()

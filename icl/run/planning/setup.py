@@ -79,7 +79,7 @@ def instantiate_models(config: RunConfig, bench: Benchmark, device: str, problem
     the device the identities are computed for (``--check`` of a declared CUDA device on a
     machine without one computes them for the CPU and matches the store's CUDA identities)."""
     report = problem_reporter(problems)
-    specs = config.models if config.models is not None else [s for m in bench.default_models
+    specs = config.models if config.models is not None else [s for m in bench.models_by_default(bench.config)
                                                              for s in parse_models(m)]
     if not specs:
         report("models", f"benchmark {bench.name!r} has no default models: give --models")

@@ -158,3 +158,20 @@ def test_repeated_predictions_fail_their_sample_and_exit_1(tmp_path, package_dir
     assert f"is answered on lines 1, {len(lines)}" in (out / "report.md").read_text()
     per = _rows(out, "per_sample.csv")
     assert first not in {r["sample_id"] for r in per} and len(per) == len(pkg.samples[1]) - 1
+
+
+def test_model_args_reach_the_predictions_model_that_stands_in_for_the_models(tmp_path):
+    """``--predictions`` makes best50-predictions the run's default model; ``--model-arg`` without
+    ``--models`` read the benchmark class's defaults (the oracle) instead and answered "model
+    'best50-predictions' is not in --models (oracle)" (a plain ``k=v`` went to the oracle)."""
+    from icl.benchmarks.registry import get_benchmark
+    from icl.run.__main__ import add_benchmark_options, build_config, common_parser
+
+    pred = tmp_path / "pred.jsonl"
+    argv = ["--fast", "--predictions", str(pred), "--model-arg", "best50-predictions:batch_size=4"]
+    cls = get_benchmark("best50")
+    parser = common_parser("t")
+    add_benchmark_options(parser, cls)
+    config = build_config("best50", parser.parse_args(argv), cls, ["t", *argv])
+    assert [m.label for m in config.models] == [f"best50-predictions[batch_size=4,path={pred}]"]
+    assert cls.models_by_default({}) == ("oracle",)  # without a predictions file, the class's own
