@@ -31,7 +31,7 @@ from icl.store.sqlite import Store, StoreError
 #: the whole answer from the store, shortened there with a line saying so)
 TEXT_CHARS = 2000
 #: index layout; a cache of another version is rebuilt
-INDEX_VERSION = "8"
+INDEX_VERSION = "9"
 PAGE_SIZE = 50
 OUTCOMES = ("ok", "failed", "overflow", "not applicable")
 
@@ -137,6 +137,20 @@ def headline_of(metrics: dict, preferred: Optional[str]) -> str:
     if preferred in metrics:
         return str(preferred)
     return next((m for m in VERDICT_METRICS if m in metrics), sorted(metrics)[0])
+
+
+def sqlite_json(value: Any) -> str:
+    """``value`` (a metrics dict parsed from the store) as JSON that SQLite's JSON functions read:
+    Python writes an infinite PSNR as ``Infinity``, which SQLite calls malformed (and fails the
+    whole query that filters or sorts by any metric); ``±1e999`` reads back as ±inf in SQLite and
+    in Python alike, NaN becomes null."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(str(k))}:{sqlite_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(sqlite_json(v) for v in value) + "]"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "null" if value != value else ("1e999" if value > 0 else "-1e999")
+    return json.dumps(value)
 
 
 def _number(value: Any) -> Optional[float]:
@@ -302,11 +316,13 @@ class RunIndex:
                 metrics = json.loads(metrics_text)
             except ValueError:
                 metrics = {}
+            if not isinstance(metrics, dict):
+                metrics = {}
             if metrics and not self._meta("headline"):  # the first scored row settles the headline metric
                 self.headline = headline_of(metrics, self.headline)
                 self._set_meta("headline", self.headline)
             batch.append((key, model, judge, scorer, status, reason, text_of(error), outcome_of(status, reason, metrics),
-                          metrics_text, _number(metrics.get(self.headline)), created, kind, rhash,
+                          sqlite_json(metrics), _number(metrics.get(self.headline)), created, kind, rhash,
                           text_of(text) if kind == "text" else None))
             newest = max(newest, rowid)
             changed.add(key)

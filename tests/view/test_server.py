@@ -12,7 +12,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import pytest
 
@@ -293,3 +293,23 @@ def test_leaderboard_shows_the_runs_own_rank_intervals_else_the_overlap_rule(tmp
                           False)
     assert {m: cells[(m, "t1/d1 k=1")] for m in want} == {
         m: f"rank {lo}" if lo == hi else f"rank {lo}–{hi}" for m, (lo, hi) in want.items()}
+
+
+def test_samples_filter_and_sort_by_a_metric_that_holds_infinity(tmp_path):
+    """Python stores an infinite metric (the PSNR of identical images) as ``Infinity``, which
+    SQLite's JSON functions call malformed: filtering or sorting the samples by any metric other
+    than the headline failed the whole page. The index keeps such values as ±1e999 (inf again in
+    SQLite and Python): the infinite row sorts first from the highest and passes a lower bound."""
+    ids = write_run(tmp_path / "a", n=6, hostile=False, judged=False)
+    keys = [key_of(i, "t1" if i % 2 == 0 else "t2", 2 if i % 3 == 0 else 1) for i in range(6)]
+    with Store(tmp_path / "a" / "store.sqlite") as store:
+        store.write_batch(scores=[Score(ScoreKey(BENCHMARK, PROTOCOL, k, ids["alpha"], "", "2"), "ok",
+                                        {"acc": 0.5, "psnr": math.inf if i == 3 else 10.0 + i, "ssim": math.nan})
+                                  for i, k in enumerate(keys)])
+    with serving([tmp_path]) as port:
+        status, _, body = get(port, "/samples?run=a&model=alpha&metric=psnr&sort=-score&lo=12")
+        nan_status, _, _ = get(port, "/samples?run=a&model=alpha&metric=ssim&sort=score")
+    page = body.decode()
+    assert status == 200 and nan_status == 200, page[-500:]
+    shown = re.findall(r'href="/item\?run=a&amp;key=([^"]+)"', page)
+    assert [unquote(k) for k in shown] == [keys[3], keys[5], keys[4], keys[2]]  # inf, 15, 14, 12
