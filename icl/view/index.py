@@ -74,7 +74,7 @@ FROM scores s
 LEFT JOIN responses r ON r.model_id = s.model_id AND r.request_hash = (
     SELECT l.request_hash FROM links l WHERE l.item_key = s.item_key AND l.model_id = s.model_id
     AND l.step LIKE 'answer:%' ORDER BY CAST(substr(l.step, 8) AS INTEGER) DESC LIMIT 1)
-WHERE s.rowid > ? AND +s.benchmark = ?  -- "+": the rowid range, never the benchmark's whole index
+WHERE s.rowid > ? AND +s.benchmark = ? AND (? = '' OR +s.protocol = ?)  -- "+": the rowid range only
 """
 
 
@@ -161,12 +161,15 @@ def _number(value: Any) -> Optional[float]:
 
 class RunIndex:
     """The index of one run folder's store (``folder/store.sqlite``) for ``benchmark``;
-    ``headline``: the metric the ``score`` column holds (None: the first metric seen)."""
+    ``headline``: the metric the ``score`` column holds (None: the first metric seen);
+    ``protocol``: the run's protocol version, whose rows alone are read (a store may hold a
+    benchmark's rows of an earlier protocol too, which a run of this one never reuses; None: all)."""
 
-    def __init__(self, folder: Path, benchmark: str, headline: Optional[str]):
+    def __init__(self, folder: Path, benchmark: str, headline: Optional[str], protocol: Optional[str] = None):
         self.folder = folder
         self.store_path = folder / "store.sqlite"
         self.benchmark = benchmark
+        self.protocol = protocol or ""
         self.path = index_path(self.store_path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()  # one connection, shared by the server's threads
@@ -175,12 +178,13 @@ class RunIndex:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=OFF")  # a cache: rebuilt when lost
         have = self._meta("version")
-        if have != INDEX_VERSION or self._meta("benchmark") != benchmark:
+        if have != INDEX_VERSION or self._meta("benchmark") != benchmark or self._meta("protocol") != self.protocol:
             self._drop()
         self.conn.executescript(_TABLES)
         self._memo: dict[Any, Any] = {}  # answers of choices() and counts() until the index changes
         self._set_meta("version", INDEX_VERSION)
         self._set_meta("benchmark", benchmark)
+        self._set_meta("protocol", self.protocol)
         self.headline = self._meta("headline") or headline
         self._built = self._meta("since") is not None
 
@@ -214,6 +218,7 @@ class RunIndex:
         self._memo.clear()
         self._set_meta("version", INDEX_VERSION)
         self._set_meta("benchmark", self.benchmark)
+        self._set_meta("protocol", self.protocol)
 
     # -- meta ------------------------------------------------------------------------------
     def _meta(self, key: str) -> Optional[str]:
@@ -262,7 +267,7 @@ class RunIndex:
                 before = self.conn.execute("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'samples'), "
                                            "0)").fetchone()[0]
                 try:
-                    cursor = store.read(_NEW_SCORES, (TEXT_CHARS * 4, since, self.benchmark))
+                    cursor = store.read(_NEW_SCORES, (TEXT_CHARS * 4, since, self.benchmark, self.protocol, self.protocol))
                     newest, changed = since, set[str]()
                     while True:
                         chunk = cursor.fetchmany(5000)

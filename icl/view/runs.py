@@ -351,8 +351,9 @@ def _refresh(run: Run) -> None:
         if isinstance(entry, dict) and entry.get("judge_id"):
             run.models.setdefault(entry["judge_id"], str(entry.get("label")))
     if store.is_file() and run.benchmark != "?":
-        if run.index is None:
-            run.index = RunIndex(run.folder, run.benchmark, headline_metric(run))
+        protocol = run.protocol if run.protocol != "?" else None
+        if run.index is None or run.index.protocol != (protocol or ""):  # a new run of another protocol
+            run.index = RunIndex(run.folder, run.benchmark, headline_metric(run), protocol)
         if run.index.built:
             run.index.refresh()  # what a live run added since: quick
         else:

@@ -213,3 +213,22 @@ def test_a_store_put_in_place_of_the_indexed_one_is_read_whole(tmp_path):
     ix.refresh()
     assert _index_keys(ix) == _store_keys(tmp_path / "run" / "store.sqlite", BENCHMARK)
     assert ix.sample_page({}, "key", 0)[1] == 3
+
+
+def test_rows_of_another_protocol_in_the_same_store_are_left_out(tmp_path):
+    """A store may keep a benchmark's rows of an earlier protocol (a run of a new protocol never
+    reuses them): the index of a run reads its own protocol's rows only; the same item and model
+    under two protocols was one row or the other, whichever came last."""
+    ids = write_run(tmp_path / "run", n=6, hostile=False, judged=False)
+    keys = [key_of(i, "t1" if i % 2 == 0 else "t2", 2 if i % 3 == 0 else 1) for i in range(6)]
+    with Store(tmp_path / "run" / "store.sqlite") as store:  # later rows of an older protocol, other values
+        store.write_batch(scores=[Score(ScoreKey(BENCHMARK, "old-0", k, ids["alpha"], "", SCORER), "ok", {"acc": 7.0})
+                                  for k in keys])
+    mine = RunIndex(tmp_path / "run", BENCHMARK, "acc", PROTOCOL)
+    mine.refresh()
+    rows, total = mine.sample_page({"model": ids["alpha"]}, "key", 0, size=100)
+    assert total == 6 and all(r["score"] != 7.0 for r in rows)
+    old = RunIndex(tmp_path / "run", BENCHMARK, "acc", "old-0")  # the same cache file, another protocol: read anew
+    old.refresh()
+    rows, total = old.sample_page({"model": ids["alpha"]}, "key", 0, size=100)
+    assert total == 6 and {r["score"] for r in rows} == {7.0}
