@@ -159,6 +159,17 @@ def _number(value: Any) -> Optional[float]:
     return float(value) if math.isfinite(value) else None
 
 
+_path_locks: dict[str, threading.RLock] = {}
+_path_locks_lock = threading.Lock()
+
+
+def _lock_for(path: Path) -> threading.RLock:
+    """One lock per index file in this process: two indexes of one store (two viewers' run lists
+    in one process) take turns writing it instead of one failing with "database is locked"."""
+    with _path_locks_lock:
+        return _path_locks.setdefault(str(path), threading.RLock())
+
+
 class RunIndex:
     """The index of one run folder's store (``folder/store.sqlite``) for ``benchmark``;
     ``headline``: the metric the ``score`` column holds (None: the first metric seen);
@@ -172,21 +183,23 @@ class RunIndex:
         self.protocol = protocol or ""
         self.path = index_path(self.store_path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()  # one connection, shared by the server's threads
+        self._lock = _lock_for(self.path)  # one connection, shared by the server's threads
         self._builder: Optional[threading.Thread] = None
-        self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=OFF")  # a cache: rebuilt when lost
-        have = self._meta("version")
-        if have != INDEX_VERSION or self._meta("benchmark") != benchmark or self._meta("protocol") != self.protocol:
-            self._drop()
-        self.conn.executescript(_TABLES)
-        self._memo: dict[Any, Any] = {}  # answers of choices() and counts() until the index changes
-        self._set_meta("version", INDEX_VERSION)
-        self._set_meta("benchmark", benchmark)
-        self._set_meta("protocol", self.protocol)
-        self.headline = self._meta("headline") or headline
-        self._built = self._meta("since") is not None
+        self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        with self._lock:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=OFF")  # a cache: rebuilt when lost
+            have = self._meta("version")
+            if have != INDEX_VERSION or self._meta("benchmark") != benchmark or self._meta("protocol") != self.protocol:
+                self._drop()
+            self.conn.executescript(_TABLES)
+            self._memo: dict[Any, Any] = {}  # answers of choices() and counts() until the index changes
+            self._seen = self._meta("signature")  # the index's state the memo answers for
+            self._set_meta("version", INDEX_VERSION)
+            self._set_meta("benchmark", benchmark)
+            self._set_meta("protocol", self.protocol)
+            self.headline = self._meta("headline") or headline
+            self._built = self._meta("since") is not None
 
     @property
     def built(self) -> bool:
@@ -237,7 +250,11 @@ class RunIndex:
         with self._lock:
             groups_sig = _file_signature(self.folder / "samples.jsonl") + _file_signature(self.folder / "requests.jsonl")
             signature = store_signature(self.store_path) + "|" + groups_sig
-            if signature == self._meta("signature") or not self.store_path.is_file():
+            stored = self._meta("signature")
+            if stored != self._seen:  # another index of this file (this process) brought it up to date
+                self._memo.clear()
+                self._seen = stored
+            if signature == stored or not self.store_path.is_file():
                 return
             try:
                 store = Store(self.store_path, timeout=5, readonly=True)
@@ -304,6 +321,7 @@ class RunIndex:
                 self._set_meta("identity", identity)
                 self._set_meta("groups", groups_sig)
                 self._set_meta("signature", signature)
+                self._seen = signature
                 self.conn.execute("COMMIT")
                 self._built = True
             except BaseException:

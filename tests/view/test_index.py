@@ -232,3 +232,32 @@ def test_rows_of_another_protocol_in_the_same_store_are_left_out(tmp_path):
     old.refresh()
     rows, total = old.sample_page({"model": ids["alpha"]}, "key", 0, size=100)
     assert total == 6 and {r["score"] for r in rows} == {7.0}
+
+
+def test_two_indexes_of_one_store_take_turns_and_neither_answers_from_a_stale_memo(tmp_path):
+    """Two run lists in one process each hold an index of the same store (one cache file): their
+    first readings at once failed one with "database is locked", and the one that found the file
+    already brought up to date by the other kept answering its filters from before."""
+    import threading
+
+    write_run(tmp_path / "run", n=40, hostile=False, judged=False)
+    a, b = _index(tmp_path / "run"), _index(tmp_path / "run")
+    errors = []
+
+    def read(ix):
+        try:
+            ix.refresh()
+        except Exception as exc:  # noqa: BLE001 - the test reports any
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read, args=(ix,)) for ix in (a, b)]
+    [t.start() for t in threads]
+    [t.join(60) for t in threads]
+    assert errors == [] and a.choices() == b.choices()
+    keys = [key_of(i, "t1", 1) for i in range(3)]
+    with Store(tmp_path / "run" / "store.sqlite") as store:  # a model scored later
+        store.write_batch(scores=[Score(ScoreKey(BENCHMARK, PROTOCOL, k, "late-model", "", SCORER), "ok", {"acc": 1.0})
+                                  for k in keys])
+    a.refresh()
+    b.refresh()  # finds the file up to date: its own memo must go
+    assert "late-model" in a.choices()["model"] and "late-model" in b.choices()["model"]
