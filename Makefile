@@ -46,15 +46,14 @@ build: venv
 	$(PY) -m cmake --build $(BUILD)
 
 # mypy --strict on the kernels and on a file that uses them as callers do (numpy in, numpy out);
-# mypy (pyproject's settings) on the runner, report, store, viewer, helpers, benchmarks, model
-# adapters, api and icl's own underscore modules (icl.data, not clean yet, is read for its types and
-# not reported on; docs/design.md);
+# mypy (pyproject's settings) on every other package of icl (docs/design.md, "Type checks");
 # the layers (import-linter contracts in pyproject.toml, docs/design.md);
 # the suite on TEST_WORKERS processes (pytest-xdist), each test file's tests in one of them, in order
 TEST_WORKERS ?= 2
 test: build
 	$(PY) -m mypy --strict icl/ops tests/ops/typing/ops_usage.py
-	$(PY) -m mypy --follow-imports=silent icl/run icl/report icl/store icl/view icl/helpers icl/benchmarks icl/models icl/api.py icl/_*.py
+	$(PY) -m mypy --follow-imports=silent icl/run icl/report icl/store icl/view icl/helpers icl/benchmarks icl/models \
+	  icl/data icl/api.py icl/info.py icl/_*.py
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 

@@ -67,10 +67,10 @@ def convert(raw: Path, out: Path, global_seed: int) -> list[Report]:
                     raise RawError(path, f"no {kind}/{path.stem}.* degraded image for this clear image")
                 low = read_image(pair)
                 same_size(pair, low.shape, images[path.stem], f"{kind} image")
-                clear = read_image(path)
+                clear_image = read_image(path)
             except Exception as err:  # one pair's failure is that pair's
                 sub.bad(err, pair or path)
                 continue
-            sub.add(sample_id(path.stem), clear, raw=(path, pair), source=path, paired={kind: low})
+            sub.add(sample_id(path.stem), clear_image, raw=(path, pair), source=path, paired={kind: low})
         reports.append(sub.finish())
     return reports

@@ -96,8 +96,8 @@ def convert_ap10k(raw: Path, out: Path, global_seed: int) -> list[Report]:
                        description="AP-10K single animals with >= 7 annotated keypoints")
     conv = Conversion(out, meta, raw, "ap10k", {"min_keypoints": AP10K_MIN_KEYPOINTS})
     conv.use(*files)
-    for err in bad_entries:
-        conv.bad(err)
+    for entry_error in bad_entries:
+        conv.bad(entry_error)
     items = []  # (id, path, image entry, annotation, keypoints) of the images the filters keep
     for image_id in sorted(images):
         info = images[image_id]

@@ -47,7 +47,8 @@ def _load(path: Path) -> np.ndarray:
     try:
         img = nib.load(str(real))
         # the header's dims, checked before the voxels are read (decoded as float64)
-        check_declared(path, img.shape, 8, "NIfTI volume")
+        # nib.load is typed as returning the base image class; what it loads here (NIfTI) has a shape
+        check_declared(path, img.shape, 8, "NIfTI volume")  # type: ignore[attr-defined]
         data = np.asarray(nib.as_closest_canonical(img).dataobj, dtype=np.float64)
     except RawError:
         raise
