@@ -208,3 +208,16 @@ def validate_cobsat(root):
         (4, "string 'vl-icl'"), (4, "string 'vlicl'"), (5, "identifier VLICL_IMAGE_TASKS"),
         (8, "identifier validate_cobsat"), (10, "identifier icl.benchmarks.cobsat.data"),
         (12, "string 'CoBSAT release at '")]
+
+
+def test_every_test_module_has_a_name_of_its_own() -> None:
+    """The tests folders are not packages: pytest imports each test file by its base name, so two
+    files of one name (tests/models/test_requests.py beside tests/view/test_requests.py) stop the
+    whole run at collection ("import file mismatch"), and only where both are collected."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        if path.name.startswith(("test_", "bench_")):
+            seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}

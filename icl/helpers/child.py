@@ -74,12 +74,21 @@ class Answers:
             self.stream.flush()
 
 
-def one_thread() -> bool:
-    """Whether this process runs one thread only (Linux: ``/proc``; elsewhere unknown: False)."""
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return False
+def one_thread(settle_s: float = 1.0) -> bool:
+    """Whether this process runs one thread only (Linux: ``/proc``; elsewhere unknown: False).
+    A thread just joined (the heartbeat's) stays listed until its kernel task has ended, a
+    moment after ``join()`` returns (longer on a loaded machine): it is waited for up to
+    ``settle_s``, so that a sibling is forked rather than started afresh for no reason."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            if len(os.listdir("/proc/self/task")) == 1:
+                return True
+        except OSError:
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
 
 
 def serve(warm_up: str = "", siblings: Sequence[Sequence[int]] = ()) -> None:
