@@ -167,7 +167,47 @@ def run_page(run: Run) -> str:
                        f"<td>{esc(x.get('n'))}</td></tr>" for x in head[:400])
         body += (f"<h2>Results: {esc(metric)}</h2><table><thead><tr><th>model</th><th>task</th><th>subset</th>"
                  f"<th>shots</th><th>value</th><th>95% interval</th><th>n</th></tr></thead><tbody>{rows}</tbody></table>")
+    if run.results:  # a finished run: the source paper's numbers beside its own, as its reports show them
+        body += against_paper(run)
     return page(f"Run {run.key}", body)
+
+
+def against_paper(run: Run) -> str:
+    """The run's reproduction.csv: the reports' own note (why there is nothing to compare, or how
+    many cells lie inside the run's 95% intervals), their figure and one row per cell."""
+    import re
+
+    from icl.report import reproduction
+
+    cells = run.reproduction_rows()
+    note = re.sub(r"`([^`]*)`", r"<code>\1</code>", esc(reproduction.note(cells, run.synthetic)))
+    out = f"<h2 id=paper>Against the paper</h2><p id=paper-note>{note}</p>"
+    if not cells:
+        return out
+    try:
+        out += f"<figure>{reproduction.figure_svg(cells)}</figure>"
+    except (KeyError, TypeError, ValueError):  # a hand-edited file: the table still shows what it holds
+        pass
+
+    def difference(d: Any) -> str:  # yours minus published, or "not comparable: <why>"
+        value = _float(d)
+        return fmt(value) if value is not None else (str(d) if d else "–")
+
+    def published(c: Mapping[str, Any]) -> str:
+        std = c.get("published_std") or ""
+        return fmt(_float(c.get("published"))) + (f" ± {fmt(_float(std))}" if std else "")
+
+    rows = "".join(
+        f"<tr><td>{esc(c.get('task'))}</td><td>{esc(c.get('subset'))}</td><td>{esc(c.get('shots'))}</td>"
+        f"<td>{esc(c.get('model'))}</td><td>{esc(c.get('source'))}</td>"
+        f"<td>{esc(published(c))}</td><td>{esc(fmt(_float(c.get('yours'))))} "
+        f"[{esc(fmt(_float(c.get('ci_low'))))}, {esc(fmt(_float(c.get('ci_high'))))}]</td>"
+        f"<td>{esc(difference(c.get('difference')))}</td>"
+        f"<td class=inside>{esc(c.get('inside_interval') or '–')}</td><td>{esc(c.get('test') or '–')}</td></tr>"
+        for c in cells)
+    return out + ("<table id=paper-cells><thead><tr><th>task</th><th>subset</th><th>shots</th><th>model</th>"
+                  "<th>paper</th><th>published</th><th>yours [95% interval]</th><th>difference</th><th>inside</th>"
+                  f"<th>test</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 # -- samples ----------------------------------------------------------------------------------

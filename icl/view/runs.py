@@ -130,6 +130,11 @@ class Run:
         value, ci_low, ci_high, n, ...)."""
         return _csv_rows(self.folder / "results.csv")
 
+    def reproduction_rows(self) -> list[dict]:
+        """reproduction.csv's rows: per cell the paper's value beside the run's
+        (:data:`icl.report.reproduction.COLUMNS`); none for synthetic data or unmatched models."""
+        return _csv_rows(self.folder / "reproduction.csv")
+
     def rank_intervals(self, metric: str) -> dict[tuple[str, str, str], tuple[float, float]]:
         """The run's own 95% bootstrap rank intervals of ``metric`` from its ranks.csv (the long
         form of :func:`icl.report.tables.rank_rows`: shots, model, task, metric, rank_low,

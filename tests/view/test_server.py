@@ -313,3 +313,32 @@ def test_samples_filter_and_sort_by_a_metric_that_holds_infinity(tmp_path):
     assert status == 200 and nan_status == 200, page[-500:]
     shown = re.findall(r'href="/item\?run=a&amp;key=([^"]+)"', page)
     assert [unquote(k) for k in shown] == [keys[3], keys[5], keys[4], keys[2]]  # inf, 15, 14, 12
+
+
+def test_the_run_page_sets_the_papers_numbers_beside_the_run(tmp_path):
+    """A real vlicl run on a release laid out as published (tests.benchmarks.vlicl.conftest), two
+    models matched to VL-ICL Table 19's rows: the run page shows the reports' note, the figure and
+    one row per cell (Qwen-VL-Chat's printed 1-shot 17.17 ± 1.43 against the run's 0); a --fast
+    run's page says synthetic data is never compared."""
+    from icl.run.__main__ import main
+    from tests.benchmarks.vlicl.conftest import make_published_release
+
+    release = make_published_release(tmp_path / "release")
+    runs = tmp_path / "runs"
+    assert main(["vlicl", "--no-progress", "--no-plots", "--data-root", str(release), "--tasks", "textocr",
+                 "--prompt-style", "reference", "--out", str(runs / "paper"), "--models",
+                 "copy-last:published_as=OpenFlamingo-9B,frequent-answer:published_as=qwen-vl-chat"]) == 0
+    assert main(["cobsat", "--fast", "--no-progress", "--no-plots", "--out", str(runs / "smoke")]) == 0
+    with serving([runs]) as port:
+        status, _, body = get(port, "/run?run=paper")
+        smoke = get(port, "/run?run=smoke")[2].decode()
+    page = body.decode()
+    assert status == 200
+    note = re.search(r"<p id=paper-note>(.*?)</p>", page).group(1)
+    assert note == "10 cells against the paper: 5 inside your 95% interval, 5 outside, 0 not comparable"
+    assert "<figure><svg" in page and page.count("<td class=inside>yes</td>") == 5
+    row = re.search(r"<tr><td>textocr</td><td>[^<]*</td><td>1</td><td>frequent-answer\[published_as=qwen-vl-chat\]"
+                    r"</td>(.*?)</tr>", page).group(1)
+    assert "VL-ICL Table 19, row Qwen-VL-Chat, column 1-Shot" in row and "<td>17.17 ± 1.43</td>" in row
+    assert "<td>0 [0, 0]</td><td>-17.17</td><td class=inside>no</td>" in row
+    assert re.search(r"<p id=paper-note>Not compared: synthetic data is never compared with the papers.</p>", smoke)
