@@ -82,28 +82,16 @@ class FolderLock:
             # O_NONBLOCK: a FIFO under the lock's name must not block the open (refused below)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise LockError(self.folder, f"cannot lock output folder {self.folder}: its lock file {self.path} is "
-                                             f"a symbolic link; icl never writes through links (the link's target "
-                                             f"was not touched): remove the link or choose another output folder") \
-                    from None
-            raise LockError(self.folder, f"cannot lock output folder {self.folder}: {exc.strerror or exc} "
-                                         f"({self.path}); check the path and its permissions") from None
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise self._open_error(exc, " (the link's target was not touched)") from None
+        refused = self._not_a_plain_file(fd, " (nothing was changed)")
+        if refused is not None:
             os.close(fd)
-            what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"a file with {st.st_nlink} hard links"
-            raise LockError(self.folder, f"cannot lock output folder {self.folder}: its lock file {self.path} is "
-                                         f"{what}; icl never writes through links (nothing was changed): remove it "
-                                         f"or choose another output folder")
+            raise refused
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise self._in_use() from None
-            raise LockError(self.folder, f"cannot lock output folder {self.folder}: {exc.strerror or exc}; "
-                                         f"the filesystem may not support locks (use a local folder)") from None
+            raise self._flock_error(exc) from None
         record = json.dumps({"pid": os.getpid(), "command": self.command, "host": socket.gethostname(),
                              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n"
         try:
@@ -113,6 +101,30 @@ class FolderLock:
             pass  # the record is a hint for others' messages; the lock itself is held
         self._fd = fd
         return self
+
+    # the refusals acquire() raises and probe() returns (acquire adds what it left untouched)
+    def _open_error(self, exc: OSError, untouched: str = "") -> LockError:
+        if exc.errno == errno.ELOOP:
+            return LockError(self.folder, f"cannot lock output folder {self.folder}: its lock file {self.path} is a "
+                                          f"symbolic link; icl never writes through links{untouched}: remove the link "
+                                          f"or choose another output folder")
+        return LockError(self.folder, f"cannot lock output folder {self.folder}: {exc.strerror or exc} "
+                                      f"({self.path}); check the path and its permissions")
+
+    def _not_a_plain_file(self, fd: int, untouched: str = "") -> Optional[LockError]:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+            return None
+        what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"a file with {st.st_nlink} hard links"
+        return LockError(self.folder, f"cannot lock output folder {self.folder}: its lock file {self.path} is "
+                                      f"{what}; icl never writes through links{untouched}: remove it or choose "
+                                      f"another output folder")
+
+    def _flock_error(self, exc: OSError) -> LockError:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return self._in_use()
+        return LockError(self.folder, f"cannot lock output folder {self.folder}: {exc.strerror or exc}; "
+                                      f"the filesystem may not support locks (use a local folder)")
 
     def _in_use(self) -> LockError:
         """The error of a folder another process holds, naming it (its record in the lock file)."""
@@ -131,26 +143,15 @@ class FolderLock:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                return LockError(self.folder, f"cannot lock output folder {self.folder}: its lock file {self.path} "
-                                              f"is a symbolic link; icl never writes through links: remove the link "
-                                              f"or choose another output folder")
-            return LockError(self.folder, f"cannot lock output folder {self.folder}: {exc.strerror or exc} "
-                                          f"({self.path}); check the path and its permissions")
+            return self._open_error(exc)
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"a file with {st.st_nlink} hard links"
-                return LockError(self.folder, f"cannot lock output folder {self.folder}: its lock file {self.path} "
-                                              f"is {what}; icl never writes through links: remove it or choose "
-                                              f"another output folder")
+            refused = self._not_a_plain_file(fd)
+            if refused is not None:
+                return refused
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    return self._in_use()
-                return LockError(self.folder, f"cannot lock output folder {self.folder}: {exc.strerror or exc}; "
-                                              f"the filesystem may not support locks (use a local folder)")
+                return self._flock_error(exc)
             fcntl.flock(fd, fcntl.LOCK_UN)
             return None
         finally:
