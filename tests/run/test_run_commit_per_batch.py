@@ -73,6 +73,13 @@ def test_a_batch_is_committed_while_the_next_one_generates(bench, env, tmp_path,
             time.sleep(0.05)
         lines = _log(log)  # what the model had done when the first commit became visible
         assert seen and seen[0], (seen, proc.poll(), lines)
+        # the next batch may log its start a moment after the commit shows (a loaded machine):
+        # waited for, well within one batch's SLEEP_S, so that it cannot have ended meanwhile
+        assert sum(x.startswith("end ") for x in lines) == 1, lines  # committed before the next batch ended
+        until = time.time() + SLEEP_S / 2
+        while sum(x.startswith("start ") for x in lines) < 2 and time.time() < until:
+            time.sleep(0.02)
+            lines = _log(log)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
